@@ -1,0 +1,50 @@
+# Every target works on a fresh machine: `make test` and `make demo` install first when needed.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export HF_DATASETS_OFFLINE := 1
+export WANDB_MODE := offline
+export TOKENIZERS_PARALLELISM := false
+TINY_DIR ?= .tiny
+
+.PHONY: install test test-fast demo bench lint tiny clean
+
+$(STAMP): setup.cfg pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# The CPU wheel first: otherwise pip resolves torch to a multi-GB CUDA build.
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+$(TINY_DIR)/.built: $(STAMP) trl_verigate/tiny.py
+	$(PY) -m trl_verigate.tiny $(TINY_DIR)
+	touch $@
+
+tiny: $(TINY_DIR)/.built
+
+test: $(STAMP)
+	$(PY) -m pytest -q -ra tests
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -ra -m "not slow" tests
+
+demo: $(STAMP) $(TINY_DIR)/.built
+	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
+		recipes/verigate_math.py --config recipes/tiny/verigate_math.yaml
+
+bench: $(STAMP) $(TINY_DIR)/.built
+	$(PY) bench/verigate_overhead.py
+	$(PY) bench/lean_server_overhead.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check trl_verigate tests bench recipes
+	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes
+
+clean:
+	rm -rf $(VENV) $(TINY_DIR) build *.egg-info

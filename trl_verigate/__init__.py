@@ -1,0 +1,42 @@
+"""trl-verigate: verifier-gated process rewards and Lean verification for Hugging Face TRL.
+
+Names are resolved lazily so that `import trl_verigate` stays cheap (no TRL or torch import
+until a trainer or tensor function is used).
+"""
+
+from importlib import import_module
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "gated_groups": "trl_verigate.advantages",
+    "future_cumulated_rewards": "trl_verigate.advantages",
+    "group_normalized_step_advantages": "trl_verigate.advantages",
+    "deepseekmath_step_advantages": "trl_verigate.advantages",
+    "step_advantages_to_tokens": "trl_verigate.advantages",
+    "split_steps": "trl_verigate.steps",
+    "token_step_ids": "trl_verigate.steps",
+    "StepScorer": "trl_verigate.rewards.prm",
+    "QwenMathPRM": "trl_verigate.rewards.prm",
+    "MathShepherdPRM": "trl_verigate.rewards.prm",
+    "TokenClassificationPRM": "trl_verigate.rewards.prm",
+    "SymbolicStepScorer": "trl_verigate.rewards.prm",
+    "build_step_scorer": "trl_verigate.rewards.prm",
+    "accuracy_reward": "trl_verigate.rewards.math",
+    "VeriGateConfig": "trl_verigate.trainers.verigate_grpo",
+    "VeriGateGRPOTrainer": "trl_verigate.trainers.verigate_grpo",
+    "LeanServer": "trl_verigate.lean_server",
+    "LeanServerConfig": "trl_verigate.lean_server",
+    "LeanClient": "trl_verigate.lean_server",
+    "ProofRequest": "trl_verigate.lean_server",
+    "VerificationResult": "trl_verigate.lean_server",
+    "Tactic": "trl_verigate.lean_server",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'trl_verigate' has no attribute {name!r}")

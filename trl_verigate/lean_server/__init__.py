@@ -1,0 +1,33 @@
+"""Sound, isolated, pooled Lean 4 verification with tactic-level feedback."""
+
+from importlib import import_module
+
+from trl_verigate.lean_server.types import (
+    MINIF2F_HEADER,
+    LeanServerConfig,
+    Message,
+    Position,
+    ProofRequest,
+    Tactic,
+    VerificationResult,
+)
+
+_LAZY = {"LeanServer": "trl_verigate.lean_server.server", "LeanClient": "trl_verigate.lean_server.client"}
+
+__all__ = [
+    "MINIF2F_HEADER",
+    "LeanClient",
+    "LeanServer",
+    "LeanServerConfig",
+    "Message",
+    "Position",
+    "ProofRequest",
+    "Tactic",
+    "VerificationResult",
+]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'trl_verigate.lean_server' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""Reward functions (TRL signature) and process reward models (`StepScorer`)."""
