@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast demo bench lint tiny clean
+.PHONY: install test test-fast test-lean demo bench lint tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(STAMP)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -ra -m "not slow" tests
+
+# Needs a real Lean REPL: TRL_VERIGATE_LEAN_REPL=/path/to/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project make test-lean
+test-lean: $(STAMP)
+	$(PY) -m pytest -q -ra tests/test_lean_real.py
 
 demo: $(STAMP) $(TINY_DIR)/.built
 	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
