@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""A stand-in for the Lean REPL (leanprover-community/repl) for tests and benchmarks.
+
+It speaks the real framing (JSON objects separated by blank lines on stdin/stdout, responses
+pretty-printed over several lines like the real REPL) and the real env semantics: a command
+without "env" starts from a fresh environment, a command with an unknown env gets
+`{"message": "Unknown environment."}`, every answered command gets a new env index.
+
+Answers, first match wins:
+1. a `--script` row whose "match" is a substring of the cmd: its "response" (env renumbered)
+   and/or its "behaviour": hang | crash | garbage | truncate | oom | sleep:SECONDS;
+2. the recorded answer of the real REPL for the same cmd (and options) in the transcripts
+   folder, env renumbered; trailing `#print axioms NAME` lines are split off before the
+   lookup and answered as in 3;
+3. a generic answer: `{"env": n}`, plus an info message "'NAME' depends on axioms: [...]"
+   for each `#print axioms NAME` line, plus a real-shaped `sorries` entry and the
+   "declaration uses `sorry`" warning when the cmd contains `sorry`.
+
+It deliberately imports nothing from trl_verigate: it plays an independent program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import mmap
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "lean-repl-transcripts"
+PRINT_AXIOMS = re.compile(r"^#print\s+axioms\s+(\S+)\s*$")
+DECLARATION = re.compile(r"\b(theorem|lemma|def|example|instance|abbrev)\b\s*([^\s:({\[]*)")
+SORRY = re.compile(r"\bsorry\b")
+# Without RLIMIT_AS the "oom" behaviour stops here and answers, so a missing limit fails a test
+# instead of exhausting the machine; the memory is reserved, never touched, so RSS stays small.
+OOM_GIVE_UP_BYTES = 64 << 30
+OOM_BLOCK_BYTES = 256 << 20
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--transcripts", default=str(DEFAULT_TRANSCRIPTS), help="folder of recorded REPL transcripts")
+    parser.add_argument("--no-transcripts", action="store_true", help="answer every cmd generically")
+    parser.add_argument("--axioms", default="propext", help="comma-separated axioms reported by #print axioms")
+    parser.add_argument("--script", help="JSONL rows {match, response} or {match, behaviour}")
+    parser.add_argument("--startup-delay", type=float, default=0.0, help="seconds to sleep before reading stdin")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds to sleep before each answer")
+    parser.add_argument("--log", help="append every request, with this process's pid, as a JSON line")
+    parser.add_argument("--exit-after", type=int, help="answer N commands, then exit with status 1 on the next one")
+    return parser.parse_args(argv)
+
+
+def read_blocks(path: Path) -> list[str]:
+    return [block for block in path.read_text(encoding="utf-8").split("\n\n") if block.strip()]
+
+
+def request_key(request: dict) -> tuple[str, str]:
+    options = {k: v for k, v in request.items() if k not in ("cmd", "env")}
+    return request["cmd"], json.dumps(options, sort_keys=True)
+
+
+def load_transcripts(folder: Path) -> dict[tuple[str, str], dict]:
+    """Map (cmd, options) to the real REPL's response; error objects come from env semantics instead."""
+    answers: dict[tuple[str, str], dict] = {}
+    if not folder.is_dir():
+        return answers
+    for request_file in sorted(folder.glob("*.in")):
+        response_file = request_file.with_name(request_file.name[: -len(".in")] + ".expected.out")
+        if not response_file.exists():
+            continue
+        requests, responses = read_blocks(request_file), read_blocks(response_file)
+        if len(requests) != len(responses):
+            continue
+        for request_text, response_text in zip(requests, responses, strict=True):
+            try:
+                request = json.loads(request_text, strict=False)
+                response = json.loads(response_text)
+            except json.JSONDecodeError:
+                continue
+            if "cmd" in request and "env" in response:
+                answers.setdefault(request_key(request), response)
+    return answers
+
+
+def load_script(path: str | None) -> list[dict]:
+    if not path:
+        return []
+    rows = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if "match" not in row or not ("response" in row or "behaviour" in row):
+            raise SystemExit(f"fake_repl: {path}:{number}: a row needs 'match' and 'response' or 'behaviour'")
+        rows.append(row)
+    return rows
+
+
+def read_request(stdin) -> str | None:
+    """The lines up to the next blank line; None at end of input."""
+    lines: list[str] = []
+    for line in stdin:
+        if line.strip():
+            lines.append(line)
+        elif lines:
+            return "".join(lines)
+    return "".join(lines) if lines else None
+
+
+def write_response(response: dict) -> None:
+    sys.stdout.write(json.dumps(response, ensure_ascii=False, indent=1) + "\n\n")
+    sys.stdout.flush()
+
+
+def axioms_message(line_number: int, name: str, axioms: list[str]) -> dict:
+    if axioms:
+        text = f"'{name}' depends on axioms: [{', '.join(axioms)}]"
+    else:
+        text = f"'{name}' does not depend on any axioms"
+    return {
+        "severity": "info",
+        "pos": {"line": line_number, "column": 0},
+        "endPos": {"line": line_number, "column": len("#print")},
+        "data": text,
+    }
+
+
+def split_print_axioms(cmd: str) -> tuple[str, list[tuple[int, str]]]:
+    """The cmd without its trailing `#print axioms` lines, and those lines as (1-based line, name)."""
+    lines = cmd.split("\n")
+    found = []
+    end = len(lines)
+    while end > 0:
+        stripped = lines[end - 1].strip()
+        match = PRINT_AXIOMS.match(stripped)
+        if match:
+            found.append((end, match.group(1)))
+        elif stripped:
+            break
+        end -= 1
+    return "\n".join(lines[:end]), sorted(found)
+
+
+def line_column(text: str, offset: int) -> dict:
+    line = text.count("\n", 0, offset) + 1
+    return {"line": line, "column": offset - (text.rfind("\n", 0, offset) + 1)}
+
+
+def sorry_fields(cmd: str, proof_state: int) -> dict:
+    sorry = SORRY.search(cmd)
+    declarations = [d for d in DECLARATION.finditer(cmd) if d.start() < sorry.start()]
+    if declarations:
+        declaration = declarations[-1]
+        name_start, name_end = declaration.span(2) if declaration.group(2) else declaration.span(1)
+    else:
+        name_start, name_end = sorry.span()
+    return {
+        "sorries": [
+            {
+                "proofState": proof_state,
+                "pos": line_column(cmd, sorry.start()),
+                "goal": "⊢ False",
+                "endPos": line_column(cmd, sorry.end()),
+            }
+        ],
+        "messages": [
+            {
+                "severity": "warning",
+                "pos": line_column(cmd, name_start),
+                "endPos": line_column(cmd, name_end),
+                "data": "declaration uses `sorry`",
+            }
+        ],
+    }
+
+
+class FakeRepl:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.axioms = [a.strip() for a in args.axioms.split(",") if a.strip()]
+        self.script = load_script(args.script)
+        self.transcripts = {} if args.no_transcripts else load_transcripts(Path(args.transcripts))
+        self.envs: set[int] = set()
+        self.next_env = 0
+        self.next_proof_state = 0
+        self.commands = 0
+
+    def log(self, request_text: str) -> None:
+        if not self.args.log:
+            return
+        try:
+            request = json.loads(request_text, strict=False)
+        except json.JSONDecodeError:
+            request = request_text
+        line = json.dumps({"pid": os.getpid(), "request": request}, ensure_ascii=False) + "\n"
+        fd = os.open(self.args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def new_env(self) -> int:
+        env = self.next_env
+        self.next_env += 1
+        self.envs.add(env)
+        return env
+
+    def answer(self, request: dict) -> dict:
+        if "env" in request and request["env"] not in self.envs:
+            return {"message": "Unknown environment."}
+        if "cmd" not in request:
+            return {"message": f"fake_repl only answers commands, got keys {sorted(request)}"}
+        cmd = request["cmd"]
+        for row in self.script:
+            if row["match"] in cmd and "response" in row:
+                response = dict(row["response"])
+                if "env" in response:
+                    response["env"] = self.new_env()
+                return response
+        response = self.recorded_answer(request)
+        if response is None:
+            response = self.generic_answer(cmd)
+        response["env"] = self.new_env()
+        return response
+
+    def recorded_answer(self, request: dict) -> dict | None:
+        cmd, options = request_key(request)
+        if (cmd, options) in self.transcripts:
+            return json.loads(json.dumps(self.transcripts[cmd, options]))
+        body, axiom_lines = split_print_axioms(cmd)
+        if not axiom_lines or (body, options) not in self.transcripts:
+            return None
+        response = json.loads(json.dumps(self.transcripts[body, options]))
+        response.setdefault("messages", []).extend(self.axioms_messages(cmd, axiom_lines))
+        return response
+
+    def axioms_messages(self, cmd: str, axiom_lines: list[tuple[int, str]]) -> list[dict]:
+        # Real Lean reports sorryAx for a proof that uses sorry; the stand-in approximates "uses" by "mentions".
+        axioms = self.axioms + (["sorryAx"] if SORRY.search(cmd) else [])
+        return [axioms_message(line, name, sorted(axioms)) for line, name in axiom_lines]
+
+    def generic_answer(self, cmd: str) -> dict:
+        response: dict = {}
+        messages: list[dict] = []
+        if SORRY.search(cmd):
+            fields = sorry_fields(cmd, self.next_proof_state)
+            self.next_proof_state += 1
+            response["sorries"] = fields["sorries"]
+            messages.extend(fields["messages"])
+        _, axiom_lines = split_print_axioms(cmd)
+        messages.extend(self.axioms_messages(cmd, axiom_lines))
+        if messages:
+            response["messages"] = messages
+        return response
+
+    def behave(self, behaviour: str, request: dict) -> bool:
+        """Act out a scripted misbehaviour; True when the request still needs its normal answer."""
+        if behaviour == "hang":
+            while True:
+                time.sleep(3600)
+        if behaviour == "crash":
+            sys.stderr.write("fake_repl: scripted crash\n")
+            sys.stderr.flush()
+            os._exit(1)
+        if behaviour == "garbage":
+            sys.stdout.write("PANIC at Lean.Elab: this is not JSON\n\n")
+            sys.stdout.flush()
+            return False
+        if behaviour == "truncate":
+            text = json.dumps(self.answer(request), indent=1)
+            sys.stdout.write(text[: len(text) // 2])
+            sys.stdout.flush()
+            os._exit(1)
+        if behaviour == "oom":
+            reserved = []
+            try:
+                while len(reserved) * OOM_BLOCK_BYTES < OOM_GIVE_UP_BYTES:
+                    reserved.append(mmap.mmap(-1, OOM_BLOCK_BYTES))
+            except (OSError, MemoryError):
+                sys.stderr.write(f"INTERNAL PANIC: out of memory after {len(reserved) * OOM_BLOCK_BYTES >> 20} MiB\n")
+                sys.stderr.flush()
+                os._exit(1)
+            return True
+        if behaviour.startswith("sleep:"):
+            time.sleep(float(behaviour[len("sleep:") :]))
+            return True
+        raise SystemExit(f"fake_repl: unknown behaviour {behaviour!r}")
+
+    def serve(self) -> None:
+        time.sleep(self.args.startup_delay)
+        while True:
+            request_text = read_request(sys.stdin)
+            if request_text is None:
+                return
+            self.log(request_text)
+            if self.args.exit_after is not None and self.commands >= self.args.exit_after:
+                sys.stderr.write(f"fake_repl: exiting after {self.commands} commands\n")
+                sys.stderr.flush()
+                os._exit(1)
+            self.commands += 1
+            try:
+                request = json.loads(request_text, strict=False)
+            except json.JSONDecodeError as error:
+                write_response({"message": f"Could not parse JSON:\n{error}"})
+                continue
+            if self.args.latency:
+                time.sleep(self.args.latency)
+            cmd = request.get("cmd", "")
+            behaviours = [row["behaviour"] for row in self.script if "behaviour" in row and row["match"] in cmd]
+            if behaviours and not self.behave(behaviours[0], request):
+                continue
+            write_response(self.answer(request))
+
+
+def main(argv: list[str] | None = None) -> None:
+    FakeRepl(parse_args(sys.argv[1:] if argv is None else argv)).serve()
+
+
+if __name__ == "__main__":
+    main()
