@@ -1,0 +1,389 @@
+"""`trl-verigate` command line: one argparse subcommand per tool.
+
+Add a subcommand by writing `_add_<name>(subparsers)` that registers its parser with `func=<handler>`
+and listing it in `_SUBCOMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, ProofRequest
+
+REPL_ENV = "TRL_VERIGATE_LEAN_REPL"
+PROJECT_ENV = "TRL_VERIGATE_LEAN_PROJECT"
+REPL_BUILD_PATH = Path(".lake") / "build" / "bin" / "repl"
+ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
+DOCTOR_STATEMENT = "theorem doctor_check : 1 + 1 = 2 := by"
+DOCTOR_PROOF = "decide"
+
+
+def resolve_project_dir(project_dir: str | None) -> Path:
+    """--project-dir, else $TRL_VERIGATE_LEAN_PROJECT, else the current directory."""
+    return Path(project_dir or os.environ.get(PROJECT_ENV) or ".").expanduser().resolve()
+
+
+def find_repl_binary(project_dir: Path) -> Path | None:
+    """A built REPL next to, inside, or as a lake dependency of the project, where the setup guide puts it."""
+    for repl_dir in (project_dir.parent / "repl", project_dir / "repl", project_dir / ".lake" / "packages" / "repl"):
+        candidate = repl_dir / REPL_BUILD_PATH
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def resolve_repl_command(repl: str | None, project_dir: Path) -> list[str] | None:
+    """The REPL argv from --repl-command / $TRL_VERIGATE_LEAN_REPL / a built REPL found near the project.
+
+    A single path to a binary is wrapped in `lake env` so the REPL sees the project's packages (Mathlib);
+    anything else is taken as a full argv (shell-quoted). None when nothing is configured or found.
+    """
+    text = repl or os.environ.get(REPL_ENV)
+    if text is None:
+        binary = find_repl_binary(project_dir)
+        if binary is None:
+            return None
+        text = shlex.quote(str(binary))
+    argv = shlex.split(text)
+    if len(argv) == 1 and Path(argv[0]).expanduser().is_file():
+        binary_path = str(Path(argv[0]).expanduser().resolve())
+        return ["lake", "env", binary_path] if shutil.which("lake") else [binary_path]
+    return argv
+
+
+def repl_binary_of(argv: list[str]) -> Path | None:
+    """The REPL executable inside an argv such as `lake env /x/repl`, when it is a file path."""
+    for arg in reversed(argv):
+        path = Path(arg).expanduser()
+        if path.name == "repl" and path.is_file():
+            return path.resolve()
+    return None
+
+
+def _read_header(header_file: str | None) -> str:
+    if header_file is None:
+        return MINIF2F_HEADER
+    path = Path(header_file)
+    if not path.is_file():
+        raise SystemExit(
+            f"--header-file {header_file}: no such file (it should hold the imports/options, e.g. 'import Mathlib')"
+        )
+    return path.read_text(encoding="utf-8").rstrip("\n")
+
+
+def _config_from_args(args: argparse.Namespace, workers: int) -> LeanServerConfig:
+    project_dir = resolve_project_dir(args.project_dir)
+    repl_command = resolve_repl_command(args.repl_command, project_dir)
+    if repl_command is None:
+        raise SystemExit(
+            f"no Lean REPL configured: pass --repl-command or set {REPL_ENV}=/path/to/repl/.lake/build/bin/repl "
+            "(run `trl-verigate lean-doctor` to check the setup)"
+        )
+    return LeanServerConfig(
+        repl_command=repl_command,
+        project_dir=str(project_dir),
+        header=_read_header(args.header_file),
+        workers=workers,
+        timeout=args.timeout,
+        memory_limit_mb=args.memory_limit_mb or None,
+    )
+
+
+def _add_lean_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--repl-command",
+        help=f"REPL binary path or full argv (default: ${REPL_ENV}, else a built repl next to the project)",
+    )
+    parser.add_argument("--project-dir", help=f"Lean project with Mathlib (default: ${PROJECT_ENV}, else the cwd)")
+    parser.add_argument(
+        "--header-file", help="file with the imports/options run once per REPL (default: miniF2F header)"
+    )
+    parser.add_argument("--timeout", type=float, default=15.0, help="seconds per proof (default: 15)")
+    parser.add_argument(
+        "--memory-limit-mb", type=int, default=8192, help="address-space limit per REPL; 0 for none (default: 8192)"
+    )
+
+
+# ---------------------------------------------------------------- lean-server
+
+
+def _add_lean_server(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "lean-server",
+        help="serve Lean verification over HTTP (kimina-lean-server compatible POST /check, GET /health)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument(
+        "--workers", type=int, default=LeanServerConfig().workers, help="REPL processes (default: cpus-1)"
+    )
+    _add_lean_options(parser)
+    parser.set_defaults(func=_run_lean_server)
+
+
+def _run_lean_server(args: argparse.Namespace) -> int:
+    from trl_verigate.lean_server.http import serve
+
+    serve(_config_from_args(args, workers=args.workers), host=args.host, port=args.port)
+    return 0
+
+
+# ---------------------------------------------------------------- lean-doctor
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: not applicable or not checkable because an earlier check failed
+    detail: str
+    fix: str | None = None
+
+    def render(self) -> str:
+        mark = {True: "✓", False: "✗", None: "-"}[self.ok]
+        lines = [f"{mark} {self.name}: {self.detail}"]
+        if self.ok is False and self.fix:
+            lines.append(f"    fix: {self.fix}")
+        return "\n".join(lines)
+
+
+def _tool_version(tool: str, fix: str) -> Check:
+    path = shutil.which(tool)
+    if path is None:
+        return Check(tool, False, "not found on PATH", fix)
+    try:
+        run = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(tool, False, f"{path} --version failed: {exc}", fix)
+    if run.returncode != 0:
+        return Check(tool, False, f"{path} --version exited {run.returncode}: {run.stderr.strip()[:200]}", fix)
+    return Check(tool, True, f"{(run.stdout or run.stderr).strip().splitlines()[0]} ({path})")
+
+
+def _read_toolchain(directory: Path) -> str | None:
+    path = directory / "lean-toolchain"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def _mathlib_oleans(project_dir: Path) -> Path | None:
+    mathlib = project_dir / ".lake" / "packages" / "mathlib"
+    # Lake moved build outputs from build/lib to .lake/build/lib/lean across versions.
+    for olean in (
+        mathlib / ".lake" / "build" / "lib" / "lean" / "Mathlib.olean",
+        mathlib / ".lake" / "build" / "lib" / "Mathlib.olean",
+        mathlib / "build" / "lib" / "Mathlib.olean",
+    ):
+        if olean.is_file():
+            return olean
+    return None
+
+
+def run_doctor(
+    project_dir: Path, repl_command: list[str] | None, header: str, timeout: float, startup_timeout: float
+) -> list[Check]:
+    """Every check of `trl-verigate lean-doctor`, in order; never raises for a broken setup."""
+    checks = [
+        _tool_version("elan", f"install elan: {ELAN_INSTALL}, then open a new shell"),
+        _tool_version("lake", "lake comes with the toolchain: install elan, then run `elan default stable`"),
+        _tool_version("lean", "lean comes with the toolchain: install elan, then run `elan default stable`"),
+    ]
+    project_toolchain = _read_toolchain(project_dir)
+    if project_toolchain is None:
+        checks.append(
+            Check(
+                "project",
+                False,
+                f"no lean-toolchain in {project_dir}",
+                f"create a Mathlib project: `lake new proj math && cd proj && lake exe cache get`, then pass "
+                f"--project-dir proj or set {PROJECT_ENV}",
+            )
+        )
+    else:
+        checks.append(Check("project", True, f"{project_dir} uses {project_toolchain}"))
+
+    build_fix = (
+        "git clone https://github.com/leanprover-community/repl && cd repl && "
+        f"cp {project_dir / 'lean-toolchain'} . && lake build; then export {REPL_ENV}=$PWD/{REPL_BUILD_PATH}"
+    )
+    binary = repl_binary_of(repl_command) if repl_command else None
+    if repl_command is None:
+        checks.append(
+            Check("REPL", False, f"none configured (--repl-command, ${REPL_ENV}) or found near the project", build_fix)
+        )
+    elif binary is not None:
+        checks.append(Check("REPL", True, f"{binary} (run as: {shlex.join(repl_command)})"))
+    else:
+        executable = shutil.which(repl_command[0])
+        checks.append(
+            Check(
+                "REPL",
+                executable is not None,
+                f"command {shlex.join(repl_command)}",
+                f"{repl_command[0]} is not executable; {build_fix}",
+            )
+        )
+
+    repl_toolchain = _read_toolchain(binary.parents[3]) if binary is not None and len(binary.parents) > 3 else None
+    if project_toolchain is None or repl_toolchain is None:
+        checks.append(Check("REPL toolchain", None, "cannot compare: project or REPL toolchain unknown"))
+    elif repl_toolchain != project_toolchain:
+        checks.append(
+            Check(
+                "REPL toolchain",
+                False,
+                f"REPL built for {repl_toolchain}, project uses {project_toolchain}",
+                f"cp {project_dir / 'lean-toolchain'} {binary.parents[3]} && cd {binary.parents[3]} && lake build",
+            )
+        )
+    else:
+        checks.append(Check("REPL toolchain", True, f"both {project_toolchain}"))
+
+    if not re.search(r"^\s*import\s+Mathlib\b", header, flags=re.MULTILINE):
+        checks.append(Check("Mathlib", None, "the header does not import Mathlib"))
+    elif not (project_dir / ".lake" / "packages" / "mathlib").is_dir():
+        checks.append(
+            Check(
+                "Mathlib",
+                False,
+                f"not in {project_dir / '.lake' / 'packages'}",
+                "create the project with `lake new proj math` (or add mathlib to lakefile), then `lake exe cache get`",
+            )
+        )
+    elif (olean := _mathlib_oleans(project_dir)) is None:
+        checks.append(
+            Check(
+                "Mathlib", False, "present but not built (no Mathlib.olean)", f"cd {project_dir} && lake exe cache get"
+            )
+        )
+    else:
+        checks.append(Check("Mathlib", True, f"cache present ({olean})"))
+
+    if repl_command is None:
+        checks.append(Check("header", None, "no REPL to run it in"))
+        checks.append(Check("proof", None, "no REPL to run it in"))
+        return checks
+    checks.extend(_run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout))
+    return checks
+
+
+def _run_checks_in_repl(
+    project_dir: Path, repl_command: list[str], header: str, timeout: float, startup_timeout: float
+) -> list[Check]:
+    from trl_verigate.lean_server.server import LeanServer
+
+    config = LeanServerConfig(
+        repl_command=repl_command,
+        project_dir=str(project_dir) if project_dir.is_dir() else None,
+        header=header,
+        workers=1,
+        timeout=timeout,
+        startup_timeout=startup_timeout,
+    )
+    header_check = _check_header(config)
+    if not header_check.ok:
+        return [header_check, Check("proof", None, "skipped: the header does not elaborate")]
+    try:
+        with LeanServer(config) as server:
+            result = server.verify([ProofRequest(statement=DOCTOR_STATEMENT, proof=DOCTOR_PROOF)])[0]
+    except Exception as exc:  # the doctor reports every failure as a checklist line, never a traceback
+        return [
+            header_check,
+            Check("proof", False, f"LeanServer failed: {type(exc).__name__}: {exc}", "see the error above"),
+        ]
+    if result.passed:
+        return [
+            header_check,
+            Check("proof", True, f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF}` passed in {result.time_s:.2f}s"),
+        ]
+    errors = "; ".join(m.text for m in result.messages if m.severity == "error") or result.reason or "no reason given"
+    return [
+        header_check,
+        Check(
+            "proof",
+            False,
+            f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF}` gave status={result.status}: {errors[:300]}",
+            "the REPL answers but does not verify a trivial proof: rebuild the REPL for the project's toolchain",
+        ),
+    ]
+
+
+def _check_header(config: LeanServerConfig) -> Check:
+    import asyncio
+
+    from trl_verigate.lean_server.process import ReplProcess, ReplStartError
+
+    async def load() -> Check:
+        process = ReplProcess(config)
+        try:
+            await process.start(config.header)
+        except ReplStartError as exc:
+            return Check(
+                "header",
+                False,
+                str(exc),
+                "fix what the message names; a missing module usually means `lake exe cache get` was not run "
+                "in the project, or the REPL was built for another toolchain",
+            )
+        finally:
+            await process.close()
+        return Check(
+            "header",
+            True,
+            f"loaded in {process.startup_s:.1f}s ({config.header.splitlines()[0] if config.header else 'empty header'})",
+        )
+
+    return asyncio.run(load())
+
+
+def _add_lean_doctor(subparsers) -> None:
+    parser = subparsers.add_parser("lean-doctor", help="check the Lean setup step by step and print how to fix it")
+    _add_lean_options(parser)
+    parser.add_argument(
+        "--startup-timeout", type=float, default=600.0, help="seconds for the REPL to load the header (default: 600)"
+    )
+    parser.set_defaults(func=_run_lean_doctor)
+
+
+def _run_lean_doctor(args: argparse.Namespace) -> int:
+    project_dir = resolve_project_dir(args.project_dir)
+    checks = run_doctor(
+        project_dir=project_dir,
+        repl_command=resolve_repl_command(args.repl_command, project_dir),
+        header=_read_header(args.header_file),
+        timeout=args.timeout,
+        startup_timeout=args.startup_timeout,
+    )
+    for check in checks:
+        print(check.render())
+    failed = [c.name for c in checks if c.ok is False]
+    print(f"\n{'all checks passed' if not failed else 'failed: ' + ', '.join(failed)}")
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------- entry point
+
+_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="trl-verigate", description="trl-verigate tools")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in _SUBCOMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

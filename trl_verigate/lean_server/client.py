@@ -1,0 +1,346 @@
+"""Client for one or more Lean verification services over HTTP.
+
+`LeanClient` has the same `verify` / `averify` as the in-process `LeanServer`, so training code can
+switch between a local pool and a fleet of `trl-verigate lean-server` processes (or real
+kimina-lean-server deployments) by changing one constructor. A server that is down never raises:
+its batches move to another server, and a request that no server could answer comes back with
+`status="error"` and the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import httpx
+
+from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, Request, VerificationResult
+
+# `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers
+# {"status": "ok"} only, which is how the client tells the two protocols apart.
+SERVICE_NAME = "trl-verigate"
+PROTOCOLS = ("auto", "verigate", "kimina")
+# Slack on top of the worst case (every proof of a batch timing out one after another) before the
+# client gives up waiting for a server's answer.
+_HTTP_SLACK_S = 60.0
+
+
+class _RetryableError(Exception):
+    """The server could not answer (down, overloaded, 5xx, garbled): try another one."""
+
+
+class _RejectedBatchError(Exception):
+    """The server refused the batch itself (4xx): sending it elsewhere would not help."""
+
+
+@dataclass
+class _Endpoint:
+    url: str
+    protocol: str | None
+    in_flight: int = 0
+    consecutive_failures: int = 0
+    avoid_until: float = 0.0
+
+
+def _encode_request(index: int, request: Request):
+    if isinstance(request, ProofRequest):
+        return {"statement": request.statement, "proof": request.proof, "header": request.header}
+    if isinstance(request, str):
+        return request
+    raise TypeError(
+        f"requests[{index}] must be a ProofRequest or a str (a complete Lean file), got {type(request).__name__}"
+    )
+
+
+def _shift_lines(response: dict, delta: int) -> dict:
+    """Copy of a REPL response with every message/sorry line moved by `delta`."""
+    shifted = copy.deepcopy(response)
+    for key in ("messages", "sorries"):
+        for item in shifted.get(key) or []:
+            for pos_key in ("pos", "endPos"):
+                pos = item.get(pos_key)
+                if isinstance(pos, dict) and isinstance(pos.get("line"), int):
+                    pos["line"] += delta
+    return shifted
+
+
+def _kimina_code(prepared) -> tuple[str, int]:
+    """The full snippet kimina-lean-server receives, and how many lines precede `prepared.code` in it."""
+    if not prepared.header.strip():
+        return prepared.code, 0
+    prefix = prepared.header + "\n"
+    return prefix + prepared.code, prefix.count("\n")
+
+
+class LeanClient:
+    """Verify Lean proofs on remote servers: `trl-verigate lean-server` or kimina-lean-server.
+
+    Args:
+        urls: base URLs of the servers, e.g. `["http://10.0.0.5:8000", "http://10.0.0.6:8000"]`.
+        timeout: per-proof timeout in seconds sent with every batch; None uses the server's default
+            (`config.timeout` against kimina-lean-server, which needs an explicit value).
+        retries: how many times a batch that failed on one server (connection error, 5xx) is retried,
+            preferring servers it has not failed on yet.
+        backoff: base delay in seconds before retrying on a server that already failed; doubles each time.
+        max_batch: most proofs sent in one HTTP request.
+        concurrency: most HTTP requests in flight at once (default: 2 per server, so each server always
+            has its next batch queued while it works on the current one).
+        protocol: "verigate" (our `/check` with verdicts computed server-side), "kimina" (kimina-lean-server's
+            `/api/check`; verdicts computed here with `verdict.judge`), or "auto" (ask each server's `/health`).
+        config: verdict settings used in kimina mode (default header, axiom whitelist, native_decide,
+            tactic granularity); a verigate server applies its own.
+        api_key: sent as `Authorization: Bearer <key>` (kimina-lean-server deployments with LEAN_SERVER_API_KEY).
+        http_timeout: seconds to wait for one batch's answer; default: `timeout * batch size + 60`.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        timeout: float | None = None,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_batch: int = 64,
+        concurrency: int | None = None,
+        protocol: str = "auto",
+        config: LeanServerConfig | None = None,
+        api_key: str | None = None,
+        http_timeout: float | None = None,
+    ):
+        if isinstance(urls, str) or not urls:
+            raise ValueError(
+                f"LeanClient.urls must be a non-empty list of base URLs, e.g. ['{urls or 'http://127.0.0.1:8000'}']"
+            )
+        for url in urls:
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                raise ValueError(f"LeanClient.urls: {url!r} is not an http(s) URL, e.g. 'http://127.0.0.1:8000'")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"LeanClient.timeout must be > 0 seconds or None, got {timeout}")
+        if retries < 0:
+            raise ValueError(f"LeanClient.retries must be >= 0, got {retries}")
+        if backoff < 0:
+            raise ValueError(f"LeanClient.backoff must be >= 0 seconds, got {backoff}")
+        if max_batch < 1:
+            raise ValueError(f"LeanClient.max_batch must be >= 1, got {max_batch}")
+        if concurrency is not None and concurrency < 1:
+            raise ValueError(f"LeanClient.concurrency must be >= 1 or None, got {concurrency}")
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"LeanClient.protocol must be one of {PROTOCOLS}, got {protocol!r}")
+        if http_timeout is not None and http_timeout <= 0:
+            raise ValueError(f"LeanClient.http_timeout must be > 0 seconds or None, got {http_timeout}")
+        fixed_protocol = None if protocol == "auto" else protocol
+        self.endpoints = [_Endpoint(url=url.rstrip("/"), protocol=fixed_protocol) for url in urls]
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_batch = max_batch
+        self.concurrency = concurrency or 2 * len(self.endpoints)
+        self.config = config or LeanServerConfig()
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.http_timeout = http_timeout
+        self._rotation = itertools.count()
+
+    def verify(
+        self,
+        requests: Sequence[Request],
+        timeout: float | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> list[VerificationResult]:
+        """Blocking `averify`; usable from inside a running event loop (e.g. a notebook) too."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.averify(requests, timeout=timeout, progress=progress))
+        # asyncio.run refuses to nest in a running loop, so the batch runs on a private thread and loop.
+        with ThreadPoolExecutor(max_workers=1) as executor:
+            return executor.submit(asyncio.run, self.averify(requests, timeout=timeout, progress=progress)).result()
+
+    async def averify(
+        self,
+        requests: Sequence[Request],
+        timeout: float | None = None,
+        progress: Callable[[int], object] | None = None,
+    ) -> list[VerificationResult]:
+        """Verify `requests`; one result per request, in order.
+
+        `progress`, if given, is called with the number of requests just finished (e.g. `tqdm(...).update`).
+        """
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"LeanClient.averify timeout must be > 0 seconds or None, got {timeout}")
+        requests = list(requests)
+        for index, request in enumerate(requests):
+            _encode_request(index, request)
+        if not requests:
+            return []
+        timeout = timeout if timeout is not None else self.timeout
+        results: list[VerificationResult | None] = [None] * len(requests)
+        gate = asyncio.Semaphore(self.concurrency)
+
+        async def run(batch: list[int], http: httpx.AsyncClient) -> None:
+            async with gate:
+                batch_results = await self._run_batch(http, [requests[i] for i in batch], timeout)
+            for index, result in zip(batch, batch_results, strict=True):
+                results[index] = result
+            if progress is not None:
+                progress(len(batch))
+
+        async with httpx.AsyncClient(headers=self.headers) as http:
+            await asyncio.gather(*(run(batch, http) for batch in self._batches(len(requests))))
+        return results  # type: ignore[return-value]
+
+    def _batches(self, n: int) -> list[list[int]]:
+        # At least one batch per server so a small call still uses the whole fleet, and even sizes so
+        # the last batch is not a straggler that keeps one server busy alone.
+        n_batches = max(math.ceil(n / self.max_batch), min(n, len(self.endpoints)))
+        size, extra = divmod(n, n_batches)
+        batches, start = [], 0
+        for b in range(n_batches):
+            end = start + size + (1 if b < extra else 0)
+            batches.append(list(range(start, end)))
+            start = end
+        return batches
+
+    def _pick(self, tried: set[str]) -> _Endpoint:
+        now = time.monotonic()
+        turn = next(self._rotation)
+        ranked = sorted(
+            range(len(self.endpoints)),
+            key=lambda i: (
+                self.endpoints[i].url in tried,
+                self.endpoints[i].avoid_until > now,
+                self.endpoints[i].in_flight,
+                (i - turn) % len(self.endpoints),
+            ),
+        )
+        return self.endpoints[ranked[0]]
+
+    async def _run_batch(
+        self, http: httpx.AsyncClient, requests: list[Request], timeout: float | None
+    ) -> list[VerificationResult]:
+        failures: list[str] = []
+        tried: set[str] = set()
+        for attempt in range(self.retries + 1):
+            endpoint = self._pick(tried)
+            if endpoint.url in tried and self.backoff > 0:
+                await asyncio.sleep(self.backoff * 2 ** min(attempt - 1, 6))
+            tried.add(endpoint.url)
+            endpoint.in_flight += 1
+            try:
+                results = await self._send(http, endpoint, requests, timeout)
+            except _RetryableError as exc:
+                failures.append(f"{endpoint.url}: {exc}")
+                endpoint.consecutive_failures += 1
+                endpoint.avoid_until = time.monotonic() + self.backoff * 2 ** min(endpoint.consecutive_failures, 6)
+                continue
+            except _RejectedBatchError as exc:
+                reason = f"{endpoint.url} refused the batch: {exc}"
+                return [VerificationResult(status="error", reason=reason) for _ in requests]
+            finally:
+                endpoint.in_flight -= 1
+            endpoint.consecutive_failures = 0
+            endpoint.avoid_until = 0.0
+            return results
+        reason = f"no server could verify this request after {self.retries + 1} attempts: " + "; ".join(failures)
+        return [VerificationResult(status="error", reason=reason) for _ in requests]
+
+    async def _send(
+        self, http: httpx.AsyncClient, endpoint: _Endpoint, requests: list[Request], timeout: float | None
+    ) -> list[VerificationResult]:
+        if endpoint.protocol is None:
+            endpoint.protocol = await self._detect_protocol(http, endpoint)
+        if endpoint.protocol == "verigate":
+            return await self._send_verigate(http, endpoint, requests, timeout)
+        return await self._send_kimina(http, endpoint, requests, timeout)
+
+    async def _post(self, http: httpx.AsyncClient, url: str, payload: dict, n_proofs: int, timeout: float) -> dict:
+        wait = self.http_timeout or timeout * n_proofs + _HTTP_SLACK_S
+        try:
+            response = await http.post(url, json=payload, timeout=httpx.Timeout(wait, connect=10.0))
+        except httpx.HTTPError as exc:
+            raise _RetryableError(f"{type(exc).__name__}: {exc}") from exc
+        # 429 is kimina-lean-server's "No available REPLs": another server may have some.
+        if response.status_code >= 500 or response.status_code == 429:
+            raise _RetryableError(f"HTTP {response.status_code}: {response.text[:300]}")
+        if response.status_code >= 400:
+            raise _RejectedBatchError(f"HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise _RetryableError(f"answer is not JSON: {response.text[:200]!r}") from exc
+        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+            raise _RetryableError(f"answer has no 'results' list: {response.text[:200]!r}")
+        return data
+
+    async def _detect_protocol(self, http: httpx.AsyncClient, endpoint: _Endpoint) -> str:
+        try:
+            response = await http.get(f"{endpoint.url}/health", timeout=10.0)
+            health = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError) as exc:
+            raise _RetryableError(f"GET /health failed: {type(exc).__name__}: {exc}") from exc
+        if health is None:
+            raise _RetryableError(f"GET /health answered HTTP {response.status_code}")
+        return "verigate" if isinstance(health, dict) and health.get("service") == SERVICE_NAME else "kimina"
+
+    async def _send_verigate(
+        self, http: httpx.AsyncClient, endpoint: _Endpoint, requests: list[Request], timeout: float | None
+    ) -> list[VerificationResult]:
+        payload: dict = {"requests": [_encode_request(i, r) for i, r in enumerate(requests)]}
+        if timeout is not None:
+            payload["timeout"] = timeout
+        data = await self._post(http, f"{endpoint.url}/check", payload, len(requests), timeout or self.config.timeout)
+        if len(data["results"]) != len(requests):
+            raise _RetryableError(f"sent {len(requests)} requests, got {len(data['results'])} results")
+        try:
+            return [VerificationResult.from_dict(item) for item in data["results"]]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _RetryableError(f"malformed result: {type(exc).__name__}: {exc}") from exc
+
+    async def _send_kimina(
+        self, http: httpx.AsyncClient, endpoint: _Endpoint, requests: list[Request], timeout: float | None
+    ) -> list[VerificationResult]:
+        proof_timeout = timeout if timeout is not None else self.config.timeout
+        results: list[VerificationResult | None] = [None] * len(requests)
+        pending: dict[str, tuple[int, object, int]] = {}
+        snippets = []
+        for index, request in enumerate(requests):
+            prepared = verdict.prepare(request, self.config.header, self.config.allow_native_decide)
+            if isinstance(prepared, VerificationResult):
+                results[index] = prepared
+                continue
+            code, lines_before = _kimina_code(prepared)
+            snippet_id = str(index)
+            pending[snippet_id] = (index, prepared, lines_before)
+            snippets.append({"id": snippet_id, "code": code})
+        if snippets:
+            # kimina-lean-server's timeout field is an integer number of seconds.
+            payload = {"snippets": snippets, "timeout": max(1, math.ceil(proof_timeout)), "debug": False, "reuse": True}
+            data = await self._post(http, f"{endpoint.url}/api/check", payload, len(snippets), proof_timeout)
+            for item in data["results"]:
+                if not isinstance(item, dict) or str(item.get("id")) not in pending:
+                    raise _RetryableError(f"answer holds a result for an id that was not sent: {str(item)[:200]}")
+                index, prepared, lines_before = pending.pop(str(item["id"]))
+                results[index] = self._kimina_verdict(prepared, item, lines_before)
+            if pending:
+                raise _RetryableError(f"answer lacks results for snippet ids {sorted(pending)}")
+        return results  # type: ignore[return-value]
+
+    def _kimina_verdict(self, prepared, item: dict, lines_before: int) -> VerificationResult:
+        time_s = float(item.get("time") or 0.0)
+        error = item.get("error")
+        if error:
+            # kimina-lean-server reports its own timeouts as "Lean REPL ... timed out in N seconds".
+            status = "timeout" if "timed out" in str(error) else "error"
+            return VerificationResult(status=status, time_s=time_s, reason=f"kimina-lean-server: {error}")
+        response = item.get("response")
+        if not isinstance(response, dict):
+            return VerificationResult(
+                status="error", time_s=time_s, reason=f"kimina-lean-server sent no response: {item}"
+            )
+        # kimina-lean-server reports lines of the whole snippet; judge expects lines of prepared.code.
+        return verdict.judge(prepared, _shift_lines(response, -lines_before), self.config, time_s)
