@@ -1,0 +1,229 @@
+"""A pool of REPL processes keyed by header, for one asyncio event loop.
+
+- At most `config.workers` processes live in total; a request needs one idle process whose header
+  is its own; when none is idle, a free slot gets a new process, else the least recently used idle
+  process of another header is evicted. A batch therefore spreads over all slots.
+- A process is retired after `max_uses_per_repl` commands (every command adds an env, so memory
+  only grows), after a timeout and after a crash. Its slot immediately starts a replacement in the
+  background, so the restart overlaps whatever the caller does next (e.g. generation).
+- A failed start fails only the request that waited for it. After two consecutive failed starts
+  for a header, requests for it fail fast with the same reason for a growing back-off (2 s to
+  60 s), so a misconfigured REPL cannot stall a batch for `startup_timeout` per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.types import LeanServerConfig
+
+MAX_START_BACKOFF_S = 60.0
+
+
+@dataclass(eq=False)
+class _Slot:
+    header: str
+    process: ReplProcess | None = None
+    # A (re)start in progress; its result becomes `process` when a request claims the slot.
+    pending: asyncio.Task | None = None
+    busy: bool = False
+    last_used: float = field(default_factory=time.monotonic)
+
+    @property
+    def has_process(self) -> bool:
+        return self.pending is not None or (self.process is not None and self.process.alive)
+
+
+@dataclass
+class _StartFailures:
+    count: int = 0
+    reason: str = ""
+    retry_at: float = 0.0
+
+
+class ReplPool:
+    """Runs commands in the header's env of pooled REPL processes. Create and use it on one event loop."""
+
+    def __init__(self, config: LeanServerConfig):
+        self.config = config
+        self._slots: list[_Slot] = []
+        self._capacity: asyncio.Semaphore | None = None
+        self._processes: set[ReplProcess] = set()
+        self._cleanups: set[asyncio.Task] = set()
+        self._start_failures: dict[str, _StartFailures] = {}
+        self._closed = False
+        self.counters = {"started": 0, "start_failures": 0, "recycled": 0, "timeouts": 0, "crashes": 0}
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        # Created lazily so it binds to the loop the pool runs on.
+        if self._capacity is None:
+            self._capacity = asyncio.Semaphore(self.config.workers)
+        return self._capacity
+
+    def prewarm(self, header: str) -> None:
+        """Start processes for `header` in every free slot, in the background."""
+        self._check_open()
+        while len(self._slots) < self.config.workers:
+            slot = _Slot(header)
+            self._slots.append(slot)
+            slot.pending = self._start_in_background(header)
+
+    async def run(self, header: str, code: str, timeout: float) -> tuple[dict, float]:
+        """The REPL's response to `{"cmd": code, "env": <header env>}` and the seconds it took.
+
+        The time and the timeout cover only the REPL's work, not waiting for a free process.
+
+        Raises ReplTimeout, ReplCrashed or ReplStartError (subclasses of ReplError, each with the
+        `status` its request gets); the pool stays usable either way.
+        """
+        self._check_open()
+        async with self._semaphore():
+            slot = self._claim(header)
+            try:
+                process = await self._ready(slot)
+                started = time.monotonic()
+                try:
+                    response = await process.run({"cmd": code, "env": process.header_env}, timeout)
+                except ReplError as error:
+                    self.counters["timeouts" if error.status == "timeout" else "crashes"] += 1
+                    self._replace(slot)
+                    raise
+                except asyncio.CancelledError:
+                    self._replace(slot)
+                    raise
+                if process.uses >= self.config.max_uses_per_repl:
+                    self.counters["recycled"] += 1
+                    self._replace(slot)
+                return response, time.monotonic() - started
+            finally:
+                slot.busy = False
+                slot.last_used = time.monotonic()
+
+    def live_pids(self) -> list[int]:
+        return sorted(p.pid for p in self._processes if p.alive and p.pid is not None)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the REPL pool is closed; start a new LeanServer")
+
+    def _claim(self, header: str) -> _Slot:
+        """Pick and mark busy the slot for this request; synchronous, so no other request interleaves."""
+        idle = [s for s in self._slots if not s.busy]
+        own = [s for s in idle if s.header == header]
+        # Ready processes first, then ones starting, then empty slots of this header.
+        own.sort(key=lambda s: (not (s.process is not None and s.process.alive), s.pending is None))
+        if own and own[0].has_process:
+            slot = own[0]
+        elif len(self._slots) < self.config.workers:
+            slot = _Slot(header)
+            self._slots.append(slot)
+        elif own:
+            slot = own[0]
+        else:
+            # The semaphore guarantees an idle slot exists; evict the cheapest: empty, then least recently used.
+            slot = min(idle, key=lambda s: (s.has_process, s.last_used))
+            self._discard(slot)
+            slot.header = header
+        slot.busy = True
+        return slot
+
+    async def _ready(self, slot: _Slot) -> ReplProcess:
+        if slot.pending is not None:
+            pending = slot.pending
+            try:
+                slot.process = await pending
+            finally:
+                if slot.pending is pending:
+                    slot.pending = None
+        if slot.process is None or not slot.process.alive:
+            if slot.process is not None:
+                self._discard(slot)
+            slot.process = await self._start(slot.header)
+        return slot.process
+
+    async def _start(self, header: str) -> ReplProcess:
+        failures = self._start_failures.get(header)
+        now = time.monotonic()
+        if failures is not None and failures.count >= 2 and now < failures.retry_at:
+            raise ReplStartError(f"{failures.reason} (not retried for another {failures.retry_at - now:.0f} s)")
+        process = ReplProcess(self.config)
+        self._processes.add(process)
+        try:
+            await process.start(header)
+        except ReplStartError as error:
+            self._processes.discard(process)
+            self.counters["start_failures"] += 1
+            failures = self._start_failures.setdefault(header, _StartFailures())
+            failures.count += 1
+            failures.reason = str(error)
+            failures.retry_at = time.monotonic() + min(MAX_START_BACKOFF_S, 2.0**failures.count)
+            raise
+        except BaseException:
+            self._processes.discard(process)
+            await asyncio.shield(process.close())
+            raise
+        self._start_failures.pop(header, None)
+        self.counters["started"] += 1
+        return process
+
+    def _start_in_background(self, header: str) -> asyncio.Task:
+        task = asyncio.ensure_future(self._start(header))
+        # A failed background start is reported to the request that claims the slot; if none
+        # does, retrieving the exception here keeps asyncio from logging it as lost.
+        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return task
+
+    def _replace(self, slot: _Slot) -> None:
+        """Retire the slot's process and start a fresh one for the same header in the background."""
+        self._discard(slot)
+        failures = self._start_failures.get(slot.header)
+        if not self._closed and not (failures is not None and failures.count >= 2):
+            slot.pending = self._start_in_background(slot.header)
+
+    def _discard(self, slot: _Slot) -> None:
+        pending, process = slot.pending, slot.process
+        slot.pending = slot.process = None
+        if pending is None and process is None:
+            return
+        cleanup = asyncio.ensure_future(self._dispose(pending, process))
+        self._cleanups.add(cleanup)
+        cleanup.add_done_callback(self._cleanups.discard)
+
+    async def _dispose(self, pending: asyncio.Task | None, process: ReplProcess | None) -> None:
+        if pending is not None:
+            pending.cancel()
+            try:
+                started = await pending
+            except (asyncio.CancelledError, ReplError):
+                started = None
+            if started is not None:
+                process = process or started
+                if started is not process:
+                    await self._close_process(started)
+        if process is not None:
+            await self._close_process(process)
+
+    async def _close_process(self, process: ReplProcess) -> None:
+        await process.close()
+        self._processes.discard(process)
+
+    async def close(self) -> None:
+        """Kill every process group and wait until all are gone; idempotent."""
+        self._closed = True
+        for slot in self._slots:
+            self._discard(slot)
+        for process in list(self._processes):
+            process.kill_now()
+        if self._cleanups:
+            await asyncio.gather(*list(self._cleanups), return_exceptions=True)
+        for process in list(self._processes):
+            await self._close_process(process)
+
+    def kill_now(self) -> None:
+        """SIGKILL every process group synchronously: the last resort at interpreter exit."""
+        self._closed = True
+        for process in list(self._processes):
+            process.kill_now()
