@@ -1,0 +1,107 @@
+"""VeriGate GRPO on math word problems: verifier reward, PRM fallback for all-wrong groups.
+
+    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/verigate_math.py \
+        --config recipes/verigate_math.yaml [--any_field value ...]
+
+Every field of `MathScriptArguments`, `VeriGateConfig` and TRL's `ModelConfig` can be set in the YAML or overridden
+on the command line.
+"""
+
+import os
+from dataclasses import dataclass, field
+
+from datasets import load_dataset
+from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
+
+from trl_verigate import VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
+
+# Blank-line separated steps are what the PRM scores one by one (`step_separator` defaults to "\n\n"), and
+# \boxed{} is what `accuracy_reward` extracts, so the prompt asks for exactly those two things.
+DEFAULT_SYSTEM_PROMPT = (
+    "Solve the problem step by step. Separate consecutive reasoning steps with a blank line, "
+    "and put the final answer in \\boxed{}."
+)
+
+
+@dataclass
+class MathScriptArguments(ScriptArguments):
+    question_field: str = field(default="problem", metadata={"help": "Dataset column holding the question."})
+    answer_field: str = field(
+        default="solution",
+        metadata={
+            "help": "Dataset column holding the gold answer: a solution with \\boxed{} (MATH), or `answer` for "
+            "GSM8K-style `#### N` answers."
+        },
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training rows."})
+    system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every prompt."})
+
+
+def load_math_dataset(args: MathScriptArguments, split: str):
+    """One split of a hub dataset or of a local .json/.jsonl file (which has only the train split)."""
+    if args.dataset_name is None:
+        raise ValueError("`dataset_name` is not set: give a hub dataset id or a local .json/.jsonl file.")
+    if os.path.isfile(args.dataset_name):
+        files = load_dataset("json", data_files={args.dataset_train_split: args.dataset_name})
+        if split not in files:
+            raise ValueError(
+                f"Local file {args.dataset_name} only provides the `{args.dataset_train_split}` split, not `{split}`; "
+                "set `eval_strategy: no` or use a hub dataset with that split."
+            )
+        return files[split]
+    return load_dataset(args.dataset_name, name=args.dataset_config, split=split)
+
+
+def to_prompts(dataset, args: MathScriptArguments):
+    """Conversational prompts plus one gold column, named after its format so `accuracy_reward` parses it right."""
+    for name, column in (("question_field", args.question_field), ("answer_field", args.answer_field)):
+        if column not in dataset.column_names:
+            raise ValueError(
+                f"Dataset {args.dataset_name} has no column `{column}` (set by `{name}`); its columns are "
+                f"{dataset.column_names}. Set `--{name}` to the right one."
+            )
+    gold_column = "answer" if args.answer_field == "answer" else "solution"
+
+    def convert(example):
+        prompt = [
+            {"role": "system", "content": args.system_prompt},
+            {"role": "user", "content": example[args.question_field]},
+        ]
+        return {"prompt": prompt, gold_column: example[args.answer_field]}
+
+    if args.max_train_samples is not None:
+        dataset = dataset.select(range(min(args.max_train_samples, len(dataset))))
+    return dataset.map(convert, remove_columns=dataset.column_names)
+
+
+def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_args: ModelConfig):
+    training_args.model_init_kwargs = {
+        "revision": model_args.model_revision,
+        "attn_implementation": model_args.attn_implementation,
+        "dtype": model_args.dtype,
+        **(training_args.model_init_kwargs or {}),
+    }
+    train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
+    eval_dataset = None
+    if training_args.eval_strategy != "no":
+        eval_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_test_split), script_args)
+
+    trainer = VeriGateGRPOTrainer(
+        model=model_args.model_name_or_path,
+        reward_funcs=[accuracy_reward],
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        quantization_config=get_quantization_config(model_args),
+        peft_config=get_peft_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    trainer.accelerator.print(f"Model saved to {training_args.output_dir}")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+
+
+if __name__ == "__main__":
+    parser = TrlParser((MathScriptArguments, VeriGateConfig, ModelConfig))
+    main(*parser.parse_args_and_config())
