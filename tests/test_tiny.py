@@ -1,0 +1,156 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
+
+from trl_verigate.rewards.prm import Qwen2ForProcessRewardModel
+from trl_verigate.tiny import build_tiny_models
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXPECTED_NAMES = {"policy", "prm_qwen_math", "prm_math_shepherd", "prm_token_classification"}
+
+
+def test_cli_builds_and_prints_paths(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "-m", "trl_verigate.tiny", str(tmp_path / "cli")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+        check=True,
+    )
+    paths = json.loads(result.stdout)
+    assert set(paths) == EXPECTED_NAMES
+    for path in paths.values():
+        assert Path(path).is_absolute()
+        assert (Path(path) / "config.json").is_file()
+        assert (Path(path) / "tokenizer.json").is_file()
+
+
+def test_cli_without_directory_shows_usage():
+    result = subprocess.run([sys.executable, "-m", "trl_verigate.tiny"], capture_output=True, text=True, cwd=REPO_ROOT)
+    assert result.returncode == 2
+    assert "out_dir" in result.stderr
+
+
+def test_rebuild_reuses_complete_models_and_replaces_incomplete_ones(tmp_path):
+    first = build_tiny_models(tmp_path)
+    weights = Path(first["policy"]) / "model.safetensors"
+    mtime = weights.stat().st_mtime_ns
+    assert build_tiny_models(tmp_path) == first
+    assert weights.stat().st_mtime_ns == mtime
+
+    # A model folder without the completion marker (e.g. an interrupted build) is rebuilt, identically.
+    shepherd = Path(first["prm_math_shepherd"])
+    reference = (shepherd / "model.safetensors").read_bytes()
+    (shepherd / ".tiny_complete").unlink()
+    (shepherd / "model.safetensors").write_bytes(b"truncated")
+    assert build_tiny_models(tmp_path) == first
+    assert (shepherd / "model.safetensors").read_bytes() == reference
+    assert weights.stat().st_mtime_ns == mtime
+
+
+def test_builds_are_deterministic(tmp_path, tiny_models):
+    other = build_tiny_models(tmp_path)
+    for name in EXPECTED_NAMES:
+        for file_name in ("model.safetensors", "tokenizer.json", "config.json"):
+            assert (Path(other[name]) / file_name).read_bytes() == (Path(tiny_models[name]) / file_name).read_bytes()
+
+
+def test_hub_is_offline_in_tests():
+    # The loads below would silently hit the network if the fixtures' offline switches were missing.
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_tokenizer_round_trips_unicode_math_and_has_qwen_special_tokens(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    for text in ["ℕ → ∀ ⊢ √ π", "Natalia sold 48/2 = 24 clips.\n#### 72", "\\frac{1}{2} = \\boxed{0.5}"]:
+        ids = tokenizer.encode(text, add_special_tokens=False)
+        assert tokenizer.decode(ids) == text
+    assert 900 <= len(tokenizer) <= 2100
+    assert tokenizer.eos_token == "<|im_end|>"
+    assert tokenizer.pad_token == "<|endoftext|>"
+    for special in ["<|im_start|>", "<|im_end|>", "<|endoftext|>"]:
+        assert tokenizer.encode(special, add_special_tokens=False) == [tokenizer.convert_tokens_to_ids(special)]
+
+
+def test_chat_template_is_chatml_with_generation_prompt(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2 + 2?"}]
+    prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    assert prompt == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n"
+    )
+    without = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+    assert not without.endswith("<|im_start|>assistant\n")
+    parts = [{"role": "user", "content": [{"type": "text", "text": "What is 2 + 2?"}]}]
+    assert tokenizer.apply_chat_template(parts, tokenize=False) == "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n"
+
+
+def test_policy_generates_and_stops_at_eos(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"])
+    assert model.config.architectures == ["Qwen2ForCausalLM"]
+    assert model.config.tie_word_embeddings
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+    assert model.generation_config.pad_token_id == tokenizer.pad_token_id
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 + 2?"}],
+        add_generation_prompt=True,
+        return_tensors="pt",
+        return_dict=True,
+    )
+    output = model.generate(**prompt, max_new_tokens=8, do_sample=True, top_k=0)
+    assert output.shape[0] == 1
+    assert prompt["input_ids"].shape[1] < output.shape[1] <= prompt["input_ids"].shape[1] + 8
+
+
+def test_qwen_math_prm_is_in_the_hub_checkpoint_format(tiny_models):
+    path = tiny_models["prm_qwen_math"]
+    config = AutoConfig.from_pretrained(path)
+    assert config.architectures == ["Qwen2ForProcessRewardModel"]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tag_id = tokenizer.convert_tokens_to_ids("<extra_0>")
+    assert tokenizer.encode("a<extra_0>b", add_special_tokens=False)[1] == tag_id
+    model = Qwen2ForProcessRewardModel.from_pretrained(path)
+    state_keys = set(model.state_dict())
+    assert {
+        "score.0.weight",
+        "score.0.bias",
+        "score.2.weight",
+        "score.2.bias",
+        "model.embed_tokens.weight",
+    } <= state_keys
+    logits = model(input_ids=torch.tensor([[tag_id, tag_id]])).logits
+    assert logits.shape == (1, 2, 2)
+
+
+def test_math_shepherd_prm_tokenizer_has_tag_and_candidate_tokens(tiny_models):
+    path = tiny_models["prm_math_shepherd"]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert len(tokenizer.encode("ки", add_special_tokens=False)) == 1
+    # The model card reads the two candidate tokens off `encode("+ -")`.
+    assert len(tokenizer.encode("+ -", add_special_tokens=False)) == 2
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert model.config.vocab_size >= len(tokenizer)
+
+
+def test_token_classification_prm_has_two_labels(tiny_models):
+    model = AutoModelForTokenClassification.from_pretrained(tiny_models["prm_token_classification"])
+    assert model.config.num_labels == 2
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_every_tokenizer_loads_the_same_way_through_auto_and_raw_tokenizers(tiny_models, name):
+    from tokenizers import Tokenizer
+
+    text = "Step 1: 3 * 4 = 12 ки\n ℕ → ∀ ⊢ √ π \\frac{1}{2}"
+    auto = AutoTokenizer.from_pretrained(tiny_models[name])
+    raw = Tokenizer.from_file(str(Path(tiny_models[name]) / "tokenizer.json"))
+    assert auto.encode(text, add_special_tokens=False) == raw.encode(text, add_special_tokens=False).ids
