@@ -40,6 +40,24 @@ OOM_GIVE_UP_BYTES = 64 << 30
 OOM_BLOCK_BYTES = 256 << 20
 
 
+def repl_command(*flags: str) -> list[str]:
+    """The argv that runs this stand-in under the current interpreter (for LeanServerConfig.repl_command)."""
+    return [sys.executable, str(Path(__file__).resolve()), *flags]
+
+
+def write_script(path: str | Path, rows: list[dict]) -> str:
+    """Write `--script` rows to `path`; returns the path as a str for the flag."""
+    Path(path).write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return str(path)
+
+
+def read_log(path: str | Path) -> list[dict]:
+    """The `--log` file's rows, {"pid": ..., "request": ...}, in the order the requests arrived."""
+    if not Path(path).exists():
+        return []
+    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transcripts", default=str(DEFAULT_TRANSCRIPTS), help="folder of recorded REPL transcripts")
