@@ -1,0 +1,269 @@
+"""Reasoning steps of a completion and the policy tokens that belong to each step.
+
+A completion's text is what TRL scores: ``tokenizer.batch_decode(completion_ids, skip_special_tokens=True)``.
+`split_steps` cuts that text into steps with character spans; `token_char_offsets` gives every policy token its
+character span in the same text; `token_step_ids` joins the two, so that each token can receive the advantage of
+its step. Only the POLICY tokenizer is involved here: a process reward model re-tokenizes the step texts itself.
+
+Character ownership rule (`token_char_offsets`). Byte-level BPE tokenizers (GPT-2, Qwen, Llama 3) can split one
+character over several tokens (``ℕ`` is three UTF-8 bytes, an emoji four). A character belongs to the token that
+holds its LAST byte -- the token after which the character can first be decoded, as in incremental detokenization.
+Each token's span starts where the previous one ends, so the spans tile the text without gaps or overlaps:
+
+- a token holding only the leading bytes of a character is zero-width, at the character it begins in;
+- the token completing the character starts at that character, which is also the character its first byte lies in;
+- special tokens removed by ``skip_special_tokens`` are zero-width at the current position;
+- bytes that are not valid UTF-8 decode to U+FFFD exactly as ``tokenizer.decode`` does (errors="replace"), and each
+  U+FFFD belongs to the token whose byte made the decoder emit it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import codecs
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+# GPT-2's byte-level BPE writes each byte as one printable character; this is the inverse table.
+_BYTE_OF_CHAR = {char: byte for byte, char in bytes_to_unicode().items()}
+
+# Per tokenizer: {skip_special_tokens: {token_id: the token's bytes, or None when decoding drops it}}.
+_TOKEN_BYTES_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class StepSpan:
+    """One reasoning step: ``text == completion[start:end]``."""
+
+    text: str
+    start: int
+    end: int
+
+
+def split_steps(text: str, separator: str = "\n\n", max_steps: int | None = None) -> list[StepSpan]:
+    """Split a completion into steps at ``separator``, keeping each step's character span.
+
+    Pieces that are empty or whitespace-only are not steps (so repeated separators and a trailing separator add
+    nothing). A step's text is the piece exactly as it appears between separators, unstripped, so that
+    ``text[span.start:span.end] == span.text``; consumers that want stripped steps strip the text themselves.
+    When ``max_steps`` is set and there are more pieces, the overflow is merged into the last kept step, whose span
+    then runs to the end of the last non-blank piece (separators included): no text is dropped.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"`text` must be a str, got {type(text).__name__}.")
+    if not isinstance(separator, str) or not separator:
+        raise ValueError(f"`separator` must be a non-empty str, got {separator!r}.")
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        raise ValueError(f"`max_steps` must be a positive int or None, got {max_steps!r}.")
+
+    spans = []
+    start = 0
+    while start <= len(text):
+        found = text.find(separator, start)
+        end = len(text) if found < 0 else found
+        piece = text[start:end]
+        if piece and not piece.isspace():
+            spans.append(StepSpan(piece, start, end))
+        if found < 0:
+            break
+        start = found + len(separator)
+
+    if max_steps is not None and len(spans) > max_steps:
+        merged_start, merged_end = spans[max_steps - 1].start, spans[-1].end
+        spans = spans[: max_steps - 1] + [StepSpan(text[merged_start:merged_end], merged_start, merged_end)]
+    return spans
+
+
+def _token_bytes_table(tokenizer, skip_special_tokens: bool) -> dict:
+    try:
+        per_tokenizer = _TOKEN_BYTES_CACHE.setdefault(tokenizer, {})
+    except TypeError:  # not weak-referenceable: work without a cache
+        per_tokenizer = {}
+    return per_tokenizer.setdefault(skip_special_tokens, {})
+
+
+def _byte_level_pieces(tokenizer, token_ids: list[int], skip_special_tokens: bool) -> list[bytes | None] | None:
+    """The bytes each token contributes under byte-level decoding; None for a dropped special token.
+
+    Mirrors the `tokenizers` ByteLevel decoder: a token whose characters are all in the byte table maps to those
+    bytes, any other token (an added token such as ``"\\n<think>"``) to its UTF-8 text. Returns None when an id is
+    unknown to the tokenizer.
+    """
+    table = _token_bytes_table(tokenizer, skip_special_tokens)
+    missing = [token_id for token_id in set(token_ids) if token_id not in table]
+    if missing:
+        special = {
+            token_id for token_id, added in tokenizer.added_tokens_decoder.items() if getattr(added, "special", False)
+        }
+        for token_id, token in zip(missing, tokenizer.convert_ids_to_tokens(missing), strict=True):
+            if token is None:
+                return None
+            if skip_special_tokens and token_id in special:
+                table[token_id] = None
+                continue
+            try:
+                table[token_id] = bytes(_BYTE_OF_CHAR[char] for char in token)
+            except KeyError:
+                table[token_id] = token.encode("utf-8")
+    return [table[token_id] for token_id in token_ids]
+
+
+def _byte_level_offsets(
+    tokenizer, token_ids: list[int], skip_special_tokens: bool, text: str
+) -> list[tuple[int, int]] | None:
+    """Offsets from the tokens' bytes, or None when they do not rebuild ``text`` (not a byte-level tokenizer)."""
+    pieces = _byte_level_pieces(tokenizer, token_ids, skip_special_tokens)
+    if pieces is None:
+        return None
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    chunks = []
+    offsets = []
+    position = 0
+    last_with_bytes = -1
+    for index, piece in enumerate(pieces):
+        if piece:
+            chunk = decoder.decode(piece)
+            chunks.append(chunk)
+            end = position + len(chunk)
+            offsets.append((position, end))
+            position = end
+            last_with_bytes = index
+        else:
+            offsets.append((position, position))
+    # Bytes of an unfinished character at the very end decode to U+FFFD only now; they came with the last
+    # byte-carrying token, and any dropped tokens after it sit at the new end.
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        chunks.append(tail)
+        start, end = offsets[last_with_bytes]
+        offsets[last_with_bytes] = (start, end + len(tail))
+        offsets[last_with_bytes + 1 :] = [(end + len(tail), end + len(tail))] * (len(offsets) - last_with_bytes - 1)
+    if "".join(chunks) != text:
+        return None
+    return offsets
+
+
+def _common_prefix_length(a: str, b: str) -> int:
+    if b.startswith(a):
+        return len(a)
+    low, high = 0, min(len(a), len(b))  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _incremental_decode_offsets(
+    tokenizer, token_ids: list[int], skip_special_tokens: bool, text: str
+) -> list[tuple[int, int]]:
+    """Exact offsets for any tokenizer: token k ends where the decoded prefix ids[:k+1] stops agreeing with text.
+
+    Decoding every prefix is quadratic, but it reproduces whatever the tokenizer's decoder does (SentencePiece's
+    leading-space rule, byte fallback, clean-up of spaces); it is only used when the byte-level path does not
+    rebuild the text.
+    """
+    prefixes = tokenizer.batch_decode(
+        [token_ids[: index + 1] for index in range(len(token_ids))], skip_special_tokens=skip_special_tokens
+    )
+    offsets = []
+    position = 0
+    for prefix in prefixes:
+        # The max() keeps spans monotone when a decoder rewrites already-emitted text (clean-up of spaces).
+        end = max(position, _common_prefix_length(prefix, text))
+        offsets.append((position, end))
+        position = end
+    if offsets and position < len(text):
+        start, _ = offsets[-1]
+        offsets[-1] = (start, len(text))
+    return offsets
+
+
+def _decode_with_offsets(tokenizer, token_ids, skip_special_tokens: bool) -> tuple[str, list[tuple[int, int]]]:
+    if isinstance(token_ids, torch.Tensor):
+        token_ids = token_ids.tolist()
+    token_ids = [int(token_id) for token_id in token_ids]
+    text = tokenizer.decode(token_ids, skip_special_tokens=skip_special_tokens)
+    if not token_ids:
+        return text, []
+    offsets = _byte_level_offsets(tokenizer, token_ids, skip_special_tokens, text)
+    if offsets is None:
+        offsets = _incremental_decode_offsets(tokenizer, token_ids, skip_special_tokens, text)
+    return text, offsets
+
+
+def token_char_offsets(tokenizer, token_ids, skip_special_tokens: bool = True) -> list[tuple[int, int]]:
+    """Each token's [start, end) character span in ``tokenizer.decode(token_ids, skip_special_tokens=...)``.
+
+    The spans tile the decoded text in token order (see the module docstring for which token owns a character
+    split over several tokens). Byte-level BPE tokenizers take a linear fast path, checked against the real decode;
+    any other tokenizer, or a mismatch, uses exact prefix decoding.
+
+    Args:
+        tokenizer: a `transformers` tokenizer (the policy's).
+        token_ids: a list or 1-D tensor of ids.
+        skip_special_tokens: as in ``tokenizer.decode``; TRL decodes completions with True.
+    """
+    return _decode_with_offsets(tokenizer, token_ids, skip_special_tokens)[1]
+
+
+def token_step_ids(
+    offsets: Sequence[tuple[int, int]], spans: Sequence[StepSpan], num_tokens: int | None = None
+) -> list[int]:
+    """The step index of each token: the last step whose start is at or before the token's start.
+
+    Tokens before the first step (leading blank text) belong to step 0, tokens in a separator to the step before
+    it, tokens after the last step to the last step. With no steps every token gets -1. ``num_tokens`` pads the
+    result with -1 up to that length (padding positions).
+    """
+    if num_tokens is None:
+        num_tokens = len(offsets)
+    elif num_tokens < len(offsets):
+        raise ValueError(f"`num_tokens` ({num_tokens}) must be at least the number of offsets ({len(offsets)}).")
+    if not spans:
+        return [-1] * num_tokens
+    starts = [span.start for span in spans]
+    step_ids = [max(bisect.bisect_right(starts, start) - 1, 0) for start, _ in offsets]
+    return step_ids + [-1] * (num_tokens - len(offsets))
+
+
+def completion_step_token_ids(
+    tokenizer,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor,
+    separator: str = "\n\n",
+    max_steps: int | None = None,
+) -> tuple[list[list[StepSpan]], torch.Tensor]:
+    """Steps of every completion and the step index of every completion token, for the trainer.
+
+    Each row is decoded from its masked tokens only (TRL pads on the right and masks everything after EOS), with
+    ``skip_special_tokens=True`` as TRL decodes completions, then split with `split_steps`.
+
+    Returns:
+        (spans per row, (B, T) torch.long step ids on ``completion_ids.device``; -1 where the mask is 0 and in rows
+        without steps).
+    """
+    if not isinstance(completion_ids, torch.Tensor) or completion_ids.dim() != 2:
+        raise ValueError("`completion_ids` must be a 2-D tensor (B, T) of token ids.")
+    if not isinstance(completion_mask, torch.Tensor) or completion_mask.shape != completion_ids.shape:
+        raise ValueError(
+            f"`completion_mask` must be a tensor with the shape of `completion_ids` {tuple(completion_ids.shape)}."
+        )
+    all_spans = []
+    step_ids = torch.full(completion_ids.shape, -1, dtype=torch.long)
+    for row, (row_ids, row_mask) in enumerate(
+        zip(completion_ids.tolist(), completion_mask.bool().tolist(), strict=True)
+    ):
+        positions = [column for column, keep in enumerate(row_mask) if keep]
+        text, offsets = _decode_with_offsets(tokenizer, [row_ids[column] for column in positions], True)
+        spans = split_steps(text, separator=separator, max_steps=max_steps)
+        all_spans.append(spans)
+        if positions:
+            step_ids[row, positions] = torch.tensor(token_step_ids(offsets, spans), dtype=torch.long)
+    return all_spans, step_ids.to(completion_ids.device)
