@@ -1,0 +1,323 @@
+"""LeanServer end to end against the stand-in REPL: verdicts, failures, order, concurrency, isolation."""
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fake_repl import read_log, repl_command, write_script
+
+from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest, VerificationResult
+
+pytestmark = pytest.mark.timeout(120)
+
+HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000"
+ADVERSARIAL = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
+
+
+def proof(name: str, body: str = "rfl", header=None) -> ProofRequest:
+    return ProofRequest(f"theorem {name} : 1 + 1 = 2 := by", f"  {body}", header=header)
+
+
+def fake_config(tmp_path: Path, *flags: str, script=(), **overrides) -> LeanServerConfig:
+    argv = ["--log", str(tmp_path / "repl.log"), *flags]
+    if script:
+        argv += ["--script", write_script(tmp_path / "script.jsonl", list(script))]
+    overrides.setdefault("workers", 1)
+    overrides.setdefault("timeout", 5.0)
+    overrides.setdefault("startup_timeout", 10.0)
+    overrides.setdefault("header", HEADER)
+    return LeanServerConfig(repl_command=repl_command(*argv), project_dir=str(tmp_path), **overrides)
+
+
+def log_rows(tmp_path: Path) -> list[dict]:
+    return read_log(tmp_path / "repl.log")
+
+
+def headers_sent(tmp_path: Path) -> list[tuple[int, str]]:
+    return [(row["pid"], row["request"]["cmd"]) for row in log_rows(tmp_path) if "env" not in row["request"]]
+
+
+def proof_pids(tmp_path: Path) -> Counter:
+    return Counter(row["pid"] for row in log_rows(tmp_path) if "env" in row["request"])
+
+
+def test_a_correct_proof_passes_and_a_sorry_fails(tmp_path):
+    with LeanServer(fake_config(tmp_path)) as server:
+        good, cheat = server.verify([proof("good"), proof("cheat", "sorry")])
+    assert good.status == "passed" and good.passed and good.axioms == ["propext"]
+    assert cheat.status == "failed" and not cheat.passed
+    assert any("sorry" in m.text for m in cheat.messages)
+    assert good.time_s >= 0 and cheat.time_s >= 0
+
+
+def test_each_proof_runs_in_the_header_env_and_the_header_is_sent_once_per_process(tmp_path):
+    with LeanServer(fake_config(tmp_path, workers=2)) as server:
+        results = server.verify([proof(f"t{i}") for i in range(20)])
+    assert [r.status for r in results] == ["passed"] * 20
+    sent = headers_sent(tmp_path)
+    assert {cmd for _, cmd in sent} == {HEADER}
+    assert sorted(Counter(pid for pid, _ in sent).values()) == [1, 1]
+    assert all(row["request"]["env"] == 0 for row in log_rows(tmp_path) if "env" in row["request"])
+
+
+def test_a_hanging_proof_times_out_within_the_timeout_plus_two_seconds(tmp_path):
+    config = fake_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}])
+    with LeanServer(config) as server:
+        server.verify([proof("warmup")])
+        started = time.monotonic()
+        (result,) = server.verify([proof("HANG")], timeout=1)
+        elapsed = time.monotonic() - started
+        (after,) = server.verify([proof("after")])
+    assert result.status == "timeout" and not result.passed
+    assert "1 s" in result.reason and result.time_s >= 1
+    assert elapsed <= 1 + 2
+    assert after.status == "passed"
+
+
+@pytest.mark.parametrize("behaviour", ["crash", "garbage", "truncate"])
+def test_a_broken_repl_gives_crashed_and_the_next_request_passes(tmp_path, behaviour):
+    config = fake_config(tmp_path, script=[{"match": "BREAK", "behaviour": behaviour}])
+    with LeanServer(config) as server:
+        broken, after = server.verify([proof("BREAK"), proof("after")])
+    assert broken.status == "crashed" and not broken.passed and broken.reason
+    assert after.status == "passed"
+
+
+def test_an_early_exit_gives_crashed_and_only_that_request_is_affected(tmp_path):
+    # The header counts as a command: each process answers the header and one proof, then dies.
+    with LeanServer(fake_config(tmp_path, "--exit-after", "2")) as server:
+        results = server.verify([proof(f"t{i}") for i in range(4)])
+    assert [r.status for r in results] == ["passed", "crashed", "passed", "crashed"]
+    assert "exit status 1" in results[1].reason
+
+
+def test_recycling_after_max_uses_shows_fresh_processes_each_loading_the_header_once(tmp_path):
+    with LeanServer(fake_config(tmp_path, max_uses_per_repl=3)) as server:
+        results = [server.verify([proof(f"t{i}")])[0] for i in range(10)]
+    assert [r.status for r in results] == ["passed"] * 10
+    per_pid = Counter(pid for pid, _ in headers_sent(tmp_path))
+    assert len(per_pid) >= 4 and set(per_pid.values()) == {1}
+    assert max(proof_pids(tmp_path).values()) <= 3
+
+
+def test_256_requests_over_4_workers_come_back_in_order_and_use_every_worker(tmp_path):
+    names = [f"order_{i:03d}" for i in range(256)]
+    # A request that fails and one rejected before Lean, spread in the batch, must stay in place too.
+    requests = [proof(n, "sorry") if i % 50 == 7 else proof(n) for i, n in enumerate(names)]
+    with LeanServer(fake_config(tmp_path, "--latency", "0.002", workers=4)) as server:
+        results = server.verify(requests, progress=False)
+    assert len(results) == 256
+    for i, (name, result) in enumerate(zip(names, results, strict=True)):
+        assert result.status == ("failed" if i % 50 == 7 else "passed"), name
+        axioms_info = [m.text for m in result.messages if "axioms" in m.text]
+        assert axioms_info and axioms_info[-1].startswith(f"'{name}'"), name
+    assert len(proof_pids(tmp_path)) == 4
+
+
+def test_a_missing_executable_gives_error_verdicts_that_say_what_to_fix(tmp_path):
+    config = LeanServerConfig(repl_command=["no-such-lean-repl"], project_dir=str(tmp_path), workers=2, header=HEADER)
+    with LeanServer(config) as server:
+        results = server.verify([proof("a"), proof("b"), proof("c")])
+    for result in results:
+        assert result.status == "error" and not result.passed
+        assert "no-such-lean-repl" in result.reason and "repl_command" in result.reason
+
+
+def test_a_start_slower_than_startup_timeout_gives_error_verdicts(tmp_path):
+    config = fake_config(tmp_path, "--startup-delay", "30", startup_timeout=0.5)
+    with LeanServer(config) as server:
+        results = server.verify([proof("a"), proof("b"), proof("c")])
+    assert [r.status for r in results] == ["error"] * 3
+    assert all("startup_timeout" in r.reason for r in results)
+
+
+def test_a_runaway_allocation_is_stopped_by_rlimit_as_and_gives_crashed(tmp_path):
+    config = fake_config(tmp_path, script=[{"match": "OOM", "behaviour": "oom"}], memory_limit_mb=512)
+    with LeanServer(config) as server:
+        oom, after = server.verify([proof("OOM"), proof("after")], timeout=30)
+    assert oom.status == "crashed" and "out of memory" in oom.reason
+    assert after.status == "passed"
+
+
+def test_averify_lets_the_callers_event_loop_keep_working(tmp_path):
+    config = fake_config(tmp_path, "--latency", "0.05", workers=2)
+
+    async def main(server):
+        ticks = 0
+        done = asyncio.Event()
+
+        async def generate():
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0.005)
+
+        generator = asyncio.ensure_future(generate())
+        results = await server.averify([proof(f"t{i}") for i in range(10)])
+        ticks_during = ticks
+        done.set()
+        await generator
+        return results, ticks_during
+
+    with LeanServer(config) as server:
+        results, ticks_during = asyncio.run(main(server))
+    assert [r.status for r in results] == ["passed"] * 10
+    # verify() would have blocked the loop: the generator would not have run at all.
+    assert ticks_during > 1
+
+
+def test_verify_works_from_several_threads_at_once(tmp_path):
+    results = {}
+    with LeanServer(fake_config(tmp_path, workers=2)) as server:
+
+        def call(index):
+            results[index] = server.verify([proof(f"thread{index}_{i}") for i in range(5)])
+
+        threads = [threading.Thread(target=call, args=(i,)) for i in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for index in range(3):
+        assert [r.status for r in results[index]] == ["passed"] * 5
+        assert [[m.text for m in r.messages][-1] for r in results[index]] == [
+            f"'thread{index}_{i}' depends on axioms: [propext]" for i in range(5)
+        ]
+
+
+def test_complete_files_and_headers_reuse_workers_and_a_new_header_gets_its_own(tmp_path):
+    other = "import Mathlib\nopen Real"
+    file_a = f"{HEADER}\n\ntheorem file_a : 2 = 2 := by\n  rfl"
+    file_b = f"{HEADER}\n\ntheorem file_b : 3 = 3 := by\n  rfl"
+    file_other = f"{other}\n\ntheorem file_c : 4 = 4 := by\n  rfl"
+    with LeanServer(fake_config(tmp_path, workers=2)) as server:
+        first = server.verify([file_a, proof("p1")])
+        second = server.verify([file_b, proof("p2", header=other), file_other])
+    assert [r.status for r in first + second] == ["passed"] * 5
+    sent = headers_sent(tmp_path)
+    header_of = dict(sent)
+    proof_rows = [(row["pid"], row["request"]["cmd"]) for row in log_rows(tmp_path) if "env" in row["request"]]
+    pid_of = {
+        name: pid for pid, cmd in proof_rows for name in ("file_a", "file_b", "p1", "p2", "file_c") if name in cmd
+    }
+    # A file's own header lines are split off and loaded like a header, not re-elaborated per proof.
+    assert not any(cmd.startswith("import") for _, cmd in proof_rows)
+    # Every process loads exactly one header, once.
+    assert set(Counter(pid for pid, _ in sent).values()) == {1}
+    assert header_of[pid_of["file_a"]] == header_of[pid_of["file_b"]]
+    assert "open Real" in header_of[pid_of["p2"]] and "open Real" in header_of[pid_of["file_c"]]
+    assert "open Real" not in header_of[pid_of["file_b"]]
+    # The second batch reused a process the first batch had already loaded the default header in.
+    assert pid_of["file_b"] in {pid_of["file_a"], pid_of["p1"]}
+
+
+def test_a_rejected_request_never_reaches_lean(tmp_path):
+    with LeanServer(fake_config(tmp_path)) as server:
+        rejected, fine = server.verify([proof("native", "native_decide"), proof("fine")])
+    assert rejected.status == "rejected" and rejected.reason
+    assert fine.status == "passed"
+    assert not any("native_decide" in row["request"]["cmd"] for row in log_rows(tmp_path))
+
+
+def test_a_repl_error_object_gives_an_error_verdict(tmp_path):
+    config = fake_config(tmp_path, script=[{"match": "LOST", "response": {"message": "Unknown environment."}}])
+    with LeanServer(config) as server:
+        lost, after = server.verify([proof("LOST"), proof("after")])
+    assert lost.status == "error" and "Unknown environment" in lost.reason
+    assert after.status == "passed"
+
+
+def test_close_kills_every_repl_and_the_server_refuses_work_afterwards(tmp_path):
+    config = fake_config(tmp_path, workers=3)
+    server = LeanServer(config).start()
+    server.verify([proof(f"t{i}") for i in range(6)])
+    live = server.stats()["live_pids"]
+    server.close()
+    assert len(live) == 3
+    assert not any(Path(f"/proc/{pid}").exists() for pid in live)
+    with pytest.raises(RuntimeError, match="not started"):
+        server.verify([proof("late")])
+
+
+def test_bad_arguments_name_the_fix(tmp_path):
+    with LeanServer(fake_config(tmp_path)) as server:
+        with pytest.raises(TypeError, match="wrap a single request in a list"):
+            server.verify(proof("single"))
+        with pytest.raises(TypeError, match=r"requests\[1\]"):
+            server.verify([proof("ok"), {"statement": "x"}])
+        with pytest.raises(ValueError, match="timeout"):
+            server.verify([proof("ok")], timeout=0)
+        assert server.verify([]) == []
+
+
+def adversarial_rows() -> list[dict]:
+    if not ADVERSARIAL.exists():
+        return []
+    return [json.loads(line) for line in ADVERSARIAL.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+@pytest.mark.skipif(not adversarial_rows(), reason="tests/data/adversarial_proofs.jsonl not present")
+def test_the_adversarial_corpus_gets_its_expected_verdicts_through_the_server(tmp_path):
+    rows = adversarial_rows()
+    script = []
+    for row in rows:
+        match = row["statement"] + "\n" + row["proof"]
+        if row.get("behaviour"):
+            script.append({"match": match, "behaviour": row["behaviour"]})
+        elif row.get("lean_response") is not None:
+            script.append({"match": match, "response": row["lean_response"]})
+    config = fake_config(tmp_path, script=script, workers=2, memory_limit_mb=1024)
+    requests = [ProofRequest(row["statement"], row["proof"]) for row in rows]
+    with LeanServer(config) as server:
+        results = server.verify(requests, timeout=2)
+    for row, result in zip(rows, results, strict=True):
+        expected = {"oom": "crashed"}.get(row.get("behaviour"), row["expect"])
+        assert result.status == expected, (row["id"], result.reason)
+        assert not result.passed
+
+
+@pytest.mark.slow
+def test_a_3840_proof_iteration_in_batches_of_64(tmp_path):
+    # One GRPO iteration's worth of proofs; the log would grow to MBs, so this run keeps none.
+    config = LeanServerConfig(repl_command=repl_command(), project_dir=str(tmp_path), workers=4, header=HEADER)
+    with LeanServer(config) as server:
+        statuses = Counter()
+        for batch in range(60):
+            results = server.verify([proof(f"b{batch}_{i}") for i in range(64)])
+            assert len(results) == 64
+            statuses.update(r.status for r in results)
+    assert statuses == Counter({"passed": 3840})
+
+
+def test_verify_results_are_plain_verification_results(tmp_path):
+    with LeanServer(fake_config(tmp_path)) as server:
+        (result,) = server.verify([proof("roundtrip")])
+    assert isinstance(result, VerificationResult)
+    assert VerificationResult.from_dict(result.to_dict()) == result
+
+
+def test_an_abandoned_server_kills_its_repls_at_interpreter_exit(tmp_path):
+    script = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+from fake_repl import repl_command
+from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest
+server = LeanServer(LeanServerConfig(repl_command=repl_command(), project_dir={str(tmp_path)!r}, workers=2)).start()
+server.verify([ProofRequest("theorem t : 1 = 1 := by", "  rfl")])
+print(" ".join(map(str, server.stats()["live_pids"])))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pids = [int(pid) for pid in done.stdout.split()]
+    assert len(pids) == 2
+    # Killed at exit; their new parent (init) reaps them a moment later.
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
