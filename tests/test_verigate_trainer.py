@@ -1,0 +1,427 @@
+"""VeriGateGRPOTrainer on CPU with the tiny policy.
+
+Most tests bypass sampling with a fixed `rollout_func` (TRL's hook for custom generation), so completions, step
+splits and PRM scores are known and the advantages can be checked against hand arithmetic
+(tests/scripts/verigate_reference.py). One test runs `trainer.train()` with real sampling.
+"""
+
+import math
+import os
+
+import pytest
+import torch
+from datasets import Dataset
+from scripts.verigate_reference import reference_step_advantages
+from transformers import AutoTokenizer
+from trl import GRPOConfig, GRPOTrainer
+
+from trl_verigate.rewards.prm import SymbolicStepScorer
+from trl_verigate.steps import completion_step_token_ids
+from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func warns that it is experimental
+
+NUM_GENERATIONS = 4
+EASY, HARD = "What is 2 + 2?", "Prove that 7 is prime."
+# One completion per position in a group: different lengths (so a length reward separates every group) and
+# different numbers of "\n\n"-separated steps (so the process advantages differ per step).
+COMPLETIONS = [
+    "Add the numbers.\n\nThe sum is 4.",
+    "Guess 5.",
+    "Write 2 + 2.\n\nCount up: 3, 4.\n\nThe answer is 4.",
+    "Think hard.\n\nAnswer 22.",
+]
+
+
+def fixed_rollout(prompts, trainer):
+    """Completion k of every group is COMPLETIONS[k]; rows arrive grouped, G consecutive rows per prompt."""
+    tokenizer = trainer.processing_class
+    prompt_ids, completion_ids = [], []
+    for row, prompt in enumerate(prompts):
+        if isinstance(prompt, list):
+            text = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+        else:
+            text = prompt
+        prompt_ids.append(tokenizer(text, add_special_tokens=False)["input_ids"])
+        completion = COMPLETIONS[row % NUM_GENERATIONS]
+        completion_ids.append(tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+    return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+
+
+def length_reward(completions, **kwargs):
+    """Separates every group: the fixed completions all have different lengths."""
+    return [float(len(_text(completion))) for completion in completions]
+
+
+def easy_only_reward(prompts, completions, **kwargs):
+    """Verifier that solves only the easy prompt: the hard prompt's group is all 0, hence gated."""
+    return [float(len(_text(c))) if EASY in _text(p) else 0.0 for p, c in zip(prompts, completions, strict=True)]
+
+
+def zero_reward(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def one_reward(completions, **kwargs):
+    return [1.0] * len(completions)
+
+
+def _text(prompt_or_completion) -> str:
+    if isinstance(prompt_or_completion, str):
+        return prompt_or_completion
+    return prompt_or_completion[-1]["content"]
+
+
+class RecordingScorer:
+    """Deterministic PRM: the score of a step depends on its text only. Records every call."""
+
+    def __init__(self):
+        self.calls = []
+
+    def score(self, prompts, steps):
+        scores = [[1.0 / (1.0 + len(step.strip())) + 0.1 * index for index, step in enumerate(row)] for row in steps]
+        self.calls.append({"prompts": list(prompts), "steps": [list(row) for row in steps], "scores": scores})
+        return scores
+
+    @property
+    def scored_rows(self):
+        return [scores for call in self.calls for scores in call["scores"]]
+
+
+COMMON_ARGS = dict(
+    per_device_train_batch_size=2 * NUM_GENERATIONS,
+    num_generations=NUM_GENERATIONS,
+    max_completion_length=24,
+    learning_rate=1e-5,
+    beta=0.0,
+    report_to="none",
+    use_cpu=True,
+    bf16=False,
+    seed=0,
+    save_strategy="no",
+    logging_steps=1,
+    max_steps=1,
+)
+
+
+def make_trainer(
+    tiny_models,
+    tmp_path,
+    trainer_class=VeriGateGRPOTrainer,
+    reward_funcs=easy_only_reward,
+    scorer=None,
+    rollout=fixed_rollout,
+    **config_overrides,
+):
+    config_class = VeriGateConfig if trainer_class is VeriGateGRPOTrainer else GRPOConfig
+    args = config_class(output_dir=str(tmp_path / trainer_class.__name__), **{**COMMON_ARGS, **config_overrides})
+    extra = {"process_reward_model": scorer if scorer is not None else RecordingScorer()}
+    if trainer_class is not VeriGateGRPOTrainer:
+        extra = {}
+    trainer = trainer_class(
+        model=tiny_models["policy"],
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [EASY, HARD]}),
+        rollout_func=rollout,
+        **extra,
+    )
+    trainer.model.train()
+    return trainer
+
+
+def generation_batch(prompts=(EASY, HARD)):
+    return [{"prompt": prompt} for prompt in prompts for _ in range(NUM_GENERATIONS)]
+
+
+def score_batch(trainer, prompts=(EASY, HARD)):
+    torch.manual_seed(0)
+    return trainer._generate_and_score_completions(generation_batch(prompts))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_models):
+    return AutoTokenizer.from_pretrained(tiny_models["policy"])
+
+
+def expected_token_advantages(tokenizer, output, group_rows, group_scores, normalization):
+    """(rows, T) advantages of one gated group from the reference step advantages and the step id of each token."""
+    step_advantages = reference_step_advantages(group_scores, normalization)
+    _, step_ids = completion_step_token_ids(tokenizer, output["completion_ids"], output["completion_mask"])
+    expected = torch.zeros(len(group_rows), output["completion_ids"].shape[1])
+    for position, row in enumerate(group_rows):
+        for token, step in enumerate(step_ids[row].tolist()):
+            if step >= 0 and output["completion_mask"][row, token]:
+                expected[position, token] = step_advantages[position][step]
+    return expected
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "batch", "none"])
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo"])
+def test_non_gated_groups_keep_trl_advantages(tiny_models, tmp_path, scale_rewards, loss_type):
+    config = dict(scale_rewards=scale_rewards, loss_type=loss_type)
+    # Every group separated: the output must be TRL's, shape included.
+    trl_out = score_batch(make_trainer(tiny_models, tmp_path, GRPOTrainer, reward_funcs=length_reward, **config))
+    scorer = RecordingScorer()
+    ours = score_batch(make_trainer(tiny_models, tmp_path, reward_funcs=length_reward, scorer=scorer, **config))
+    assert torch.equal(ours["completion_ids"], trl_out["completion_ids"])
+    assert ours["advantages"].shape == trl_out["advantages"].shape == (2 * NUM_GENERATIONS,)
+    assert torch.equal(ours["advantages"], trl_out["advantages"])
+    assert trl_out["advantages"].abs().sum() > 0
+    assert scorer.calls == []
+
+    # The hard group gated: the easy group's rows are still TRL's advantages, broadcast over the tokens.
+    trl_out = score_batch(make_trainer(tiny_models, tmp_path, GRPOTrainer, reward_funcs=easy_only_reward, **config))
+    ours = score_batch(make_trainer(tiny_models, tmp_path, reward_funcs=easy_only_reward, **config))
+    mask = ours["completion_mask"].float()
+    assert ours["advantages"].shape == ours["completion_ids"].shape
+    easy_rows = slice(0, NUM_GENERATIONS)
+    assert torch.equal(ours["advantages"][easy_rows], trl_out["advantages"][easy_rows, None] * mask[easy_rows])
+
+
+@pytest.mark.parametrize("normalization", ["verigate", "deepseekmath"])
+def test_gated_group_gets_hand_computed_token_advantages(tiny_models, tmp_path, tokenizer, normalization):
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, scorer=scorer, advantage_normalization=normalization)
+    output = score_batch(trainer)
+
+    hard_rows = list(range(NUM_GENERATIONS, 2 * NUM_GENERATIONS))
+    assert len(scorer.calls) == 1
+    assert scorer.calls[0]["prompts"] == [HARD] * NUM_GENERATIONS
+    assert [len(steps) for steps in scorer.calls[0]["steps"]] == [2, 1, 3, 2]
+    assert ["".join(steps).replace("\n", "") for steps in scorer.calls[0]["steps"]] == [
+        completion.replace("\n", "") for completion in COMPLETIONS
+    ]
+    expected = expected_token_advantages(tokenizer, output, hard_rows, scorer.scored_rows, normalization)
+    actual = output["advantages"][hard_rows]
+    assert actual.abs().sum() > 0
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+    # Padding carries no advantage.
+    assert (output["advantages"][output["completion_mask"] == 0] == 0).all()
+
+
+def test_both_normalizations_differ(tiny_models, tmp_path):
+    verigate = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="verigate"))
+    deepseekmath = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="deepseekmath"))
+    assert not torch.allclose(verigate["advantages"], deepseekmath["advantages"])
+
+
+def test_no_prm_call_when_no_group_is_gated(tiny_models, tmp_path):
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, reward_funcs=length_reward, scorer=scorer)
+    score_batch(trainer)
+    assert scorer.calls == []
+    metrics = trainer._metrics["train"]
+    assert metrics["verigate/gate_rate"] == [0.0]
+    assert metrics["verigate/prm_completions_scored"] == [0.0]
+    assert "verigate/prm_step_score_mean" not in metrics
+    assert "verigate/prm_verifier_agreement" not in metrics
+
+
+def test_all_equal_gate_also_gates_all_correct_groups(tiny_models, tmp_path):
+    zero_scorer, equal_scorer = RecordingScorer(), RecordingScorer()
+    all_zero = make_trainer(tiny_models, tmp_path, reward_funcs=one_reward, scorer=zero_scorer, gate="all_zero")
+    all_equal = make_trainer(tiny_models, tmp_path, reward_funcs=one_reward, scorer=equal_scorer, gate="all_equal")
+    assert score_batch(all_zero)["advantages"].dim() == 1
+    assert zero_scorer.calls == []
+    assert all_zero._metrics["train"]["verigate/gate_rate"] == [0.0]
+    assert all_zero._metrics["train"]["verigate/frac_zero_std_outcome"] == [1.0]
+
+    output = score_batch(all_equal)
+    assert output["advantages"].dim() == 2
+    assert len(equal_scorer.scored_rows) == 2 * NUM_GENERATIONS
+    assert all_equal._metrics["train"]["verigate/gate_rate"] == [1.0]
+
+
+def test_gate_reward_funcs_picks_the_verifier_columns(tiny_models, tmp_path):
+    # zero_reward is the verifier; length_reward (e.g. a format bonus) separates the groups but must not ungate them.
+    rewards = [zero_reward, length_reward]
+    all_funcs = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, reward_funcs=rewards, scorer=all_funcs)
+    score_batch(trainer)
+    assert all_funcs.calls == []
+
+    verifier_only = RecordingScorer()
+    trainer = make_trainer(
+        tiny_models, tmp_path, reward_funcs=rewards, scorer=verifier_only, gate_reward_funcs=["zero_reward"]
+    )
+    output = score_batch(trainer)
+    assert len(verifier_only.scored_rows) == 2 * NUM_GENERATIONS
+    assert trainer._metrics["train"]["verigate/gate_rate"] == [1.0]
+    assert output["advantages"].abs().sum() > 0
+
+
+def test_gate_uses_reward_weights(tiny_models, tmp_path):
+    # Weight 0 on the separating function leaves a verifier reward that is 0 everywhere.
+    scorer = RecordingScorer()
+    trainer = make_trainer(
+        tiny_models, tmp_path, reward_funcs=[zero_reward, length_reward], scorer=scorer, reward_weights=[1.0, 0.0]
+    )
+    score_batch(trainer)
+    assert trainer._metrics["train"]["verigate/gate_rate"] == [1.0]
+
+
+def test_unknown_gate_reward_func_name_raises(tiny_models, tmp_path):
+    with pytest.raises(ValueError, match="gate_reward_funcs.*no_such_reward.*easy_only_reward"):
+        make_trainer(tiny_models, tmp_path, gate_reward_funcs=["no_such_reward"])
+
+
+def test_audit_scores_non_gated_groups_and_logs_agreement(tiny_models, tmp_path):
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, scorer=scorer, prm_audit_fraction=1.0)
+    trl_out = score_batch(make_trainer(tiny_models, tmp_path, GRPOTrainer, reward_funcs=easy_only_reward))
+    output = score_batch(trainer)
+
+    # Both groups were scored, the easy (audited) group first, but only the hard group's advantages changed.
+    assert scorer.calls[0]["prompts"] == [EASY] * NUM_GENERATIONS + [HARD] * NUM_GENERATIONS
+    mask = output["completion_mask"].float()
+    easy_rows = slice(0, NUM_GENERATIONS)
+    assert torch.equal(output["advantages"][easy_rows], trl_out["advantages"][easy_rows, None] * mask[easy_rows])
+
+    # Agreement by hand: the verifier (easy_only_reward = length) prefers the longer completion of each pair.
+    mean_scores = [sum(scores) / len(scores) for scores in scorer.scored_rows[:NUM_GENERATIONS]]
+    lengths = [len(completion) for completion in COMPLETIONS]
+    pairs = [(i, j) for i in range(NUM_GENERATIONS) for j in range(NUM_GENERATIONS) if lengths[i] > lengths[j]]
+    agreeing = sum(mean_scores[i] > mean_scores[j] for i, j in pairs)
+    metrics = trainer._metrics["train"]
+    assert metrics["verigate/prm_verifier_agreement"] == [pytest.approx(agreeing / len(pairs))]
+    assert metrics["verigate/prm_completions_scored"] == [2 * NUM_GENERATIONS]
+
+
+def test_audit_fraction_draws_whole_groups(tiny_models, tmp_path):
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, reward_funcs=length_reward, scorer=scorer, prm_audit_fraction=0.5)
+    output = score_batch(trainer)
+    # ceil(0.5 x 2 non-gated groups) = 1 group, all of its completions; nothing gated, so TRL's (B,) stands.
+    assert len(scorer.scored_rows) == NUM_GENERATIONS
+    assert len(set(scorer.calls[0]["prompts"])) == 1
+    assert output["advantages"].dim() == 1
+    assert "verigate/prm_verifier_agreement" in trainer._metrics["train"]
+
+
+def test_metrics_are_logged(tiny_models, tmp_path):
+    class CountingReward:
+        __name__ = "counting_reward"
+
+        def __init__(self):
+            self.failures = 0
+
+        def __call__(self, completions, **kwargs):
+            self.failures += 3  # e.g. three verifier timeouts per batch
+            return [0.0] * len(completions)
+
+    trainer = make_trainer(tiny_models, tmp_path, reward_funcs=[easy_only_reward, CountingReward()])
+    score_batch(trainer)
+    score_batch(trainer)
+    metrics = trainer._metrics["train"]
+    assert metrics["verigate/gate_rate"] == [0.5, 0.5]
+    assert metrics["verigate/frac_zero_std_outcome"] == [0.5, 0.5]
+    assert metrics["verigate/prm_completions_scored"] == [NUM_GENERATIONS, NUM_GENERATIONS]
+    assert metrics["verigate/steps_per_completion"] == [2.0, 2.0]  # steps 2, 1, 3, 2
+    assert metrics["verigate/reward_failures"] == [3.0, 3.0]
+    assert all(seconds >= 0 for seconds in metrics["verigate/prm_seconds"])
+    expected_mean = sum(sum(row) for row in RecordingScorer().score([HARD] * 4, _steps())) / 8
+    assert metrics["verigate/prm_step_score_mean"] == [pytest.approx(expected_mean)] * 2
+    assert "verigate/prm_verifier_agreement" not in metrics
+
+
+def _steps():
+    return [[step for step in completion.split("\n\n")] for completion in COMPLETIONS]
+
+
+def test_conversational_prompt_sends_last_user_message_to_prm(tiny_models, tmp_path):
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, scorer=scorer, reward_funcs=zero_reward)
+    conversation = [
+        {"role": "system", "content": "Reason step by step."},
+        {"role": "user", "content": HARD},
+    ]
+    trainer._generate_and_score_completions([{"prompt": conversation}] * NUM_GENERATIONS)
+    assert scorer.calls[0]["prompts"] == [HARD] * NUM_GENERATIONS
+
+
+def test_scorer_returning_wrong_number_of_scores_raises(tiny_models, tmp_path):
+    def one_score_per_completion(prompts, steps):
+        return [[0.5] for _ in steps]
+
+    trainer = make_trainer(tiny_models, tmp_path, scorer=one_score_per_completion)
+    with pytest.raises(ValueError, match="one score per step"):
+        score_batch(trainer)
+
+
+def test_args_must_be_a_verigate_config(tiny_models, tmp_path):
+    with pytest.raises(TypeError, match="VeriGateConfig"):
+        VeriGateGRPOTrainer(
+            model=tiny_models["policy"],
+            reward_funcs=zero_reward,
+            args=GRPOConfig(output_dir=str(tmp_path), **COMMON_ARGS),
+            train_dataset=Dataset.from_dict({"prompt": [EASY]}),
+            process_reward_model=RecordingScorer(),
+        )
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("gate", "some_zero"),
+        ("advantage_normalization", "ppo"),
+        ("step_separator", ""),
+        ("max_steps_per_completion", 0),
+        ("prm_type", "llm_judge"),
+        ("prm_batch_size", 0),
+        ("gate_reward_funcs", []),
+        ("prm_audit_fraction", 1.5),
+        ("prm_advantage_epsilon", 0.0),
+    ],
+)
+def test_bad_config_values_raise_naming_the_field(tmp_path, field, value):
+    with pytest.raises(ValueError, match=field):
+        VeriGateConfig(output_dir=str(tmp_path), **{**COMMON_ARGS, field: value})
+
+
+def test_prm_path_required_unless_symbolic(tmp_path):
+    with pytest.raises(ValueError, match="prm_model_name_or_path"):
+        VeriGateConfig(output_dir=str(tmp_path), prm_model_name_or_path=None, **COMMON_ARGS)
+    config = VeriGateConfig(output_dir=str(tmp_path), prm_type="symbolic", prm_model_name_or_path=None, **COMMON_ARGS)
+    assert config.prm_type == "symbolic"
+
+
+def test_gate_reward_funcs_accepts_comma_separated_string(tmp_path):
+    config = VeriGateConfig(output_dir=str(tmp_path), gate_reward_funcs="accuracy_reward, format_reward", **COMMON_ARGS)
+    assert config.gate_reward_funcs == ["accuracy_reward", "format_reward"]
+
+
+@pytest.mark.slow
+def test_train_two_steps_with_sampling_and_symbolic_prm(tiny_models, tmp_path):
+    """Real sampling from the random policy (never correct: every group gated), buffered generation reused over
+    two iterations, then an evaluation pass."""
+    dataset = Dataset.from_dict({"prompt": [EASY, HARD, "What is 3 * 3?", "Is 9 prime?"]})
+    args = VeriGateConfig(
+        output_dir=str(tmp_path),
+        **{
+            **COMMON_ARGS,
+            "max_steps": 2,
+            "per_device_train_batch_size": NUM_GENERATIONS,
+            "max_completion_length": 16,
+        },
+        steps_per_generation=2,
+        num_iterations=2,
+        per_device_eval_batch_size=NUM_GENERATIONS,
+        prm_type="symbolic",
+    )
+    trainer = VeriGateGRPOTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=zero_reward,
+        args=args,
+        train_dataset=dataset,
+        eval_dataset=dataset.select(range(1)),
+        process_reward_model=SymbolicStepScorer(),
+    )
+    result = trainer.train()
+    assert math.isfinite(result.training_loss)
+    logged = [entry for entry in trainer.state.log_history if "verigate/gate_rate" in entry]
+    assert logged and all(entry["verigate/gate_rate"] == 1.0 for entry in logged)
+    assert all(math.isfinite(entry["loss"]) for entry in trainer.state.log_history if "loss" in entry)
+    eval_metrics = trainer.evaluate()
+    assert math.isfinite(eval_metrics["eval_loss"])
+    assert eval_metrics["eval_verigate/gate_rate"] == 1.0

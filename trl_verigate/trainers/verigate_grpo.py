@@ -1,0 +1,433 @@
+"""VeriGate: verifier-gated process rewards on top of TRL's `GRPOTrainer`.
+
+GRPO normalizes rewards within each group of `num_generations` completions of one prompt. When the verifier gives every
+completion of a group the same reward (typically all 0 on hard prompts), the group's advantages are all zero and the
+prompt teaches nothing ("zero-gradient collapse"). VeriGate (Agrawal, Liu, Huang, 2026, arXiv:2605.30451) keeps plain
+GRPO wherever the verifier separates a group and, only for such degenerate ("gated") groups, falls back to token-level
+advantages built from a process reward model's step scores.
+"""
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from trl import GRPOConfig, GRPOTrainer
+from trl.extras.profiling import profiling_context
+from trl.trainer.utils import get_config_model_id
+
+from trl_verigate.advantages import gated_groups, process_step_advantages, step_advantages_to_tokens
+from trl_verigate.rewards.prm import as_step_scorer, build_step_scorer
+from trl_verigate.steps import completion_step_token_ids
+
+GATE_MODES = ("all_zero", "all_equal")
+ADVANTAGE_NORMALIZATIONS = ("verigate", "deepseekmath")
+PRM_TYPES = ("qwen_math", "math_shepherd", "token_classification", "symbolic")
+
+
+@dataclass
+class VeriGateConfig(GRPOConfig):
+    """Configuration of [`VeriGateGRPOTrainer`]: every [`trl.GRPOConfig`] field plus the VeriGate fields below.
+
+    The per-completion step cap is called `max_steps_per_completion` because `max_steps` already means the number of
+    optimizer steps in `transformers.TrainingArguments`.
+    """
+
+    gate: str = field(
+        default="all_zero",
+        metadata={
+            "help": "Which groups fall back to the process reward model. 'all_zero' (default, as in the paper): groups "
+            "whose verifier reward is 0 for every completion. 'all_equal': every group whose verifier rewards are all "
+            "equal (also all-correct groups).",
+            "choices": list(GATE_MODES),
+        },
+    )
+    advantage_normalization: str = field(
+        default="verigate",
+        metadata={
+            "help": "Token-level advantages of gated groups. 'verigate' (default): cumulate the step rewards from "
+            "each step to the end of the completion, then normalize the cumulated values over the group. "
+            "'deepseekmath': normalize the step rewards over the group first, then cumulate (DeepSeekMath process "
+            "supervision).",
+            "choices": list(ADVANTAGE_NORMALIZATIONS),
+        },
+    )
+    step_separator: str = field(
+        default="\n\n",
+        metadata={"help": "String that separates reasoning steps in a completion; the PRM scores each step."},
+    )
+    max_steps_per_completion: int | None = field(
+        default=32,
+        metadata={
+            "help": "Most steps per completion sent to the PRM; text beyond the cap is merged into the last step. "
+            "Bounds the PRM's cost on completions that split into many tiny steps. None: no cap."
+        },
+    )
+    prm_type: str = field(
+        default="qwen_math",
+        metadata={
+            "help": "Kind of process reward model built when the trainer gets no `process_reward_model`: "
+            "'qwen_math' (Qwen2.5-Math-PRM), 'math_shepherd', 'token_classification', or 'symbolic' (model-free).",
+            "choices": list(PRM_TYPES),
+        },
+    )
+    prm_model_name_or_path: str | None = field(
+        default="Qwen/Qwen2.5-Math-PRM-7B",
+        metadata={
+            "help": "Hub id or local path of the process reward model (ignored for prm_type='symbolic'). Set it "
+            "together with `prm_type` when using another PRM family."
+        },
+    )
+    prm_batch_size: int = field(
+        default=8,
+        metadata={"help": "Completions per forward pass of the process reward model."},
+    )
+    prm_device: str | None = field(
+        default=None,
+        metadata={"help": "Device of the process reward model. None: the policy's device on each process."},
+    )
+    prm_torch_dtype: str | None = field(
+        default=None,
+        metadata={
+            "help": "Dtype the process reward model is loaded in ('bfloat16', 'float16', 'float32', 'auto'). "
+            "None: the loader's default."
+        },
+    )
+    gate_reward_funcs: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Names of the reward functions that form the verifier (as logged under `rewards/<name>/mean`). "
+            "The gate looks at their `reward_weights`-weighted sum. None: all reward functions."
+        },
+    )
+    prm_audit_fraction: float = field(
+        default=0.0,
+        metadata={
+            "help": "Share of non-gated groups also scored by the PRM (their advantages stay GRPO's) to log "
+            "`verigate/prm_verifier_agreement`. 0.0 (default): the PRM only sees gated groups."
+        },
+    )
+    prm_advantage_epsilon: float = field(
+        default=1e-4,
+        metadata={"help": "Added to the group standard deviation when normalizing the process advantages."},
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.gate not in GATE_MODES:
+            raise ValueError(f"gate={self.gate!r} is not supported; set gate to one of {list(GATE_MODES)}.")
+        if self.advantage_normalization not in ADVANTAGE_NORMALIZATIONS:
+            raise ValueError(
+                f"advantage_normalization={self.advantage_normalization!r} is not supported; set it to one of "
+                f"{list(ADVANTAGE_NORMALIZATIONS)}."
+            )
+        if not isinstance(self.step_separator, str) or not self.step_separator:
+            raise ValueError(
+                f"step_separator={self.step_separator!r} must be a non-empty string, e.g. '\\n\\n' (the default)."
+            )
+        if self.max_steps_per_completion is not None and (
+            isinstance(self.max_steps_per_completion, bool)
+            or not isinstance(self.max_steps_per_completion, int)
+            or self.max_steps_per_completion < 1
+        ):
+            raise ValueError(
+                f"max_steps_per_completion={self.max_steps_per_completion!r} must be a positive integer, or None for "
+                "no cap."
+            )
+        if self.prm_type not in PRM_TYPES:
+            raise ValueError(f"prm_type={self.prm_type!r} is not supported; set prm_type to one of {list(PRM_TYPES)}.")
+        if self.prm_type != "symbolic" and not self.prm_model_name_or_path:
+            raise ValueError(
+                f"prm_model_name_or_path is empty but prm_type={self.prm_type!r} needs a model; set "
+                "prm_model_name_or_path to a hub id or local path, or use prm_type='symbolic'."
+            )
+        if isinstance(self.prm_batch_size, bool) or not isinstance(self.prm_batch_size, int) or self.prm_batch_size < 1:
+            raise ValueError(f"prm_batch_size={self.prm_batch_size!r} must be a positive integer.")
+        if isinstance(self.gate_reward_funcs, str):  # a YAML/CLI scalar: "accuracy_reward,format_reward"
+            self.gate_reward_funcs = [name.strip() for name in self.gate_reward_funcs.split(",") if name.strip()]
+        if self.gate_reward_funcs is not None and (
+            len(self.gate_reward_funcs) == 0 or not all(isinstance(name, str) for name in self.gate_reward_funcs)
+        ):
+            raise ValueError(
+                f"gate_reward_funcs={self.gate_reward_funcs!r} must be a non-empty list of reward function names, or "
+                "None to gate on all reward functions."
+            )
+        if isinstance(self.prm_audit_fraction, bool) or not (0.0 <= float(self.prm_audit_fraction) <= 1.0):
+            raise ValueError(f"prm_audit_fraction={self.prm_audit_fraction!r} must be a number in [0, 1].")
+        if not self.prm_advantage_epsilon > 0:
+            raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
+
+
+def question_text(prompt: str | list[dict[str, Any]]) -> str:
+    """The question a PRM is asked about: the prompt itself, or the last user message of a conversation."""
+    if isinstance(prompt, str):
+        return prompt
+    user_messages = [message for message in prompt if message.get("role") == "user"]
+    content = (user_messages or prompt)[-1]["content"]
+    if isinstance(content, str):
+        return content
+    # Multimodal content is a list of typed parts; the PRM reads text only.
+    return "".join(part.get("text", "") for part in content if part.get("type") == "text")
+
+
+class VeriGateGRPOTrainer(GRPOTrainer):
+    """GRPO with verifier-gated process-reward fallback (VeriGate; Agrawal, Liu, Huang, 2026, arXiv:2605.30451).
+
+    Takes every argument of [`trl.GRPOTrainer`] (with `args` a [`VeriGateConfig`]) plus `process_reward_model`: a
+    `StepScorer` (`score(prompts, steps) -> list[list[float]]`) or a plain callable with that signature, or None to
+    build one from `args.prm_type` / `args.prm_model_name_or_path`.
+
+    After TRL has generated, scored and normalized a generation batch:
+
+    1. S1 gate: the verifier reward of a completion is the `reward_weights`-weighted sum of the `gate_reward_funcs`
+       columns. A group is gated when these are all 0 (`gate="all_zero"`) or all equal (`gate="all_equal"`).
+    2. Non-gated groups keep exactly TRL's advantages (whatever `scale_rewards`, `loss_type` or
+       `multi_objective_aggregation`).
+    3. Gated completions are split into steps at `step_separator` and scored by the PRM on the process that generated
+       them; step rewards are gathered so a group split over processes is normalized as a whole.
+    4. S2/S3: `advantage_normalization="verigate"` gives step j of completion i the advantage
+       (c_ij - mean(c)) / (std(c) + eps) with c_ij = sum_{k>=j} r_ik, mean/std over all steps of the group; every token
+       of a step gets its step's advantage. `"deepseekmath"` normalizes r over the group first, then cumulates.
+
+    When at least one group is gated, `advantages` has shape (B, T) (non-gated rows broadcast over T, padding 0),
+    which `GRPOTrainer._compute_loss` accepts; otherwise it is TRL's (B,) tensor untouched. No PRM call happens when no
+    group is gated and `prm_audit_fraction` is 0.
+
+    Metrics (logged with TRL's, so they reach every `report_to` backend):
+
+    - `verigate/gate_rate`: fraction of groups gated.
+    - `verigate/frac_zero_std_outcome`: fraction of groups whose verifier rewards have zero spread.
+    - `verigate/prm_completions_scored`: completions sent to the PRM this batch, all processes together.
+    - `verigate/prm_seconds`: wall time of the PRM call on the slowest process.
+    - `verigate/prm_step_score_mean`, `verigate/steps_per_completion`: mean PRM step score and mean step count over
+      the scored completions (logged only for batches where the PRM ran).
+    - `verigate/reward_failures`: new failures counted by the reward functions' `failures` attributes since the
+      previous batch, all processes together (reward functions without the attribute count 0).
+    - `verigate/prm_verifier_agreement` (only with `prm_audit_fraction > 0`): whole non-gated groups are drawn for
+      audit (ceil(fraction x non-gated groups), seeded by `args.seed`); over every pair of audited completions of one
+      group whose verifier rewards differ and which both have steps, the fraction where the completion with the higher
+      verifier reward also has the strictly higher mean PRM step score. Logged for batches with at least one such pair.
+    """
+
+    _tag_names = ["trl", "grpo", "verigate"]
+    _name = "VeriGate"
+
+    def __init__(
+        self,
+        model,
+        reward_funcs=None,
+        args: VeriGateConfig | None = None,
+        *trainer_args,
+        process_reward_model=None,
+        **trainer_kwargs,
+    ):
+        if args is None:
+            model_name = model if isinstance(model, str) else get_config_model_id(model.config)
+            args = VeriGateConfig(f"{model_name.split('/')[-1]}-VeriGate")
+        elif not isinstance(args, VeriGateConfig):
+            raise TypeError(
+                f"args must be a VeriGateConfig, got {type(args).__name__}; build it with "
+                "VeriGateConfig(**your_grpo_kwargs) so the VeriGate fields have values."
+            )
+        super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
+
+        self._gate_func_indices = self._resolve_gate_reward_funcs(args.gate_reward_funcs)
+        if process_reward_model is None:
+            process_reward_model = build_step_scorer(
+                args.prm_type,
+                model_name_or_path=args.prm_model_name_or_path,
+                batch_size=args.prm_batch_size,
+                device=args.prm_device or self.accelerator.device,
+                torch_dtype=args.prm_torch_dtype,
+            )
+        self.process_reward_model = as_step_scorer(process_reward_model)
+        # Same seed on every process, drawn in lockstep, so all processes audit the same groups.
+        self._audit_generator = torch.Generator().manual_seed(args.seed)
+        self._reward_failures_seen = self._local_reward_failures()
+        self._scored_prompts: list | None = None
+        self._scored_rewards_per_func: torch.Tensor | None = None
+
+    def _resolve_gate_reward_funcs(self, names: list[str] | None) -> list[int]:
+        if names is None:
+            return list(range(len(self.reward_funcs)))
+        unknown = [name for name in names if name not in self.reward_func_names]
+        if unknown:
+            raise ValueError(
+                f"gate_reward_funcs names {unknown} match no reward function; choose among {self.reward_func_names}."
+            )
+        return [self.reward_func_names.index(name) for name in names]
+
+    def _local_reward_failures(self) -> int:
+        return sum(int(getattr(func, "failures", 0) or 0) for func in self.reward_funcs)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        # TRL does not return the gathered rewards or the final prompts; keep them for the gate.
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._scored_prompts = prompts
+        self._scored_rewards_per_func = rewards_per_func
+        return rewards_per_func
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        prompts, rewards_per_func = self._scored_prompts, self._scored_rewards_per_func
+        self._scored_prompts = self._scored_rewards_per_func = None
+        output["advantages"] = self._verigate_advantages(output, prompts, rewards_per_func)
+        return output
+
+    def _verigate_advantages(self, output: dict, prompts: list, rewards_per_func: torch.Tensor) -> torch.Tensor:
+        mode = "train" if self.model.training else "eval"
+        metrics = self._metrics[mode]
+        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
+        local_size = len(prompts)
+        process_slice = slice(
+            self.accelerator.process_index * local_size, (self.accelerator.process_index + 1) * local_size
+        )
+
+        weights = self.reward_weights.to(rewards_per_func.device)[self._gate_func_indices]
+        verifier_rewards = (rewards_per_func[:, self._gate_func_indices] * weights).nansum(dim=1)
+        gated = gated_groups(verifier_rewards, num_generations, mode=self.args.gate)
+        audited = self._sample_audited_groups(~gated)
+        verifier_spread = verifier_rewards.view(-1, num_generations).std(dim=1, correction=0)
+        metrics["verigate/gate_rate"].append(gated.float().mean().item())
+        metrics["verigate/frac_zero_std_outcome"].append(
+            torch.isclose(verifier_spread, torch.zeros_like(verifier_spread)).float().mean().item()
+        )
+        metrics["verigate/reward_failures"].append(self._reward_failures_delta())
+
+        scored_rows = (gated | audited).repeat_interleave(num_generations)
+        if not scored_rows.any():
+            metrics["verigate/prm_completions_scored"].append(0.0)
+            metrics["verigate/prm_seconds"].append(0.0)
+            return output["advantages"]
+
+        spans, token_step_ids = completion_step_token_ids(
+            self._tokenizer,
+            output["completion_ids"],
+            output["completion_mask"],
+            separator=self.args.step_separator,
+            max_steps=self.args.max_steps_per_completion,
+        )
+        step_rewards, step_mask, seconds = self._score_local_steps(prompts, spans, scored_rows[process_slice])
+        step_rewards = self.accelerator.gather(self.accelerator.pad_across_processes(step_rewards, dim=1))
+        step_mask = self.accelerator.gather(self.accelerator.pad_across_processes(step_mask.long(), dim=1)).bool()
+
+        steps_per_row = step_mask.sum(dim=1)
+        sent_to_prm = steps_per_row > 0
+        metrics["verigate/prm_completions_scored"].append(float(sent_to_prm.sum().item()))
+        seconds = self.accelerator.gather(torch.tensor([seconds], device=step_rewards.device))
+        metrics["verigate/prm_seconds"].append(seconds.max().item())
+        if sent_to_prm.any():
+            metrics["verigate/prm_step_score_mean"].append(step_rewards[step_mask].mean().item())
+            metrics["verigate/steps_per_completion"].append(steps_per_row[sent_to_prm].float().mean().item())
+        if audited.any():
+            agreement = self._prm_verifier_agreement(
+                verifier_rewards, step_rewards, step_mask, audited, num_generations
+            )
+            if agreement is not None:
+                metrics["verigate/prm_verifier_agreement"].append(agreement)
+
+        gated_rows = gated.repeat_interleave(num_generations)
+        if not gated_rows.any():  # only audited groups were scored: GRPO's advantages stand
+            return output["advantages"]
+        step_advantages = torch.zeros_like(step_rewards)
+        # Gated rows are whole groups in order, so the selection still reshapes into (groups, num_generations).
+        step_advantages[gated_rows] = process_step_advantages(
+            step_rewards[gated_rows],
+            step_mask[gated_rows],
+            num_generations,
+            normalization=self.args.advantage_normalization,
+            eps=self.args.prm_advantage_epsilon,
+        )
+        token_advantages = step_advantages_to_tokens(step_advantages[process_slice], token_step_ids)
+        local_gated = gated_rows[process_slice]
+        advantages = output["advantages"].unsqueeze(1).expand_as(token_advantages).clone()
+        advantages[local_gated] = token_advantages[local_gated].to(advantages.dtype)
+        completion_mask = output["completion_mask"].to(advantages.dtype)
+        advantages = advantages * completion_mask
+        self._log_completion_advantages(advantages, completion_mask)
+        return advantages
+
+    def _sample_audited_groups(self, candidates: torch.Tensor) -> torch.Tensor:
+        audited = torch.zeros_like(candidates)
+        candidate_ids = candidates.nonzero().flatten()
+        num_audited = math.ceil(self.args.prm_audit_fraction * len(candidate_ids))
+        if num_audited == 0:
+            return audited
+        draw = torch.randperm(len(candidate_ids), generator=self._audit_generator)[:num_audited]
+        audited[candidate_ids[draw.to(candidate_ids.device)]] = True
+        return audited
+
+    def _reward_failures_delta(self) -> float:
+        current = self._local_reward_failures()
+        delta = torch.tensor([float(current - self._reward_failures_seen)], device=self.accelerator.device)
+        self._reward_failures_seen = current
+        return self.accelerator.gather(delta).sum().item()
+
+    def _score_local_steps(
+        self, prompts: list, spans: list, scored: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """PRM step rewards (B, S) and mask for this process's completions selected by `scored`, and the seconds spent."""
+        device = self.accelerator.device
+        rows = [row for row in range(len(prompts)) if scored[row] and len(spans[row]) > 0]
+        # At least one column so that padding and gathering never meet a zero-width tensor.
+        num_steps = max([len(spans[row]) for row in rows], default=1)
+        step_rewards = torch.zeros(len(prompts), num_steps, device=device)
+        step_mask = torch.zeros(len(prompts), num_steps, dtype=torch.bool, device=device)
+        if not rows:
+            return step_rewards, step_mask, 0.0
+
+        questions = [question_text(prompts[row]) for row in rows]
+        steps = [[span.text for span in spans[row]] for row in rows]
+        start = time.perf_counter()
+        with profiling_context(self, "process_reward_model"), torch.no_grad():
+            scores = self.process_reward_model.score(questions, steps)
+        seconds = time.perf_counter() - start
+
+        if len(scores) != len(rows):
+            raise ValueError(
+                f"The process reward model returned scores for {len(scores)} completions but was given {len(rows)}; "
+                "its score() must return one list of step scores per completion."
+            )
+        for row, row_steps, row_scores in zip(rows, steps, scores, strict=True):
+            if len(row_scores) != len(row_steps):
+                raise ValueError(
+                    f"The process reward model returned {len(row_scores)} scores for a completion with "
+                    f"{len(row_steps)} steps; its score() must return one score per step."
+                )
+            row_tensor = torch.tensor([float(score) for score in row_scores], device=device)
+            if not torch.isfinite(row_tensor).all():
+                raise ValueError(f"The process reward model returned a non-finite step score: {row_scores}.")
+            step_rewards[row, : len(row_scores)] = row_tensor
+            step_mask[row, : len(row_scores)] = True
+        return step_rewards, step_mask, seconds
+
+    @staticmethod
+    def _prm_verifier_agreement(
+        verifier_rewards: torch.Tensor,
+        step_rewards: torch.Tensor,
+        step_mask: torch.Tensor,
+        audited: torch.Tensor,
+        num_generations: int,
+    ) -> float | None:
+        num_steps = step_mask.sum(dim=1)
+        mean_step_score = (step_rewards * step_mask).sum(dim=1) / num_steps.clamp(min=1)
+        verifier = verifier_rewards.view(-1, num_generations)[audited]
+        prm = mean_step_score.view(-1, num_generations)[audited]
+        has_steps = (num_steps > 0).view(-1, num_generations)[audited]
+        # Each unordered pair counted once, as (better by the verifier, worse by the verifier).
+        verifier_prefers = verifier.unsqueeze(2) > verifier.unsqueeze(1)
+        comparable = verifier_prefers & has_steps.unsqueeze(2) & has_steps.unsqueeze(1)
+        num_pairs = comparable.sum().item()
+        if num_pairs == 0:
+            return None
+        prm_agrees = comparable & (prm.unsqueeze(2) > prm.unsqueeze(1))
+        return prm_agrees.sum().item() / num_pairs
+
+    def _log_completion_advantages(self, advantages: torch.Tensor, completion_mask: torch.Tensor) -> None:
+        # TRL logged one scalar per completion (0 for gated groups); show the token mean the loss actually uses.
+        per_completion = (advantages * completion_mask).sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
+        values = self.accelerator.gather(per_completion).tolist()
+        logged = self._logs["advantages"]
+        for offset in range(1, min(len(values), len(logged)) + 1):
+            logged[-offset] = values[-offset]
