@@ -111,13 +111,14 @@ def make_trainer(
     reward_funcs=easy_only_reward,
     scorer=None,
     rollout=fixed_rollout,
+    trainer_kwargs=None,
     **config_overrides,
 ):
     config_class = VeriGateConfig if trainer_class is VeriGateGRPOTrainer else GRPOConfig
     args = config_class(output_dir=str(tmp_path / trainer_class.__name__), **{**COMMON_ARGS, **config_overrides})
-    extra = {"process_reward_model": scorer if scorer is not None else RecordingScorer()}
-    if trainer_class is not VeriGateGRPOTrainer:
-        extra = {}
+    extra = dict(trainer_kwargs or {})
+    if trainer_class is VeriGateGRPOTrainer:
+        extra["process_reward_model"] = scorer if scorer is not None else RecordingScorer()
     trainer = trainer_class(
         model=tiny_models["policy"],
         reward_funcs=reward_funcs,
@@ -198,6 +199,10 @@ def test_gated_group_gets_hand_computed_token_advantages(tiny_models, tmp_path, 
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
     # Padding carries no advantage.
     assert (output["advantages"][output["completion_mask"] == 0] == 0).all()
+    # The completions table shows the mean token advantage of each gated completion instead of TRL's 0.
+    mask = output["completion_mask"][hard_rows].float()
+    logged = list(trainer._logs["advantages"])[-NUM_GENERATIONS:]
+    torch.testing.assert_close(torch.tensor(logged), (expected * mask).sum(1) / mask.sum(1), rtol=1e-5, atol=1e-6)
 
 
 def test_both_normalizations_differ(tiny_models, tmp_path):
@@ -327,6 +332,34 @@ def test_metrics_are_logged(tiny_models, tmp_path):
 
 def _steps():
     return [[step for step in completion.split("\n\n")] for completion in COMPLETIONS]
+
+
+def test_max_steps_per_completion_merges_the_tail_into_the_last_step(tiny_models, tmp_path):
+    scorer = RecordingScorer()
+    score_batch(make_trainer(tiny_models, tmp_path, scorer=scorer, max_steps_per_completion=2))
+    assert [len(steps) for steps in scorer.calls[0]["steps"]] == [2, 1, 2, 2]
+    assert scorer.calls[0]["steps"][2][1] == "Count up: 3, 4.\n\nThe answer is 4."
+
+
+def test_eval_mode_gates_with_eval_metrics(tiny_models, tmp_path):
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, scorer=scorer, per_device_eval_batch_size=2 * NUM_GENERATIONS)
+    trainer.model.eval()
+    output = score_batch(trainer)
+    assert output["advantages"].shape == output["completion_ids"].shape
+    assert trainer._metrics["eval"]["verigate/gate_rate"] == [0.5]
+    assert "verigate/gate_rate" not in trainer._metrics["train"]
+
+
+def test_peft_model_trains_on_a_gated_batch(tiny_models, tmp_path):
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    # beta > 0 makes TRL take the reference log-probs from the adapter-disabled base model.
+    trainer = make_trainer(tiny_models, tmp_path, trainer_kwargs={"peft_config": lora}, beta=0.04)
+    result = trainer.train()
+    assert math.isfinite(result.training_loss)
+    assert trainer.state.log_history[0]["verigate/gate_rate"] == 0.5
 
 
 def test_conversational_prompt_sends_last_user_message_to_prm(tiny_models, tmp_path):

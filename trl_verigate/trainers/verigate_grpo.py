@@ -153,10 +153,14 @@ class VeriGateConfig(GRPOConfig):
                 f"gate_reward_funcs={self.gate_reward_funcs!r} must be a non-empty list of reward function names, or "
                 "None to gate on all reward functions."
             )
-        if isinstance(self.prm_audit_fraction, bool) or not (0.0 <= float(self.prm_audit_fraction) <= 1.0):
+        if not _is_number(self.prm_audit_fraction) or not 0.0 <= self.prm_audit_fraction <= 1.0:
             raise ValueError(f"prm_audit_fraction={self.prm_audit_fraction!r} must be a number in [0, 1].")
-        if not self.prm_advantage_epsilon > 0:
+        if not _is_number(self.prm_advantage_epsilon) or not self.prm_advantage_epsilon > 0:
             raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def question_text(prompt: str | list[dict[str, Any]]) -> str:
@@ -208,6 +212,8 @@ class VeriGateGRPOTrainer(GRPOTrainer):
       audit (ceil(fraction x non-gated groups), seeded by `args.seed`); over every pair of audited completions of one
       group whose verifier rewards differ and which both have steps, the fraction where the completion with the higher
       verifier reward also has the strictly higher mean PRM step score. Logged for batches with at least one such pair.
+
+    The completions table (`log_completions`) shows, for gated completions, the mean token advantage the loss uses.
     """
 
     _tag_names = ["trl", "grpo", "verigate"]
