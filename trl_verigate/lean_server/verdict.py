@@ -1,0 +1,768 @@
+"""The verdict: what is sent to Lean for a request, and whether Lean's answer proves it.
+
+Two halves around one REPL command:
+
+* `prepare` turns a request into a `Prepared` (the header, and the code sent in the header's env)
+  or rejects it before Lean runs. The proof body is untrusted: the precheck refuses anything that
+  could leave the `by` block or change how Lean checks or reports the proof (commands,
+  metaprogramming, attributes, `debug.*` options, native evaluation, `sorry`), and text that looks
+  different to a reader than to Lean (invisible and bidi characters, look-alike identifiers).
+* `judge` reads the REPL's response to that code. A proof passes only with no error, no sorry
+  (neither `sorries` nor the "declaration uses sorry" warning) and a `#print axioms` answer for the
+  theorem, at the position of the `#print axioms` command we appended, listing only whitelisted
+  axioms. The axioms check is the backstop for everything the precheck cannot see, e.g. a tactic
+  that closes goals with `sorryAx` without emitting the warning (DeepSeek-Prover-V2's `apply?`).
+
+The precheck lexes the proof the way Lean's tokenizer does (nested `/- -/` comments, `--` comments,
+strings, raw strings `r#"…"#`, character literals, `«escaped»` identifiers, identifier characters
+from `Lean.isIdFirst`/`isIdRest`), so a keyword inside a comment or string is not a false positive
+and no comment/string trick can hide code from it. Where the lexer and Lean could still disagree
+(an unterminated comment or string, a stray `'`, `{` inside a string literal, which Lean parses as
+code in interpolated strings) the proof is rejected: Lean would fail on the first three anyway.
+
+Unicode: Lean compares identifiers code point by code point and never normalizes, so a look-alike
+such as fullwidth `ｓｏｒｒｙ`, Cyrillic `ѕоrrу` or Greek-omicron `sοrry` is a *different*
+identifier to Lean (or not an identifier at all) and would fail as unknown. They are rejected
+anyway, with a clear reason: it costs nothing (no legitimate proof contains them) and keeps the
+verdict safe should a toolchain ever normalize. The spellings Lean *does* treat as the same
+name — `«sorryAx»`, `Lean.«ofReduceBool»`, `_root_.sorryAx`, or `ofReduceBool` after
+`open Lean` — are caught by comparing every dotted component with guillemets removed.
+Legitimate mathematical Unicode (`ℝ`, `h₀`, `α`, `𝓝`, `x²`) passes: none of it normalizes to a
+forbidden word.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Union
+
+from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.types import (
+    LeanServerConfig,
+    Message,
+    Position,
+    ProofRequest,
+    Request,
+    Tactic,
+    VerificationResult,
+)
+
+# `example` has no name for `#print axioms`; it is declared under this name instead.
+EXAMPLE_NAME = "verigate_example"
+EXAMPLE_REPLACEMENT = f"theorem {EXAMPLE_NAME}"
+
+SORRY_WARNINGS = ("declaration uses `sorry`", "declaration uses 'sorry'")
+NATIVE_AXIOMS = ("Lean.ofReduceBool", "Lean.trustCompiler")
+_AXIOMS_LIST = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\]$", re.DOTALL)
+_AXIOMS_NONE = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$", re.DOTALL)
+
+# Command keywords: any of them inside a proof means the proof left its `by` block (Lean parses
+# commands wherever the tactic parser stops, at any column) or adds syntax/declarations.
+COMMAND_WORDS = frozenset(
+    {
+        "theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive", "coinductive",
+        "example", "namespace", "section", "end", "mutual", "import", "axiom", "axioms", "opaque", "constant",
+        "macro", "macro_rules", "syntax", "declare_syntax_cat", "elab", "elab_rules", "notation", "infix",
+        "infixl", "infixr", "prefix", "postfix", "attribute", "local", "scoped", "variable", "universe",
+        "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "builtin_initialize",
+        "export", "omit", "include", "deriving", "alias", "irreducible_def", "proof_wanted", "add_decl_doc",
+        "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "implemented_by", "extern",
+    }
+)  # fmt: skip
+# Tactics that close goals without proving them, or search tactics: `apply?` has closed goals
+# with sorry without the warning (DeepSeek-Prover-V2), `exact?` is `apply?`'s sibling.
+TACTIC_WORDS = frozenset({"sorry", "admit", "stop", "exact?", "apply?", "library_search"})
+# Constants that are axioms or unchecked evaluation, under any spelling of their name.
+CONSTANT_WORDS = frozenset({"sorryAx", "trustCompiler"})
+NATIVE_WORDS = frozenset({"native_decide", "bv_decide", "ofReduceBool", "reduceBool", "ofReduceNat", "reduceNat"})
+FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
+FORBIDDEN_OPTIONS = frozenset({"allowUnsafeReducibility"})
+
+# Cyrillic/Greek/Latin letters that look like ASCII ones; NFKC leaves them alone.
+_CONFUSABLES = str.maketrans(
+    "аеорсухѕіјԁԛԝӏһАВЕКМНОРСТХЅІЈοανικρυχΑΒΕΖΗΙΚΜΝΟΡΤΥΧıꜱʀɡ",
+    "aeopcyxsijdqwlhABEKMHOPCTXSIJoavikpuxABEZHIKMNOPTYXisrg",
+)
+
+
+@dataclass
+class Prepared:
+    """A request ready for the REPL.
+
+    `code` is sent in the env of `header`: the statement (with `example` renamed), `separator`,
+    the proof, then `"\\n\\n#print axioms <theorem_name>"`. `proof_start` is the proof's offset in
+    `code`; `line_offset` the lines to add to REPL lines to get submitted-source lines (the header's
+    line count for a str request). `statement` is the statement as submitted.
+    """
+
+    header: str
+    code: str
+    proof: str
+    proof_start: int
+    theorem_name: str
+    line_offset: int
+    statement: str
+    # Between statement and proof in the submitted source: "\n" for a ProofRequest, "" for a file,
+    # whose proof starts right after `by`.
+    separator: str = "\n"
+    # (offset in code, length) of `EXAMPLE_REPLACEMENT` where `example` (7 chars) was renamed.
+    renamed_example: tuple[int, int] | None = None
+
+    @property
+    def proof_end(self) -> int:
+        return self.proof_start + len(self.proof)
+
+    @property
+    def print_line(self) -> int:
+        """The REPL line (1-based) of the appended `#print axioms` command."""
+        return self.code.count("\n", 0, self.proof_end) + 3
+
+
+class PrecheckError(ValueError):
+    """Raised inside the precheck; `prepare` turns it into a rejected result."""
+
+
+# ---------------------------------------------------------------- lexing
+
+
+def _is_letter_like(c: str) -> bool:
+    v = ord(c)
+    return (
+        (0x3B1 <= v <= 0x3C9 and v != 0x3BB)
+        or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
+        or 0x3CA <= v <= 0x3FB
+        or 0x1F00 <= v <= 0x1FFE
+        or 0x2100 <= v <= 0x214F
+        or 0x1D49C <= v <= 0x1D59F
+        or (0xC0 <= v <= 0xFF and v not in (0xD7, 0xF7))
+        or 0x100 <= v <= 0x17F
+    )
+
+
+def _is_id_first(c: str) -> bool:
+    return ("a" <= c <= "z") or ("A" <= c <= "Z") or c == "_" or _is_letter_like(c)
+
+
+def _is_id_rest(c: str) -> bool:
+    v = ord(c)
+    return (
+        _is_id_first(c)
+        or "0" <= c <= "9"
+        or c in "'!?"
+        or 0x2080 <= v <= 0x209C
+        or 0x1D62 <= v <= 0x1D6A
+        or v == 0x2C7C
+    )
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str  # ident | symbol | number | string | char | comment
+    start: int
+    end: int
+    text: str
+
+    @property
+    def components(self) -> list[str]:
+        """A dotted identifier's name components, guillemets removed (`Lean.«ofReduceBool»` -> 2 parts)."""
+        return _split_name(self.text)
+
+
+def _split_name(text: str) -> list[str]:
+    parts, current, escaped = [], [], False
+    for c in text:
+        if c == "«":
+            escaped = True
+        elif c == "»":
+            escaped = False
+        elif c == "." and not escaped:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+    parts.append("".join(current))
+    return parts
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """(1-based line, 0-based column) of a char offset, Lean's convention."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1)
+
+
+def _where(text: str, offset: int) -> str:
+    line, column = _position(text, offset)
+    return f"line {line}, column {column}"
+
+
+def _lex(text: str) -> list[_Token]:
+    """Tokens of `text` as Lean's tokenizer splits them; raises PrecheckError where Lean's lexing is unclear."""
+    tokens: list[_Token] = []
+    n, i = len(text), 0
+    while i < n:
+        c = text[i]
+        if c in " \n\r\t":
+            i += 1
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            tokens.append(_Token("comment", i, end, text[i:end]))
+            i = end
+        elif text.startswith("/-", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("-/", j):
+                    depth, j = depth - 1, j + 2
+                elif text.startswith("/-", j):
+                    depth, j = depth + 1, j + 2
+                else:
+                    j += 1
+            if depth:
+                raise PrecheckError(f"unterminated block comment `/-` at {_where(text, i)} swallows the rest")
+            tokens.append(_Token("comment", i, j, text[i:j]))
+            i = j
+        elif c == "r" and re.match(r'r#*"', text[i:]):
+            hashes = len(re.match(r"r(#*)", text[i:]).group(1))
+            closing = '"' + "#" * hashes
+            end = text.find(closing, i + 2 + hashes)
+            if end < 0:
+                raise PrecheckError(f"unterminated raw string at {_where(text, i)} swallows the rest")
+            end += len(closing)
+            tokens.append(_Token("string", i, end, text[i:end]))
+            i = end
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                if text[j] == "{":
+                    # Interpolated strings (s!, m!, f!, throwError …) parse `{…}` as code, which may hold
+                    # nested strings; a plain lexer cannot tell the two apart, so refuse to guess.
+                    raise PrecheckError(
+                        f"string literal with `{{` at {_where(text, j)}: interpolation is code Lean would run; "
+                        "drop the braces from the string"
+                    )
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                raise PrecheckError(f'unterminated string `"` at {_where(text, i)} swallows the rest')
+            tokens.append(_Token("string", i, j + 1, text[i : j + 1]))
+            i = j + 1
+        elif c == "'" and not text.startswith("''", i):
+            match = re.match(r"'(\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\\n])'", text[i:])
+            if not match:
+                raise PrecheckError(f"malformed character literal `'` at {_where(text, i)}")
+            tokens.append(_Token("char", i, i + match.end(), match.group(0)))
+            i += match.end()
+        elif _is_id_first(c) or c == "«":
+            j = i
+            while True:
+                if j < n and text[j] == "«":
+                    close = text.find("»", j)
+                    if close < 0:
+                        raise PrecheckError(f"unterminated identifier escape `«` at {_where(text, j)}")
+                    j = close + 1
+                else:
+                    j += 1
+                    while j < n and _is_id_rest(text[j]):
+                        j += 1
+                if j + 1 < n and text[j] == "." and (_is_id_first(text[j + 1]) or text[j + 1] == "«"):
+                    j += 1
+                else:
+                    break
+            tokens.append(_Token("ident", i, j, text[i:j]))
+            i = j
+        elif "0" <= c <= "9":
+            match = re.match(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", text[i:])
+            tokens.append(_Token("number", i, i + match.end(), match.group(0)))
+            i += match.end()
+        else:
+            tokens.append(_Token("symbol", i, i + 1, c))
+            i += 1
+    return tokens
+
+
+# ---------------------------------------------------------------- precheck rules
+
+
+def _check_characters(text: str, what: str) -> None:
+    """Reject characters that read differently to a person than to Lean, or that Lean refuses anyway."""
+    for i, c in enumerate(text):
+        if c == "\n" or c == " ":
+            continue
+        if c == "\r":
+            if text.startswith("\r\n", i):
+                continue
+            raise PrecheckError(f"lone carriage return in the {what} at {_where(text, i)}: use \\n line endings")
+        if c == "\t":
+            raise PrecheckError(f"tab in the {what} at {_where(text, i)}: Lean refuses tabs, indent with spaces")
+        category = unicodedata.category(c)
+        if category in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"):
+            name = unicodedata.name(c, "unnamed")
+            raise PrecheckError(
+                f"invisible or control character U+{ord(c):04X} ({name}) in the {what} at {_where(text, i)}"
+            )
+
+
+def _forbidden_word(word: str, allow_native_decide: bool) -> str | None:
+    """Why `word` (one identifier token, as Lean would read it) is forbidden, or None."""
+    if word in COMMAND_WORDS:
+        return f"command `{word}`"
+    if word in TACTIC_WORDS:
+        return f"`{word}`"
+    if not allow_native_decide and word in NATIVE_WORDS:
+        return f"`{word}` (native evaluation; allowed only with allow_native_decide=True)"
+    parts = _split_name(word)
+    for part in parts:
+        if part in CONSTANT_WORDS or part in TACTIC_WORDS:
+            return f"`{part}` (in `{word}`)"
+        if not allow_native_decide and part in NATIVE_WORDS:
+            return f"`{part}` (in `{word}`; native evaluation, allowed only with allow_native_decide=True)"
+        if len(parts) > 1 and part in ("implemented_by", "extern"):
+            return f"`{part}` (in `{word}`)"
+    return None
+
+
+def _check_tokens(text: str, tokens: list[_Token], allow_native_decide: bool, allowed_commands=frozenset()) -> None:
+    code = [t for t in tokens if t.kind != "comment"]
+    for k, token in enumerate(code):
+        following = code[k + 1] if k + 1 < len(code) else None
+        adjacent = following is not None and following.start == token.end
+        if token.kind == "ident":
+            if token.text in allowed_commands:
+                continue
+            reason = _forbidden_word(token.text, allow_native_decide)
+            if reason:
+                raise PrecheckError(f"{reason} at {_where(text, token.start)}")
+            if token.text == "set_option" and following is not None and following.kind == "ident":
+                option = ".".join(following.components)
+                if option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES):
+                    raise PrecheckError(f"`set_option {option}` at {_where(text, token.start)}")
+        elif token.kind == "symbol":
+            if token.text == "#" and adjacent and following.kind == "ident":
+                raise PrecheckError(f"command `#{following.text}` at {_where(text, token.start)}")
+            if token.text == "@" and adjacent and following.text == "[":
+                raise PrecheckError(f"attribute `@[` at {_where(text, token.start)}")
+            if not allow_native_decide and token.text == "+" and following is not None and following.text == "native":
+                raise PrecheckError(f"`+native` (native evaluation) at {_where(text, token.start)}")
+    if not allow_native_decide:
+        for k in range(len(code) - 3):
+            window = [t.text for t in code[k : k + 4]]
+            if window == ["native", ":", "=", "true"]:
+                raise PrecheckError(f"`native := true` (native evaluation) at {_where(text, code[k].start)}")
+
+
+def _skeleton(word: str) -> str:
+    return unicodedata.normalize("NFKC", word).translate(_CONFUSABLES)
+
+
+def _code_only(text: str, tokens: list[_Token]) -> str:
+    """`text` with comments and string/char literals blanked, newlines kept (so lines stay put)."""
+    chars = list(text)
+    for token in tokens:
+        if token.kind in ("comment", "string", "char"):
+            for i in range(token.start, token.end):
+                if chars[i] != "\n":
+                    chars[i] = " "
+    return "".join(chars)
+
+
+def _check_look_alikes(text: str, tokens: list[_Token], allow_native_decide: bool) -> None:
+    """Reject code that spells a forbidden word with look-alike characters (see the module docstring)."""
+    code = _code_only(text, tokens)
+    for match in re.finditer(r"[\w'!?«».]+", code):
+        word = match.group(0)
+        if word.isascii():
+            continue
+        skeleton = _skeleton(word)
+        reason = _forbidden_word(skeleton, allow_native_decide) or _forbidden_word(skeleton.strip("."), False)
+        if reason:
+            raise PrecheckError(f"look-alike characters spelling {reason} in `{word}` at {_where(text, match.start())}")
+    normalized = unicodedata.normalize("NFKC", code)
+    if normalized != code:
+        try:
+            _check_tokens(normalized, _lex(normalized), allow_native_decide)
+        except PrecheckError as error:
+            raise PrecheckError(f"after Unicode normalization (NFKC): {error}") from None
+
+
+def _check_columns(text: str, tokens: list[_Token], first_line_at_line_start: bool) -> None:
+    """A code token at column 0 closes the `by` block: everything from there on is a new command."""
+    for token in tokens:
+        if token.kind == "comment":
+            continue
+        line_start = text.rfind("\n", 0, token.start) + 1
+        if token.start == line_start and (line_start > 0 or first_line_at_line_start):
+            raise PrecheckError(
+                f"proof line {_position(text, token.start)[0]} starts at column 0 (`{token.text}`), which closes "
+                "the `by` block; indent every line of the proof body"
+            )
+
+
+def precheck_proof(proof: str, allow_native_decide: bool = False, first_line_at_line_start: bool = True) -> None:
+    """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean."""
+    _check_characters(proof, "proof")
+    tokens = _lex(proof)
+    _check_columns(proof, tokens, first_line_at_line_start)
+    _check_tokens(proof, tokens, allow_native_decide)
+    _check_look_alikes(proof, tokens, allow_native_decide)
+
+
+# ---------------------------------------------------------------- statements and files
+
+_DECLARATIONS = ("theorem", "lemma", "example", "def", "abbrev")
+_MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
+_OPENING, _CLOSING = "([{⟨⦃", ")]}⟩⦄"
+
+
+def _declaration(text: str, tokens: list[_Token], what: str) -> tuple[_Token, _Token | None]:
+    """The last declaration keyword of `text` and its name token (None for `example`)."""
+    keywords = [t for t in tokens if t.kind == "ident" and t.text in _DECLARATIONS]
+    if not keywords:
+        raise PrecheckError(f"the {what} declares no theorem: expected `theorem NAME … := by` or `example … := by`")
+    keyword = keywords[-1]
+    if keyword.text == "example":
+        return keyword, None
+    following = [t for t in tokens if t.start >= keyword.end and t.kind != "comment"]
+    if not following or following[0].kind != "ident":
+        raise PrecheckError(f"the {what}'s `{keyword.text}` at {_where(text, keyword.start)} has no name")
+    return keyword, following[0]
+
+
+def _check_statement(statement: str) -> list[_Token]:
+    try:
+        tokens = _lex(statement)
+    except PrecheckError as error:
+        raise PrecheckError(f"statement: {error}") from None
+    code = [t for t in tokens if t.kind != "comment"]
+    ends_in_by = (
+        len(code) >= 3
+        and [t.text for t in code[-3:]] == [":", "=", "by"]
+        and code[-3].end == code[-2].start
+        and tokens[-1] is code[-1]
+    )
+    if not ends_in_by:
+        raise PrecheckError(
+            "statement must end in `:= by` (the proof body is appended on the next line); "
+            f"it ends in {statement.rstrip()[-30:]!r}"
+        )
+    return tokens
+
+
+def split_header(file_text: str) -> tuple[str, str]:
+    """Split a Lean file into (header, body), header + body == file_text.
+
+    The header is the leading run of `import`, `set_option` and `open` commands (with blank lines and
+    comments among them), up to and including the newline after the last of them; `open … in` and
+    `set_option … in` belong to the declaration they prefix, so they end the header.
+    """
+    if not isinstance(file_text, str):
+        raise TypeError(f"split_header(file_text) needs a str, got {type(file_text).__name__}")
+    header_end, i, n = 0, 0, len(file_text)
+    while i < n:
+        line_end = file_text.find("\n", i)
+        line_end = n if line_end < 0 else line_end
+        line = file_text[i:line_end]
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            i = line_end + 1
+            continue
+        if stripped.startswith("/-"):
+            close = _block_comment_end(file_text, i + line.index("/-"))
+            if close is None or file_text[close:].split("\n", 1)[0].strip():
+                break
+            i = file_text.find("\n", close)
+            i = n if i < 0 else i + 1
+            continue
+        command = re.match(r"(import|set_option|open)\s", line)
+        code_part = line.split("--", 1)[0].rstrip()
+        if not command or code_part.endswith(" in"):
+            break
+        header_end = min(line_end + 1, n)
+        i = line_end + 1
+    return file_text[:header_end], file_text[header_end:]
+
+
+def _block_comment_end(text: str, start: int) -> int | None:
+    depth, j, n = 1, start + 2, len(text)
+    while j < n and depth:
+        if text.startswith("-/", j):
+            depth, j = depth - 1, j + 2
+        elif text.startswith("/-", j):
+            depth, j = depth + 1, j + 2
+        else:
+            j += 1
+    return None if depth else j
+
+
+def _split_file_body(body: str) -> tuple[str, str]:
+    """(statement, proof) of a file body: the statement runs through the declaration's first top-level `:= by`."""
+    tokens = _lex(body)
+    code = [t for t in tokens if t.kind != "comment"]
+    declarations = [t for t in code if t.kind == "ident" and t.text in _DECLARATIONS]
+    if not declarations:
+        raise PrecheckError("the file declares no theorem: expected `theorem NAME … := by` after the imports")
+    depth = 0
+    for k, token in enumerate(code):
+        if token.start < declarations[0].start:
+            continue
+        if token.text in _OPENING:
+            depth += 1
+        elif token.text in _CLOSING:
+            depth -= 1
+        elif (
+            depth == 0
+            and token.text == "by"
+            and k >= 2
+            and code[k - 1].text == "="
+            and code[k - 2].text == ":"
+            and code[k - 2].end == code[k - 1].start
+        ):
+            return body[: token.end], body[token.end :]
+    raise PrecheckError(
+        "a str request is one theorem proved in tactic mode: no top-level `:= by` found "
+        "(write `theorem NAME … := by` followed by the tactics)"
+    )
+
+
+def _check_file_statement(statement: str, tokens: list[_Token], keyword: _Token, allow_native_decide: bool) -> None:
+    """A file's statement is untrusted too: one declaration, nothing that changes how Lean checks it."""
+    for token in tokens:
+        if token.kind == "ident" and token.text in COMMAND_WORDS and token is not keyword:
+            if token.text in _MODIFIERS:
+                continue
+            raise PrecheckError(
+                f"a str request holds exactly one theorem; found `{token.text}` at {_where(statement, token.start)} "
+                f"besides the `{keyword.text}` at {_where(statement, keyword.start)}"
+            )
+    _check_tokens(statement, tokens, allow_native_decide, allowed_commands=frozenset({keyword.text}) | _MODIFIERS)
+
+
+def _check_header_options(header: str) -> None:
+    for match in re.finditer(r"^set_option\s+(\S+)", header, re.MULTILINE):
+        option = match.group(1)
+        if option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES):
+            raise PrecheckError(f"header: `set_option {option}` at {_where(header, match.start())}")
+
+
+# ---------------------------------------------------------------- prepare
+
+
+def _rejected(reason: str) -> VerificationResult:
+    return VerificationResult(status="rejected", reason=reason)
+
+
+def _assemble(
+    header: str,
+    statement: str,
+    separator: str,
+    proof: str,
+    tokens: list[_Token],
+    keyword: _Token,
+    name: _Token | None,
+    line_offset: int,
+) -> Prepared:
+    renamed = None
+    code_statement = statement
+    if name is None:
+        code_statement = statement[: keyword.start] + EXAMPLE_REPLACEMENT + statement[keyword.end :]
+        renamed = (keyword.start, len(EXAMPLE_REPLACEMENT))
+        theorem_name = EXAMPLE_NAME
+    else:
+        theorem_name = ".".join(name.components)
+    proof_start = len(code_statement) + len(separator)
+    code = code_statement + separator + proof + f"\n\n#print axioms {name.text if name else EXAMPLE_NAME}"
+    return Prepared(
+        header=header,
+        code=code,
+        proof=proof,
+        proof_start=proof_start,
+        theorem_name=theorem_name,
+        line_offset=line_offset,
+        statement=statement,
+        separator=separator,
+        renamed_example=renamed,
+    )
+
+
+def prepare(
+    request: Request, default_header: str, allow_native_decide: bool = False
+) -> Union[Prepared, VerificationResult]:
+    """The REPL command for `request`, or a `status="rejected"` result saying what the precheck found and where.
+
+    A `ProofRequest`'s statement is trusted and must end in `:= by`; its proof body is untrusted.
+    A str request is a complete file holding exactly one theorem proved with `:= by`; its leading
+    imports/options/opens become the header and everything else is untrusted.
+    """
+    if not isinstance(default_header, str):
+        raise TypeError(
+            f"prepare(default_header=...) needs the header text as a str, got {type(default_header).__name__}"
+        )
+    try:
+        if isinstance(request, ProofRequest):
+            return _prepare_proof_request(request, default_header, allow_native_decide)
+        if isinstance(request, str):
+            return _prepare_file(request, allow_native_decide)
+    except PrecheckError as error:
+        return _rejected(str(error))
+    raise TypeError(
+        f"prepare(request=...) needs a ProofRequest(statement, proof) or a str holding a Lean file, "
+        f"got {type(request).__name__}"
+    )
+
+
+def _prepare_proof_request(request: ProofRequest, default_header: str, allow_native_decide: bool) -> Prepared:
+    for field_name in ("statement", "proof"):
+        if not isinstance(getattr(request, field_name), str):
+            raise TypeError(
+                f"ProofRequest.{field_name} must be a str, got {type(getattr(request, field_name)).__name__}"
+            )
+    header = default_header if request.header is None else request.header
+    if not isinstance(header, str):
+        raise TypeError(f"ProofRequest.header must be a str or None, got {type(header).__name__}")
+    tokens = _check_statement(request.statement)
+    keyword, name = _declaration(request.statement, tokens, "statement")
+    if not request.proof.strip():
+        raise PrecheckError("empty proof body")
+    precheck_proof(request.proof, allow_native_decide, first_line_at_line_start=True)
+    return _assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
+
+
+def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
+    _check_characters(file_text, "file")
+    header_text, body = split_header(file_text)
+    _check_header_options(header_text)
+    statement, proof = _split_file_body(body)
+    tokens = _lex(statement)
+    keyword, name = _declaration(statement, tokens, "file")
+    _check_file_statement(statement, tokens, keyword, allow_native_decide)
+    if not proof.strip():
+        raise PrecheckError("empty proof body after `:= by`")
+    precheck_proof(proof, allow_native_decide, first_line_at_line_start=False)
+    header = header_text[:-1] if header_text.endswith("\n") else header_text
+    return _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_text.count("\n"))
+
+
+# ---------------------------------------------------------------- judge
+
+
+def parse_axioms_message(text: str) -> tuple[str, list[str]] | None:
+    """(constant name, axioms) from a `#print axioms` info message, or None if `text` is not one."""
+    match = _AXIOMS_NONE.match(text)
+    if match:
+        return match.group("name"), []
+    match = _AXIOMS_LIST.match(text)
+    if match:
+        axioms = [a.strip() for a in match.group("axioms").split(",") if a.strip()]
+        return match.group("name"), axioms
+    return None
+
+
+def _same_name(printed: str, theorem_name: str) -> bool:
+    name = ".".join(_split_name(printed))
+    # A `private theorem` prints with its mangled name `_private.<module>.0.<name>`.
+    return name == theorem_name or (name.startswith("_private.") and name.endswith(".0." + theorem_name))
+
+
+def _submitted_offset(prepared: Prepared, code_offset: int) -> int:
+    """Map an offset in `prepared.code` to one in the submitted body (statement + separator + proof)."""
+    statement_length = len(prepared.statement)
+    if code_offset >= prepared.proof_start:
+        return statement_length + len(prepared.separator) + code_offset - prepared.proof_start
+    if prepared.renamed_example is not None:
+        start, length = prepared.renamed_example
+        if code_offset >= start + length:
+            return code_offset - length + len("example")
+        if code_offset >= start:
+            return start + min(code_offset - start, len("example"))
+    return code_offset
+
+
+def _message_position(prepared: Prepared, body: str, code_offset: int) -> Position:
+    offset = min(_submitted_offset(prepared, min(code_offset, prepared.proof_end)), len(body))
+    line, column = _position(body, offset)
+    return Position(line + prepared.line_offset, column)
+
+
+def _pos(raw) -> tuple[int, int] | None:
+    if not isinstance(raw, dict) or "line" not in raw or "column" not in raw:
+        return None
+    # Tactic-mode answers carry line 0; clamp so a stray position still lands in the code.
+    return max(1, int(raw["line"])), max(0, int(raw["column"]))
+
+
+def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: float) -> VerificationResult:
+    """The verdict on the REPL's `response` to `prepared.code` (see the module docstring for the rules)."""
+    if not isinstance(prepared, Prepared):
+        raise TypeError(f"judge(prepared=...) needs the Prepared from prepare(), got {type(prepared).__name__}")
+    if not isinstance(response, dict):
+        raise TypeError(f"judge(response=...) needs the REPL's JSON object as a dict, got {type(response).__name__}")
+    start_column = prepared.proof_start - (prepared.code.rfind("\n", 0, prepared.proof_start) + 1)
+    tactics: list[Tactic] = tactic_split.split_tactics(
+        prepared.proof, config.tactic_granularity, start_column=start_column
+    )
+    if "message" in response and "messages" not in response and "env" not in response:
+        return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
+
+    body = prepared.statement + prepared.separator + prepared.proof
+    messages: list[Message] = []
+    errors: list[tuple[int, str]] = []
+    first_error: Message | None = None
+    axioms: list[str] | None = None
+    sorry_warning = False
+    for raw in response.get("messages") or []:
+        severity = str(raw.get("severity", ""))
+        text = str(raw.get("data", ""))
+        start = _pos(raw.get("pos")) or (1, 0)
+        start_offset = tactic_split.offset_of(prepared.code, *start)
+        end = _pos(raw.get("endPos"))
+        if start[0] >= prepared.print_line:
+            parsed = parse_axioms_message(text)
+            if severity == "info" and start == (prepared.print_line, 0) and parsed:
+                if _same_name(parsed[0], prepared.theorem_name):
+                    axioms = parsed[1]
+                continue
+        if any(warning in text for warning in SORRY_WARNINGS):
+            sorry_warning = True
+        end_position = None
+        if end is not None:
+            end_position = _message_position(prepared, body, tactic_split.offset_of(prepared.code, *end))
+        position = _message_position(prepared, body, start_offset)
+        message = Message(severity, position.line, position.column, end_position, text)
+        messages.append(message)
+        if severity == "error":
+            first_error = first_error or message
+            if start_offset < prepared.proof_end:
+                errors.append((start_offset - prepared.proof_start, text))
+    sorries = response.get("sorries") or []
+    for sorry in sorries:
+        start = _pos(sorry.get("pos")) if isinstance(sorry, dict) else None
+        if start is not None:
+            offset = tactic_split.offset_of(prepared.code, *start)
+            if offset < prepared.proof_end:
+                errors.append((offset - prepared.proof_start, "sorry"))
+
+    allowed = set(config.axiom_whitelist) - {"sorryAx"}
+    if config.allow_native_decide:
+        allowed |= set(NATIVE_AXIOMS)
+    if first_error is not None:
+        reason = f"error at line {first_error.line}, column {first_error.column}: {first_error.text}"
+    elif sorries or sorry_warning:
+        reason = "uses sorry"
+    elif axioms is None:
+        reason = f"no `#print axioms` answer for `{prepared.theorem_name}`: the proof did not finish cleanly"
+    elif "sorryAx" in axioms:
+        reason = "uses sorry (sorryAx among its axioms)"
+    else:
+        unlisted = [a for a in axioms if a not in allowed]
+        reason = f"axiom {unlisted[0]} not in whitelist" if unlisted else None
+    passed = reason is None
+    return VerificationResult(
+        status="passed" if passed else "failed",
+        passed=passed,
+        messages=messages,
+        tactics=tactics,
+        first_error_tactic=len(tactics) if passed else tactic_split.first_error_tactic(tactics, errors),
+        axioms=list(axioms or []),
+        time_s=time_s,
+        reason=reason if reason is None else reason[:500],
+    )
