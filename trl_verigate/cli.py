@@ -23,7 +23,7 @@ PROJECT_ENV = "TRL_VERIGATE_LEAN_PROJECT"
 REPL_BUILD_PATH = Path(".lake") / "build" / "bin" / "repl"
 ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
 DOCTOR_STATEMENT = "theorem doctor_check : 1 + 1 = 2 := by"
-DOCTOR_PROOF = "decide"
+DOCTOR_PROOF = "  decide"
 
 
 def resolve_project_dir(project_dir: str | None) -> Path:
@@ -72,7 +72,7 @@ def _read_header(header_file: str | None) -> str:
     if header_file is None:
         return MINIF2F_HEADER
     path = Path(header_file)
-    if not path.is_file():
+    if not path.exists():
         raise SystemExit(
             f"--header-file {header_file}: no such file (it should hold the imports/options, e.g. 'import Mathlib')"
         )
@@ -273,6 +273,14 @@ def run_doctor(
     return checks
 
 
+_PROOF_FIXES = {
+    "failed": "Lean refused a trivial proof: check the header's options, and rebuild the REPL with the project's "
+    "lean-toolchain",
+    "timeout": "raise --timeout (the machine may be overloaded), or lower --workers",
+    "crashed": "the REPL died: raise --memory-limit-mb (Mathlib needs several GB per REPL)",
+}
+
+
 def _run_checks_in_repl(
     project_dir: Path, repl_command: list[str], header: str, timeout: float, startup_timeout: float
 ) -> list[Check]:
@@ -308,8 +316,8 @@ def _run_checks_in_repl(
         Check(
             "proof",
             False,
-            f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF}` gave status={result.status}: {errors[:300]}",
-            "the REPL answers but does not verify a trivial proof: rebuild the REPL for the project's toolchain",
+            f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` gave status={result.status}: {errors[:300]}",
+            _PROOF_FIXES.get(result.status, "fix what the reason names; check --repl-command and --project-dir"),
         ),
     ]
 

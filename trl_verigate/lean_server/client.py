@@ -13,14 +13,16 @@ import asyncio
 import copy
 import itertools
 import math
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 
 from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS
 from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, Request, VerificationResult
 
 # `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers
@@ -150,7 +152,7 @@ class LeanClient:
         self,
         requests: Sequence[Request],
         timeout: float | None = None,
-        progress: Callable[[int], object] | None = None,
+        progress: bool | None = None,
     ) -> list[VerificationResult]:
         """Blocking `averify`; usable from inside a running event loop (e.g. a notebook) too."""
         try:
@@ -165,11 +167,12 @@ class LeanClient:
         self,
         requests: Sequence[Request],
         timeout: float | None = None,
-        progress: Callable[[int], object] | None = None,
+        progress: bool | None = None,
     ) -> list[VerificationResult]:
         """Verify `requests`; one result per request, in order.
 
-        `progress`, if given, is called with the number of requests just finished (e.g. `tqdm(...).update`).
+        `progress`: True shows a tqdm bar, False never; None shows one for calls of at least 64 requests
+        when stderr is a terminal (as `LeanServer.verify`).
         """
         if timeout is not None and timeout <= 0:
             raise ValueError(f"LeanClient.averify timeout must be > 0 seconds or None, got {timeout}")
@@ -181,17 +184,27 @@ class LeanClient:
         timeout = timeout if timeout is not None else self.timeout
         results: list[VerificationResult | None] = [None] * len(requests)
         gate = asyncio.Semaphore(self.concurrency)
+        show = progress if progress is not None else len(requests) >= PROGRESS_MIN_REQUESTS and sys.stderr.isatty()
+        bar = None
+        if show:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=len(requests), desc="Lean verify (remote)", unit="proof")
 
         async def run(batch: list[int], http: httpx.AsyncClient) -> None:
             async with gate:
                 batch_results = await self._run_batch(http, [requests[i] for i in batch], timeout)
             for index, result in zip(batch, batch_results, strict=True):
                 results[index] = result
-            if progress is not None:
-                progress(len(batch))
+            if bar is not None:
+                bar.update(len(batch))
 
-        async with httpx.AsyncClient(headers=self.headers) as http:
-            await asyncio.gather(*(run(batch, http) for batch in self._batches(len(requests))))
+        try:
+            async with httpx.AsyncClient(headers=self.headers) as http:
+                await asyncio.gather(*(run(batch, http) for batch in self._batches(len(requests))))
+        finally:
+            if bar is not None:
+                bar.close()
         return results  # type: ignore[return-value]
 
     def _batches(self, n: int) -> list[list[int]]:

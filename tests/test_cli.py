@@ -1,0 +1,177 @@
+"""`trl-verigate` CLI: argument handling and `lean-doctor` with nothing installed and with the stand-in REPL."""
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+
+from trl_verigate import cli
+
+FAKE_REPL = Path(__file__).resolve().parent / "fake_repl.py"
+
+
+@pytest.fixture
+def bare_machine(tmp_path, monkeypatch):
+    """No Lean anywhere: PATH holds nothing, no REPL or project configured."""
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    monkeypatch.setenv("PATH", str(empty_bin))
+    monkeypatch.delenv(cli.REPL_ENV, raising=False)
+    monkeypatch.delenv(cli.PROJECT_ENV, raising=False)
+    project = tmp_path / "proj"
+    project.mkdir()
+    return project
+
+
+def doctor_lines(capsys, *argv) -> tuple[int, dict[str, str], str]:
+    code = cli.main(["lean-doctor", *argv])
+    out = capsys.readouterr().out
+    marks = {}
+    for line in out.splitlines():
+        if line[:2] in ("✓ ", "✗ ", "- "):
+            name = line[2:].split(":", 1)[0]
+            marks[name] = line[0]
+    return code, marks, out
+
+
+def test_doctor_with_nothing_installed_fails_cleanly_with_a_fix_per_failure(bare_machine, capsys):
+    code, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine))
+    assert code == 1
+    assert "Traceback" not in out
+    assert [marks[name] for name in ("elan", "lake", "lean", "project", "REPL", "Mathlib")] == ["✗"] * 6
+    assert marks["header"] == marks["proof"] == "-"
+    assert "elan-init.sh" in out
+    assert "lake exe cache get" in out
+    assert "git clone https://github.com/leanprover-community/repl" in out
+    assert out.count("    fix: ") == 6
+
+
+def write_toolchain(directory: Path, toolchain: str) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "lean-toolchain").write_text(toolchain + "\n")
+
+
+def stand_in_args(tmp_path: Path, project: Path, header: str = "", script_rows=()) -> list[str]:
+    header_file = tmp_path / "header.lean"
+    header_file.write_text(header)
+    command = [sys.executable, str(FAKE_REPL)]
+    if script_rows:
+        script = tmp_path / "script.jsonl"
+        script.write_text("".join(json.dumps(row) + "\n" for row in script_rows))
+        command += ["--script", str(script)]
+    return ["--project-dir", str(project), "--repl-command", shlex.join(command), "--header-file", str(header_file)]
+
+
+@pytest.mark.slow
+def test_doctor_runs_the_header_and_a_proof_through_the_stand_in(bare_machine, tmp_path, capsys):
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    code, marks, out = doctor_lines(capsys, *stand_in_args(tmp_path, bare_machine))
+    assert marks["project"] == "✓" and "v4.33.0-rc2" in out
+    assert marks["REPL"] == "✓"
+    assert marks["Mathlib"] == "-"  # the empty header imports nothing
+    assert marks["header"] == "✓"
+    assert marks["proof"] == "✓"
+    assert code == 1  # elan/lake/lean are still missing on this machine
+    assert "failed: elan, lake, lean" in out
+
+
+@pytest.mark.slow
+def test_doctor_reports_a_header_that_does_not_load(bare_machine, tmp_path, capsys):
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    missing_module = {
+        "match": "import Nonexistent",
+        "response": {
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 1, "column": 0},
+                    "endPos": None,
+                    "data": "unknown module prefix 'Nonexistent'",
+                }
+            ],
+            "env": 0,
+        },
+    }
+    args = stand_in_args(tmp_path, bare_machine, header="import Nonexistent", script_rows=[missing_module])
+    code, marks, out = doctor_lines(capsys, *args)
+    assert code == 1
+    assert marks["header"] == "✗"
+    assert "unknown module prefix 'Nonexistent'" in out
+    assert marks["proof"] == "-"
+
+
+@pytest.mark.slow
+def test_doctor_reports_a_trivial_proof_that_fails(bare_machine, tmp_path, capsys):
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    wrong_answer = {
+        "match": "doctor_check",
+        "response": {
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 2, "column": 0},
+                    "endPos": {"line": 2, "column": 6},
+                    "data": "decide failed",
+                }
+            ],
+            "env": 0,
+        },
+    }
+    code, marks, out = doctor_lines(capsys, *stand_in_args(tmp_path, bare_machine, script_rows=[wrong_answer]))
+    assert code == 1
+    assert marks["header"] == "✓"
+    assert marks["proof"] == "✗"
+    assert "status=failed" in out and "decide failed" in out
+
+
+def test_doctor_compares_the_repl_toolchain_with_the_project(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    project = tmp_path / "proj"
+    repl_dir = tmp_path / "repl"
+    write_toolchain(project, "leanprover/lean4:v4.33.0")
+    write_toolchain(repl_dir, "leanprover/lean4:v4.20.0")
+    binary = repl_dir / cli.REPL_BUILD_PATH
+    binary.parent.mkdir(parents=True)
+    # Exits at once: the doctor must still report the toolchain mismatch and the dead REPL, not crash.
+    binary.write_text("#!/bin/sh\nexit 3\n")
+    binary.chmod(0o755)
+    monkeypatch.delenv(cli.REPL_ENV, raising=False)
+    empty_header = tmp_path / "header.lean"
+    empty_header.write_text("")
+    code, marks, out = doctor_lines(capsys, "--project-dir", str(project), "--header-file", str(empty_header))
+    assert code == 1
+    assert marks["REPL"] == "✓"  # found next to the project without any configuration
+    assert marks["REPL toolchain"] == "✗"
+    assert "REPL built for leanprover/lean4:v4.20.0, project uses leanprover/lean4:v4.33.0" in out
+    assert marks["header"] == "✗"
+    assert "Traceback" not in out
+
+
+def test_resolve_repl_command_wraps_a_binary_in_lake_env_only_when_lake_exists(tmp_path, monkeypatch):
+    binary = tmp_path / "repl"
+    binary.write_text("")
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert cli.resolve_repl_command(str(binary), tmp_path) == [str(binary)]
+    lake_dir = tmp_path / "lakebin"
+    lake_dir.mkdir()
+    (lake_dir / "lake").write_text("#!/bin/sh\n")
+    (lake_dir / "lake").chmod(0o755)
+    monkeypatch.setenv("PATH", str(lake_dir))
+    assert cli.resolve_repl_command(str(binary), tmp_path) == ["lake", "env", str(binary)]
+    assert cli.resolve_repl_command("lake env 'my repl' --flag", tmp_path) == ["lake", "env", "my repl", "--flag"]
+    monkeypatch.setenv(cli.REPL_ENV, "python3 fake.py")
+    assert cli.resolve_repl_command(None, tmp_path) == ["python3", "fake.py"]
+
+
+def test_lean_server_without_a_repl_exits_with_the_fix(bare_machine):
+    with pytest.raises(SystemExit, match="TRL_VERIGATE_LEAN_REPL"):
+        cli.main(["lean-server", "--project-dir", str(bare_machine), "--port", "0"])
+
+
+def test_unknown_subcommand_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["no-such-command"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err

@@ -1,0 +1,342 @@
+"""HTTP service and client over loopback, backed by the stand-in REPL.
+
+- `POST /check` in kimina's two forms and the native form, `GET /health`, 422 on bad input;
+- `LeanClient` against several servers (a dead one included): order kept, retries elsewhere, errors as results;
+- `LeanClient` in kimina mode against a kimina-lean-server emulation (REPL responses only, no verdict
+  fields) reaches the same verdicts as against our server.
+"""
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+import uvicorn
+from fake_repl import repl_command, write_script
+from fastapi import FastAPI
+
+from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
+from trl_verigate.lean_server.http import create_app
+from trl_verigate.lean_server.process import ReplProcess
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+HEADER = "import Mathlib\nimport Aesop"
+GOOD = ProofRequest(statement="theorem good_add (a b : Nat) : a + b = b + a := by", proof="  omega", header=HEADER)
+SORRY = ProofRequest(statement="theorem uses_sorry : 2 + 2 = 5 := by", proof="  sorry", header=HEADER)
+# The stand-in answers this one with an error on the REPL's line 3 (the second tactic), as Lean would.
+WRONG_MIDDLE = ProofRequest(
+    statement="theorem wrong_middle (a : Nat) (h : a = 1) : a + 1 = 2 := by",
+    proof="  subst h\n  linarith [wrong_middle_marker]\n  rfl",
+    header=HEADER,
+)
+# A proof the precheck cannot see through, which Lean answers with a sorry (like `apply?` once did).
+SNEAKY = ProofRequest(statement="theorem sneaky : 2 + 2 = 5 := by", proof="  exact sneaky_marker", header=HEADER)
+SCRIPT = [
+    {
+        "match": "sneaky_marker",
+        "response": {
+            "sorries": [
+                {
+                    "proofState": 0,
+                    "pos": {"line": 2, "column": 8},
+                    "goal": "⊢ 2 + 2 = 5",
+                    "endPos": {"line": 2, "column": 21},
+                }
+            ],
+            "messages": [
+                {
+                    "severity": "warning",
+                    "pos": {"line": 1, "column": 8},
+                    "endPos": {"line": 1, "column": 14},
+                    "data": "declaration uses `sorry`",
+                }
+            ],
+            "env": 0,
+        },
+    },
+    {
+        "match": "wrong_middle_marker",
+        "response": {
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 3, "column": 2},
+                    "endPos": {"line": 3, "column": 32},
+                    "data": "linarith failed to find a contradiction",
+                }
+            ],
+            "env": 0,
+        },
+    },
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving(app: FastAPI):
+    """Run `app` on a loopback port in a thread; yields its base URL."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def script_path(tmp_path_factory):
+    return write_script(tmp_path_factory.mktemp("script") / "script.jsonl", SCRIPT)
+
+
+@pytest.fixture(scope="module")
+def lean_server(tmp_path_factory, script_path):
+    config = LeanServerConfig(
+        repl_command=repl_command("--script", script_path),
+        project_dir=str(tmp_path_factory.mktemp("project")),
+        header=HEADER,
+        workers=2,
+        timeout=10.0,
+        startup_timeout=20.0,
+    )
+    with LeanServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def url(lean_server):
+    with serving(create_app(lean_server)) as base_url:
+        yield base_url
+
+
+def post(url: str, body: dict, path: str = "/check") -> httpx.Response:
+    return httpx.post(url + path, json=body, timeout=60)
+
+
+def as_file(request: ProofRequest) -> str:
+    return f"{request.header}\n{request.statement}\n{request.proof}"
+
+
+def test_kimina_snippets_form_gets_kimina_results_with_our_verdict(url):
+    body = {
+        "snippets": [
+            {"id": "good", "code": as_file(GOOD)},
+            {"id": "bad", "code": as_file(WRONG_MIDDLE)},
+            {"id": "sorry", "code": as_file(SORRY)},
+        ],
+        "timeout": 20,
+    }
+    response = post(url, body, path="/api/check")
+    assert response.status_code == 200
+    good, bad, refused = response.json()["results"]
+    assert [r["id"] for r in (good, bad, refused)] == ["good", "bad", "sorry"]
+    assert good["status"] == "passed" and good["passed"] is True and "error" not in good
+    assert good["response"] == {"messages": []}
+    assert isinstance(good["time"], float)
+    assert good["axioms"] == ["propext"]
+    assert bad["status"] == "failed" and bad["first_error_tactic"] == 1
+    # kimina reports positions in the snippet's own lines: 2 header lines, the statement, then the proof.
+    [error] = bad["response"]["messages"]
+    assert (error["severity"], error["pos"], error["endPos"]) == (
+        "error",
+        {"line": 5, "column": 2},
+        {"line": 5, "column": 32},
+    )
+    assert error["data"] == "linarith failed to find a contradiction"
+    # Refused before Lean ran: no REPL response to show, so kimina's `error` carries the reason.
+    assert refused["status"] == "rejected" and "response" not in refused
+    assert refused["error"].startswith("rejected: ") and "sorry" in refused["error"]
+
+
+def test_older_kimina_codes_form_answers_with_custom_ids(url):
+    body = {"codes": [{"custom_id": 7, "proof": as_file(GOOD)}, {"custom_id": "x", "code": as_file(WRONG_MIDDLE)}]}
+    response = post(url, body, path="/verify")
+    assert response.status_code == 200
+    first, second = response.json()["results"]
+    assert (first["custom_id"], second["custom_id"]) == (7, "x")
+    assert first["error"] is None and first["response"]["time"] == first["time_s"]
+    assert (first["status"], second["status"]) == ("passed", "failed")
+
+
+def test_native_form_returns_verdicts_in_order(url):
+    body = {
+        "requests": [
+            {"statement": SORRY.statement, "proof": SORRY.proof, "header": HEADER},
+            as_file(GOOD),
+            {"statement": WRONG_MIDDLE.statement, "proof": WRONG_MIDDLE.proof, "header": HEADER},
+            {"statement": GOOD.statement, "proof": "  native_decide", "header": HEADER},
+        ],
+        "timeout": 5,
+    }
+    response = post(url, body)
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [r["status"] for r in results] == ["rejected", "passed", "failed", "rejected"]
+    assert results[2]["first_error_tactic"] == 1
+    assert [(m["line"], m["column"]) for m in results[2]["messages"]] == [(3, 2)]
+    assert "native_decide" in results[3]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({}, "snippets"),
+        ({"snippets": [], "timeout": 5}, "snippets"),
+        ({"snippets": [{"id": "a", "code": "x"}, {"id": "a", "code": "y"}]}, "unique"),
+        ({"snippets": [{"id": "a"}]}, "code"),
+        ({"requests": [{"statement": "theorem t : True := by"}]}, "proof"),
+        ({"requests": ["theorem t : True := by trivial"], "timeout": -1}, "timeout"),
+        ({"codes": [{"custom_id": 1}]}, "proof"),
+        ({"snippets": [{"id": "a", "code": "x"}], "infotree": "full"}, "infotree"),
+    ],
+)
+def test_bad_input_is_a_422_naming_the_field(url, body, field):
+    response = post(url, body)
+    assert response.status_code == 422
+    assert field in response.text
+
+
+def test_health_reports_workers_and_the_service(url, lean_server):
+    deadline = time.monotonic() + 30
+    while True:
+        health = httpx.get(url + "/health").json()
+        if health["alive"] == 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert health["status"] == "ok" and health["service"] == "trl-verigate"
+    assert health["workers"] == 2 and health["alive"] == 2
+    assert health["in_flight"] == 0 and health["queued"] == 0
+
+
+def test_client_spreads_over_servers_skips_a_dead_one_and_keeps_order(url):
+    dead = f"http://127.0.0.1:{free_port()}"
+    requests = [GOOD, SORRY, WRONG_MIDDLE] * 4
+    client = LeanClient(urls=[dead, url], max_batch=5, retries=2, backoff=0.01)
+    results = client.verify(requests)
+    assert [r.status for r in results] == ["passed", "rejected", "failed"] * 4
+    assert [r.first_error_tactic for r in results[:3]] == [1, 0, 1]
+    assert client.endpoints[0].consecutive_failures > 0 and client.endpoints[1].consecutive_failures == 0
+
+
+def test_client_turns_a_request_no_server_answers_into_an_error_result():
+    dead = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
+    results = LeanClient(urls=dead, retries=2, backoff=0.01).verify([GOOD, "theorem t : True := trivial"])
+    assert [r.status for r in results] == ["error", "error"]
+    assert all(dead[0] in r.reason and dead[1] in r.reason for r in results)
+
+
+def test_client_averify_works_inside_a_running_loop(url):
+    async def main():
+        client = LeanClient(urls=[url])
+        return await client.averify([SORRY, GOOD]), client.verify([GOOD])
+
+    remote, blocking = asyncio.run(main())
+    assert [r.status for r in remote] == ["rejected", "passed"]
+    assert blocking[0].passed
+
+
+def test_client_rejects_bad_arguments_naming_them():
+    with pytest.raises(ValueError, match="urls"):
+        LeanClient(urls="http://127.0.0.1:8000")
+    with pytest.raises(ValueError, match="protocol"):
+        LeanClient(urls=["http://127.0.0.1:8000"], protocol="grpc")
+    with pytest.raises(TypeError, match=r"requests\[1\]"):
+        LeanClient(urls=["http://127.0.0.1:8000"]).verify([GOOD, 42])
+
+
+def kimina_emulation(config: LeanServerConfig) -> FastAPI:
+    """kimina-lean-server's /api/check on the stand-in REPL: leading imports as the REPL header, the rest
+    run in its env, positions shifted back to snippet lines, and nothing but REPL responses returned."""
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.post("/api/check")
+    async def check(body: dict):
+        results = []
+        for snippet in body["snippets"]:
+            lines = snippet["code"].split("\n")
+            n_header = 0
+            while n_header < len(lines) and (not lines[n_header].strip() or lines[n_header].startswith("import ")):
+                n_header += 1
+            process = ReplProcess(config)
+            try:
+                await process.start("\n".join(lines[:n_header]))
+                started = time.monotonic()
+                response = await process.run({"cmd": "\n".join(lines[n_header:]), "env": process.header_env}, 10)
+            finally:
+                await process.close()
+            for item in response.get("messages", []) + response.get("sorries", []):
+                for key in ("pos", "endPos"):
+                    if item.get(key):
+                        item[key]["line"] += n_header
+            results.append({"id": snippet["id"], "time": time.monotonic() - started, "response": response})
+        return {"results": results}
+
+    return app
+
+
+def test_kimina_mode_reaches_the_same_verdicts_via_the_splitter(url, lean_server):
+    requests = [GOOD, SORRY, WRONG_MIDDLE, ProofRequest(GOOD.statement, "  native_decide", HEADER), SNEAKY]
+    ours = LeanClient(urls=[url]).verify(requests)
+    with serving(kimina_emulation(lean_server.config)) as kimina_url:
+        client = LeanClient(urls=[kimina_url], config=lean_server.config)
+        theirs = client.verify(requests)
+        assert client.endpoints[0].protocol == "kimina"
+    assert [r.status for r in theirs] == ["passed", "rejected", "failed", "rejected", "failed"]
+    for mine, other in zip(ours, theirs, strict=True):
+        assert (other.status, other.passed, other.first_error_tactic) == (
+            mine.status,
+            mine.passed,
+            mine.first_error_tactic,
+        )
+        assert other.tactics == mine.tactics
+        assert other.axioms == mine.axioms
+        assert other.messages == mine.messages
+    assert theirs[2].first_error_tactic == 1
+    assert [m.line for m in theirs[2].messages if m.severity == "error"] == [3]
+    # The sorry warning Lean puts on the theorem name, moved back from snippet to submitted lines.
+    assert [(m.line, m.column, m.text) for m in theirs[4].messages] == [(1, 8, "declaration uses `sorry`")]
+
+
+def test_kimina_timeouts_and_server_errors_become_statuses():
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.post("/api/check")
+    async def check(body: dict):
+        first, second = body["snippets"]
+        return {
+            "results": [
+                {"id": first["id"], "time": 5.0, "error": "Lean REPL command timed out in 5 seconds"},
+                {"id": second["id"], "time": 0.1, "error": "REPL process died"},
+            ]
+        }
+
+    with serving(app) as kimina_url:
+        results = LeanClient(urls=[kimina_url], protocol="kimina").verify([GOOD, WRONG_MIDDLE], timeout=5)
+    assert [r.status for r in results] == ["timeout", "error"]
+    assert "timed out" in results[0].reason and "REPL process died" in results[1].reason
