@@ -411,6 +411,10 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, first_line_at_
 
 _DECLARATIONS = ("theorem", "lemma", "example", "def", "abbrev")
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
+_DECLARING_WORDS = frozenset(
+    {"theorem", "lemma", "example", "def", "abbrev", "instance", "structure", "class", "inductive", "coinductive"}
+    | {"axiom", "opaque", "constant", "mutual", "namespace", "section"}
+)
 _OPENING, _CLOSING = "([{⟨⦃", ")]}⟩⦄"
 
 
@@ -527,9 +531,7 @@ def _split_file_body(body: str) -> tuple[str, str]:
 def _check_file_statement(statement: str, tokens: list[_Token], keyword: _Token, allow_native_decide: bool) -> None:
     """A file's statement is untrusted too: one declaration, nothing that changes how Lean checks it."""
     for token in tokens:
-        if token.kind == "ident" and token.text in COMMAND_WORDS and token is not keyword:
-            if token.text in _MODIFIERS:
-                continue
+        if token.kind == "ident" and token.text in _DECLARING_WORDS and token is not keyword:
             raise PrecheckError(
                 f"a str request holds exactly one theorem; found `{token.text}` at {_where(statement, token.start)} "
                 f"besides the `{keyword.text}` at {_where(statement, keyword.start)}"

@@ -1,0 +1,604 @@
+"""The verdict: the precheck (`prepare`) and the judgement of REPL answers (`judge`)."""
+
+import json
+
+import pytest
+
+from trl_verigate.lean_server.types import (
+    MINIF2F_HEADER,
+    LeanServerConfig,
+    Position,
+    ProofRequest,
+    VerificationResult,
+)
+from trl_verigate.lean_server.verdict import (
+    EXAMPLE_NAME,
+    Prepared,
+    judge,
+    parse_axioms_message,
+    prepare,
+    split_header,
+)
+
+CONFIG = LeanServerConfig()
+CLEAN_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
+
+LEGITIMATE = [
+    ("theorem t (n : ℕ) (h₀ : n % 5 = 3) : 2 * n % 5 = 1 := by", "  omega"),
+    ("theorem t (x : ℝ) (h₀ : 2 * x + 3 = 7) : x = 2 := by", "  linarith"),
+    ("theorem t (a b : ℝ) : a ^ 2 + b ^ 2 ≥ 2 * a * b := by", "  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b)]"),
+    ("theorem t : (2 : ℝ) ^ 3 = 8 := by", "  norm_num"),
+    ("theorem t (a b : ℕ) (h : a = b) : b = a := by", "  simp [h]"),
+    (
+        "theorem t (a b c : ℝ) (h₁ : a = b) (h₂ : b = c) : a = c := by",
+        "  calc a = b := h₁\n    _ = c := h₂",
+    ),
+    (
+        "theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by",
+        "  constructor\n  · exact hp\n  · exact hq",
+    ),
+    ("theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by", "  constructor\n  . exact hp\n  . exact hq"),
+    (
+        "theorem t (n : ℕ) : n * 0 = 0 ∨ n = 0 := by",
+        "  cases n with\n  | zero => simp\n  | succ k => left; simp",
+    ),
+    ("theorem t (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by", "  have h : 0 < x * x := by\n    positivity\n  nlinarith [h]"),
+    ("theorem t : (1 : ℕ) + 1 = 2 := by", "  -- sorry for the mess, no axiom here, no #exit either\n  norm_num"),
+    ("theorem t : (1 : ℕ) + 1 = 2 := by", "  /- we could `sorry` /- nested -/ or `native_decide` -/\n  rfl"),
+    ('theorem t : "#eval".length = 5 := by', '  have h : "#eval sorry" ≠ "" := by decide\n  rfl'),
+    ("theorem t : 'a' ≠ '\"' := by", "  decide"),
+    ("theorem t (x : ℝ) (h₀ : x ≠ 0) : x / x = 1 := by", "  field_simp"),
+    ("theorem t : ∀ ε > (0 : ℝ), ∃ δ > 0, δ < ε := by", "  intro ε hε\n  exact ⟨ε / 2, by positivity, by linarith⟩"),
+    ("theorem t (f : ℕ → ℕ) (h : ∀ x, f x = x) : f 2 = 2 := by", "  set_option maxRecDepth 10000 in\n  simp [h]"),
+    ("theorem t (a : ℤ) (h' : a = 2) : a ^ 2 = 4 := by", "  subst h'\n  norm_num"),
+    (
+        "theorem t : Real.sqrt 4 = 2 := by",
+        "  rw [show (4 : ℝ) = 2 ^ 2 by norm_num]\n  exact Real.sqrt_sq (by norm_num)",
+    ),
+    ("example : (3 : ℤ) ∣ 12 := by", "  decide"),
+]
+
+
+@pytest.mark.parametrize("statement,proof", LEGITIMATE)
+def test_the_precheck_accepts_legitimate_proofs(statement, proof):
+    prepared = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == MINIF2F_HEADER
+    assert prepared.code.startswith(statement.replace("example", f"theorem {EXAMPLE_NAME}", 1) + "\n" + proof)
+    assert prepared.code[prepared.proof_start : prepared.proof_end] == proof
+
+
+def test_prepared_code_appends_print_axioms_two_lines_after_the_proof():
+    prepared = prepare(ProofRequest("theorem foo : 1 = 1 := by", "  rfl"), "import Mathlib")
+    assert prepared.code == "theorem foo : 1 = 1 := by\n  rfl\n\n#print axioms foo"
+    assert (prepared.proof_start, prepared.theorem_name, prepared.line_offset) == (26, "foo", 0)
+    assert prepared.print_line == 4
+
+
+def test_a_request_header_overrides_the_default_header():
+    prepared = prepare(ProofRequest("theorem foo : 1 = 1 := by", "  rfl", header="import Lean"), MINIF2F_HEADER)
+    assert prepared.header == "import Lean"
+
+
+T = "theorem t : 2 + 2 = 5 := by"
+
+REJECTED = [
+    ("  sorry", "`sorry`"),
+    ("  exact sorry", "`sorry`"),
+    ("  admit", "`admit`"),
+    ("  norm_num\n  stop\n  simp", "`stop`"),
+    ("  apply?", "`apply?`"),
+    ("  exact?", "`exact?`"),
+    ("  exact sorryAx _ false", "sorryAx"),
+    ("  exact _root_.«sorryAx» _ false", "sorryAx"),
+    ("  norm_num\naxiom cheat : False", "column 0"),
+    ("  norm_num\n  axiom cheat : False", "command `axiom`"),
+    ("  norm_num\n  theorem x : False := cheat", "command `theorem`"),
+    ("  norm_num\n  lemma x : False := cheat", "command `lemma`"),
+    ("  norm_num\n  def x := 1", "command `def`"),
+    ("  norm_num\n  abbrev x := 1", "command `abbrev`"),
+    ("  norm_num\n  instance : Inhabited Empty := sorry", "command `instance`"),
+    ("  norm_num\n  structure S where", "command `structure`"),
+    ("  norm_num\n  class C where", "command `class`"),
+    ("  norm_num\n  inductive I | a", "command `inductive`"),
+    ("  norm_num\n  namespace N", "command `namespace`"),
+    ("  norm_num\n  section", "command `section`"),
+    ("  norm_num\n  end", "command `end`"),
+    ("  norm_num\n  mutual", "command `mutual`"),
+    ("  norm_num\n  import Lean", "command `import`"),
+    ("  norm_num\n  opaque o : Nat", "command `opaque`"),
+    ("  norm_num\n  constant c : Nat", "command `constant`"),
+    ('  norm_num\n  macro "x" : tactic => `(tactic| rfl)', "command `macro`"),
+    ("  norm_num\n  macro_rules | `(tactic| rfl) => `(tactic| sorry)", "command `macro_rules`"),
+    ('  norm_num\n  syntax "x" : tactic', "command `syntax`"),
+    ('  norm_num\n  elab "x" : tactic => pure ()', "command `elab`"),
+    ("  norm_num\n  elab_rules : tactic | _ => pure ()", "command `elab_rules`"),
+    ('  norm_num\n  notation "x" => 1', "command `notation`"),
+    ('  norm_num\n  infix:50 " ~ " => Eq', "command `infix`"),
+    ('  norm_num\n  infixl:50 " ~ " => Eq', "command `infixl`"),
+    ('  norm_num\n  infixr:50 " ~ " => Eq', "command `infixr`"),
+    ('  norm_num\n  prefix:50 "~" => Not', "command `prefix`"),
+    ('  norm_num\n  postfix:50 "~" => Not', "command `postfix`"),
+    ('  norm_num\n  scoped notation "x" => 1', "command `scoped`"),
+    ("  norm_num\n  attribute [simp] Nat.add_comm", "command `attribute`"),
+    ("  norm_num\n  #exit", "`#exit`"),
+    ("  norm_num\n  #eval 1", "`#eval`"),
+    ("  norm_num\n  #print axioms t", "`#print`"),
+    ("  #check Nat\n  norm_num", "`#check`"),
+    ("  run_cmd pure ()", "`run_cmd`"),
+    ("  run_tac pure ()", "`run_tac`"),
+    ("  run_elab pure ()", "`run_elab`"),
+    ("  exact by_elab pure (Lean.mkConst ``trivial)", "`by_elab`"),
+    ("  set_option debug.skipKernelTC true in\n  norm_num", "debug.skipKernelTC"),
+    ("  set_option debug.byAsSorry true in\n  norm_num", "debug.byAsSorry"),
+    ("  norm_num\n  unsafe def x : Nat := 1", "command `unsafe`"),
+    ("  norm_num\n  @[implemented_by f] def g : Nat := 1", "`@[`"),
+    ('  norm_num\n  @[extern "c_fn"] opaque g : Nat', "`@[`"),
+    ("  native_decide", "native_decide"),
+    ("  exact Lean.ofReduceBool _ _ rfl", "ofReduceBool"),
+    ("  open Lean in exact ofReduceBool _ _ rfl", "ofReduceBool"),
+    ("  decide +native", "+native"),
+    ("  decide (config := { native := true })", "native := true"),
+    ("  bv_decide", "bv_decide"),
+    ("norm_num", "column 0"),
+    ("  norm_num\n\tsimp", "tab"),
+    ("  norm_num\raxiom c : False", "carriage return"),
+    ("  norm_num /- open comment", "unterminated block comment"),
+    ('  have := "open string', "unterminated string"),
+    ("  have := 'ab'", "character literal"),
+    ("  have «x : True := trivial", "identifier escape"),
+    ('  have := s!"{1}"', "interpolation"),
+    ("  so\u200brry", "U+200B"),
+    ("  norm_num -- \u202e hidden", "U+202E"),
+    ("  norm_num \ufeff", "U+FEFF"),
+    ("   ", "empty proof"),
+]
+
+
+@pytest.mark.parametrize("proof,reason", REJECTED)
+def test_the_precheck_rejects_each_rule_and_says_what_and_where(proof, reason):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult)
+    assert result.status == "rejected" and not result.passed
+    assert result.first_error_tactic == 0
+    assert reason in result.reason, result.reason
+
+
+def test_rejection_reasons_give_the_position():
+    result = prepare(ProofRequest(T, "  norm_num\n  simp\n    exact sorry"), MINIF2F_HEADER)
+    assert result.reason == "`sorry` at line 3, column 10"
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  native_decide",
+        "  decide +native",
+        "  decide (config := { native := true })",
+        "  exact Lean.ofReduceBool _ _ rfl",
+        "  bv_decide",
+    ],
+)
+def test_native_evaluation_passes_the_precheck_only_when_allowed(proof):
+    assert prepare(ProofRequest(T, proof), MINIF2F_HEADER).status == "rejected"
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
+
+
+# Lean reads these as the forbidden name itself: caught by comparing dotted components without guillemets.
+SAME_NAME_TO_LEAN = [
+    "  exact «sorryAx» _ false",
+    "  exact _root_.sorryAx _ false",
+    "  exact Lean.«ofReduceBool» _ _ rfl",
+    "  exact «Lean».«ofReduceBool» _ _ rfl",
+    "  exact «sorry»",
+]
+# Lean reads these as different identifiers (or none at all); rejected as look-alikes anyway.
+DIFFERENT_NAME_TO_LEAN = [
+    "  ｓｏｒｒｙ",  # fullwidth: NFKC maps it to ASCII
+    "  ѕоrrу",  # Cyrillic: NFKC keeps it, the confusables map catches it
+    "  sοrry",  # Greek omicron: a valid Lean identifier, just not `sorry`
+    "  exact 𝐬𝐨𝐫𝐫𝐲Ax _ false",  # mathematical bold letters are Lean identifier characters
+    "  ａｄｍｉｔ",
+    "  norm_num\n  ＃ｅｘｉｔ",  # fullwidth `#`: only NFKC of the whole text shows `#exit`
+    "  ｎａｔｉｖｅ＿ｄｅｃｉｄｅ",
+]
+
+
+@pytest.mark.parametrize("proof", SAME_NAME_TO_LEAN)
+def test_spellings_lean_treats_as_the_same_name_are_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected"
+    assert "look-alike" not in result.reason
+
+
+@pytest.mark.parametrize("proof", DIFFERENT_NAME_TO_LEAN)
+def test_look_alikes_of_forbidden_words_are_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected"
+    assert "look-alike" in result.reason or "NFKC" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  exact ⟨by norm_num, by positivity⟩",
+        "  intro α β hαβ\n  simpa using hαβ",
+        "  have h₀' : (x₁ : ℝ) ≤ x₂ := by linarith\n  exact h₀'",
+        "  simp [Finset.sum_range_succ, ℝ, ℕ, ℤ, ℚ, ℂ]",
+        "  rw [Real.rpow_natCast]\n  norm_num [x², 𝓝, ε]",
+        "  exact Nat.le_of_lt_succ (by omega) -- Übung: à la",
+        "  exact stopping_time_pos hσ",
+        "  exact h.sorry_free",
+    ],
+)
+def test_mathematical_unicode_and_harmless_near_misses_pass_the_precheck(proof):
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER), Prepared)
+
+
+@pytest.mark.parametrize(
+    "statement,reason",
+    [
+        ("theorem t : 1 = 1 :=", "must end in `:= by`"),
+        ("theorem t : 1 = 1 := by -- proof below", "must end in `:= by`"),
+        ("theorem t : 1 = 1 := sorry /- := by", "unterminated block comment"),
+        ("theorem t : 1 = 1 : = by", "must end in `:= by`"),
+        ("def : 1 = 1 := by", "has no name"),
+        ("have h : 1 = 1 := by", "declares no theorem"),
+    ],
+)
+def test_statements_must_end_in_colon_eq_by_outside_comments(statement, reason):
+    result = prepare(ProofRequest(statement, "  rfl"), MINIF2F_HEADER)
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+def test_a_comment_opened_by_the_statement_cannot_be_closed_by_the_proof():
+    result = prepare(ProofRequest("theorem t : 1 = 2 := sorry /- := by", "-/"), MINIF2F_HEADER)
+    assert result.status == "rejected" and result.reason.startswith("statement: unterminated block comment")
+
+
+def test_bad_arguments_name_the_argument():
+    with pytest.raises(TypeError, match="request"):
+        prepare(42, MINIF2F_HEADER)
+    with pytest.raises(TypeError, match="default_header"):
+        prepare(ProofRequest(T, "  rfl"), None)
+    with pytest.raises(TypeError, match="ProofRequest.proof"):
+        prepare(ProofRequest(T, None), MINIF2F_HEADER)
+
+
+# ------------------------------------------------------------ files (str requests)
+
+FILE = (
+    "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n"
+    "\n/-- The sum. -/\ntheorem mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 4 := by\n  subst h₀\n  rfl"
+)
+
+
+def test_split_header_takes_leading_imports_options_and_opens():
+    header, body = split_header(FILE)
+    assert header == MINIF2F_HEADER + "\n"
+    assert header + body == FILE
+    assert split_header("import Mathlib\n-- note\n/- block\n-/\nopen Real\ntheorem t := by") == (
+        "import Mathlib\n-- note\n/- block\n-/\nopen Real\n",
+        "theorem t := by",
+    )
+    # `open … in` scopes the declaration that follows, so it is not header.
+    assert split_header("import Mathlib\nopen Real in\ntheorem t := by") == (
+        "import Mathlib\n",
+        "open Real in\ntheorem t := by",
+    )
+    assert split_header("theorem t : True := by trivial") == ("", "theorem t : True := by trivial")
+
+
+def test_a_file_request_shares_the_default_headers_worker_and_counts_header_lines():
+    prepared = prepare(FILE, "import Lean")
+    assert prepared.header == MINIF2F_HEADER
+    assert prepared.line_offset == 4
+    assert prepared.theorem_name == "mathd_t"
+    assert prepared.proof == "\n  subst h₀\n  rfl"
+    assert prepared.code == FILE[len(MINIF2F_HEADER) + 1 :] + "\n\n#print axioms mathd_t"
+
+
+def test_file_request_messages_are_in_file_coordinates():
+    prepared = prepare(FILE, MINIF2F_HEADER)
+    # REPL line 4 is `  rfl` (line 1 of the body is blank, 2 the docstring, 3 the theorem).
+    response = {
+        "messages": [
+            {
+                "severity": "error",
+                "pos": {"line": 5, "column": 2},
+                "endPos": {"line": 5, "column": 5},
+                "data": "The rfl tactic failed",
+            },
+            axioms_message(prepared, CLEAN_AXIOMS),
+        ],
+        "env": 1,
+    }
+    result = judge(prepared, response, CONFIG, 0.5)
+    assert FILE.split("\n")[8] == "  rfl"
+    assert [(m.line, m.column, m.end) for m in result.messages] == [(9, 2, Position(9, 5))]
+    assert result.status == "failed" and result.first_error_tactic == 1
+
+
+@pytest.mark.parametrize(
+    "file_text,reason",
+    [
+        ("import Mathlib\ndef h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl", "exactly one theorem"),
+        ("import Mathlib\ntheorem t : 1 = 1 := by\n  rfl\ntheorem u : 1 = 1 := by\n  rfl", "column 0"),
+        ("import Mathlib\ntheorem t : 1 = 1 := rfl", "no top-level `:= by`"),
+        ("import Mathlib\nset_option debug.skipKernelTC true\ntheorem t : 1 = 1 := by\n  rfl", "debug.skipKernelTC"),
+        ("import Mathlib\nset_option debug.skipKernelTC true in\ntheorem t : 1 = 1 := by\n  rfl", "debug.skipKernelTC"),
+        ("import Mathlib\n@[implemented_by x] theorem t : 1 = 1 := by\n  rfl", "`@[`"),
+        ("import Mathlib\ntheorem t : 1 = 1 := by sorry", "`sorry`"),
+        ("import Mathlib\nopen Lean\n\n", "declares no theorem"),
+        ("import Mathlib\ntheorem t : 1 = 1 := by\r  rfl", "carriage return"),
+    ],
+)
+def test_file_requests_hold_one_theorem_and_are_untrusted_throughout(file_text, reason):
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+def test_a_file_proof_may_continue_the_by_line():
+    prepared = prepare("import Mathlib\ntheorem t : 1 = 1 := by rfl", MINIF2F_HEADER)
+    assert prepared.proof == " rfl" and prepared.separator == ""
+    assert prepared.code == "theorem t : 1 = 1 := by rfl\n\n#print axioms t"
+
+
+# ------------------------------------------------------------ judge
+
+
+def axioms_message(prepared: Prepared, axioms: list[str], name: str | None = None, line=None, column=0) -> dict:
+    name = name or prepared.theorem_name
+    text = f"'{name}' depends on axioms: [{', '.join(axioms)}]" if axioms else f"'{name}' does not depend on any axioms"
+    line = prepared.print_line if line is None else line
+    return {
+        "severity": "info",
+        "pos": {"line": line, "column": column},
+        "endPos": {"line": line, "column": 6},
+        "data": text,
+    }
+
+
+def hand_prepared(cmd: str, name: str) -> Prepared:
+    """A Prepared whose code starts with a recorded transcript command verbatim (so its positions apply).
+
+    The recorded commands use `sorry`, which `prepare` would reject, so it is built by hand: the statement runs
+    through `:= by` (or `:=` for term-mode proofs) and the proof is the rest, on the same line.
+    """
+    cut = cmd.index(":= by") + len(":= by") if ":= by" in cmd else cmd.index(":=") + len(":=")
+    return Prepared(
+        header="",
+        code=cmd + f"\n\n#print axioms {name}",
+        proof=cmd[cut:],
+        proof_start=cut,
+        theorem_name=name,
+        line_offset=0,
+        statement=cmd[:cut],
+        separator="",
+    )
+
+
+def transcript(transcripts_dir, name: str) -> list[tuple[dict, dict]]:
+    def blocks(path):
+        return [json.loads(b, strict=False) for b in path.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+
+    return list(
+        zip(blocks(transcripts_dir / f"{name}.in"), blocks(transcripts_dir / f"{name}.expected.out"), strict=True)
+    )
+
+
+def test_judge_fails_a_tactic_sorry_and_blames_the_sorry(transcripts_dir):
+    (request, response), *_ = transcript(transcripts_dir, "tactic_sorry")
+    prepared = hand_prepared(request["cmd"], "f")
+    response = dict(response, messages=response["messages"] + [axioms_message(prepared, ["sorryAx"])])
+    result = judge(prepared, response, CONFIG, 1.0)
+    assert result.status == "failed" and not result.passed
+    assert result.reason == "uses sorry"
+    assert [t.text for t in result.tactics] == ["sorry"]
+    assert result.first_error_tactic == 0
+    assert [(m.severity, m.line, m.column, m.end, m.text) for m in result.messages] == [
+        ("warning", 1, 4, Position(1, 5), "declaration uses `sorry`")
+    ]
+    assert result.axioms == ["sorryAx"] and result.time_s == 1.0
+
+
+def test_judge_fails_term_mode_sorries_even_without_an_axioms_answer(transcripts_dir):
+    for request, response in transcript(transcripts_dir, "dup_sorries"):
+        prepared = hand_prepared(request["cmd"], request["cmd"].split()[1])
+        result = judge(prepared, response, CONFIG, 0.0)
+        assert result.status == "failed" and result.reason == "uses sorry"
+        assert result.messages[0].column == 8
+
+
+def test_judge_on_an_incomplete_proof_credits_every_tactic(transcripts_dir):
+    (first_request, first), (second_request, second) = transcript(transcripts_dir, "incomplete")
+    prepared = hand_prepared(first_request["cmd"], "f")
+    result = judge(prepared, first, CONFIG, 0.0)
+    # "unsolved goals" at the `by`, before the body: every tactic ran, the proof is incomplete.
+    assert result.status == "failed" and result.reason.startswith("error at line 1, column 15: unsolved goals")
+    assert result.first_error_tactic == len(result.tactics) == 1
+    assert result.messages[0].end == Position(1, 32)
+
+    prepared = hand_prepared(second_request["cmd"], "f")
+    result = judge(prepared, second, CONFIG, 0.0)
+    # The earliest error inside the body is in the `{ apply Nat.succ }` block, the second tactic.
+    assert [t.text for t in result.tactics] == ["by_cases x", "{ apply Nat.succ }"]
+    assert result.first_error_tactic == 1
+    assert [(m.line, m.column) for m in result.messages] == [(3, 19), (1, 26)]
+
+
+def test_judge_blames_the_tactic_holding_a_nested_sorry(transcripts_dir):
+    (request, response), *_ = transcript(transcripts_dir, "have_by_sorry")
+    prepared = hand_prepared(request["cmd"], "foo")
+    result = judge(prepared, response, CONFIG, 0.0)
+    assert result.status == "failed"
+    assert result.first_error_tactic == 0 and len(result.tactics) == 1
+
+
+def test_judge_reports_repl_error_objects_as_errors(transcripts_dir):
+    (request, response), *_ = transcript(transcripts_dir, "unknown_environment")
+    assert response == {"message": "Unknown environment."}
+    result = judge(hand_prepared(request["cmd"], "f"), response, CONFIG, 0.2)
+    assert result.status == "error" and not result.passed
+    assert result.reason == "Unknown environment."
+    _, (request, response) = transcript(transcripts_dir, "unknown_tactic")
+    result = judge(hand_prepared("def f : Nat := by exat 42", "f"), response, CONFIG, 0.0)
+    assert result.status == "error" and "unknown tactic" in result.reason
+
+
+def test_judge_uses_invalid_tactic_transcript_as_failed(transcripts_dir):
+    (request, response), *_ = transcript(transcripts_dir, "invalid_tactic")
+    result = judge(hand_prepared(request["cmd"], "my_theorem"), response, CONFIG, 0.0)
+    assert result.status == "failed" and result.reason == "uses sorry"
+
+
+def test_judge_passes_a_clean_proof_with_its_tactics(transcripts_dir):
+    (request, response), *_ = transcript(transcripts_dir, "all_tactics")
+    prepared = hand_prepared(request["cmd"], "f")
+    response = dict(response, messages=[axioms_message(prepared, [])])
+    result = judge(prepared, response, CONFIG, 0.3)
+    assert result.status == "passed" and result.passed and result.reason is None
+    assert [t.text for t in result.tactics] == ["have t := 37", "exact t"]
+    assert result.first_error_tactic == 2
+    assert result.messages == [] and result.axioms == []
+
+
+@pytest.mark.parametrize(
+    "text,parsed",
+    [
+        ("'foo' does not depend on any axioms", ("foo", [])),
+        ("'foo' depends on axioms: [propext]", ("foo", ["propext"])),
+        (
+            "'Nat.foo_bar'' depends on axioms: [propext, Classical.choice, Quot.sound]",
+            ("Nat.foo_bar'", ["propext", "Classical.choice", "Quot.sound"]),
+        ),
+        ("'«my thm»' depends on axioms: [sorryAx]", ("«my thm»", ["sorryAx"])),
+        ("foo depends on axioms: [propext]", None),
+        ("'foo' depends on axioms: propext", None),
+        ("unsolved goals", None),
+    ],
+)
+def test_axioms_messages_of_both_forms_are_parsed(text, parsed):
+    assert parse_axioms_message(text) == parsed
+
+
+def clean_prepared() -> Prepared:
+    return prepare(ProofRequest("theorem t (a b : ℕ) : a + b = b + a := by", "  omega"), MINIF2F_HEADER)
+
+
+@pytest.mark.parametrize(
+    "axioms,config,passed,reason",
+    [
+        ([], CONFIG, True, None),
+        (CLEAN_AXIOMS, CONFIG, True, None),
+        (["propext", "sorryAx"], CONFIG, False, "uses sorry (sorryAx among its axioms)"),
+        (["propext", "cheat"], CONFIG, False, "axiom cheat not in whitelist"),
+        (
+            CLEAN_AXIOMS,
+            LeanServerConfig(axiom_whitelist=("propext",)),
+            False,
+            "axiom Classical.choice not in whitelist",
+        ),
+        (["sorryAx"], LeanServerConfig(axiom_whitelist=("sorryAx",)), False, "uses sorry (sorryAx among its axioms)"),
+        (["Lean.ofReduceBool"], CONFIG, False, "axiom Lean.ofReduceBool not in whitelist"),
+        (["Lean.trustCompiler"], CONFIG, False, "axiom Lean.trustCompiler not in whitelist"),
+        (["propext", "Lean.ofReduceBool"], LeanServerConfig(allow_native_decide=True), True, None),
+        (["Lean.trustCompiler"], LeanServerConfig(allow_native_decide=True), True, None),
+    ],
+)
+def test_the_axiom_whitelist_is_enforced(axioms, config, passed, reason):
+    prepared = clean_prepared()
+    result = judge(prepared, {"messages": [axioms_message(prepared, axioms)], "env": 1}, config, 0.0)
+    assert (result.passed, result.reason) == (passed, reason)
+    assert result.axioms == axioms
+    assert result.status == ("passed" if passed else "failed")
+
+
+def test_an_axioms_answer_elsewhere_or_for_another_name_does_not_count():
+    prepared = clean_prepared()
+    fakes = [
+        axioms_message(prepared, [], line=2, column=2),  # e.g. printed by `trace` inside the proof
+        axioms_message(prepared, [], column=3),
+        axioms_message(prepared, [], name="Nat.add_comm"),
+        dict(axioms_message(prepared, []), severity="warning"),
+    ]
+    for fake in fakes:
+        result = judge(prepared, {"messages": [fake], "env": 1}, CONFIG, 0.0)
+        assert not result.passed and result.reason.startswith("no `#print axioms` answer for `t`")
+    # A fake clean answer next to the real one listing sorryAx: the real one decides.
+    result = judge(prepared, {"messages": [fakes[0], axioms_message(prepared, ["sorryAx"])], "env": 1}, CONFIG, 0.0)
+    assert not result.passed and result.axioms == ["sorryAx"]
+    assert [(m.line, m.column) for m in result.messages] == [(2, 2)]
+
+
+@pytest.mark.parametrize("warning", ["declaration uses `sorry`", "declaration uses 'sorry'"])
+def test_both_sorry_warning_quote_styles_fail(warning):
+    prepared = clean_prepared()
+    message = {"severity": "warning", "pos": {"line": 1, "column": 8}, "endPos": {"line": 1, "column": 9}}
+    response = {"messages": [dict(message, data=warning), axioms_message(prepared, CLEAN_AXIOMS)], "env": 1}
+    result = judge(prepared, response, CONFIG, 0.0)
+    assert not result.passed and result.reason == "uses sorry"
+
+
+def test_errors_after_the_proof_are_clamped_to_its_end_and_fail():
+    prepared = clean_prepared()
+    error = {
+        "severity": "error",
+        "pos": {"line": prepared.print_line, "column": 14},
+        "endPos": {"line": prepared.print_line, "column": 15},
+        "data": "Unknown constant `t`",
+    }
+    result = judge(prepared, {"messages": [error], "env": 1}, CONFIG, 0.0)
+    assert not result.passed and "Unknown constant" in result.reason
+    assert (result.messages[0].line, result.messages[0].column) == (2, 7)
+    assert result.first_error_tactic == len(result.tactics)
+
+
+def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():
+    prepared = prepare(ProofRequest("example (n : ℕ) : n + 0 = n := by", "  simp"), MINIF2F_HEADER)
+    assert prepared.code.startswith(f"theorem {EXAMPLE_NAME} (n : ℕ)")
+    assert prepared.theorem_name == EXAMPLE_NAME and prepared.statement.startswith("example")
+    shift = len(f"theorem {EXAMPLE_NAME}") - len("example")
+    response = {
+        "messages": [
+            # the declaration keyword, as Lean reports "declaration uses sorry" for examples
+            {"severity": "warning", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 24}, "data": "w"},
+            # `n + 0` in the statement, right of the renamed keyword
+            {
+                "severity": "error",
+                "pos": {"line": 1, "column": 18 + shift},
+                "endPos": {"line": 1, "column": 23 + shift},
+                "data": "e",
+            },
+            {
+                "severity": "error",
+                "pos": {"line": 2, "column": 2},
+                "endPos": {"line": 2, "column": 6},
+                "data": "simp failed",
+            },
+            axioms_message(prepared, []),
+        ],
+        "env": 1,
+    }
+    result = judge(prepared, response, CONFIG, 0.0)
+    submitted = prepared.statement + "\n" + prepared.proof
+    assert submitted.split("\n")[0][18:23] == "n + 0"
+    assert [(m.line, m.column, m.end) for m in result.messages] == [
+        (1, 0, Position(1, 7)),
+        (1, 18, Position(1, 23)),
+        (2, 2, Position(2, 6)),
+    ]
+    assert result.first_error_tactic == 0
+
+
+def test_judge_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="prepared"):
+        judge({"code": "x"}, {}, CONFIG, 0.0)
+    with pytest.raises(TypeError, match="response"):
+        judge(clean_prepared(), "not a dict", CONFIG, 0.0)
+
+
+def test_results_round_trip_through_dicts():
+    prepared = clean_prepared()
+    result = judge(prepared, {"messages": [axioms_message(prepared, CLEAN_AXIOMS)], "env": 1}, CONFIG, 0.25)
+    assert VerificationResult.from_dict(result.to_dict()) == result
