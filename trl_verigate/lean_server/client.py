@@ -356,4 +356,9 @@ class LeanClient:
                 status="error", time_s=time_s, reason=f"kimina-lean-server sent no response: {item}"
             )
         # kimina-lean-server reports lines of the whole snippet; judge expects lines of prepared.code.
-        return verdict.judge(prepared, _shift_lines(response, -lines_before), self.config, time_s)
+        try:
+            return verdict.judge(prepared, _shift_lines(response, -lines_before), self.config, time_s)
+        except Exception as error:  # noqa: BLE001 - one odd response must not take down the batch
+            return VerificationResult(
+                status="error", time_s=time_s, reason=f"cannot judge kimina-lean-server's response: {error!r}"
+            )
