@@ -132,14 +132,15 @@ def test_native_decide_is_refused_by_the_precheck_and_by_the_axioms():
     with LeanServer(lean_config("", workers=1, allow_native_decide=True)) as lenient:
         [result] = lenient.verify([native])
     assert result.status == "failed" and not result.passed
-    assert "Lean.ofReduceBool" in result.axioms
+    # Lean.ofReduceBool on older toolchains; newer ones also (or instead) name Lean.trustCompiler.
+    assert {"Lean.ofReduceBool", "Lean.trustCompiler"} & set(result.axioms)
 
 
 def test_a_complete_file_request_passes_and_reports_file_lines(core_server):
     good, bad = core_server.verify(
         [
             "theorem file_ok (n : Nat) : n + 0 = n := by\n  simp",
-            "theorem file_bad (n : Nat) : n + 1 = n := by\n  simp\n  rfl",
+            "theorem file_bad (n : Nat) : n + 1 = n := by\n  omega",
         ]
     )
     assert good.status == "passed"
