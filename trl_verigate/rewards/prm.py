@@ -1,14 +1,151 @@
-"""Process reward models (PRMs): score every step of a completion.
+"""Process reward models (PRMs): one score in [0, 1] for every step of a completion.
 
-Model architecture for Qwen2.5-Math-PRM.
+VeriGate GRPO asks a `StepScorer` for step scores only in groups where the verifier rejects every completion.
+The interface is `scorer.score(prompts, steps) -> list[list[float]]`: the question text of each completion and
+the list of its step texts in, one float per step out (a completion with no steps gets `[]`).
+
+Backends (pick one with `build_step_scorer(prm_type, ...)`):
+
+- `QwenMathPRM` (``"qwen_math"``): Qwen/Qwen2.5-Math-PRM-7B/72B. Chat template with the system prompt, the
+  question as user turn and the steps as assistant turn, each step followed by ``<extra_0>``; score = softmax of
+  the 2-class head at each ``<extra_0>``, class 1. Loaded into a local copy of the remote-code architecture
+  (`Qwen2ForProcessRewardModel`), always: the hub's ``modeling_qwen2_rm.py`` needs ``trust_remote_code`` and does
+  not run on transformers 5, and the local class has the same parameter names, so the real weights load into it.
+- `MathShepherdPRM` (``"math_shepherd"``): peiyi9979/math-shepherd-mistral-7b-prm, a causal LM. Input
+  ``question + " " + "Step 1: ... ки\\nStep 2: ... ки"``; score = softmax over the logits of ``+`` and ``-`` at
+  each ``ки`` tag, taking ``+``.
+- `TokenClassificationPRM` (``"token_classification"``): models trained with TRL's former ``PRMTrainer``:
+  (bos) + prompt + each step followed by the separator, all tokenized piecewise; score = softmax probability of
+  label 1 at the last token of each step's separator, where PRMTrainer put the step label.
+- `SymbolicStepScorer` (``"symbolic"``): no model; checks the numeric relations written in each step with SymPy.
+
+Every model backend uses its own tokenizer (never the policy's), strips whitespace around steps (as in the model
+cards' examples), runs in eval mode under ``torch.inference_mode()`` on ``device`` (default: CUDA when available),
+and packs ``batch_size`` sequences per forward pass, right-padded. Right padding keeps every real token at the
+position it has unpadded, so scores do not depend on the batch composition or the tokenizer's ``padding_side``.
+
+Long inputs: a sequence is first cut right after its last step tag (a causal model's scores at the tags do not
+depend on later tokens), and if it is still longer than ``max_length`` tokens its beginning is dropped (system
+prompt / question first). The last step is therefore always scored; steps whose tag fell off take the score of the
+earliest step that was scored, the nearest judgement of that prefix the model made.
+
+Memory: the weights take parameters x bytes per parameter (7B in bf16 ≈ 15 GB, in fp32 ≈ 30 GB; pass
+``torch_dtype="bfloat16"`` on GPU). Under no-grad, activations are small by comparison: about
+batch_size x seq_len x hidden x (a few) bytes per layer alive at once, plus the KV-free attention buffers; the
+causal-LM backend only materializes vocabulary logits at tag positions. On a GPU that also trains the policy, put
+the PRM on a separate GPU (``prm_device="cuda:1"``) or keep ``prm_batch_size`` small on the same one.
 """
 
 from __future__ import annotations
+
+import bisect
+import functools
+import math
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
 from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
+
+__all__ = [
+    "StepScorer",
+    "as_step_scorer",
+    "Qwen2ForProcessRewardModel",
+    "QwenMathPRM",
+    "MathShepherdPRM",
+    "TokenClassificationPRM",
+    "SymbolicStepScorer",
+    "build_step_scorer",
+    "PRM_TYPES",
+]
+
+QWEN_MATH_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+@runtime_checkable
+class StepScorer(Protocol):
+    """Anything with ``score(prompts, steps) -> list[list[float]]``, one float per step."""
+
+    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]: ...
+
+
+class _ValidatedStepScorer:
+    """Wraps a scorer or callable and checks that it returns one finite float per step."""
+
+    def __init__(self, score_fn: Callable[[list[str], list[list[str]]], Sequence[Sequence[float]]], name: str):
+        self._score_fn = score_fn
+        self._name = name
+
+    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]:
+        _check_inputs(prompts, steps)
+        raw = self._score_fn(prompts, steps)
+        try:
+            rows = [list(row) for row in raw]
+        except TypeError as error:
+            raise TypeError(
+                f"step scorer {self._name} must return a list with one list of floats per completion, got "
+                f"{type(raw).__name__}"
+            ) from error
+        if len(rows) != len(steps):
+            raise ValueError(
+                f"step scorer {self._name} returned {len(rows)} score lists for {len(steps)} completions; "
+                "it must return one list per completion"
+            )
+        scores = []
+        for index, (row, completion_steps) in enumerate(zip(rows, steps, strict=True)):
+            if len(row) != len(completion_steps):
+                raise ValueError(
+                    f"step scorer {self._name} returned {len(row)} scores for completion {index}, which has "
+                    f"{len(completion_steps)} steps; it must return exactly one score per step"
+                )
+            try:
+                values = [float(value) for value in row]
+            except (TypeError, ValueError) as error:
+                raise TypeError(
+                    f"step scorer {self._name} returned a non-numeric score for completion {index}"
+                ) from error
+            if not all(math.isfinite(value) for value in values):
+                raise ValueError(
+                    f"step scorer {self._name} returned a non-finite score for completion {index}: {values}"
+                )
+            scores.append(values)
+        return scores
+
+    def __repr__(self) -> str:
+        return f"as_step_scorer({self._name})"
+
+
+def as_step_scorer(obj) -> StepScorer:
+    """Return `obj` as a `StepScorer` whose outputs are shape-checked.
+
+    Accepts an object with a ``score(prompts, steps)`` method, or a plain callable with that signature. The result
+    raises a clear error when the wrapped scorer returns the wrong number of scores or non-finite values.
+    """
+    if isinstance(obj, _ValidatedStepScorer):
+        return obj
+    if isinstance(obj, StepScorer):
+        return _ValidatedStepScorer(obj.score, repr(obj))
+    if callable(obj):
+        return _ValidatedStepScorer(obj, getattr(obj, "__qualname__", repr(obj)))
+    raise TypeError(
+        f"expected a StepScorer (an object with a score(prompts, steps) method) or a callable "
+        f"f(prompts, steps) -> list[list[float]], got {type(obj).__name__}"
+    )
+
+
+def _check_inputs(prompts, steps) -> None:
+    if not isinstance(prompts, (list, tuple)) or not all(isinstance(prompt, str) for prompt in prompts):
+        raise TypeError("prompts must be a list of question strings, one per completion")
+    if not isinstance(steps, (list, tuple)) or not all(
+        isinstance(completion, (list, tuple)) and all(isinstance(step, str) for step in completion)
+        for completion in steps
+    ):
+        raise TypeError("steps must be a list (one per completion) of lists of step strings")
+    if len(prompts) != len(steps):
+        raise ValueError(f"prompts has {len(prompts)} entries but steps has {len(steps)}; they must match")
 
 
 class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
@@ -54,3 +191,604 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         )
         logits = self.score(outputs.last_hidden_state)
         return TokenClassifierOutput(logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+def _resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        return torch.device(device)
+    except (RuntimeError, TypeError) as error:
+        raise ValueError(f"device={device!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:1'") from error
+
+
+def _resolve_dtype(torch_dtype: str | torch.dtype | None) -> str | torch.dtype | None:
+    if torch_dtype is None or isinstance(torch_dtype, torch.dtype) or torch_dtype == "auto":
+        return torch_dtype
+    dtype = getattr(torch, str(torch_dtype), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(
+            f"torch_dtype={torch_dtype!r} is not a torch dtype; use 'bfloat16', 'float16', 'float32' or 'auto'"
+        )
+    return dtype
+
+
+class _ModelStepScorer:
+    """Shared batching, truncation and scoring for the model backends.
+
+    Subclasses build ``(input_ids, tag_positions)`` per completion (`_encode`) and turn the model's outputs at the
+    tag positions into probabilities (`_tag_scores`).
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str,
+        device: str | torch.device | None = None,
+        batch_size: int = 8,
+        torch_dtype: str | torch.dtype | None = None,
+        max_length: int = 4096,
+    ):
+        from transformers import AutoTokenizer
+
+        if not model_name_or_path or not isinstance(model_name_or_path, str):
+            raise ValueError(f"{type(self).__name__} needs model_name_or_path (a hub id or a local checkpoint folder)")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
+        self.model_name_or_path = model_name_or_path
+        self.batch_size = batch_size
+        self.max_length = max_length
+        self.device = _resolve_device(device)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        load_kwargs = {}
+        dtype = _resolve_dtype(torch_dtype)
+        if dtype is not None:
+            load_kwargs["dtype"] = dtype
+        self.model = self._load_model(model_name_or_path, **load_kwargs).to(self.device).eval()
+        self._pad_id = next(
+            (token for token in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if token is not None), 0
+        )
+
+    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+        raise NotImplementedError
+
+    def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
+        raise NotImplementedError
+
+    def _tag_scores(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, rows, columns) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _truncate(self, input_ids: list[int], positions: list[int]) -> tuple[list[int], list[int], int]:
+        """Cut after the last tag, then keep at most `max_length` tokens from the end.
+
+        Returns the kept ids, the kept tag positions re-based to them, and how many leading tags were dropped.
+        """
+        end = positions[-1] + 1
+        start = max(0, end - self.max_length)
+        kept = [position - start for position in positions if position >= start]
+        return input_ids[start:end], kept, len(positions) - len(kept)
+
+    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]:
+        _check_inputs(prompts, steps)
+        scores: list[list[float]] = [[] for _ in steps]
+        encoded = []
+        for index, (prompt, completion_steps) in enumerate(zip(prompts, steps, strict=True)):
+            if not completion_steps:
+                continue
+            ids, positions = self._encode(prompt, [step.strip() for step in completion_steps])
+            if len(positions) != len(completion_steps):
+                raise RuntimeError(
+                    f"{type(self).__name__} found {len(positions)} step tags for {len(completion_steps)} steps in "
+                    f"completion {index}; the tokenizer or chat template of {self.model_name_or_path} does not keep "
+                    "the step format intact"
+                )
+            ids, positions, dropped = self._truncate(ids, positions)
+            encoded.append((index, ids, positions, dropped))
+        # Similar lengths share a batch, which keeps padding (and wasted compute) small.
+        encoded.sort(key=lambda item: len(item[1]))
+        for batch_start in range(0, len(encoded), self.batch_size):
+            batch = encoded[batch_start : batch_start + self.batch_size]
+            width = max(len(ids) for _, ids, _, _ in batch)
+            input_ids = torch.full((len(batch), width), self._pad_id, dtype=torch.long)
+            attention_mask = torch.zeros((len(batch), width), dtype=torch.long)
+            rows, columns = [], []
+            for row, (_, ids, positions, _) in enumerate(batch):
+                input_ids[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+                attention_mask[row, : len(ids)] = 1
+                rows.extend([row] * len(positions))
+                columns.extend(positions)
+            with torch.inference_mode():
+                probabilities = self._tag_scores(
+                    input_ids.to(self.device),
+                    attention_mask.to(self.device),
+                    torch.tensor(rows, device=self.device),
+                    torch.tensor(columns, device=self.device),
+                )
+            flat = probabilities.float().cpu().tolist()
+            offset = 0
+            for index, _, positions, dropped in batch:
+                kept = flat[offset : offset + len(positions)]
+                offset += len(positions)
+                scores[index] = [kept[0]] * dropped + kept
+        return scores
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_name_or_path!r}, device={str(self.device)!r})"
+
+
+def _token_indices_at_char_ends(offsets: list[tuple[int, int]], char_ends: list[int]) -> list[int]:
+    """Index of the token covering the character just before each of `char_ends` (the last character of a tag)."""
+    token_ends = [end for _, end in offsets]
+    indices = []
+    for char_end in char_ends:
+        index = bisect.bisect_left(token_ends, char_end)
+        # Special tokens added by the tokenizer have empty (0, 0) spans; skip past any that tie.
+        while index < len(offsets) and offsets[index][0] == offsets[index][1]:
+            index += 1
+        if index == len(offsets) or offsets[index][0] >= char_end:
+            raise RuntimeError(f"no token covers character {char_end - 1} of the PRM input; tag lost in tokenization")
+        indices.append(index)
+    return indices
+
+
+class QwenMathPRM(_ModelStepScorer):
+    """Qwen2.5-Math-PRM (7B/72B) step scores: P(correct) from the 2-class head at each ``<extra_0>``."""
+
+    step_tag = "<extra_0>"
+
+    def __init__(
+        self,
+        model_name_or_path: str = "Qwen/Qwen2.5-Math-PRM-7B",
+        device: str | torch.device | None = None,
+        batch_size: int = 8,
+        torch_dtype: str | torch.dtype | None = None,
+        max_length: int = 4096,
+        system_prompt: str = QWEN_MATH_SYSTEM_PROMPT,
+    ):
+        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
+        if self.tokenizer.chat_template is None:
+            raise ValueError(f"the tokenizer of {model_name_or_path} has no chat_template; QwenMathPRM needs one")
+        if self.tokenizer.convert_tokens_to_ids(self.step_tag) in (None, self.tokenizer.unk_token_id):
+            raise ValueError(f"the tokenizer of {model_name_or_path} has no {self.step_tag} token; is it a Qwen PRM?")
+        self.system_prompt = system_prompt
+
+    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+        return Qwen2ForProcessRewardModel.from_pretrained(model_name_or_path, **kwargs)
+
+    def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
+        # A literal tag inside the text would be read as an extra step boundary, so it is removed first.
+        def clean(text: str) -> str:
+            return text.replace(self.step_tag, "")
+
+        messages = [
+            {"role": "system", "content": clean(self.system_prompt)},
+            {"role": "user", "content": clean(prompt)},
+            {"role": "assistant", "content": "".join(clean(step) + self.step_tag for step in steps)},
+        ]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        char_ends = [match.end() for match in re.finditer(re.escape(self.step_tag), text)]
+        encoding = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return encoding["input_ids"], _token_indices_at_char_ends(encoding["offset_mapping"], char_ends)
+
+    def _tag_scores(self, input_ids, attention_mask, rows, columns) -> torch.Tensor:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits[rows, columns].float().softmax(dim=-1)[:, 1]
+
+
+class MathShepherdPRM(_ModelStepScorer):
+    """Math-Shepherd step scores: P(``+``) among {``+``, ``-``} from the LM logits at each ``ки`` tag.
+
+    ``number_steps`` prefixes ``Step i: `` to steps that do not already start with it, the format the model was
+    trained on.
+    """
+
+    step_tag = "ки"
+
+    def __init__(
+        self,
+        model_name_or_path: str = "peiyi9979/math-shepherd-mistral-7b-prm",
+        device: str | torch.device | None = None,
+        batch_size: int = 8,
+        torch_dtype: str | torch.dtype | None = None,
+        max_length: int = 4096,
+        good_token: str = "+",
+        bad_token: str = "-",
+        number_steps: bool = True,
+    ):
+        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
+        # As on the model card: the candidates are the two tokens of "+ -" (in Mistral's vocabulary "▁+", "▁-").
+        candidates = self.tokenizer.encode(f"{good_token} {bad_token}", add_special_tokens=False)
+        if len(candidates) != 2:
+            raise ValueError(
+                f"the tokenizer of {model_name_or_path} splits {good_token!r} {bad_token!r} into {len(candidates)} "
+                "tokens instead of 2; pass good_token/bad_token that are single tokens"
+            )
+        self.candidate_ids = candidates
+        self.number_steps = number_steps
+
+    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_pretrained(model_name_or_path, **kwargs)
+
+    def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
+        text = prompt + " "
+        char_ends = []
+        for number, step in enumerate(steps, start=1):
+            if self.number_steps and not re.match(r"step\s*\d+\s*:", step, flags=re.IGNORECASE):
+                step = f"Step {number}: {step}"
+            text += ("\n" if number > 1 else "") + step + " " + self.step_tag
+            char_ends.append(len(text))
+        encoding = self.tokenizer(text, add_special_tokens=True, return_offsets_mapping=True)
+        return encoding["input_ids"], _token_indices_at_char_ends(encoding["offset_mapping"], char_ends)
+
+    def _tag_scores(self, input_ids, attention_mask, rows, columns) -> torch.Tensor:
+        # Vocabulary logits only where they are read: a 32k-vocab LM over 4k tokens would otherwise need GBs.
+        needed = torch.unique(columns)
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=needed).logits
+        kept_columns = torch.searchsorted(needed, columns)
+        candidates = logits[rows, kept_columns][:, self.candidate_ids]
+        return candidates.float().softmax(dim=-1)[:, 0]
+
+
+class TokenClassificationPRM(_ModelStepScorer):
+    """Scores from a token-classification PRM trained with TRL's former ``PRMTrainer``.
+
+    The input is built exactly as ``PRMTrainer.tokenize_row`` built it: the prompt, then each step followed by
+    ``step_separator``, every piece tokenized on its own without special tokens, and the tokenizer's bos token (if
+    any) in front. The score of a step is P(label 1) at the last token of its separator, where the label sat.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str,
+        device: str | torch.device | None = None,
+        batch_size: int = 8,
+        torch_dtype: str | torch.dtype | None = None,
+        max_length: int = 4096,
+        step_separator: str = "\n",
+    ):
+        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
+        self.step_separator = step_separator
+        self._separator_ids = self.tokenizer.encode(step_separator, add_special_tokens=False)
+        if not self._separator_ids:
+            raise ValueError(f"step_separator={step_separator!r} encodes to no tokens; use e.g. '\\n'")
+        if self.model.config.num_labels != 2:
+            raise ValueError(
+                f"{model_name_or_path} has num_labels={self.model.config.num_labels}; a PRMTrainer model has 2"
+            )
+
+    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+        from transformers import AutoModelForTokenClassification
+
+        return AutoModelForTokenClassification.from_pretrained(model_name_or_path, **kwargs)
+
+    def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if self.tokenizer.bos_token_id is not None:
+            ids = [self.tokenizer.bos_token_id, *ids]
+        positions = []
+        for step in steps:
+            ids = ids + self.tokenizer(step, add_special_tokens=False)["input_ids"] + self._separator_ids
+            positions.append(len(ids) - 1)
+        return ids, positions
+
+    def _tag_scores(self, input_ids, attention_mask, rows, columns) -> torch.Tensor:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+        return logits[rows, columns].float().softmax(dim=-1)[:, 1]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Symbolic checks
+
+_RELATION = re.compile(r"(<=|>=|!=|==|=|<|>)")
+_TOKEN = re.compile(
+    r"(?P<num>\d+(?:\.\d+)?|\.\d+)"
+    r"|(?P<fn>(?<![^\W\d_])(?:sqrt|pi)(?![^\W\d_]))"
+    r"|(?P<op>\*\*|[-+*/])"
+    r"|(?P<lp>\()|(?P<rp>\))"
+    r"|(?P<ws>[ \t]+)"
+    r"|(?P<word>[^\W\d_]+)"
+    r"|(?P<other>.)",
+    flags=re.DOTALL,
+)
+_EXPRESSION_KINDS = {"num", "fn", "op", "lp", "rp", "ws"}
+# Words before a number that make it the end of a longer operand ("half of 10 = 5", "6 times 7 = 42"), so the
+# number alone is not the left side. "and" is allowed only right after a checked relation ("2 + 2 = 4 and 3 * 3 = 9").
+_LEFT_OPERAND_WORDS = {
+    "of", "and", "times", "by", "plus", "minus", "over", "divided", "multiplied", "than", "from", "add", "adding",
+    "added", "subtract", "subtracting", "subtracted", "multiply", "multiplying", "divide", "dividing", "sum",
+    "product", "difference", "quotient", "between", "with", "to", "into", "per", "root", "half", "twice", "double",
+    "triple", "log", "ln", "sin", "cos", "tan", "exp", "mod", "modulo", "least", "most", "at",
+}  # fmt: skip
+# Words after a number that make it part of a longer operand ("= 3 times 4"), so the number alone is not the value.
+_OPERAND_WORDS = {
+    "times", "of", "plus", "minus", "divided", "multiplied", "over", "squared", "cubed", "to", "more", "less",
+    "fewer", "percent", "raised", "mod", "modulo", "factorial",
+}  # fmt: skip
+# Characters glued to a number that bind it to something unseen: subscripts, powers, factorials, primes.
+_BINDING_CHARS = set("_^!'")
+_MAX_EXPONENT = 10_000
+_MAX_RESULT_DIGITS = 1_000
+_MAX_OPERAND_TOKENS = 64
+_MAX_RELATIONS_PER_STEP = 64
+_MAX_STEP_CHARS = 20_000
+
+_LATEX_REWRITES = [
+    (re.compile(r"\\left|\\right|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\displaystyle"), " "),
+    (re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname)\s*\{([^{}]*)\}"), r" \1 "),
+    (re.compile(r"\\boxed(?![A-Za-z])"), " "),
+    (re.compile(r"\\(?:times|cdot|ast)(?![A-Za-z])|[×·∗⋅]"), "*"),
+    (re.compile(r"\\div(?![A-Za-z])|÷"), "/"),
+    (re.compile(r"\\(?:leq?|leqslant)(?![A-Za-z])|≤|⩽"), "<="),
+    (re.compile(r"\\(?:geq?|geqslant)(?![A-Za-z])|≥|⩾"), ">="),
+    (re.compile(r"\\(?:neq?)(?![A-Za-z])|≠"), "!="),
+    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
+    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
+    (re.compile(r"\\pi(?![A-Za-z])|π"), " pi "),
+    (re.compile(r"[−–]"), "-"),
+    (re.compile(r"²"), "^2"),
+    (re.compile(r"³"), "^3"),
+]
+_FRACTION = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_SHORT_FRACTION = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
+_ROOT = re.compile(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}")
+_SQRT = re.compile(r"\\sqrt\s*\{([^{}]*)\}")
+_SHORT_SQRT = re.compile(r"(?:\\sqrt|√)\s*(\d+(?:\.\d+)?)")
+_THOUSANDS = re.compile(r"(\d),(\d{3})(?!\d)")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*\\?%")
+
+
+def _normalize(text: str) -> str:
+    """Rewrite simple LaTeX and Unicode math into plain arithmetic (``\\frac{1}{2}`` -> ``((1)/(2))``)."""
+    text = re.sub(r"\$|\\\(|\\\)|\\\[|\\\]", " ", text)
+    for pattern, replacement in _LATEX_REWRITES:
+        text = pattern.sub(replacement, text)
+    # Innermost first, repeatedly, so nested fractions and roots unfold.
+    previous = None
+    while previous != text:
+        previous = text
+        text = _FRACTION.sub(r"((\1)/(\2))", text)
+        text = _ROOT.sub(r"((\2)^(1/(\1)))", text)
+        text = _SQRT.sub(r"sqrt(\1)", text)
+        text = _THOUSANDS.sub(r"\1\2", text)
+    text = _SHORT_FRACTION.sub(r"((\1)/(\2))", text)
+    text = _SHORT_SQRT.sub(r"sqrt(\1)", text)
+    text = text.replace("√(", "sqrt(")
+    text = _PERCENT.sub(r"(\1/100)", text)
+    # Unknown commands (\approx, \implies, \alpha, ...) become barriers that no operand can extend across.
+    text = re.sub(r"\\[A-Za-z]+", " ; ", text)
+    return text.replace("{", "(").replace("}", ")").replace("^", "**")
+
+
+def _tokenize(text: str) -> list[tuple[str, str]]:
+    return [(match.lastgroup, match.group()) for match in _TOKEN.finditer(text)]
+
+
+def _previous_token(tokens, index):
+    """The token before `index` and whether whitespace separates them."""
+    index -= 1
+    spaced = False
+    while index >= 0 and tokens[index][0] == "ws":
+        index -= 1
+        spaced = True
+    return (tokens[index] if index >= 0 else None), spaced
+
+
+def _next_token(tokens, index):
+    spaced = False
+    while index < len(tokens) and tokens[index][0] == "ws":
+        index += 1
+        spaced = True
+    return (tokens[index] if index < len(tokens) else None), spaced
+
+
+def _left_operand(tokens, previous_right_end: int | None) -> list | None:
+    """The numeric expression that ends a piece of text, or None when it is not a standalone numeric operand.
+
+    `previous_right_end` is where the right side of the previous relation ended in this piece, if it was read.
+    """
+    start = len(tokens)
+    while start > 0 and tokens[start - 1][0] in _EXPRESSION_KINDS:
+        start -= 1
+    while start < len(tokens) and tokens[start][0] == "ws":
+        start += 1
+    operand = tokens[start:]
+    # Unmatched opening brackets belong to an enclosing group ("(3 + 4 = 7)"), not to the operand.
+    while operand and operand[0][0] == "lp" and _depth(operand) > 0:
+        operand = operand[1:]
+        start += 1
+    if not operand or operand[0][0] == "op" and operand[0][1] != "-":
+        return None
+    before, spaced = _previous_token(tokens, start)
+    if before is not None:
+        kind, value = before
+        word = value.lower() if kind == "word" else None
+        joins_relations = (
+            word == "and" and previous_right_end is not None and _only_separators(tokens, previous_right_end)
+        )
+        # Single letters are variables or an "x" for times; other listed words make the number part of a phrase.
+        if value in _BINDING_CHARS or word and (not spaced or len(word) == 1 or word in _LEFT_OPERAND_WORDS):
+            if not joins_relations:
+                return None
+    return operand
+
+
+def _only_separators(tokens, start: int) -> bool:
+    """Whether only whitespace, commas or semicolons lie between `start` and the first word at or after it."""
+    for kind, value in tokens[start:]:
+        if kind == "word":
+            return True
+        if kind != "ws" and value not in ",;":
+            return False
+    return False
+
+
+def _right_operand(tokens) -> tuple[list | None, int]:
+    """The numeric expression that starts a piece of text (None when it is not a standalone numeric operand), and
+    the index of the token after it."""
+    end = 0
+    while end < len(tokens) and tokens[end][0] in _EXPRESSION_KINDS:
+        end += 1
+    while end > 0 and tokens[end - 1][0] == "ws":
+        end -= 1
+    operand = tokens[:end]
+    while operand and operand[0][0] == "ws":
+        operand = operand[1:]
+    while operand and operand[-1][0] == "rp" and _depth(operand) < 0:
+        operand = operand[:-1]
+        end -= 1
+    if not operand or operand[-1][0] == "op":
+        return None, end
+    after, spaced = _next_token(tokens, end)
+    if after is not None:
+        kind, value = after
+        if value in _BINDING_CHARS or kind == "word" and (not spaced or value.lower() in _OPERAND_WORDS):
+            return None, end
+    return operand, end
+
+
+def _depth(tokens) -> int:
+    return sum(1 for kind, _ in tokens if kind == "lp") - sum(1 for kind, _ in tokens if kind == "rp")
+
+
+def _decimal_tolerance(operand) -> int | None:
+    """Decimal places of an operand that is a single decimal literal (it may be a rounded value), else None."""
+    values = [value for kind, value in operand if kind != "ws"]
+    if len(values) == 2 and values[0] == "-":
+        values = values[1:]
+    if len(values) == 1 and "." in values[0]:
+        return len(values[0].split(".")[1])
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _evaluate(expression: str):
+    """Exact SymPy value of a plain arithmetic expression, or None when it is malformed or too large to compute."""
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr
+
+    # Numbers become exact rationals so that 0.1 + 0.2 = 0.3 holds; only digits, operators, brackets, sqrt and pi
+    # reach this point, so parse_expr evaluates nothing but arithmetic.
+    exact = re.sub(r"\d+(?:\.\d+)?|\.\d+", lambda match: f"Rational('{match.group()}')", expression)
+    tree = parse_expr(exact, evaluate=False, local_dict={"sqrt": sympy.sqrt, "pi": sympy.pi})
+    # Powers are checked bottom-up on cheap floating-point estimates before anything is computed exactly,
+    # so 10**10**10 is rejected instead of hanging.
+    for node in sympy.postorder_traversal(tree):
+        if isinstance(node, sympy.Pow):
+            exponent = abs(complex(sympy.N(node.exp, 15)))
+            base = abs(complex(sympy.N(node.base, 15)))
+            if not math.isfinite(exponent) or exponent > _MAX_EXPONENT:
+                return None
+            if base > 1 and exponent * math.log10(base) > _MAX_RESULT_DIGITS:
+                return None
+    value = tree.doit()
+    if not value.is_number or value.is_real is not True or value.is_finite is not True:
+        return None
+    return value
+
+
+def _relation_holds(left, relation: str, right) -> bool | None:
+    import sympy
+
+    left_value = _evaluate("".join(value for _, value in left))
+    right_value = _evaluate("".join(value for _, value in right))
+    if left_value is None or right_value is None:
+        return None
+    delta = left_value - right_value
+    if not delta.is_Rational:
+        # Irrational sides (sqrt, pi) are compared at 50 digits, far beyond any decimal written in a step.
+        delta = sympy.N(delta, 50)
+    if relation in ("=", "==", "!="):
+        places = [p for p in (_decimal_tolerance(left), _decimal_tolerance(right)) if p is not None]
+        # A decimal written with k places may be rounded: allow half a unit in its last place.
+        tolerance = sympy.Rational(1, 2 * 10 ** max(places)) if places else sympy.Rational(1, 10**30)
+        equal = abs(delta) <= tolerance
+        return equal if relation != "!=" else not equal
+    if relation == "<":
+        return delta < 0
+    if relation == ">":
+        return delta > 0
+    if relation == "<=":
+        return delta <= 0
+    return delta >= 0
+
+
+def _check_relations(step: str) -> list[bool]:
+    """Truth of every numeric relation in `step` that can be read unambiguously."""
+    results = []
+    for line in _normalize(step[:_MAX_STEP_CHARS]).splitlines():
+        parts = _RELATION.split(line)
+        pieces, relations = parts[0::2], parts[1::2]
+        tokens = [_tokenize(piece) for piece in pieces]
+        previous_right_end = None
+        for index, relation in enumerate(relations[:_MAX_RELATIONS_PER_STEP]):
+            left = _left_operand(tokens[index], previous_right_end)
+            right, right_end = _right_operand(tokens[index + 1])
+            previous_right_end = right_end if right is not None else None
+            if left is None or right is None or max(len(left), len(right)) > _MAX_OPERAND_TOKENS:
+                continue
+            try:
+                holds = _relation_holds(left, relation, right)
+            # Odd text must never break training: anything SymPy cannot handle is simply not checkable.
+            except Exception:
+                holds = None
+            if holds is not None:
+                results.append(bool(holds))
+    return results
+
+
+class SymbolicStepScorer:
+    """Scores each step by the fraction of its numeric relations (``=``, ``<``, ``>=``, ``!=``, chains) that hold.
+
+    Reads plain text (``3 * 4 = 12``, ``2 < 3 < 4``) and simple LaTeX (``\\frac{1}{2} = 0.5``, ``3 \\times 4``,
+    ``\\sqrt{16}``, ``\\pi``). Only relations between numbers count; a side with a variable (``x + 3 = 5``), a
+    number that is part of a longer phrase ("half of 10 = 5") or anything unparseable is left out, so a step is
+    never marked wrong for what could not be read. A decimal with k places may be rounded (``1/3 = 0.33`` holds).
+    Steps with nothing checkable get ``neutral_score``. Exponents are bounded before evaluation.
+    """
+
+    def __init__(self, neutral_score: float = 0.5):
+        if not isinstance(neutral_score, (int, float)) or not 0.0 <= float(neutral_score) <= 1.0:
+            raise ValueError(f"neutral_score must be a number in [0, 1], got {neutral_score!r}")
+        self.neutral_score = float(neutral_score)
+
+    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]:
+        _check_inputs(prompts, steps)
+        return [[self.score_step(step) for step in completion] for completion in steps]
+
+    def score_step(self, step: str) -> float:
+        results = _check_relations(step)
+        return sum(results) / len(results) if results else self.neutral_score
+
+    def __repr__(self) -> str:
+        return f"SymbolicStepScorer(neutral_score={self.neutral_score})"
+
+
+PRM_TYPES = ("qwen_math", "math_shepherd", "token_classification", "symbolic")
+
+
+def build_step_scorer(
+    prm_type: str,
+    model_name_or_path: str | None = None,
+    batch_size: int = 8,
+    device: str | torch.device | None = None,
+    torch_dtype: str | torch.dtype | None = None,
+) -> StepScorer:
+    """Build the step scorer named by `prm_type` (one of `PRM_TYPES`)."""
+    if prm_type == "symbolic":
+        return SymbolicStepScorer()
+    backends = {
+        "qwen_math": QwenMathPRM,
+        "math_shepherd": MathShepherdPRM,
+        "token_classification": TokenClassificationPRM,
+    }
+    if prm_type not in backends:
+        raise ValueError(f"unknown prm_type={prm_type!r}; choose one of {', '.join(PRM_TYPES)}")
+    if not model_name_or_path:
+        raise ValueError(
+            f"prm_type={prm_type!r} needs model_name_or_path (e.g. 'Qwen/Qwen2.5-Math-PRM-7B' for qwen_math, "
+            "'peiyi9979/math-shepherd-mistral-7b-prm' for math_shepherd, or a local checkpoint folder)"
+        )
+    return backends[prm_type](model_name_or_path, device=device, batch_size=batch_size, torch_dtype=torch_dtype)
