@@ -35,26 +35,29 @@ __all__ = ["first_error_tactic", "offset_of", "split_tactics"]
 
 GRANULARITIES = ("outermost", "all")
 
-# Lean identifiers: letters (Unicode, incl. Greek, letter-like symbols such as ℕ), `_`, digits after the first
-# character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ, Π and Σ are
-# binders, not letters, in Lean.
-_ID_PART = r"(?:«[^»\n]*»|[^\W\dλΠΣ](?:[^\WλΠΣ]|['!?])*)"
+# Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
+# character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). Lean does not count
+# λ as a letter; `λx` lexes as one name here, so lambda detection checks the first character.
+_ID_PART = r"(?:«[^»\n]*»|[^\W\d][\w'!?]*)"
+# One match: skipped whitespace and line comments, then either a block comment opening (group 1, whose nested
+# end is found separately) or one token (group 2). No token can start at whitespace or `--`, and a line
+# comment only ends at a line break, so backtracking into the skipped prefix never produces a token.
 _TOKEN_RE = re.compile(
-    r"(?P<ws>\s+)"
-    r"|(?P<lc>--[^\n]*)"
-    r"|(?P<bc>/-)"
-    r'|(?P<str>"(?:[^"\\]|\\.)*(?:"|\Z))'
-    r"|(?P<chr>'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])')"
-    rf"|(?P<id>{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*)"
-    r"|(?P<num>0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?)"
-    r"|(?P<sym><;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\.|.)",
+    r"(?:\s|--[^\n]*(?=\n|\Z))*"
+    r"(?:(/-)|("
+    r'"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
+    r"|'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"  # char literal
+    rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
+    r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
+    r"|<;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\."
+    r"|(?!--)\S"
+    r"))",
     re.DOTALL,
 )
 _COMMENT_DELIM_RE = re.compile(r"/-|-/")
 
 _OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
 _CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
-_BULLETS = frozenset({"·", "."})
 # Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring`
 # tries both tactics.
 _SEQUENCE_PREFIXES = frozenset(
@@ -290,170 +293,161 @@ _CONTINUATIONS = frozenset(
 )
 
 
-class _Token(NamedTuple):
-    text: str
-    start: int
-    end: int
-    column: int  # Lean column (code points from the start of the source line)
-    line_start: bool  # first token on its line
-
-
 class _Node(NamedTuple):
     start: int
     end: int
     children: list
 
 
-def _tokenize(proof: str, start_column: int) -> list[_Token]:
-    tokens: list[_Token] = []
-    append = tokens.append
-    match = _TOKEN_RE.match
-    n = len(proof)
-    pos = 0
-    line_begin = -start_column  # offset where the current source line begins (before proof[0] on line one)
-    new_line = False
-    while pos < n:
-        m = match(proof, pos)
-        kind = m.lastgroup
-        end = m.end()
-        if kind == "ws" or kind == "lc":
-            newline = proof.rfind("\n", pos, end)
-            if newline >= 0:
-                line_begin, new_line = newline + 1, True
-        elif kind == "bc":
-            depth = 1
-            for delim in _COMMENT_DELIM_RE.finditer(proof, end):
-                depth += 1 if delim.group() == "/-" else -1
-                if depth == 0:
-                    end = delim.end()
-                    break
-            else:
-                end = n
-            newline = proof.rfind("\n", pos, end)
-            if newline >= 0:
-                line_begin, new_line = newline + 1, True
-        else:
-            append(_Token(m.group(), pos, end, pos - line_begin, new_line))
-            new_line = False
-            if kind == "str":
-                newline = proof.rfind("\n", pos, end)
-                if newline >= 0:
-                    line_begin = newline + 1
-        pos = end
-    return tokens
+class _Tokens:
+    """The proof's tokens as parallel lists (comments and whitespace dropped), which keeps tokenizing cheap."""
+
+    def __init__(self, proof: str, start_column: int):
+        self.proof, self.start_column = proof, start_column
+        self.text: list[str] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.line_start: list[bool] = []  # first token on its line
+        texts, starts, ends, line_starts = self.text, self.start, self.end, self.line_start
+        match, rfind, n = _TOKEN_RE.match, proof.rfind, len(proof)
+        pos = previous_end = 0
+        while pos < n:
+            m = match(proof, pos)
+            if m is None:  # only whitespace and comments remain
+                break
+            start, end = m.span(2)
+            if start < 0:  # a block comment: find its (nested) end and resume after it
+                pos = _block_comment_end(proof, m.end(1))
+                continue
+            texts.append(proof[start:end])
+            starts.append(start)
+            ends.append(end)
+            line_starts.append(rfind("\n", previous_end, start) >= 0)
+            pos = previous_end = end
+        self.n = len(texts)
+
+    def column(self, i: int) -> int:
+        """Lean's column of token i: code points from the start of its source line."""
+        start = self.start[i]
+        newline = self.proof.rfind("\n", 0, start)
+        return start - newline - 1 if newline >= 0 else start + self.start_column
+
+
+def _block_comment_end(proof: str, after_opening: int) -> int:
+    depth = 1
+    for delim in _COMMENT_DELIM_RE.finditer(proof, after_opening):
+        depth += 1 if delim.group() == "/-" else -1
+        if depth == 0:
+            return delim.end()
+    return len(proof)
 
 
 class _Parser:
-    """Recursive descent over tokens; every loop consumes at least one token, so it always terminates."""
+    """Recursive descent over the tokens; every loop consumes at least one token, so it always terminates."""
 
-    def __init__(self, tokens: list[_Token]):
+    def __init__(self, tokens: _Tokens):
         self.tokens = tokens
-        self.n = len(tokens)
+        self.text, self.column, self.line_start = tokens.text, tokens.column, tokens.line_start
+        self.n = tokens.n
 
     def _is_bar(self, i: int) -> bool:
         """A `|` separating alternatives has space on both sides; `|x|` (abs) is written without it."""
-        tokens = self.tokens
-        if tokens[i].text != "|":
+        if self.text[i] != "|":
             return False
-        if i + 1 < self.n and tokens[i + 1].start == tokens[i].end:
+        starts, ends = self.tokens.start, self.tokens.end
+        if i + 1 < self.n and starts[i + 1] == ends[i]:
             return False
-        return not (i > 0 and tokens[i - 1].end == tokens[i].start)
+        return not (i > 0 and ends[i - 1] == starts[i])
 
     def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
-        token = self.tokens[i]
-        text = token.text
+        text = self.text[i]
         return (
             text in _CLOSERS
             or (in_brackets and text == ",")
             or (in_alternative and self._is_bar(i))
-            or (token.line_start and text in _COMMAND_WORDS)
+            or (self.line_start[i] and text in _COMMAND_WORDS)
         )
 
     def sequence(self, i: int, parent_column, in_brackets: bool, in_alternative: bool) -> tuple[list[_Node], int]:
         """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation."""
-        tokens, n = self.tokens, self.n
+        text, column, line_start, n = self.text, self.column, self.line_start, self.n
         if i >= n or self._ends_block(i, in_brackets, in_alternative):
             return [], i
-        if parent_column is not None and tokens[i].column <= parent_column:
+        if parent_column is not None and column(i) <= parent_column:
             return [], i
-        block_column = tokens[i].column
+        block_column = column(i)
         nodes: list[_Node] = []
         while True:
             node, i = self.tactic(i, block_column, in_brackets, in_alternative)
             nodes.append(node)
             if i >= n:
                 break
-            token = tokens[i]
-            if token.text == ";":
+            if text[i] == ";":
                 i += 1
-                if i < n and not self._ends_block(i, in_brackets, in_alternative):
-                    following = tokens[i]
-                    if not (following.line_start and following.column < block_column):
-                        continue
+                if (
+                    i < n
+                    and not self._ends_block(i, in_brackets, in_alternative)
+                    and not (line_start[i] and column(i) < block_column)
+                ):
+                    continue
                 break
-            if (
-                token.line_start
-                and token.column == block_column
-                and not self._ends_block(i, in_brackets, in_alternative)
-            ):
+            if line_start[i] and column(i) == block_column and not self._ends_block(i, in_brackets, in_alternative):
                 continue
             break
         return nodes, i
 
     def tactic(self, i: int, block_column: int, in_brackets: bool, in_alternative: bool) -> tuple[_Node, int]:
         """One tactic of a block, `t1 <;> t2 <;> t3` (left-associative) included."""
-        tokens, n = self.tokens, self.n
+        text, n = self.text, self.n
         node, i = self.operand(i, block_column, in_brackets, in_alternative)
-        while i < n and tokens[i].text == "<;>":
+        while i < n and text[i] == "<;>":
             if i + 1 >= n:
-                return _Node(node.start, tokens[i].end, [node]), i + 1
+                return _Node(node.start, self.tokens.end[i], [node]), i + 1
             right, i = self.operand(i + 1, block_column, in_brackets, in_alternative)
             node = _Node(node.start, right.end, [node, right])
         return node, i
 
     def operand(self, i: int, block_column: int, in_brackets: bool, in_alternative: bool) -> tuple[_Node, int]:
-        tokens, n = self.tokens, self.n
+        """One tactic without `<;>`: its head, any nested blocks, and the tokens that continue it."""
+        text, column, line_start, n = self.text, self.column, self.line_start, self.n
         first = i
-        head = tokens[i].text
+        head = text[i]
         children: list[_Node] = []
-        line_column = block_column
-        if head == "·" or (head == "." and (i + 1 >= n or tokens[i + 1].start > tokens[i].end)):
-            kids, i = self.sequence(i + 1, tokens[first].column, in_brackets, in_alternative)
+        if head == "·" or (head == "." and (i + 1 >= n or self.tokens.start[i + 1] > self.tokens.end[i])):
+            kids, i = self.sequence(i + 1, column(first), in_brackets, in_alternative)
             children.extend(kids)
         elif head in _SEQUENCE_PREFIXES:
             i += 1
-            if head == "iterate" and i < n and tokens[i].text[:1].isdigit():
+            if head == "iterate" and i < n and text[i][:1].isdigit():
                 i += 1
             kids, i = self.sequence(i, None, in_brackets, in_alternative)
             children.extend(kids)
         elif head == "(" or head == "{":
             kids, i = self.sequence(i + 1, None, True, False)
             children.extend(kids)
-            if i < n and tokens[i].text == (")" if head == "(" else "}"):
+            if i < n and text[i] == (")" if head == "(" else "}"):
                 i += 1
         else:
             i += 1
 
         depth = 0
+        line_column = block_column  # column of the line being read, where Lean saves positions (calc steps)
         in_calc = head == "calc"
         in_lambda = False
         seen_alternative = False
         while i < n:
-            token = tokens[i]
-            text = token.text
+            token = text[i]
             if depth == 0:
-                if token.line_start:
-                    if token.column <= block_column and (
-                        text in _COMMAND_WORDS
+                if line_start[i]:
+                    if column(i) <= block_column and (
+                        token in _COMMAND_WORDS
                         or not (
-                            tokens[i - 1].text in _EXPECTS_MORE
-                            or text in _CONTINUATIONS
-                            or (in_calc and self._calc_step(i))
+                            text[i - 1] in _EXPECTS_MORE or token in _CONTINUATIONS or (in_calc and self._calc_step(i))
                         )
                     ):
                         break
-                    line_column = token.column
-                if text == ";" or text == "<;>" or text in _CLOSERS or (in_brackets and text == ","):
+                    line_column = column(i)
+                if token == ";" or token == "<;>" or token in _CLOSERS or (in_brackets and token == ","):
                     break
                 if self._is_bar(i):
                     if head == "first":
@@ -465,50 +459,49 @@ class _Parser:
                     elif in_alternative and head not in _PATTERN_HEADS:
                         break
                 elif (
-                    text == "=>"
+                    token == "=>"
                     and not in_lambda
                     and (head in _ARROW_HEADS or (head in _ALTERNATIVE_HEADS and seen_alternative))
                 ):
                     kids, i = self.sequence(i + 1, None, in_brackets, head in _ALTERNATIVE_HEADS)
                     children.extend(kids)
                     continue
-                elif text == "fun" or text == "λ" or (text == "match" and i != first):
+                elif token == "fun" or token[0] == "λ" or (token == "match" and i != first):
                     in_lambda = True
-                elif text == "calc":
+                elif token == "calc":
                     in_calc = True
-            elif token.line_start:
-                line_column = token.column
-            if text == "by":
+            elif line_start[i]:
+                line_column = column(i)
+            if token == "by":
                 if depth == 0:
-                    parent = min(block_column, line_column)
-                    kids, i = self.sequence(i + 1, parent, in_brackets, in_alternative)
+                    kids, i = self.sequence(i + 1, min(block_column, line_column), in_brackets, in_alternative)
                 else:
                     kids, i = self.sequence(i + 1, None, True, False)
                 children.extend(kids)
                 continue
-            if text in _OPENERS:
+            if token in _OPENERS:
                 depth += 1
-            elif text in _CLOSERS:
+            elif token in _CLOSERS:
                 depth -= 1
             i += 1
-        return _Node(tokens[first].start, tokens[i - 1].end, children), i
+        return _Node(self.tokens.start[first], self.tokens.end[i - 1], children), i
 
     def _calc_step(self, i: int) -> bool:
         """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`)."""
-        tokens, n = self.tokens, self.n
-        if tokens[i].text == "_":
+        text, line_start, n = self.text, self.line_start, self.n
+        if text[i] == "_":
             return True
-        if tokens[i].text in _NOT_CALC_STEP:
+        if text[i] in _NOT_CALC_STEP:
             return False
         depth = 0
         j = i
-        while j < n and (j == i or not tokens[j].line_start):
-            text = tokens[j].text
-            if text in _OPENERS:
+        while j < n and (j == i or not line_start[j]):
+            token = text[j]
+            if token in _OPENERS:
                 depth += 1
-            elif text in _CLOSERS:
+            elif token in _CLOSERS:
                 depth -= 1
-            elif text == ":=" and depth == 0:
+            elif token == ":=" and depth == 0:
                 return True
             j += 1
         return False
@@ -541,8 +534,8 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
         raise TypeError(f"split_tactics(proof=...) must be a str, got {type(proof).__name__}")
     if not isinstance(start_column, int) or start_column < 0:
         raise ValueError(f"split_tactics(start_column=...) must be an int >= 0, got {start_column!r}")
-    tokens = _tokenize(proof, start_column)
-    if not tokens:
+    tokens = _Tokens(proof, start_column)
+    if not tokens.n:
         return []
     # The declaration starts at column 0 and Lean requires its `by` block to be indented past it.
     nodes, _ = _Parser(tokens).sequence(0, 0, False, False)
