@@ -21,6 +21,9 @@ from trl_verigate.lean_server.verdict import (
 )
 
 CONFIG = LeanServerConfig()
+NATIVE = LeanServerConfig(
+    allow_native_decide=True, axiom_whitelist=CONFIG.axiom_whitelist + ("Lean.ofReduceBool", "Lean.trustCompiler")
+)
 CLEAN_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 
 LEGITIMATE = [
@@ -502,8 +505,21 @@ def clean_prepared() -> Prepared:
         (["sorryAx"], LeanServerConfig(axiom_whitelist=("sorryAx",)), False, "uses sorry (sorryAx among its axioms)"),
         (["Lean.ofReduceBool"], CONFIG, False, "axiom Lean.ofReduceBool not in whitelist"),
         (["Lean.trustCompiler"], CONFIG, False, "axiom Lean.trustCompiler not in whitelist"),
-        (["propext", "Lean.ofReduceBool"], LeanServerConfig(allow_native_decide=True), True, None),
-        (["Lean.trustCompiler"], LeanServerConfig(allow_native_decide=True), True, None),
+        (["propext", "Lean.ofReduceBool"], NATIVE, True, None),
+        (["Lean.trustCompiler"], NATIVE, True, None),
+        # Native evaluation needs both keys: the precheck switch and the axioms in the whitelist.
+        (
+            ["Lean.ofReduceBool"],
+            LeanServerConfig(allow_native_decide=True),
+            False,
+            "axiom Lean.ofReduceBool not in whitelist",
+        ),
+        (
+            ["Lean.ofReduceBool"],
+            LeanServerConfig(axiom_whitelist=NATIVE.axiom_whitelist),
+            False,
+            "axiom Lean.ofReduceBool not in whitelist",
+        ),
     ],
 )
 def test_the_axiom_whitelist_is_enforced(axioms, config, passed, reason):

@@ -743,9 +743,11 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
             if offset < prepared.proof_end:
                 errors.append((offset - prepared.proof_start, "sorry"))
 
+    # Two keys for native evaluation: allow_native_decide lifts the precheck ban, and the whitelist must still
+    # name the axioms, so neither setting alone lets compiled code vouch for a proof.
     allowed = set(config.axiom_whitelist) - {"sorryAx"}
-    if config.allow_native_decide:
-        allowed |= set(NATIVE_AXIOMS)
+    if not config.allow_native_decide:
+        allowed -= set(NATIVE_AXIOMS)
     if first_error is not None:
         reason = f"error at line {first_error.line}, column {first_error.column}: {first_error.text}"
     elif sorries or sorry_warning:
