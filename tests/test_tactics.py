@@ -159,3 +159,400 @@ def test_transcript_tactics_and_first_error(transcripts_dir, case_id):
     texts, first_error = TRANSCRIPT_EXPECTATIONS[case_id]
     assert [t.text for t in tactics] == texts
     assert first_error_tactic(tactics, _errors(cmd, response, body_start)) == first_error
+
+
+# ----------------------------------------------------------------------------- hand-written layout cases
+
+
+def _spans(proof: str, granularity: str = "outermost", start_column: int = 0) -> list[tuple[str, int, int]]:
+    tactics = split_tactics(proof, granularity, start_column=start_column)
+    for tactic in tactics:
+        assert tactic.text == proof[tactic.start : tactic.end] == tactic.text.strip()
+    return _as_tuples(tactics)
+
+
+def test_indented_block_one_tactic_per_line():
+    assert _spans("\n  intro x\n  simp\n") == [("intro x", 3, 10), ("simp", 13, 17)]
+
+
+def test_body_on_the_by_line():
+    assert _spans(" exact h") == [("exact h", 1, 8)]
+    assert _spans(" exact h", start_column=30) == [("exact h", 1, 8)]
+
+
+def test_semicolons_separate_tactics():
+    assert _spans(" have t := 37; exact t", start_column=17) == [("have t := 37", 1, 13), ("exact t", 15, 22)]
+    # A trailing `;` belongs to no tactic.
+    assert _spans("\n  simp;\n  ring") == [("simp", 3, 7), ("ring", 11, 15)]
+
+
+def test_deeper_lines_continue_the_tactic():
+    proof = "\n  rw [foo,\n    bar] at h\n  exact\n    foo\n      bar\n  simp"
+    assert _spans(proof) == [
+        ("rw [foo,\n    bar] at h", 3, 25),
+        ("exact\n    foo\n      bar", 28, 51),
+        ("simp", 54, 58),
+    ]
+
+
+def test_brackets_span_lines_at_any_column():
+    proof = "\n  nlinarith [sq_nonneg (a - b),\n  sq_nonneg (a + b),\nmul_pos ha hb]\n  done"
+    assert _spans(proof) == [
+        ("nlinarith [sq_nonneg (a - b),\n  sq_nonneg (a + b),\nmul_pos ha hb]", 3, 68),
+        ("done", 71, 75),
+    ]
+
+
+def test_unfinished_line_continues_at_the_block_column():
+    # `:=` and a leading `=`/`<;>` need more: Lean's parser reads on whatever the column.
+    proof = "\n  have h : a = b :=\n  foo\n  constructor\n  <;> simp\n  done"
+    assert _spans(proof) == [("have h : a = b :=\n  foo", 3, 26), ("constructor\n  <;> simp", 29, 51), ("done", 54, 58)]
+
+
+def test_focus_combinator_is_one_tactic_with_nested_operands():
+    proof = "\n  constructor <;> simp; ring"
+    assert _spans(proof) == [("constructor <;> simp", 3, 23), ("ring", 25, 29)]
+    assert _spans(proof, "all") == [
+        ("constructor <;> simp", 3, 23),
+        ("constructor", 3, 14),
+        ("simp", 19, 23),
+        ("ring", 25, 29),
+    ]
+    # Left-associative: ((a <;> b) <;> c).
+    assert _spans(" a <;> b <;> c", "all") == [
+        ("a <;> b <;> c", 1, 14),
+        ("a <;> b", 1, 8),
+        ("a", 1, 2),
+        ("b", 7, 8),
+        ("c", 13, 14),
+    ]
+
+
+def test_bullets_with_their_blocks():
+    proof = "\n  constructor\n  · intro h\n    simp at h\n    exact h\n  · ring"
+    assert _spans(proof) == [
+        ("constructor", 3, 14),
+        ("· intro h\n    simp at h\n    exact h", 17, 52),
+        ("· ring", 55, 61),
+    ]
+    assert _spans(proof, "all") == [
+        ("constructor", 3, 14),
+        ("· intro h\n    simp at h\n    exact h", 17, 52),
+        ("intro h", 19, 26),
+        ("simp at h", 31, 40),
+        ("exact h", 45, 52),
+        ("· ring", 55, 61),
+        ("ring", 57, 61),
+    ]
+    ascii_bullets = "\n  constructor\n  . simp\n  . exact h.1"
+    assert _spans(ascii_bullets) == [("constructor", 3, 14), (". simp", 17, 23), (". exact h.1", 26, 37)]
+
+
+def test_nested_bullets():
+    proof = "\n  · constructor\n    · simp\n    · ring\n  · rfl"
+    assert _spans(proof) == [("· constructor\n    · simp\n    · ring", 3, 38), ("· rfl", 41, 46)]
+    assert [t for t, _, _ in _spans(proof, "all")] == [
+        "· constructor\n    · simp\n    · ring",
+        "constructor",
+        "· simp",
+        "simp",
+        "· ring",
+        "ring",
+        "· rfl",
+        "rfl",
+    ]
+
+
+def test_case_and_next_blocks():
+    proof = "\n  cases h\n  case inl h =>\n    simp\n    exact h\n  next h => ring"
+    assert _spans(proof) == [
+        ("cases h", 3, 10),
+        ("case inl h =>\n    simp\n    exact h", 13, 47),
+        ("next h => ring", 50, 64),
+    ]
+    assert [t for t, _, _ in _spans(proof, "all")][2:] == ["simp", "exact h", "next h => ring", "ring"]
+
+
+def test_first_alternatives():
+    one_line = "\n  first | simp | ring\n  done"
+    assert _spans(one_line) == [("first | simp | ring", 3, 22), ("done", 25, 29)]
+    assert _spans(one_line, "all") == [
+        ("first | simp | ring", 3, 22),
+        ("simp", 11, 15),
+        ("ring", 18, 22),
+        ("done", 25, 29),
+    ]
+    multi_line = "\n  first\n  | simp; ring\n  | linarith\n  done"
+    assert [t for t, _, _ in _spans(multi_line)] == ["first\n  | simp; ring\n  | linarith", "done"]
+    assert [t for t, _, _ in _spans(multi_line, "all")][1:4] == ["simp", "ring", "linarith"]
+
+
+def test_sequence_combinators_take_the_rest_of_the_sequence():
+    # Lean parses `try simp; ring` as `try (simp; ring)`.
+    assert _spans("\n  try simp; ring\n  done") == [("try simp; ring", 3, 17), ("done", 20, 24)]
+    proof = "\n  all_goals\n    simp\n    ring\n  repeat rw [h]\n  iterate 2 constructor"
+    assert [t for t, _, _ in _spans(proof)] == [
+        "all_goals\n    simp\n    ring",
+        "repeat rw [h]",
+        "iterate 2 constructor",
+    ]
+    assert [t for t, _, _ in _spans(proof, "all")] == [
+        "all_goals\n    simp\n    ring",
+        "simp",
+        "ring",
+        "repeat rw [h]",
+        "rw [h]",
+        "iterate 2 constructor",
+        "constructor",
+    ]
+
+
+def test_match_and_induction_alternatives():
+    proof = "\n  induction n with\n  | zero => simp\n  | succ n ih =>\n    rw [pow_succ]\n    omega\n  done"
+    assert [t for t, _, _ in _spans(proof)] == [
+        "induction n with\n  | zero => simp\n  | succ n ih =>\n    rw [pow_succ]\n    omega",
+        "done",
+    ]
+    assert [t for t, _, _ in _spans(proof, "all")][1:] == ["simp", "rw [pow_succ]", "omega", "done"]
+    # A term-level `fun ... =>` inside an alternative is not a tactic block.
+    rcases = "\n  match h with\n  | .inl x => exact fun y => y\n  | .inr |x| => simp"
+    assert [t for t, _, _ in _spans(rcases, "all")] == [rcases.strip(), "exact fun y => y", "simp"]
+
+
+def test_calc_steps_belong_to_calc():
+    proof = "\n  calc a = b := by simp\n    _ = c := by\n      ring\n  _ = d := h\n  linarith"
+    assert _spans(proof) == [
+        ("calc a = b := by simp\n    _ = c := by\n      ring\n  _ = d := h", 3, 64),
+        ("linarith", 67, 75),
+    ]
+    assert [t for t, _, _ in _spans(proof, "all")] == [
+        "calc a = b := by simp\n    _ = c := by\n      ring\n  _ = d := h",
+        "simp",
+        "ring",
+        "linarith",
+    ]
+    # Steps left of a `calc` that starts on the `by` line are still steps (as in the calc transcript).
+    on_by_line = " calc\n  3 = 4 := by sorry\n  4 = 5 := by sorry"
+    assert [t for t, _, _ in _spans(on_by_line, "all", start_column=21)] == [on_by_line.strip(), "sorry", "sorry"]
+
+
+def test_nested_by_blocks():
+    proof = "\n  have h : x = 1 := by\n    simp\n    ring\n  suffices h2 : y = 2 by simp\n  show y = 2 from h2"
+    assert _spans(proof) == [
+        ("have h : x = 1 := by\n    simp\n    ring", 3, 41),
+        ("suffices h2 : y = 2 by simp", 44, 71),
+        ("show y = 2 from h2", 74, 92),
+    ]
+    assert [t for t, _, _ in _spans(proof, "all")][1:3] == ["simp", "ring"]
+    # A nested block on the same line swallows `; exact h`, exactly as Lean parses it.
+    assert _spans("\n  have h := by simp; exact h\n  linarith", "all") == [
+        ("have h := by simp; exact h", 3, 29),
+        ("simp", 16, 20),
+        ("exact h", 22, 29),
+        ("linarith", 32, 40),
+    ]
+    # A `by` block must be indented past its tactic's column: here `exact h` is the next outer tactic.
+    assert [t for t, _, _ in _spans("\n  have h : P := by\n  exact h")] == ["have h : P := by", "exact h"]
+
+
+def test_term_brackets_hold_their_by_blocks_and_tactic_blocks():
+    proof = "\n  refine ⟨by simp, fun x => by ring⟩\n  (simp; ring)\n  { omega }"
+    assert _spans(proof, "all") == [
+        ("refine ⟨by simp, fun x => by ring⟩", 3, 37),
+        ("simp", 14, 18),
+        ("ring", 32, 36),
+        ("(simp; ring)", 40, 52),
+        ("simp", 41, 45),
+        ("ring", 47, 51),
+        ("{ omega }", 55, 64),
+        ("omega", 57, 62),
+    ]
+
+
+def test_conv_and_on_goal_blocks():
+    proof = "\n  conv => lhs; rw [h]\n  on_goal 2 => simp"
+    assert [t for t, _, _ in _spans(proof, "all")] == [
+        "conv => lhs; rw [h]",
+        "lhs",
+        "rw [h]",
+        "on_goal 2 => simp",
+        "simp",
+    ]
+
+
+def test_comments_are_skipped_and_never_part_of_a_span():
+    proof = (
+        "\n  -- first we simplify; by the way\n"
+        "  simp -- trailing; comment\n"
+        "  /- a block /- nested; -/\n  by still comment -/\n"
+        "  ring\n"
+        "  /-- doc -/"
+    )
+    assert [t for t, _, _ in _spans(proof)] == ["simp", "ring"]
+    # A comment between the lines of one tactic does not split it.
+    assert [t for t, _, _ in _spans("\n  rw [a, -- why\n    b]\n  simp")] == ["rw [a, -- why\n    b]", "simp"]
+    # An unterminated block comment runs to the end.
+    assert [t for t, _, _ in _spans("\n  simp\n  /- ring\n  done")] == ["simp"]
+
+
+def test_string_and_char_literals_are_skipped():
+    proof = "\n  trace \"a; b -- not a comment\n  by\"\n  exact ';'\n  simp"
+    assert [t for t, _, _ in _spans(proof)] == ['trace "a; b -- not a comment\n  by"', "exact ';'", "simp"]
+
+
+def test_layout_ends_the_proof():
+    # Column 0 is the declaration's column: a line there is the next command, not a tactic.
+    assert _spans("\nsimp") == []
+    assert _spans("\n  simp\ntheorem foo : True := trivial") == [("simp", 3, 7)]
+    # A body starting on the `by` line sets the block column there; a later line left of it ends the block.
+    assert _spans(" intro x\n  simp", start_column=21) == [("intro x", 1, 8)]
+    assert _spans(" intro x\n                      simp", start_column=21) == [("intro x", 1, 8), ("simp", 31, 35)]
+
+
+def test_empty_and_comment_only_proofs():
+    assert _spans("") == []
+    assert _spans("  \n\n  ") == []
+    assert _spans("\n  -- nothing here\n  /- nor here -/") == []
+
+
+def test_unicode_offsets_are_code_points():
+    proof = "\n  intro x hx\n  have h₁ : √(x ^ 2) = |x| := by\n    simp [π]\n  · exact ⟨fun n : ℕ => n, by simp⟩ -- ∀ ⊢"
+    assert _spans(proof) == [
+        ("intro x hx", 3, 13),
+        ("have h₁ : √(x ^ 2) = |x| := by\n    simp [π]", 16, 59),
+        ("· exact ⟨fun n : ℕ => n, by simp⟩", 62, 95),
+    ]
+    assert proof[16] == "h" and proof[58] == "]" and proof[94] == "⟩"
+    assert [t for t, _, _ in _spans(proof, "all")] == [
+        "intro x hx",
+        "have h₁ : √(x ^ 2) = |x| := by\n    simp [π]",
+        "simp [π]",
+        "· exact ⟨fun n : ℕ => n, by simp⟩",
+        "exact ⟨fun n : ℕ => n, by simp⟩",
+        "simp",
+    ]
+
+
+def test_crlf_line_endings():
+    proof = "\r\n  intro x\r\n  simp\r\n  · ring\r\n"
+    assert _spans(proof) == [("intro x", 4, 11), ("simp", 15, 19), ("· ring", 23, 29)]
+
+
+def test_tabs_count_as_one_column_like_lean_positions():
+    assert _spans("\n\tintro x\n\tsimp") == [("intro x", 2, 9), ("simp", 11, 15)]
+    # Two tabs and two spaces are the same column for Lean's layout.
+    assert _spans("\n  intro x\n\t\tsimp") == [("intro x", 3, 10), ("simp", 13, 17)]
+    assert _spans("\n  intro x\n\t\t\tsimp") == [("intro x\n\t\t\tsimp", 3, 18)]
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="granularity"):
+        split_tactics("\n  simp", "inner")
+    with pytest.raises(ValueError, match="start_column"):
+        split_tactics("\n  simp", start_column=-1)
+    with pytest.raises(TypeError, match="proof"):
+        split_tactics(None)
+
+
+def test_thousand_line_proof_splits_fully():
+    block = "  have h{i} : a{i} + b = b + a{i} := by\n    rw [Nat.add_comm] -- swap\n  · nlinarith [sq_nonneg (a - b), h{i}]\n"
+    proof = "\n" + "".join(block.format(i=i) for i in range(334))
+    tactics = split_tactics(proof)
+    assert len(tactics) == 668
+    assert tactics[-1].text == "· nlinarith [sq_nonneg (a - b), h333]"
+    assert len(split_tactics(proof, "all")) == 668 * 2
+
+
+# ----------------------------------------------------------------------------- offset_of
+
+
+def test_offset_of_lines_and_columns():
+    text = "ab\ncd"
+    assert offset_of(text, 1, 0) == 0
+    assert offset_of(text, 1, 2) == 2
+    assert offset_of(text, 2, 1) == 4
+    # Past the end of a line: the line's end; past the last line: the end of the text.
+    assert offset_of(text, 1, 9) == 2
+    assert offset_of(text, 2, 9) == 5
+    assert offset_of(text, 7, 0) == 5
+
+
+def test_offset_of_counts_code_points():
+    text = "∀ x : ℕ, x = x\n  ⊢ π 𝔽"
+    assert offset_of(text, 2, 2) == 17 and text[17] == "⊢"
+    assert text[offset_of(text, 2, 4)] == "π"
+    assert text[offset_of(text, 2, 6)] == "𝔽"
+
+
+def test_offset_of_crlf():
+    text = "ab\r\ncd"
+    assert offset_of(text, 1, 5) == 2
+    assert offset_of(text, 2, 0) == 4
+
+
+def test_offset_of_rejects_bad_positions():
+    with pytest.raises(ValueError, match="line"):
+        offset_of("ab", 0, 0)
+    with pytest.raises(ValueError, match="column"):
+        offset_of("ab", 1, -1)
+
+
+# ----------------------------------------------------------------------------- first_error_tactic
+
+THREE = "\n  intro x\n  simp\n  ring"  # tactics at [3, 10), [13, 17), [20, 24)
+
+
+def test_no_errors_means_every_tactic_ran():
+    tactics = split_tactics(THREE)
+    assert first_error_tactic(tactics, []) == 3
+
+
+def test_unsolved_goals_at_the_by_means_incomplete():
+    tactics = split_tactics(THREE)
+    assert first_error_tactic(tactics, [(-2, "unsolved goals\nx : ℕ\n⊢ x = x")]) == 3
+
+
+def test_error_inside_a_tactic_names_it():
+    tactics = split_tactics(THREE)
+    assert first_error_tactic(tactics, [(20, "ring failed")]) == 2
+    assert first_error_tactic(tactics, [(13, "simp made no progress")]) == 1
+    # The earliest error wins, and an error in the body beats "unsolved goals" at the `by`.
+    assert first_error_tactic(tactics, [(-2, "unsolved goals\n⊢ False"), (21, "x"), (14, "y")]) == 1
+
+
+def test_error_before_the_proof_credits_nothing():
+    tactics = split_tactics(THREE)
+    assert first_error_tactic(tactics, [(-40, "(kernel) declaration has metavariables")]) == 0
+
+
+def test_errors_between_and_after_tactics():
+    tactics = split_tactics(THREE)
+    assert first_error_tactic(tactics, [(11, "in whitespace")]) == 1
+    assert first_error_tactic(tactics, [(0, "before the first tactic")]) == 0
+    assert first_error_tactic(tactics, [(24, "unexpected end of input")]) == 2
+    assert first_error_tactic(tactics, [(99, "far after")]) == 2
+
+
+def test_failing_nested_have_blames_the_outer_have():
+    proof = "\n  intro x\n  have h : x = 1 := by\n    simp\n    omega\n  exact h"
+    outer = split_tactics(proof)
+    omega = proof.index("omega")
+    assert first_error_tactic(outer, [(omega, "omega could not prove the goal")]) == 1
+    # With nested tactics listed, the outer `have` (first containing span) is still the one named,
+    # so every tactic listed before it lies entirely before the error.
+    every = split_tactics(proof, "all")
+    index = first_error_tactic(every, [(omega, "omega could not prove the goal")])
+    assert every[index].text.startswith("have h")
+    assert all(t.end <= omega for t in every[:index])
+
+
+def test_no_tactics():
+    assert first_error_tactic([], []) == 0
+    assert first_error_tactic([], [(3, "unexpected token")]) == 0
+    assert first_error_tactic([], [(-1, "unsolved goals\n⊢ True")]) == 0
+
+
+def test_first_error_tactic_with_hand_built_tactics():
+    tactics = [Tactic("a", 0, 1), Tactic("bb", 5, 7)]
+    assert first_error_tactic(tactics, [(6, "e")]) == 1
+    assert first_error_tactic(tactics, [(3, "e")]) == 1
