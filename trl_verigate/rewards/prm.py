@@ -30,10 +30,11 @@ prompt / question first). The last step is therefore always scored; steps whose 
 earliest step that was scored, the nearest judgement of that prefix the model made.
 
 Memory: the weights take parameters x bytes per parameter (7B in bf16 ≈ 15 GB, in fp32 ≈ 30 GB; pass
-``torch_dtype="bfloat16"`` on GPU). Under no-grad, activations are small by comparison: about
-batch_size x seq_len x hidden x (a few) bytes per layer alive at once, plus the KV-free attention buffers; the
-causal-LM backend only materializes vocabulary logits at tag positions. On a GPU that also trains the policy, put
-the PRM on a separate GPU (``prm_device="cuda:1"``) or keep ``prm_batch_size`` small on the same one.
+``torch_dtype="bfloat16"`` on GPU). Under no-grad nothing is kept for a backward pass and no KV cache is built,
+so activations stay near batch_size x seq_len x intermediate_size x bytes for the widest layer (7B, bf16, 8 x 2048
+tokens: about 0.6 GB), plus attention scratch that SDPA/flash kernels keep linear in seq_len. The Qwen head and
+the causal-LM vocabulary projection run only at tag positions. On a GPU that also trains the policy, put the PRM on
+a separate GPU (``prm_device="cuda:1"``) or keep ``prm_batch_size`` small on the same one.
 """
 
 from __future__ import annotations
@@ -241,6 +242,8 @@ class _ModelStepScorer:
         self.max_length = max_length
         self.device = _resolve_device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+        # Before the weights: a wrong checkpoint should fail in a second, not after loading 15 GB.
+        self._check_tokenizer()
         load_kwargs = {}
         dtype = _resolve_dtype(torch_dtype)
         if dtype is not None:
@@ -249,6 +252,9 @@ class _ModelStepScorer:
         self._pad_id = next(
             (token for token in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if token is not None), 0
         )
+
+    def _check_tokenizer(self) -> None:
+        """Raise a clear error when `self.tokenizer` lacks what the input format needs."""
 
     def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
         raise NotImplementedError
@@ -346,12 +352,16 @@ class QwenMathPRM(_ModelStepScorer):
         max_length: int = 4096,
         system_prompt: str = QWEN_MATH_SYSTEM_PROMPT,
     ):
-        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
-        if self.tokenizer.chat_template is None:
-            raise ValueError(f"the tokenizer of {model_name_or_path} has no chat_template; QwenMathPRM needs one")
-        if self.tokenizer.convert_tokens_to_ids(self.step_tag) in (None, self.tokenizer.unk_token_id):
-            raise ValueError(f"the tokenizer of {model_name_or_path} has no {self.step_tag} token; is it a Qwen PRM?")
         self.system_prompt = system_prompt
+        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
+
+    def _check_tokenizer(self) -> None:
+        if self.tokenizer.chat_template is None:
+            raise ValueError(f"the tokenizer of {self.model_name_or_path} has no chat_template; QwenMathPRM needs one")
+        if self.tokenizer.convert_tokens_to_ids(self.step_tag) in (None, self.tokenizer.unk_token_id):
+            raise ValueError(
+                f"the tokenizer of {self.model_name_or_path} has no {self.step_tag} token; is it a Qwen2.5-Math-PRM?"
+            )
 
     def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
         return Qwen2ForProcessRewardModel.from_pretrained(model_name_or_path, **kwargs)
@@ -372,8 +382,10 @@ class QwenMathPRM(_ModelStepScorer):
         return encoding["input_ids"], _token_indices_at_char_ends(encoding["offset_mapping"], char_ends)
 
     def _tag_scores(self, input_ids, attention_mask, rows, columns) -> torch.Tensor:
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
-        return logits[rows, columns].float().softmax(dim=-1)[:, 1]
+        # The head runs on the tag positions only (as the full forward would there), sparing a hidden x hidden
+        # matmul over every token.
+        hidden = self.model.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
+        return self.model.score(hidden[rows, columns]).float().softmax(dim=-1)[:, 1]
 
 
 class MathShepherdPRM(_ModelStepScorer):
@@ -396,16 +408,20 @@ class MathShepherdPRM(_ModelStepScorer):
         bad_token: str = "-",
         number_steps: bool = True,
     ):
+        self.good_token = good_token
+        self.bad_token = bad_token
+        self.number_steps = number_steps
         super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
+
+    def _check_tokenizer(self) -> None:
         # As on the model card: the candidates are the two tokens of "+ -" (in Mistral's vocabulary "▁+", "▁-").
-        candidates = self.tokenizer.encode(f"{good_token} {bad_token}", add_special_tokens=False)
+        candidates = self.tokenizer.encode(f"{self.good_token} {self.bad_token}", add_special_tokens=False)
         if len(candidates) != 2:
             raise ValueError(
-                f"the tokenizer of {model_name_or_path} splits {good_token!r} {bad_token!r} into {len(candidates)} "
-                "tokens instead of 2; pass good_token/bad_token that are single tokens"
+                f"the tokenizer of {self.model_name_or_path} splits {self.good_token!r} {self.bad_token!r} into "
+                f"{len(candidates)} tokens instead of 2; pass good_token/bad_token that are single tokens"
             )
         self.candidate_ids = candidates
-        self.number_steps = number_steps
 
     def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
         from transformers import AutoModelForCausalLM
@@ -449,15 +465,17 @@ class TokenClassificationPRM(_ModelStepScorer):
         max_length: int = 4096,
         step_separator: str = "\n",
     ):
-        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
         self.step_separator = step_separator
-        self._separator_ids = self.tokenizer.encode(step_separator, add_special_tokens=False)
-        if not self._separator_ids:
-            raise ValueError(f"step_separator={step_separator!r} encodes to no tokens; use e.g. '\\n'")
+        super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
         if self.model.config.num_labels != 2:
             raise ValueError(
                 f"{model_name_or_path} has num_labels={self.model.config.num_labels}; a PRMTrainer model has 2"
             )
+
+    def _check_tokenizer(self) -> None:
+        self._separator_ids = self.tokenizer.encode(self.step_separator, add_special_tokens=False)
+        if not self._separator_ids:
+            raise ValueError(f"step_separator={self.step_separator!r} encodes to no tokens; use e.g. '\\n'")
 
     def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
         from transformers import AutoModelForTokenClassification
