@@ -382,6 +382,34 @@ def test_scorer_returning_wrong_number_of_scores_raises(tiny_models, tmp_path):
         score_batch(trainer)
 
 
+@pytest.mark.parametrize(
+    ("prm_type", "model_key"),
+    [
+        ("qwen_math", "prm_qwen_math"),
+        ("math_shepherd", "prm_math_shepherd"),
+        ("token_classification", "prm_token_classification"),
+        ("symbolic", None),
+    ],
+)
+def test_prm_built_from_config_scores_gated_groups(tiny_models, tmp_path, prm_type, model_key):
+    config = dict(prm_type=prm_type, prm_model_name_or_path=tiny_models[model_key] if model_key else None)
+    args = VeriGateConfig(output_dir=str(tmp_path), **COMMON_ARGS, **config)
+    trainer = VeriGateGRPOTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=easy_only_reward,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [EASY, HARD]}),
+        rollout_func=fixed_rollout,
+    )
+    trainer.model.train()
+    output = score_batch(trainer)
+    metrics = trainer._metrics["train"]
+    assert metrics["verigate/prm_completions_scored"] == [NUM_GENERATIONS]
+    assert 0.0 <= metrics["verigate/prm_step_score_mean"][0] <= 1.0
+    assert output["advantages"].shape == output["completion_ids"].shape
+    assert torch.isfinite(output["advantages"]).all()
+
+
 def test_args_must_be_a_verigate_config(tiny_models, tmp_path):
     with pytest.raises(TypeError, match="VeriGateConfig"):
         VeriGateGRPOTrainer(

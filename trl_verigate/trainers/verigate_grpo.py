@@ -17,13 +17,15 @@ from trl import GRPOConfig, GRPOTrainer
 from trl.extras.profiling import profiling_context
 from trl.trainer.utils import get_config_model_id
 
-from trl_verigate.advantages import gated_groups, process_step_advantages, step_advantages_to_tokens
-from trl_verigate.rewards.prm import as_step_scorer, build_step_scorer
+from trl_verigate.advantages import (
+    GATE_MODES,
+    NORMALIZATIONS,
+    gated_groups,
+    process_step_advantages,
+    step_advantages_to_tokens,
+)
+from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, build_step_scorer
 from trl_verigate.steps import completion_step_token_ids
-
-GATE_MODES = ("all_zero", "all_equal")
-ADVANTAGE_NORMALIZATIONS = ("verigate", "deepseekmath")
-PRM_TYPES = ("qwen_math", "math_shepherd", "token_classification", "symbolic")
 
 
 @dataclass
@@ -50,7 +52,7 @@ class VeriGateConfig(GRPOConfig):
             "each step to the end of the completion, then normalize the cumulated values over the group. "
             "'deepseekmath': normalize the step rewards over the group first, then cumulate (DeepSeekMath process "
             "supervision).",
-            "choices": list(ADVANTAGE_NORMALIZATIONS),
+            "choices": list(NORMALIZATIONS),
         },
     )
     step_separator: str = field(
@@ -117,10 +119,10 @@ class VeriGateConfig(GRPOConfig):
         super().__post_init__()
         if self.gate not in GATE_MODES:
             raise ValueError(f"gate={self.gate!r} is not supported; set gate to one of {list(GATE_MODES)}.")
-        if self.advantage_normalization not in ADVANTAGE_NORMALIZATIONS:
+        if self.advantage_normalization not in NORMALIZATIONS:
             raise ValueError(
                 f"advantage_normalization={self.advantage_normalization!r} is not supported; set it to one of "
-                f"{list(ADVANTAGE_NORMALIZATIONS)}."
+                f"{list(NORMALIZATIONS)}."
             )
         if not isinstance(self.step_separator, str) or not self.step_separator:
             raise ValueError(
@@ -390,21 +392,9 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             scores = self.process_reward_model.score(questions, steps)
         seconds = time.perf_counter() - start
 
-        if len(scores) != len(rows):
-            raise ValueError(
-                f"The process reward model returned scores for {len(scores)} completions but was given {len(rows)}; "
-                "its score() must return one list of step scores per completion."
-            )
-        for row, row_steps, row_scores in zip(rows, steps, scores, strict=True):
-            if len(row_scores) != len(row_steps):
-                raise ValueError(
-                    f"The process reward model returned {len(row_scores)} scores for a completion with "
-                    f"{len(row_steps)} steps; its score() must return one score per step."
-                )
-            row_tensor = torch.tensor([float(score) for score in row_scores], device=device)
-            if not torch.isfinite(row_tensor).all():
-                raise ValueError(f"The process reward model returned a non-finite step score: {row_scores}.")
-            step_rewards[row, : len(row_scores)] = row_tensor
+        # as_step_scorer has checked one finite score per step.
+        for row, row_scores in zip(rows, scores, strict=True):
+            step_rewards[row, : len(row_scores)] = torch.tensor(row_scores, device=device)
             step_mask[row, : len(row_scores)] = True
         return step_rewards, step_mask, seconds
 
