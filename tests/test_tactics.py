@@ -556,3 +556,82 @@ def test_first_error_tactic_with_hand_built_tactics():
     tactics = [Tactic("a", 0, 1), Tactic("bb", 5, 7)]
     assert first_error_tactic(tactics, [(6, "e")]) == 1
     assert first_error_tactic(tactics, [(3, "e")]) == 1
+
+
+# ----------------------------------------------------------------------------- hostile input
+
+
+def test_deep_nesting_does_not_exhaust_the_stack():
+    # Untrusted proofs: every one of these would recurse thousands of levels if nesting were unbounded.
+    assert [t.text for t in split_tactics(" by" * 3000)] == [("by " * 3000).strip()]
+    chained = "\n  " + "have h := by simp; " * 2000
+    # The last `;` ends the innermost `by` block's sequence, so it lies inside the outer `have`, as in Lean.
+    assert [t.text for t in split_tactics(chained)] == [chained.strip()]
+    assert len(split_tactics("\n  " + "· " * 3000 + "simp", "all")) >= 1
+    assert len(split_tactics("\n  " + "(" * 3000 + "simp")) == 1
+
+
+_FRAGMENTS = [
+    "simp",
+    "ring",
+    "exact h",
+    "intro x",
+    ";",
+    " <;> ",
+    "\n  ",
+    "\n    ",
+    "\n",
+    "\n  · ",
+    "· ",
+    "by ",
+    ":= by",
+    "have h : a = b ",
+    "(",
+    ")",
+    "[",
+    "]",
+    "⟨",
+    "⟩",
+    ", ",
+    " | ",
+    "|x|",
+    " => ",
+    "first ",
+    "try ",
+    "case inl => ",
+    "calc ",
+    "_ = c := ",
+    "-- c\n",
+    "/- c -/",
+    "/-",
+    '"s;"',
+    "'x'",
+    "ℕ",
+    "√π",
+    "\r\n  ",
+    "\t",
+    "fun y => ",
+    "match h with ",
+    "theorem ",
+]
+
+
+def test_random_proofs_keep_the_span_invariants():
+    import random
+
+    rng = random.Random(1234)
+    for _ in range(2000):
+        proof = "".join(rng.choice(_FRAGMENTS) for _ in range(rng.randrange(1, 25)))
+        column = rng.choice([0, 0, 25])
+        outer = split_tactics(proof, start_column=column)
+        every = split_tactics(proof, "all", start_column=column)
+        for tactic in every:
+            assert 0 <= tactic.start < tactic.end <= len(proof), proof
+            assert tactic.text == proof[tactic.start : tactic.end] == tactic.text.strip(), proof
+        assert all(a.end <= b.start for a, b in zip(outer, outer[1:], strict=False)), proof
+        assert set(outer) <= set(every), proof
+        assert [(t.start, -t.end) for t in every] == sorted((t.start, -t.end) for t in every), proof
+        assert all(any(o.start <= t.start and t.end <= o.end for o in outer) for t in every), proof
+        offsets = [rng.randrange(-5, len(proof) + 5) for _ in range(3)]
+        index = first_error_tactic(outer, [(offset, "error") for offset in offsets])
+        assert 0 <= index <= len(outer)

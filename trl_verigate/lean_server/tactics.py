@@ -26,6 +26,7 @@ so surrounding whitespace and comments are never part of it.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -55,6 +56,10 @@ _TOKEN_RE = re.compile(
     re.DOTALL,
 )
 _COMMENT_DELIM_RE = re.compile(r"/-|-/")
+_NEWLINE_RE = re.compile(r"\n")
+# Nested blocks deeper than this are read as plain tokens of their enclosing tactic: the parser recurses once
+# per level, and an untrusted proof such as `by by by ...` must not exhaust Python's stack.
+MAX_NESTING = 64
 
 _OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
 _CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
@@ -304,6 +309,7 @@ class _Tokens:
 
     def __init__(self, proof: str, start_column: int):
         self.proof, self.start_column = proof, start_column
+        self._newlines: list[int] | None = None
         self.text: list[str] = []
         self.start: list[int] = []
         self.end: list[int] = []
@@ -328,9 +334,12 @@ class _Tokens:
 
     def column(self, i: int) -> int:
         """Lean's column of token i: code points from the start of its source line."""
+        if self._newlines is None:
+            # Binary search over line breaks keeps this O(log n) even on one very long line.
+            self._newlines = [m.start() for m in _NEWLINE_RE.finditer(self.proof)]
         start = self.start[i]
-        newline = self.proof.rfind("\n", 0, start)
-        return start - newline - 1 if newline >= 0 else start + self.start_column
+        line = bisect_left(self._newlines, start)
+        return start - self._newlines[line - 1] - 1 if line else start + self.start_column
 
 
 def _block_comment_end(proof: str, after_opening: int) -> int:
@@ -349,6 +358,7 @@ class _Parser:
         self.tokens = tokens
         self.text, self.column, self.line_start = tokens.text, tokens.column, tokens.line_start
         self.n = tokens.n
+        self.nesting = 0
 
     def _is_bar(self, i: int) -> bool:
         """A `|` separating alternatives has space on both sides; `|x|` (abs) is written without it."""
@@ -371,12 +381,13 @@ class _Parser:
     def sequence(self, i: int, parent_column, in_brackets: bool, in_alternative: bool) -> tuple[list[_Node], int]:
         """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation."""
         text, column, line_start, n = self.text, self.column, self.line_start, self.n
-        if i >= n or self._ends_block(i, in_brackets, in_alternative):
+        if i >= n or self.nesting >= MAX_NESTING or self._ends_block(i, in_brackets, in_alternative):
             return [], i
         if parent_column is not None and column(i) <= parent_column:
             return [], i
         block_column = column(i)
         nodes: list[_Node] = []
+        self.nesting += 1
         while True:
             node, i = self.tactic(i, block_column, in_brackets, in_alternative)
             nodes.append(node)
@@ -394,6 +405,7 @@ class _Parser:
             if line_start[i] and column(i) == block_column and not self._ends_block(i, in_brackets, in_alternative):
                 continue
             break
+        self.nesting -= 1
         return nodes, i
 
     def tactic(self, i: int, block_column: int, in_brackets: bool, in_alternative: bool) -> tuple[_Node, int]:
