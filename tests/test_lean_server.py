@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -340,7 +341,10 @@ server = LeanServer(LeanServerConfig(repl_command=repl_command(), project_dir={s
 server.verify([ProofRequest("theorem t : 1 = 1 := by", "  rfl")])
 print(" ".join(map(str, server.stats()["live_pids"])))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    scratch_root = tmp_path / "scratch"
+    scratch_root.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch_root)}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     pids = [int(pid) for pid in done.stdout.split()]
     assert len(pids) == 2
@@ -349,3 +353,4 @@ print(" ".join(map(str, server.stats()["live_pids"])))
     while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert not list(scratch_root.glob("lean-repl-*"))

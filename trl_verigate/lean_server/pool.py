@@ -223,7 +223,8 @@ class ReplPool:
             await self._close_process(process)
 
     def kill_now(self) -> None:
-        """SIGKILL every process group synchronously: the last resort at interpreter exit."""
+        """SIGKILL every process group and delete its scratch directory, synchronously: the last resort at exit."""
         self._closed = True
         for process in list(self._processes):
             process.kill_now()
+            process.remove_scratch()

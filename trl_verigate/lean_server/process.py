@@ -139,7 +139,7 @@ class ReplProcess:
         env = _scratch_env(self._scratch)
         program = config.repl_command[0]
         if _resolve_executable(program, cwd, env) is None:
-            self._remove_scratch()
+            self.remove_scratch()
             raise ReplStartError(
                 f"REPL executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r}): set "
                 "LeanServerConfig.repl_command to the REPL's argv, e.g. "
@@ -165,7 +165,7 @@ class ReplProcess:
                 limit=STDOUT_BUFFER_BYTES,
             )
         except OSError as error:
-            self._remove_scratch()
+            self.remove_scratch()
             raise ReplStartError(f"cannot start the REPL {config.repl_command!r}: {error}") from None
         self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
@@ -276,9 +276,10 @@ class ReplProcess:
             self._stderr_task.cancel()
         if self._process is not None and self._process.stdin is not None:
             self._process.stdin.close()
-        self._remove_scratch()
+        self.remove_scratch()
 
-    def _remove_scratch(self) -> None:
+    def remove_scratch(self) -> None:
+        """Delete the private HOME/TMPDIR; call it once the process is killed."""
         if self._scratch is not None:
             shutil.rmtree(self._scratch, ignore_errors=True)
             self._scratch = None
