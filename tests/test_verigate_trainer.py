@@ -266,6 +266,17 @@ def test_gate_uses_reward_weights(tiny_models, tmp_path):
     assert trainer._metrics["train"]["verigate/gate_rate"] == [1.0]
 
 
+def test_no_verdict_counts_as_zero_for_the_gate(tiny_models, tmp_path):
+    def verdict_on_easy_only(prompts, completions, **kwargs):
+        return [float(len(c)) if p == EASY else None for p, c in zip(prompts, completions, strict=True)]
+
+    scorer = RecordingScorer()
+    trainer = make_trainer(tiny_models, tmp_path, reward_funcs=verdict_on_easy_only, scorer=scorer)
+    output = score_batch(trainer)
+    assert scorer.calls[0]["prompts"] == [HARD] * NUM_GENERATIONS
+    assert output["advantages"][NUM_GENERATIONS:].abs().sum() > 0
+
+
 def test_unknown_gate_reward_func_name_raises(tiny_models, tmp_path):
     with pytest.raises(ValueError, match="gate_reward_funcs.*no_such_reward.*easy_only_reward"):
         make_trainer(tiny_models, tmp_path, gate_reward_funcs=["no_such_reward"])

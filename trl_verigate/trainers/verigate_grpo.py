@@ -187,7 +187,8 @@ class VeriGateGRPOTrainer(GRPOTrainer):
     After TRL has generated, scored and normalized a generation batch:
 
     1. S1 gate: the verifier reward of a completion is the `reward_weights`-weighted sum of the `gate_reward_funcs`
-       columns. A group is gated when these are all 0 (`gate="all_zero"`) or all equal (`gate="all_equal"`).
+       columns. A group is gated when these are all 0 (`gate="all_zero"`) or all equal (`gate="all_equal"`). A reward
+       function that returns None for a completion counts 0 here: no verdict is no separation.
     2. Non-gated groups keep exactly TRL's advantages (whatever `scale_rewards`, `loss_type` or
        `multi_objective_aggregation`).
     3. Gated completions are split into steps at `step_separator` and scored by the PRM on the process that generated
