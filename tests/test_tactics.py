@@ -635,3 +635,19 @@ def test_random_proofs_keep_the_span_invariants():
         offsets = [rng.randrange(-5, len(proof) + 5) for _ in range(3)]
         index = first_error_tactic(outer, [(offset, "error") for offset in offsets])
         assert 0 <= index <= len(outer)
+
+
+def test_block_and_line_comments_of_equal_length_split_the_same():
+    # Proofs with `/-` take the nested-comment-aware lexer, the others the single-regex one: both must agree.
+    template = "\n  intro x {c}\n  have h : x = 1 := by\n    simp [ℕ] {c}\n  · exact ⟨h, by ring⟩\n  {c}\n  omega"
+    with_line = template.replace("{c}", "-- note;   \n  ")
+    with_block = template.replace("{c}", "/- note; -/\n  ")
+    assert len(with_line) == len(with_block)
+    for granularity in ("outermost", "all"):
+        assert _spans(with_line, granularity) == _spans(with_block, granularity)
+    assert [t for t, _, _ in _spans(with_block)] == [
+        "intro x",
+        "have h : x = 1 := by\n    simp [ℕ]",
+        "· exact ⟨h, by ring⟩",
+        "omega",
+    ]

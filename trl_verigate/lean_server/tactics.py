@@ -28,6 +28,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterable
+from itertools import accumulate, chain, repeat
+from operator import contains, itemgetter
 from typing import NamedTuple
 
 from trl_verigate.lean_server.types import Tactic
@@ -37,24 +39,25 @@ __all__ = ["first_error_tactic", "offset_of", "split_tactics"]
 GRANULARITIES = ("outermost", "all")
 
 # Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
-# character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). Lean does not count
-# λ as a letter; `λx` lexes as one name here, so lambda detection checks the first character.
-_ID_PART = r"(?:«[^»\n]*»|[^\W\d][\w'!?]*)"
-# One match: skipped whitespace and line comments, then either a block comment opening (group 1, whose nested
-# end is found separately) or one token (group 2). No token can start at whitespace or `--`, and a line
-# comment only ends at a line break, so backtracking into the skipped prefix never produces a token.
-_TOKEN_RE = re.compile(
-    r"(?:\s|--[^\n]*(?=\n|\Z))*"
-    r"(?:(/-)|("
+# character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
+# not a letter, so `λx` is two tokens.
+_ID_PART = r"(?:«[^»\n]*»|(?!λ)[^\W\d][\w'!?]*)"
+_TOKEN = (
     r'"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
     r"|'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"  # char literal
     rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
     r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
     r"|<;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\."
     r"|(?!--)\S"
-    r"))",
-    re.DOTALL,
 )
+# Without block comments, one `findall` returns (skipped whitespace and line comments, token) pairs for the whole
+# proof. After the greedy skip the next character always starts a token (none starts at whitespace or `--`) or the
+# input ends, so nothing is ever skipped over or backtracked into.
+_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s|--[^\n]*)*)({_TOKEN}|\Z)", re.DOTALL)
+# With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
+# then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
+# backtracking into the prefix never yields a token.
+_TOKEN_RE = re.compile(rf"(?:\s|--[^\n]*(?=\n|\Z))*(?:(/-)|({_TOKEN}))", re.DOTALL)
 _COMMENT_DELIM_RE = re.compile(r"/-|-/")
 _NEWLINE_RE = re.compile(r"\n")
 # Nested blocks deeper than this are read as plain tokens of their enclosing tactic: the parser recurses once
@@ -63,6 +66,8 @@ MAX_NESTING = 64
 
 _OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
 _CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
+# The only tokens that change a tactic's structure in the middle of a line; the rest just extend it.
+_STRUCTURAL = _OPENERS | _CLOSERS | {";", "<;>", ",", "|", "=>", "by", "fun", "λ", "match", "calc"}
 # Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring`
 # tries both tactics.
 _SEQUENCE_PREFIXES = frozenset(
@@ -314,6 +319,20 @@ class _Tokens:
         self.start: list[int] = []
         self.end: list[int] = []
         self.line_start: list[bool] = []  # first token on its line
+        if "/-" in proof:
+            self._scan_with_block_comments(proof)
+        else:
+            pairs = _TRIVIA_AND_TOKEN_RE.findall(proof)
+            while pairs and not pairs[-1][1]:  # the match at the end of the input
+                pairs.pop()
+            offsets = list(accumulate(map(len, chain.from_iterable(pairs)), initial=0))
+            self.text = list(map(itemgetter(1), pairs))
+            self.start = offsets[1::2]
+            self.end = offsets[2::2]
+            self.line_start = list(map(contains, map(itemgetter(0), pairs), repeat("\n")))
+        self.n = len(self.text)
+
+    def _scan_with_block_comments(self, proof: str) -> None:
         texts, starts, ends, line_starts = self.text, self.start, self.end, self.line_start
         match, rfind, n = _TOKEN_RE.match, proof.rfind, len(proof)
         pos = previous_end = 0
@@ -330,7 +349,6 @@ class _Tokens:
             ends.append(end)
             line_starts.append(rfind("\n", previous_end, start) >= 0)
             pos = previous_end = end
-        self.n = len(texts)
 
     def column(self, i: int) -> int:
         """Lean's column of token i: code points from the start of its source line."""
@@ -449,19 +467,26 @@ class _Parser:
         seen_alternative = False
         while i < n:
             token = text[i]
-            if depth == 0:
-                if line_start[i]:
-                    if column(i) <= block_column and (
+            if line_start[i]:
+                line_column = column(i)
+                if (
+                    depth == 0
+                    and line_column <= block_column
+                    and (
                         token in _COMMAND_WORDS
                         or not (
                             text[i - 1] in _EXPECTS_MORE or token in _CONTINUATIONS or (in_calc and self._calc_step(i))
                         )
-                    ):
-                        break
-                    line_column = column(i)
+                    )
+                ):
+                    break
+            if token not in _STRUCTURAL:
+                i += 1
+                continue
+            if depth == 0:
                 if token == ";" or token == "<;>" or token in _CLOSERS or (in_brackets and token == ","):
                     break
-                if self._is_bar(i):
+                if token == "|" and self._is_bar(i):
                     if head == "first":
                         kids, i = self.sequence(i + 1, None, in_brackets, True)
                         children.extend(kids)
@@ -478,12 +503,10 @@ class _Parser:
                     kids, i = self.sequence(i + 1, None, in_brackets, head in _ALTERNATIVE_HEADS)
                     children.extend(kids)
                     continue
-                elif token == "fun" or token[0] == "λ" or (token == "match" and i != first):
+                elif token == "fun" or token == "λ" or (token == "match" and i != first):
                     in_lambda = True
                 elif token == "calc":
                     in_calc = True
-            elif line_start[i]:
-                line_column = column(i)
             if token == "by":
                 if depth == 0:
                     kids, i = self.sequence(i + 1, min(block_column, line_column), in_brackets, in_alternative)
