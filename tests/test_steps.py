@@ -197,6 +197,15 @@ def test_byte_level_tokenizer_takes_the_linear_path(byte_level_tokenizer, monkey
     assert_tiles(token_char_offsets(byte_level_tokenizer, ids), byte_level_tokenizer.decode(ids))
 
 
+def test_out_of_vocabulary_ids_are_zero_width(byte_level_tokenizer, monkeypatch):
+    # Models often have more embedding rows than the tokenizer has tokens; decode drops such ids.
+    monkeypatch.setattr(steps_module, "_incremental_decode_offsets", None)  # the linear path must handle them
+    ids = byte_token_ids(byte_level_tokenizer, "aℕ")
+    ids = ids[:2] + [len(byte_level_tokenizer) + 7] + ids[2:]
+    assert byte_level_tokenizer.decode(ids) == "aℕ"
+    assert token_char_offsets(byte_level_tokenizer, ids) == [(0, 1), (1, 1), (1, 1), (1, 1), (1, 2)]
+
+
 def prefix_decode_oracle(tokenizer, ids):
     """Independent statement of the ownership rule for texts without U+FFFD: token k ends after the characters
     that ids[:k+1] decodes completely (an unfinished trailing character decodes to U+FFFD and is not counted)."""

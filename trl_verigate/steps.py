@@ -12,7 +12,8 @@ Each token's span starts where the previous one ends, so the spans tile the text
 
 - a token holding only the leading bytes of a character is zero-width, at the character it begins in;
 - the token completing the character starts at that character, which is also the character its first byte lies in;
-- special tokens removed by ``skip_special_tokens`` are zero-width at the current position;
+- special tokens removed by ``skip_special_tokens``, and ids beyond the vocabulary, which decoding also drops, are
+  zero-width at the current position;
 - bytes that are not valid UTF-8 decode to U+FFFD exactly as ``tokenizer.decode`` does (errors="replace"), and each
   U+FFFD belongs to the token whose byte made the decoder emit it.
 """
@@ -86,12 +87,13 @@ def _token_bytes_table(tokenizer, skip_special_tokens: bool) -> dict:
     return per_tokenizer.setdefault(skip_special_tokens, {})
 
 
-def _byte_level_pieces(tokenizer, token_ids: list[int], skip_special_tokens: bool) -> list[bytes | None] | None:
-    """The bytes each token contributes under byte-level decoding; None for a dropped special token.
+def _byte_level_pieces(tokenizer, token_ids: list[int], skip_special_tokens: bool) -> list[bytes | None]:
+    """The bytes each token contributes under byte-level decoding; None for a token that decoding drops.
 
     Mirrors the `tokenizers` ByteLevel decoder: a token whose characters are all in the byte table maps to those
-    bytes, any other token (an added token such as ``"\\n<think>"``) to its UTF-8 text. Returns None when an id is
-    unknown to the tokenizer.
+    bytes, any other token (an added token such as ``"\\n<think>"``) to its UTF-8 text. Decoding drops skipped
+    special tokens and ids beyond the vocabulary (models often have more embedding rows than the tokenizer has
+    tokens, and a policy can sample those ids).
     """
     table = _token_bytes_table(tokenizer, skip_special_tokens)
     missing = [token_id for token_id in set(token_ids) if token_id not in table]
@@ -100,9 +102,7 @@ def _byte_level_pieces(tokenizer, token_ids: list[int], skip_special_tokens: boo
             token_id for token_id, added in tokenizer.added_tokens_decoder.items() if getattr(added, "special", False)
         }
         for token_id, token in zip(missing, tokenizer.convert_ids_to_tokens(missing), strict=True):
-            if token is None:
-                return None
-            if skip_special_tokens and token_id in special:
+            if token is None or (skip_special_tokens and token_id in special):
                 table[token_id] = None
                 continue
             try:
@@ -117,8 +117,6 @@ def _byte_level_offsets(
 ) -> list[tuple[int, int]] | None:
     """Offsets from the tokens' bytes, or None when they do not rebuild ``text`` (not a byte-level tokenizer)."""
     pieces = _byte_level_pieces(tokenizer, token_ids, skip_special_tokens)
-    if pieces is None:
-        return None
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     chunks = []
     offsets = []
