@@ -141,15 +141,18 @@ def test_kimina_snippets_form_gets_kimina_results_with_our_verdict(url):
             {"id": "good", "code": as_file(GOOD)},
             {"id": "bad", "code": as_file(WRONG_MIDDLE)},
             {"id": "sorry", "code": as_file(SORRY)},
+            {"id": "sneaky", "code": as_file(SNEAKY)},
         ],
         "timeout": 20,
     }
     response = post(url, body, path="/api/check")
     assert response.status_code == 200
-    good, bad, refused = response.json()["results"]
-    assert [r["id"] for r in (good, bad, refused)] == ["good", "bad", "sorry"]
+    good, bad, refused, sneaky = response.json()["results"]
+    assert [r["id"] for r in (good, bad, refused, sneaky)] == ["good", "bad", "sorry", "sneaky"]
     assert good["status"] == "passed" and good["passed"] is True and "error" not in good
-    assert good["response"] == {"messages": []}
+    # Lean's own answer to the snippet: a fresh env after the header's, and no messages once our
+    # `#print axioms` answer is taken out (the REPL leaves out an empty list).
+    assert set(good["response"]) == {"env"} and good["response"]["env"] >= 1
     assert isinstance(good["time"], float)
     assert good["axioms"] == ["propext"]
     assert bad["status"] == "failed" and bad["first_error_tactic"] == 1
@@ -164,6 +167,17 @@ def test_kimina_snippets_form_gets_kimina_results_with_our_verdict(url):
     # Refused before Lean ran: no REPL response to show, so kimina's `error` carries the reason.
     assert refused["status"] == "rejected" and "response" not in refused
     assert refused["error"].startswith("rejected: ") and "sorry" in refused["error"]
+    # The REPL's `sorries` reach the client, which kimina's SDK reads to call a proof incomplete; the
+    # scripted sorry on REPL line 2 is on the snippet's line 4, the warning on the name on line 3.
+    assert sneaky["status"] == "failed" and sneaky["reason"] == "uses sorry"
+    assert sneaky["response"]["sorries"] == [
+        {"proofState": 0, "pos": {"line": 4, "column": 8}, "goal": "⊢ 2 + 2 = 5", "endPos": {"line": 4, "column": 21}}
+    ]
+    assert as_file(SNEAKY).split("\n")[3][8:21] == "sneaky_marker"
+    [warning] = sneaky["response"]["messages"]
+    assert (warning["pos"], warning["data"]) == ({"line": 3, "column": 8}, "declaration uses `sorry`")
+    # Env indices are per REPL process (2 workers here), each proof after its header's env 0.
+    assert all(r["response"]["env"] >= 1 for r in (good, bad, sneaky))
 
 
 def test_older_kimina_codes_form_answers_with_custom_ids(url):
@@ -173,6 +187,8 @@ def test_older_kimina_codes_form_answers_with_custom_ids(url):
     first, second = response.json()["results"]
     assert (first["custom_id"], second["custom_id"]) == (7, "x")
     assert first["error"] is None and first["response"]["time"] == first["time_s"]
+    assert isinstance(first["response"]["env"], int)
+    assert [m["pos"] for m in second["response"]["messages"]] == [{"line": 5, "column": 2}]
     assert (first["status"], second["status"]) == ("passed", "failed")
 
 

@@ -283,6 +283,130 @@ def test_bad_arguments_name_the_fix(tmp_path):
         assert server.verify([]) == []
 
 
+def position(line: int, column: int) -> dict:
+    return {"line": line, "column": column}
+
+
+def repl_message(severity: str, start: tuple[int, int], end: tuple[int, int], data: str) -> dict:
+    return {"severity": severity, "pos": position(*start), "endPos": position(*end), "data": data}
+
+
+# Complete files: HEADER is 3 lines, so each REPL line (the file without its header, then a blank line
+# and our `#print axioms`) is the file's line + 3.
+SNEAKY_FILE = HEADER + "\ntheorem sneaky_file : 2 + 2 = 5 := by\n  exact sneaky_marker"
+WRONG_FILE = (
+    HEADER + "\ntheorem wrong_file (a : Nat) (h : a = 1) : a + 1 = 2 := by\n  subst h\n  linarith [wrong_marker]"
+)
+EXAMPLE_FILE = HEADER + "\nexample : 2 + 2 = 5 := by\n  exact example_marker"
+UNCLOSED_FILE = HEADER + "\ntheorem unclosed : 2 + 2 = 4 := by\n  exact (unclosed_marker"
+# What Lean answers for each, in the coordinates of the command the server sends.
+SNEAKY_SORRY = {
+    "proofState": 0,
+    "pos": position(2, 8),
+    "goal": "⊢ 2 + 2 = 5",
+    "endPos": position(2, 21),
+}
+RAW_RESPONSES = [
+    {
+        "match": "sneaky_marker",
+        "response": {
+            "sorries": [SNEAKY_SORRY],
+            "messages": [
+                repl_message("warning", (1, 8), (1, 19), "declaration uses `sorry`"),
+                repl_message("info", (4, 0), (4, 6), "'sneaky_file' depends on axioms: [sorryAx]"),
+            ],
+            "env": 0,
+        },
+    },
+    {
+        "match": "wrong_marker",
+        "response": {
+            "messages": [
+                repl_message("error", (3, 2), (3, 25), "linarith failed to find a contradiction"),
+                repl_message("info", (5, 0), (5, 6), "'wrong_file' depends on axioms: [propext, sorryAx]"),
+            ],
+            "env": 0,
+        },
+    },
+    {
+        # `example` is sent as `theorem verigate_example` (17 characters longer) so it can be named
+        # in `#print axioms`; Lean reports the unsolved goal at that command's `by`, column 40.
+        "match": "example_marker",
+        "response": {
+            "messages": [
+                repl_message("error", (1, 40), (1, 42), "unsolved goals\n⊢ 2 + 2 = 5"),
+                repl_message("info", (4, 0), (4, 6), "'verigate_example' depends on axioms: [sorryAx]"),
+            ],
+            "env": 0,
+        },
+    },
+    {
+        # An unclosed bracket: Lean's parser stops at the next command, our appended `#print`.
+        "match": "unclosed_marker",
+        "response": {
+            "messages": [repl_message("error", (4, 0), (4, 6), "unexpected token '#print'; expected ')'")],
+            "env": 0,
+        },
+    },
+    {"match": "BREAK", "behaviour": "crash"},
+]
+
+
+def test_verify_with_responses_gives_leans_own_response_in_the_submitted_files_coordinates(tmp_path):
+    requests = [SNEAKY_FILE, WRONG_FILE, EXAMPLE_FILE, UNCLOSED_FILE, proof("clean"), proof("no", "sorry")]
+    with LeanServer(fake_config(tmp_path, script=RAW_RESPONSES)) as server:
+        pairs = server.verify_with_responses(requests)
+        # Same verdicts as verify(), which still returns them alone.
+        assert [result.status for result in server.verify(requests)] == [result.status for result, _ in pairs]
+    (sneaky, sneaky_raw), (wrong, wrong_raw), (_, example_raw), (unclosed, unclosed_raw) = pairs[:4]
+    (clean, clean_raw), (refused, refused_raw) = pairs[4:]
+    assert [result.status for result, _ in pairs] == ["failed"] * 4 + ["passed", "rejected"]
+
+    # Lean's `sorries` (which a verdict has no field for) come back, with `goal` and `proofState` as sent.
+    assert sneaky.reason == "uses sorry"
+    assert sneaky_raw["sorries"] == [{**SNEAKY_SORRY, "pos": position(5, 8), "endPos": position(5, 21)}]
+    assert SNEAKY_FILE.split("\n")[4][8:21] == "sneaky_marker"
+    # Our `#print axioms` answer is gone; the sorry warning sits on the theorem's name in the file.
+    assert sneaky_raw["messages"] == [repl_message("warning", (4, 8), (4, 19), "declaration uses `sorry`")]
+    assert SNEAKY_FILE.split("\n")[3][8:19] == "sneaky_file"
+
+    assert wrong_raw["messages"] == [repl_message("error", (6, 2), (6, 25), "linarith failed to find a contradiction")]
+    assert WRONG_FILE.split("\n")[5][2:25] == "linarith [wrong_marker]"
+    assert [(m.line, m.column) for m in wrong.messages] == [(6, 2)]
+
+    # The renamed `example` gets its own columns back: `by` is at column 23 of the file's line 4.
+    assert example_raw["messages"] == [repl_message("error", (4, 23), (4, 25), "unsolved goals\n⊢ 2 + 2 = 5")]
+    assert EXAMPLE_FILE.split("\n")[3][23:25] == "by"
+
+    # An error Lean put on our appended command lands at the end of the proof, where the file ends.
+    assert unclosed_raw["messages"] == [
+        repl_message("error", (5, 24), (5, 24), "unexpected token '#print'; expected ')'")
+    ]
+    assert len(UNCLOSED_FILE.split("\n")[4]) == 24 and [(m.line, m.column) for m in unclosed.messages] == [(5, 24)]
+
+    # A clean proof's only message was our axioms answer: the REPL's shape for it is `{"env": N}`.
+    assert clean.passed and set(clean_raw) == {"env"}
+    # Env indices are the REPL's own: every proof got a fresh one after the header's env 0.
+    envs = [raw["env"] for _, raw in pairs if raw is not None]
+    assert len(set(envs)) == len(envs) == 5 and min(envs) >= 1
+    # Lean never ran on a rejected request, so there is nothing to show.
+    assert refused.status == "rejected" and refused_raw is None
+
+
+def test_a_crashed_repl_has_no_response_and_the_recorded_one_is_not_modified(tmp_path):
+    config = fake_config(tmp_path, script=RAW_RESPONSES)
+
+    async def main():
+        with LeanServer(config) as server:
+            return await server.averify_with_responses([proof("BREAK"), SNEAKY_FILE, SNEAKY_FILE])
+
+    (crashed, crashed_raw), (_, first), (_, second) = asyncio.run(main())
+    assert crashed.status == "crashed" and crashed_raw is None
+    # Each response is its own copy, not one shared and shifted twice.
+    assert first["sorries"][0]["pos"] == second["sorries"][0]["pos"] == position(5, 8)
+    assert first is not second and first["sorries"] is not second["sorries"]
+
+
 def adversarial_rows() -> list[dict]:
     if not ADVERSARIAL.exists():
         return []

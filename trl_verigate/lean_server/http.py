@@ -3,7 +3,10 @@
 `POST /check` (also `/api/check`, kimina's path) takes kimina's request forms unchanged, so its SDK and
 scripts work against this server, and answers in kimina's result shape with our verdict
 (`VerificationResult.to_dict()`: status, passed, messages, tactics, first_error_tactic, axioms, time_s,
-reason) merged into each result. The native form `{"requests": [...]}` answers with the verdicts only.
+reason) merged into each result. A kimina result's `response` is the Lean REPL's own answer (with `env`,
+`sorries`, messages) in the snippet's coordinates, as kimina reports it (see
+`LeanServer.verify_with_responses`), so kimina's SDK judges it as it would on kimina. The native form
+`{"requests": [...]}` answers with the verdicts only.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trl_verigate.lean_server.client import SERVICE_NAME
 from trl_verigate.lean_server.server import LeanServer
-from trl_verigate.lean_server.types import LeanServerConfig, Message, ProofRequest, VerificationResult
+from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
 
 # How often a running /check looks whether its client hung up, to cancel the work and free the REPLs.
 DISCONNECT_POLL_S = 0.5
@@ -90,22 +93,12 @@ class CheckBody(BaseModel):
         return self
 
 
-def _repl_message(message: Message) -> dict:
-    end = {"line": message.end.line, "column": message.end.column} if message.end else None
-    return {
-        "severity": message.severity,
-        "pos": {"line": message.line, "column": message.column},
-        "endPos": end,
-        "data": message.text,
-    }
-
-
-def _kimina_fields(result: VerificationResult, timeout: float) -> dict:
+def _kimina_fields(result: VerificationResult, response: dict | None, timeout: float) -> dict:
     """kimina's `time` plus exactly one of `error` / `response`, as kimina-lean-server sets them."""
     fields: dict[str, Any] = {"time": result.time_s}
     if result.status in ("passed", "failed"):
-        # Messages in the submitted file's coordinates, as kimina reports them.
-        fields["response"] = {"messages": [_repl_message(m) for m in result.messages]}
+        # Lean answered: its own response, so clients that judge it themselves see `sorries` too.
+        fields["response"] = response
     elif result.status == "timeout":
         # kimina's wording: its SDK classifies results by "timed out" in the error.
         fields["error"] = f"Lean REPL command timed out in {timeout:g} seconds"
@@ -126,8 +119,9 @@ def create_app(server: LeanServer) -> FastAPI:
     app = FastAPI(title="trl-verigate Lean server", lifespan=lifespan)
 
     async def verify_until_disconnect(raw: Request, requests: list, timeout: float | None):
+        """(verdict, REPL response) pairs, or None when the client hung up first."""
         stats["in_flight"] += len(requests)
-        task = asyncio.ensure_future(server.averify(requests, timeout=timeout, progress=False))
+        task = asyncio.ensure_future(server.averify_with_responses(requests, timeout=timeout, progress=False))
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
@@ -154,18 +148,18 @@ def create_app(server: LeanServer) -> FastAPI:
             requests = [c.content for c in body.codes]
         else:
             requests = [r if isinstance(r, str) else ProofRequest(**r.model_dump()) for r in body.requests]
-        results = await verify_until_disconnect(raw, requests, timeout)
-        if results is None:
+        pairs = await verify_until_disconnect(raw, requests, timeout)
+        if pairs is None:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
         if body.snippets is not None:
             payload = [
-                {"id": s.id, **_kimina_fields(r, timeout), **r.to_dict()}
-                for s, r in zip(body.snippets, results, strict=True)
+                {"id": snippet.id, **_kimina_fields(result, response, timeout), **result.to_dict()}
+                for snippet, (result, response) in zip(body.snippets, pairs, strict=True)
             ]
         elif body.codes is not None:
             payload = []
-            for code, result in zip(body.codes, results, strict=True):
-                kimina = _kimina_fields(result, timeout)
+            for code, (result, response) in zip(body.codes, pairs, strict=True):
+                kimina = _kimina_fields(result, response, timeout)
                 # The older form puts the time inside the response and always has an `error` key.
                 if "response" in kimina:
                     kimina["response"]["time"] = kimina["time"]
@@ -174,7 +168,7 @@ def create_app(server: LeanServer) -> FastAPI:
                     | result.to_dict()
                 )
         else:
-            payload = [r.to_dict() for r in results]
+            payload = [result.to_dict() for result, _ in pairs]
         return JSONResponse({"results": payload})
 
     @app.get("/health")

@@ -8,16 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import sys
 import threading
 import time
 import weakref
 from collections.abc import Sequence
 
+from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server import verdict
 from trl_verigate.lean_server.pool import ReplPool
 from trl_verigate.lean_server.process import ReplError
 from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, Request, VerificationResult
+
+# A verdict and Lean's own answer to the request, in submitted-source coordinates; None when Lean never answered.
+ResultWithResponse = tuple[VerificationResult, dict | None]
 
 # Below this many requests a progress bar is noise; above it, a silent wait looks like a hang.
 PROGRESS_MIN_REQUESTS = 64
@@ -113,7 +118,7 @@ class LeanServer:
         batches of at least 64 requests when stderr is a terminal.
         """
         self._check_not_on_loop("verify()")
-        return self._submit(requests, timeout, progress).result()
+        return [result for result, _ in self._submit(requests, timeout, progress, with_responses=False).result()]
 
     async def averify(
         self,
@@ -122,7 +127,47 @@ class LeanServer:
         progress: bool | None = None,
     ) -> list[VerificationResult]:
         """`verify` for the caller's event loop: awaits without blocking it."""
-        return await asyncio.wrap_future(self._submit(requests, timeout, progress))
+        pairs = await asyncio.wrap_future(self._submit(requests, timeout, progress, with_responses=False))
+        return [result for result, _ in pairs]
+
+    def verify_with_responses(
+        self,
+        requests: Sequence[Request],
+        timeout: float | None = None,
+        progress: bool | None = None,
+    ) -> list[ResultWithResponse]:
+        """`verify`, each verdict paired with the Lean REPL's own response to its request.
+
+        The response is what a client of the bare REPL (or kimina-lean-server) would get for the
+        submitted source, so tools that read it themselves (kimina's SDK reads `sorries`) judge it as
+        they would there. It is the REPL's JSON object with exactly two changes, both undoing how we
+        run the request (its statement and proof as one command in the header's env, followed by
+        `#print axioms`):
+
+        - every `pos`/`endPos` in `messages` and `sorries` is moved from the command's coordinates to
+          the submitted source's, the coordinates of `VerificationResult.messages`: lines shift down by
+          the header's line count for a file (kimina-lean-server does the same), an `example` renamed
+          for `#print axioms` gets its own columns back, and a position Lean put on our appended command
+          (e.g. "unexpected token" after an unclosed bracket) moves to the end of the proof;
+        - the info message answering our `#print axioms` is dropped (the verdict has it as `axioms`),
+          and with it the `messages` key when that was its only entry, as the REPL leaves out an empty
+          list (a clean proof gets `{"env": N}`).
+
+        Everything else (`env`, each sorry's `goal` and `proofState`, message order and text, other
+        keys) is as Lean sent it. The response is None when Lean never answered: rejected by the
+        precheck, timeout, crash, failed start.
+        """
+        self._check_not_on_loop("verify_with_responses()")
+        return self._submit(requests, timeout, progress, with_responses=True).result()
+
+    async def averify_with_responses(
+        self,
+        requests: Sequence[Request],
+        timeout: float | None = None,
+        progress: bool | None = None,
+    ) -> list[ResultWithResponse]:
+        """`verify_with_responses` for the caller's event loop: awaits without blocking it."""
+        return await asyncio.wrap_future(self._submit(requests, timeout, progress, with_responses=True))
 
     def stats(self) -> dict:
         """Pool counters (processes started, start failures, recycled, timeouts, crashes) and live REPL pids."""
@@ -140,7 +185,7 @@ class LeanServer:
             raise RuntimeError(f"LeanServer.{what} was called on the server's own event-loop thread; await averify()")
 
     def _submit(
-        self, requests: Sequence[Request], timeout: float | None, progress: bool | None
+        self, requests: Sequence[Request], timeout: float | None, progress: bool | None, with_responses: bool
     ) -> concurrent.futures.Future:
         requests = _checked_requests(requests)
         if timeout is None:
@@ -154,39 +199,91 @@ class LeanServer:
             from tqdm.auto import tqdm
 
             bar = tqdm(total=len(requests), desc="Lean verify", unit="proof")
-        future = asyncio.run_coroutine_threadsafe(self._verify_all(pool, requests, timeout, bar), self._loop)
+        future = asyncio.run_coroutine_threadsafe(
+            self._verify_all(pool, requests, timeout, bar, with_responses), self._loop
+        )
         if bar is not None:
             future.add_done_callback(lambda _: bar.close())
         return future
 
     async def _verify_all(
-        self, pool: ReplPool, requests: list[Request], timeout: float, bar
-    ) -> list[VerificationResult]:
-        async def one(request: Request) -> VerificationResult:
-            result = await self._verify_one(pool, request, timeout)
+        self, pool: ReplPool, requests: list[Request], timeout: float, bar, with_responses: bool
+    ) -> list[ResultWithResponse]:
+        async def one(request: Request) -> ResultWithResponse:
+            pair = await self._verify_one(pool, request, timeout, with_responses)
             if bar is not None:
                 bar.update(1)
-            return result
+            return pair
 
         return list(await asyncio.gather(*(one(r) for r in requests)))
 
-    async def _verify_one(self, pool: ReplPool, request: Request, timeout: float) -> VerificationResult:
+    async def _verify_one(
+        self, pool: ReplPool, request: Request, timeout: float, with_response: bool
+    ) -> ResultWithResponse:
         started = time.monotonic()
         try:
             prepared = verdict.prepare(request, self.config.header, self.config.allow_native_decide)
             if isinstance(prepared, VerificationResult):
-                return prepared
+                return prepared, None
             try:
                 response, time_s = await pool.run(prepared.header, prepared.code, timeout)
             except ReplError as error:
-                return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s)
-            return verdict.judge(prepared, response, self.config, time_s)
+                return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s), None
+            result = verdict.judge(prepared, response, self.config, time_s)
+            return result, submitted_response(prepared, response) if with_response else None
         except Exception as error:  # noqa: BLE001 - one bad request must not take down the batch
-            return VerificationResult(
+            result = VerificationResult(
                 status="error",
                 reason=f"internal error while verifying this request: {error!r}",
                 time_s=time.monotonic() - started,
             )
+            return result, None
+
+
+def submitted_response(prepared: verdict.Prepared, response: dict) -> dict:
+    """A copy of the REPL's `response` to `prepared.code` as if the submitted source itself had been run.
+
+    See `LeanServer.verify_with_responses` for the two changes and why; `response` is left untouched.
+    """
+    response = copy.deepcopy(response)
+    body = prepared.statement + prepared.separator + prepared.proof
+    messages = response.get("messages")
+    if isinstance(messages, list):
+        kept = [m for m in messages if not _is_axioms_answer(prepared, m)]
+        response["messages"] = [_with_submitted_positions(prepared, body, message) for message in kept]
+        if not kept and messages:
+            # The REPL leaves out an empty `messages` list, e.g. `{"env": 3}` for a clean proof.
+            del response["messages"]
+    sorries = response.get("sorries")
+    if isinstance(sorries, list):
+        response["sorries"] = [_with_submitted_positions(prepared, body, sorry) for sorry in sorries]
+    return response
+
+
+def _is_axioms_answer(prepared: verdict.Prepared, message) -> bool:
+    # The same test the judge uses to read the axioms, so exactly the message it consumed disappears.
+    if not isinstance(message, dict) or message.get("severity") != "info":
+        return False
+    pos = message.get("pos")
+    at_print = isinstance(pos, dict) and (pos.get("line"), pos.get("column")) == (prepared.print_line, 0)
+    return at_print and verdict.parse_axioms_message(str(message.get("data", ""))) is not None
+
+
+def _with_submitted_positions(prepared: verdict.Prepared, body: str, item):
+    if not isinstance(item, dict):
+        return item
+    for key in ("pos", "endPos"):
+        position = item.get(key)
+        if not isinstance(position, dict):
+            continue
+        line, column = position.get("line"), position.get("column")
+        if not isinstance(line, int) or not isinstance(column, int):
+            continue
+        code_offset = tactic_split.offset_of(prepared.code, max(1, line), max(0, column))
+        # The judge's own mapping, so these positions agree with VerificationResult.messages.
+        mapped = verdict._message_position(prepared, body, code_offset)
+        item[key] = {**position, "line": mapped.line, "column": mapped.column}
+    return item
 
 
 def _checked_requests(requests: Sequence[Request]) -> list[Request]:
