@@ -205,6 +205,33 @@ def test_gated_group_gets_hand_computed_token_advantages(tiny_models, tmp_path, 
     torch.testing.assert_close(torch.tensor(logged), (expected * mask).sum(1) / mask.sum(1), rtol=1e-5, atol=1e-6)
 
 
+def test_non_gated_rows_with_more_steps_than_any_gated_row(tiny_models, tmp_path, tokenizer):
+    """The gated rows fix the width of the step tensor; longer non-gated rows must still keep GRPO's advantages."""
+    many_steps = "One.\n\nTwo.\n\nThree.\n\nFour.\n\nFive."
+
+    def rollout(prompts, trainer):
+        result = fixed_rollout(prompts, trainer)
+        for row, prompt in enumerate(prompts):
+            if EASY in _text(prompt):  # the non-gated group: 5 steps, more than any hard completion has
+                completion = many_steps + " " * (row % NUM_GENERATIONS)  # distinct lengths separate the group
+                result["completion_ids"][row] = tokenizer(completion, add_special_tokens=False)["input_ids"] + [
+                    tokenizer.eos_token_id
+                ]
+        return result
+
+    scorer = RecordingScorer()
+    trl_out = score_batch(make_trainer(tiny_models, tmp_path, GRPOTrainer, rollout=rollout))
+    ours = score_batch(make_trainer(tiny_models, tmp_path, scorer=scorer, rollout=rollout))
+    assert [len(steps) for steps in scorer.calls[0]["steps"]] == [2, 1, 3, 2]
+    easy_rows = slice(0, NUM_GENERATIONS)
+    mask = ours["completion_mask"].float()
+    assert trl_out["advantages"][easy_rows].abs().sum() > 0
+    assert torch.equal(ours["advantages"][easy_rows], trl_out["advantages"][easy_rows, None] * mask[easy_rows])
+    hard_rows = list(range(NUM_GENERATIONS, 2 * NUM_GENERATIONS))
+    expected = expected_token_advantages(tokenizer, ours, hard_rows, scorer.scored_rows, "verigate")
+    torch.testing.assert_close(ours["advantages"][hard_rows], expected, rtol=1e-5, atol=1e-6)
+
+
 def test_both_normalizations_differ(tiny_models, tmp_path):
     verigate = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="verigate"))
     deepseekmath = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="deepseekmath"))

@@ -348,8 +348,11 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             normalization=self.args.advantage_normalization,
             eps=self.args.prm_advantage_epsilon,
         )
-        token_advantages = step_advantages_to_tokens(step_advantages[process_slice], token_step_ids)
         local_gated = gated_rows[process_slice]
+        # Only gated rows index into the step tensor, whose width is set by the scored rows alone: an unscored row
+        # may have more steps than that.
+        token_step_ids = token_step_ids.masked_fill(~local_gated.to(token_step_ids.device).unsqueeze(1), -1)
+        token_advantages = step_advantages_to_tokens(step_advantages[process_slice], token_step_ids)
         advantages = output["advantages"].unsqueeze(1).expand_as(token_advantages).clone()
         advantages[local_gated] = token_advantages[local_gated].to(advantages.dtype)
         completion_mask = output["completion_mask"].to(advantages.dtype)
