@@ -281,7 +281,7 @@ def _with_submitted_positions(prepared: verdict.Prepared, body: str, item):
             continue
         code_offset = tactic_split.offset_of(prepared.code, max(1, line), max(0, column))
         # The judge's own mapping, so these positions agree with VerificationResult.messages.
-        mapped = verdict._message_position(prepared, body, code_offset)
+        mapped = verdict.submitted_position(prepared, body, code_offset)
         item[key] = {**position, "line": mapped.line, "column": mapped.column}
     return item
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Optional, Union
+from typing import Literal, Union
 
-MINIF2F_HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
+MINIF2F_HEADER = (
+    "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
+)
 
 Status = Literal["passed", "failed", "timeout", "crashed", "rejected", "error"]
 STATUSES: tuple[str, ...] = ("passed", "failed", "timeout", "crashed", "rejected", "error")
@@ -29,11 +31,11 @@ class LeanServerConfig:
     """
 
     repl_command: list[str] = field(default_factory=lambda: ["lake", "env", "repl"])
-    project_dir: Optional[str] = None
+    project_dir: str | None = None
     header: str = MINIF2F_HEADER
     workers: int = field(default_factory=_default_workers)
     timeout: float = 15.0
-    memory_limit_mb: Optional[int] = 8192
+    memory_limit_mb: int | None = 8192
     max_uses_per_repl: int = 200
     startup_timeout: float = 300.0
     allow_native_decide: bool = False
@@ -70,7 +72,7 @@ class ProofRequest:
 
     statement: str
     proof: str
-    header: Optional[str] = None
+    header: str | None = None
 
 
 Request = Union[ProofRequest, str]
@@ -93,7 +95,7 @@ class Message:
     severity: str
     line: int
     column: int
-    end: Optional[Position]
+    end: Position | None
     text: str
 
 
@@ -117,7 +119,7 @@ class VerificationResult:
     first_error_tactic: int = 0
     axioms: list[str] = field(default_factory=list)
     time_s: float = 0.0
-    reason: Optional[str] = None
+    reason: str | None = None
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -129,7 +131,7 @@ class VerificationResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "VerificationResult":
+    def from_dict(cls, data: dict) -> VerificationResult:
         messages = [
             Message(
                 severity=m["severity"],

@@ -679,7 +679,11 @@ def _submitted_offset(prepared: Prepared, code_offset: int) -> int:
     return code_offset
 
 
-def _message_position(prepared: Prepared, body: str, code_offset: int) -> Position:
+def submitted_position(prepared: Prepared, body: str, code_offset: int) -> Position:
+    """The position in the submitted source of `code_offset` in `prepared.code` (clamped to the proof's end).
+
+    `body` is `prepared.statement + prepared.separator + prepared.proof`.
+    """
     offset = min(_submitted_offset(prepared, min(code_offset, prepared.proof_end)), len(body))
     line, column = _position(body, offset)
     return Position(line + prepared.line_offset, column)
@@ -727,8 +731,8 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
             sorry_warning = True
         end_position = None
         if end is not None:
-            end_position = _message_position(prepared, body, tactic_split.offset_of(prepared.code, *end))
-        position = _message_position(prepared, body, start_offset)
+            end_position = submitted_position(prepared, body, tactic_split.offset_of(prepared.code, *end))
+        position = submitted_position(prepared, body, start_offset)
         message = Message(severity, position.line, position.column, end_position, text)
         messages.append(message)
         if severity == "error":
