@@ -1,0 +1,253 @@
+"""End-to-end: the math recipe trains the tiny policy with the tiny PRM, and the VeriGate metrics arrive in wandb and
+mlflow (read back with their own libraries), on one process and on two gloo processes."""
+
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
+TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
+TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
+TRAIN_STEPS = 2
+# Logged every step.
+ALWAYS_LOGGED = (
+    "verigate/gate_rate",
+    "verigate/frac_zero_std_outcome",
+    "verigate/prm_completions_scored",
+    "verigate/prm_seconds",
+    "verigate/reward_failures",
+)
+# Logged only in steps where the PRM ran. The random tiny policy almost never answers right, so that is nearly
+# every step, but an occasional lucky number (accuracy_reward falls back to the last number) can open a step's groups.
+LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_tiny_config(tiny_models: dict, tmp_path: Path) -> Path:
+    """The shipped tiny YAML, pointed at the test's tiny models and tmp output, so the test exercises that file."""
+    config = yaml.safe_load(TINY_CONFIG.read_text())
+    config.update(
+        model_name_or_path=tiny_models["policy"],
+        prm_model_name_or_path=tiny_models["prm_qwen_math"],
+        dataset_name=str(TINY_DATA),
+        output_dir=str(tmp_path / "output"),
+        max_steps=TRAIN_STEPS,
+        run_name="verigate-e2e",
+        # A list only works from YAML: on the command line transformers parses `report_to` as one string.
+        report_to=["wandb", "mlflow"],
+    )
+    path = tmp_path / "verigate_math.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def tracker_env(tmp_path: Path) -> dict:
+    env = dict(os.environ)
+    env.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_DATASETS_CACHE=str(tmp_path / "datasets_cache"),
+        TOKENIZERS_PARALLELISM="false",
+        WANDB_MODE="offline",
+        WANDB_DIR=str(tmp_path),
+        WANDB_PROJECT="verigate-e2e",
+        WANDB_SILENT="true",
+        # MLflow 3 refuses new file stores; sqlite is its recommended local backend.
+        MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
+        MLFLOW_EXPERIMENT_NAME="verigate-e2e",
+        OMP_NUM_THREADS="1",
+    )
+    return env
+
+
+def run_recipe(launcher: list[str], config: Path, tmp_path: Path) -> None:
+    command = [*launcher, str(RECIPE), "--config", str(config)]
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, env=tracker_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+
+
+def wandb_offline_history(wandb_dir: Path) -> list[list[dict]]:
+    """History rows of every offline run under `wandb_dir`, decoded from the runs' `.wandb` files.
+
+    wandb >= 0.20 writes no summary file offline and ships no Python reader for its run files, which are LevelDB-style
+    logs (32 KiB blocks of records with a 7-byte header: crc32, length, type) of `wandb_internal_pb2.Record` protos.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    block_size, header_size, full, last = 32768, 7, 1, 4
+    runs = []
+    for run_file in sorted(wandb_dir.glob("wandb/offline-run-*/run-*.wandb")):
+        data = run_file.read_bytes()
+        assert data[:4] == b":W&B", f"{run_file} is not a wandb run file"
+        position, fragments, history = header_size, b"", []
+        while position + header_size <= len(data):
+            if block_size - position % block_size < header_size:  # a block's tail too short for a header is padding
+                position += block_size - position % block_size
+                continue
+            _, length, kind = struct.unpack("<IHB", data[position : position + header_size])
+            if length == 0 and kind == 0:
+                break
+            position += header_size
+            fragments += data[position : position + length]
+            position += length
+            if kind in (full, last):
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(fragments)
+                fragments = b""
+                if record.WhichOneof("record_type") == "history":
+                    # wandb-core writes "/"-separated names as `nested_key` parts, others as `key`.
+                    history.append(
+                        {
+                            item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                            for item in record.history.item
+                        }
+                    )
+        runs.append(history)
+    return runs
+
+
+def mlflow_metric_histories(tracking_uri: str) -> list[dict[str, list]]:
+    """Per run: metric key -> [(step, value)], through MLflow's own client."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiment_ids=experiments)
+    return [
+        {
+            key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+            for key in run.data.metrics
+        }
+        for run in runs
+    ]
+
+
+def assert_verigate_metrics_tracked(tmp_path: Path, num_processes: int) -> None:
+    wandb_runs = wandb_offline_history(tmp_path)
+    assert len(wandb_runs) == 1, f"expected one wandb run (rank 0 only), found {len(wandb_runs)}"
+    # transformers' WandbCallback prefixes training logs with "train/".
+    wandb_rows = [row for row in wandb_runs[0] if "train/verigate/gate_rate" in row]
+    assert [row["train/global_step"] for row in wandb_rows] == list(range(1, TRAIN_STEPS + 1))
+    for row in wandb_rows:
+        for metric in ALWAYS_LOGGED:
+            assert f"train/{metric}" in row, f"{metric} missing from wandb row {sorted(row)}"
+        assert 0.0 <= row["train/verigate/gate_rate"] <= 1.0
+    prm_rows = [row for row in wandb_rows if row["train/verigate/prm_completions_scored"] > 0]
+    assert prm_rows, "no step sent a gated group to the PRM"
+    for row in prm_rows:
+        assert row["train/verigate/gate_rate"] > 0.0
+        assert row["train/verigate/steps_per_completion"] >= 1.0
+        assert 0.0 <= row["train/verigate/prm_step_score_mean"] <= 1.0  # Qwen-Math PRM scores are probabilities
+
+    mlflow_runs = mlflow_metric_histories(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    assert len(mlflow_runs) == 1, f"expected one mlflow run (rank 0 only), found {len(mlflow_runs)}"
+    # MLflowCallback keeps "/" (it only replaces characters outside [0-9A-Za-z_-. :/]) and adds no prefix.
+    for metric in ALWAYS_LOGGED + LOGGED_WHEN_PRM_RAN:
+        history = mlflow_runs[0].get(metric)
+        assert history is not None, f"{metric} missing from mlflow metrics {sorted(mlflow_runs[0])}"
+        # Both trackers receive the same log dict, so they must hold the same numbers at the same steps.
+        wandb_history = [
+            (row["train/global_step"], row[f"train/{metric}"]) for row in wandb_rows if f"train/{metric}" in row
+        ]
+        assert [step for step, _ in history] == [step for step, _ in wandb_history]
+        assert [value for _, value in history] == pytest.approx([value for _, value in wandb_history])
+
+    # The epoch advances by the share of prompts one step consumes over all processes: a launch that silently ran
+    # fewer processes would show up here.
+    tiny_config = yaml.safe_load(TINY_CONFIG.read_text())
+    num_prompts = len(TINY_DATA.read_text().splitlines())
+    prompts_per_step = num_processes * tiny_config["per_device_train_batch_size"] // tiny_config["num_generations"]
+    # The end-of-training summary logs the last step's epoch a second time, hence the dict.
+    epochs = dict(mlflow_runs[0]["epoch"])
+    assert epochs == pytest.approx({step: step * prompts_per_step / num_prompts for step in range(1, TRAIN_STEPS + 1)})
+
+
+def test_recipe_single_process_logs_verigate_metrics_to_wandb_and_mlflow(tiny_models, tmp_path):
+    config = write_tiny_config(tiny_models, tmp_path)
+    run_recipe([sys.executable], config, tmp_path)
+    assert_verigate_metrics_tracked(tmp_path, num_processes=1)
+    assert (tmp_path / "output" / "config.json").is_file(), "the recipe did not save the trained policy"
+
+
+def test_recipe_two_gloo_processes_logs_verigate_metrics_from_rank_zero(tiny_models, tmp_path):
+    config = write_tiny_config(tiny_models, tmp_path)
+    # `accelerate launch --cpu --num_processes 2` starts a single process, so launch as multi-GPU and let
+    # `use_cpu: true` in the config make accelerate pick gloo on CPU.
+    launcher = [
+        *(sys.executable, "-m", "accelerate.commands.launch"),
+        *("--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no"),
+        *("--dynamo_backend", "no", "--main_process_port", str(free_port())),
+    ]
+    run_recipe(launcher, config, tmp_path)
+    assert_verigate_metrics_tracked(tmp_path, num_processes=2)
+
+
+def never_correct(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def test_gated_groups_get_token_level_advantages_where_grpo_has_none(tiny_models, tmp_path):
+    """With a verifier that is never satisfied GRPO's advantages are all 0; VeriGate's are (B, T) and not."""
+    from datasets import load_dataset
+
+    from trl_verigate import VeriGateConfig, VeriGateGRPOTrainer
+
+    dataset = load_dataset("json", data_files=str(TINY_DATA), split="train", cache_dir=str(tmp_path / "cache"))
+    dataset = dataset.map(lambda row: {"prompt": [{"role": "user", "content": row["problem"]}]})
+    num_generations = 4
+    config = VeriGateConfig(
+        output_dir=str(tmp_path / "output"),
+        use_cpu=True,
+        seed=0,
+        num_generations=num_generations,
+        per_device_train_batch_size=8,
+        max_completion_length=24,
+        max_steps=1,
+        beta=0.0,
+        report_to="none",
+        save_strategy="no",
+        prm_type="qwen_math",
+        prm_model_name_or_path=tiny_models["prm_qwen_math"],
+    )
+    trainer = VeriGateGRPOTrainer(
+        model=tiny_models["policy"], reward_funcs=[never_correct], args=config, train_dataset=dataset
+    )
+    batches = []
+    score_batch = trainer._generate_and_score_completions
+
+    def recording_score_batch(inputs):
+        batch = score_batch(inputs)
+        batches.append(batch)
+        return batch
+
+    trainer._generate_and_score_completions = recording_score_batch
+    trainer.train()
+
+    assert len(batches) == 1
+    advantages, completion_mask = batches[0]["advantages"], batches[0]["completion_mask"]
+    assert advantages.shape == completion_mask.shape  # token-level: (completions, completion tokens)
+    assert torch.all(advantages[completion_mask == 0] == 0), "padding tokens must carry no advantage"
+    groups = advantages.view(-1, num_generations, advantages.shape[1])
+    for group in groups:
+        # Within a group the normalized advantages of distinct PRM scores cannot all vanish.
+        assert group.abs().sum() > 0, "a gated group got no learning signal"
+    assert trainer.state.log_history[0]["verigate/gate_rate"] == 1.0
