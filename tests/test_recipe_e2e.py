@@ -1,6 +1,7 @@
-"""End-to-end: the math recipe trains the tiny policy with the tiny PRM, and the VeriGate metrics arrive in wandb and
-mlflow (read back with their own libraries), on one process and on two gloo processes."""
+"""The math recipe: its dataset handling (fast), and end to end (slow): it trains the tiny policy with the tiny PRM and
+the VeriGate metrics arrive in wandb and mlflow (read back with their own libraries), on one and on two gloo processes."""
 
+import importlib.util
 import json
 import os
 import socket
@@ -30,7 +31,72 @@ ALWAYS_LOGGED = (
 # every step, but an occasional lucky number (accuracy_reward falls back to the last number) can open a step's groups.
 LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
 
-pytestmark = pytest.mark.slow
+
+def load_recipe_module():
+    spec = importlib.util.spec_from_file_location("verigate_math_recipe", RECIPE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def recipe():
+    return load_recipe_module()
+
+
+@pytest.fixture
+def offline_datasets_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets_cache"))
+
+
+def test_local_jsonl_becomes_conversational_prompts_with_the_gold_solution(recipe, offline_datasets_cache):
+    args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA), max_train_samples=5)
+    dataset = recipe.to_prompts(recipe.load_math_dataset(args, "train"), args)
+    first = json.loads(TINY_DATA.read_text().splitlines()[0])
+    assert len(dataset) == 5
+    assert sorted(dataset.column_names) == ["prompt", "solution"]
+    assert dataset[0]["prompt"] == [
+        {"role": "system", "content": recipe.DEFAULT_SYSTEM_PROMPT},
+        {"role": "user", "content": first["problem"]},
+    ]
+    assert dataset[0]["solution"] == first["solution"]
+
+
+def test_gsm8k_style_answer_column_keeps_its_name_and_other_columns_are_dropped(recipe, tmp_path):
+    from datasets import Dataset
+
+    rows = [{"question": "What is 6 times 7?", "answer": "6 * 7 = 42\n#### 42", "source": "hand-written"}]
+    args = recipe.MathScriptArguments(dataset_name="openai/gsm8k", question_field="question", answer_field="answer")
+    dataset = recipe.to_prompts(Dataset.from_list(rows), args)
+    assert sorted(dataset.column_names) == ["answer", "prompt"]
+    assert dataset[0]["prompt"][1] == {"role": "user", "content": "What is 6 times 7?"}
+    assert dataset[0]["answer"] == rows[0]["answer"]
+
+
+def test_other_gold_columns_are_passed_to_the_reward_as_solution(recipe):
+    from datasets import Dataset
+
+    args = recipe.MathScriptArguments(dataset_name="local", question_field="q", answer_field="final")
+    dataset = recipe.to_prompts(Dataset.from_list([{"q": "1 + 1?", "final": "2"}]), args)
+    assert dataset[0]["solution"] == "2"
+
+
+@pytest.mark.parametrize("field", ["question_field", "answer_field"])
+def test_missing_dataset_column_names_the_field_and_the_fix(recipe, field, offline_datasets_cache):
+    args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA), **{field: "question"})
+    with pytest.raises(ValueError, match=rf"no column `question` \(set by `{field}`\).*Set `--{field}`"):
+        recipe.to_prompts(recipe.load_math_dataset(args, "train"), args)
+
+
+def test_local_file_has_no_test_split(recipe, offline_datasets_cache):
+    args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA))
+    with pytest.raises(ValueError, match="only provides the `train` split, not `test`.*eval_strategy"):
+        recipe.load_math_dataset(args, "test")
+
+
+def test_missing_dataset_name_is_explained(recipe):
+    with pytest.raises(ValueError, match="`dataset_name` is not set"):
+        recipe.load_math_dataset(recipe.MathScriptArguments(), "train")
 
 
 def free_port() -> int:
@@ -181,6 +247,7 @@ def assert_verigate_metrics_tracked(tmp_path: Path, num_processes: int) -> None:
     assert epochs == pytest.approx({step: step * prompts_per_step / num_prompts for step in range(1, TRAIN_STEPS + 1)})
 
 
+@pytest.mark.slow
 def test_recipe_single_process_logs_verigate_metrics_to_wandb_and_mlflow(tiny_models, tmp_path):
     config = write_tiny_config(tiny_models, tmp_path)
     run_recipe([sys.executable], config, tmp_path)
@@ -188,6 +255,7 @@ def test_recipe_single_process_logs_verigate_metrics_to_wandb_and_mlflow(tiny_mo
     assert (tmp_path / "output" / "config.json").is_file(), "the recipe did not save the trained policy"
 
 
+@pytest.mark.slow
 def test_recipe_two_gloo_processes_logs_verigate_metrics_from_rank_zero(tiny_models, tmp_path):
     config = write_tiny_config(tiny_models, tmp_path)
     # `accelerate launch --cpu --num_processes 2` starts a single process, so launch as multi-GPU and let
@@ -205,6 +273,7 @@ def never_correct(completions, **kwargs):
     return [0.0] * len(completions)
 
 
+@pytest.mark.slow
 def test_gated_groups_get_token_level_advantages_where_grpo_has_none(tiny_models, tmp_path):
     """With a verifier that is never satisfied GRPO's advantages are all 0; VeriGate's are (B, T) and not."""
     from datasets import load_dataset
