@@ -173,14 +173,19 @@ def main(argv=None):
     prm_completions = sum(run["prm_completions"] - run["prm_completions_warmup"] for run in runs["verigate"])
     completions = sum(run["completions"] for run in runs["verigate"])
 
-    grpo_median = statistics.median(grpo_seconds)
+    grpo_median, grpo_fastest = statistics.median(grpo_seconds), min(grpo_seconds)
     print(f"steps timed per trainer: {len(grpo_seconds)} ({args.rounds} rounds x {args.steps}, warm-up excluded)")
-    print(f"GRPO step median:                 {grpo_median:.3f} s")
-    print(f"VeriGate step median:             {statistics.median(verigate_seconds):.3f} s")
-    print(f"  of which PRM (median):          {statistics.median(prm_seconds):.3f} s")
-    print(f"  without PRM (median):           {statistics.median(verigate_net):.3f} s")
-    print(f"(1) step-time ratio VeriGate/GRPO, PRM excluded: {statistics.median(verigate_net) / grpo_median:.3f}")
-    print(f"    (target <= 1.03; with PRM included: {statistics.median(verigate_seconds) / grpo_median:.3f})")
+    print("                          median    fastest")
+    print(f"GRPO step                 {grpo_median:.3f} s   {grpo_fastest:.3f} s")
+    print(f"VeriGate step             {statistics.median(verigate_seconds):.3f} s   {min(verigate_seconds):.3f} s")
+    print(f"  of which PRM            {statistics.median(prm_seconds):.3f} s   {min(prm_seconds):.3f} s")
+    print(f"  without PRM             {statistics.median(verigate_net):.3f} s   {min(verigate_net):.3f} s")
+    # Load from other processes only ever adds time, so on a busy machine the fastest steps are the fairer pair.
+    print(
+        "(1) step-time ratio VeriGate/GRPO, PRM excluded: "
+        f"{statistics.median(verigate_net) / grpo_median:.3f} (medians), {min(verigate_net) / grpo_fastest:.3f} "
+        f"(fastest); target <= 1.03. PRM included: {statistics.median(verigate_seconds) / grpo_median:.3f}"
+    )
     print(
         f"(2) PRM calls vs. PRM on every group: {prm_completions}/{completions} completions = "
         f"{prm_completions / completions:.3f}   gate rate = {gate_rate:.3f}"

@@ -29,8 +29,9 @@ class MathScriptArguments(ScriptArguments):
     answer_field: str = field(
         default="solution",
         metadata={
-            "help": "Dataset column holding the gold answer: a solution with \\boxed{} (MATH), or `answer` for "
-            "GSM8K-style `#### N` answers."
+            "help": "Dataset column holding the gold answer: a solution ending in \\boxed{} (MATH), a `#### N` "
+            "solution (GSM8K) or a bare answer. It reaches `accuracy_reward` as `answer` if named `answer`, "
+            "else as `solution`."
         },
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training rows."})
