@@ -341,6 +341,64 @@ def test_file_requests_hold_one_theorem_and_are_untrusted_throughout(file_text, 
     assert result.status == "rejected" and reason in result.reason, result.reason
 
 
+LEGITIMATE_FILES = [
+    FILE,
+    "import Mathlib\nimport Aesop -- tactics\n\nset_option maxHeartbeats 400000 -- miniF2F\nopen scoped BigOperators\n"
+    "open Real Nat\n\ntheorem t (x : ℝ) (h : 2 * x = 4) : x = 2 := by\n  linarith",
+    "import Mathlib\nopen Real in\ntheorem t : Real.sqrt 4 = 2 := by\n  norm_num",
+    "import Mathlib\nset_option maxRecDepth 10000 in\nopen Nat in\n/-- doc -/\nprivate theorem t : 2 + 2 = 4 := by\n  rfl",
+    '/- A file\n   with a header comment -/\nimport Mathlib\nset_option pp.proofs "always"\n'
+    "theorem t (f : ℕ → ℕ) (s : Set ℕ) : Set.image f s ⊆ Set.range f := by\n  rintro _ ⟨x, -, rfl⟩\n  exact ⟨x, rfl⟩",
+    "import Mathlib\ntheorem t : (let a := 2; a + a) = 4 := by\n  rfl",
+    "import Mathlib\ntheorem t : let a := 2; a + a = 4 := by\n  intro a\n  rfl",
+]
+
+
+@pytest.mark.parametrize("file_text", LEGITIMATE_FILES)
+def test_legitimate_files_pass_the_precheck(file_text):
+    prepared = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+
+
+@pytest.mark.parametrize(
+    "file_text,reason",
+    [
+        # Header lines are single `import M`, `set_option NAME VALUE` or `open NAMESPACES` commands, nothing more.
+        ("import Mathlib\nopen Nat set_option debug.skipKernelTC true\ntheorem t : True := by\n  trivial", "debug"),
+        ("import Mathlib\nopen Nat set_option pp.all true\ntheorem t : True := by\n  trivial", "`open Nat set"),
+        (
+            "import Mathlib\nset_option maxHeartbeats 400000 in\nopen Nat\ntheorem t : True := by\n  trivial",
+            "`open Nat`",
+        ),
+        ("import Mathlib\nset_option «debug».skipKernelTC true\ntheorem t : True := by\n  trivial", "debug"),
+        ("import Mathlib\nset_option /- c -/ debug.skipKernelTC true\ntheorem t : True := by\n  trivial", "debug"),
+        ("import Mathlib\nset_option\n  debug.skipKernelTC true\ntheorem t : True := by\n  trivial", "debug"),
+        ("import Mathlib #exit\ntheorem t : True := by\n  trivial", "`import"),
+        ("import Mathlib\nopen Nat in axiom cheat : 1 = 2\ntheorem t : 1 = 2 := by\n  exact cheat", "axiom"),
+        ('import Mathlib\nopen Nat in #eval IO.Process.run {cmd := "id"}\ntheorem t : True := by\n  trivial', "#eval"),
+        (
+            'import Mathlib\nopen Lean Elab Tactic in elab "cheat" : tactic => do (← getMainGoal).assign '
+            "(mkConst ``True.intro)\ntheorem t : False := by\n  cheat",
+            "elab",
+        ),
+        ("import Mathlib\nset_option warn.sorry false\ntheorem t : True := by\n  trivial", "warn.sorry"),
+        ("import Mathlib\nopen Nat hiding foo set_option x\ntheorem t : True := by\n  trivial", "`open"),
+        # Before the theorem: only comments, modifiers and `open … in` / `set_option … in`.
+        ("import Mathlib\nadd_aesop_rules safe (by trivial)\ntheorem t : True := by\n  aesop", "add_aesop_rules"),
+        ("import Mathlib\nopen Nat\nsimproc s (1 = 2) := none\ntheorem t : True := by\n  simp", "simproc"),
+        (
+            # `my_command` stands for any command the word lists do not know.
+            "import Mathlib\ntheorem t : True := trivial\nmy_command s (1 = 2) := by\n  exact fun _ => pure none",
+            "`:=` at line 2",
+        ),
+    ],
+)
+def test_a_files_header_and_preamble_are_checked_strictly(file_text, reason):
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.header!r} / {result.code!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
 def test_a_file_proof_may_continue_the_by_line():
     prepared = prepare("import Mathlib\ntheorem t : 1 = 1 := by rfl", MINIF2F_HEADER)
     assert prepared.proof == " rfl" and prepared.separator == ""

@@ -69,6 +69,16 @@ COMMAND_WORDS = frozenset(
         "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "builtin_initialize",
         "export", "omit", "include", "deriving", "alias", "irreducible_def", "proof_wanted", "add_decl_doc",
         "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "implemented_by", "extern",
+        # What may follow a declaration's body, so a proof that reaches them has closed its `by` block.
+        "where", "termination_by", "decreasing_by",
+        # Commands of Lean, Batteries, Aesop and Mathlib that run or register metaprograms, or change the
+        # environment, without one of the words above.
+        "simproc", "dsimproc", "simproc_decl", "dsimproc_decl", "builtin_simproc", "builtin_dsimproc",
+        "add_aesop_rules", "erase_aesop_rules", "declare_aesop_rule_sets", "register_simp_attr",
+        "register_label_attr", "register_option", "register_builtin_option", "grind_pattern", "init_quot", "seal",
+        "unseal", "count_heartbeats", "whatsnew", "compile_inductive", "compile_def", "suppress_compilation",
+        "unsuppress_compilation", "library_note", "assert_not_exists", "declare_config_elab",
+        "declare_command_config_elab", "declare_simp_like_tactic",
     }
 )  # fmt: skip
 # Tactics that close goals without proving them, or search tactics: `apply?` has closed goals
@@ -78,7 +88,8 @@ TACTIC_WORDS = frozenset({"sorry", "admit", "stop", "exact?", "apply?", "library
 CONSTANT_WORDS = frozenset({"sorryAx", "trustCompiler"})
 NATIVE_WORDS = frozenset({"native_decide", "bv_decide", "ofReduceBool", "reduceBool", "ofReduceNat", "reduceNat"})
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
-FORBIDDEN_OPTIONS = frozenset({"allowUnsafeReducibility"})
+# `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
+FORBIDDEN_OPTIONS = frozenset({"allowUnsafeReducibility", "warn.sorry"})
 
 # Cyrillic/Greek/Latin letters that look like ASCII ones; NFKC leaves them alone.
 _CONFUSABLES = str.maketrans(
@@ -192,9 +203,9 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1)
 
 
-def _where(text: str, offset: int) -> str:
+def _where(text: str, offset: int, line_offset: int = 0) -> str:
     line, column = _position(text, offset)
-    return f"line {line}, column {column}"
+    return f"line {line + line_offset}, column {column}"
 
 
 def _lex(text: str) -> list[_Token]:
@@ -416,6 +427,7 @@ _DECLARING_WORDS = frozenset(
     | {"axiom", "opaque", "constant", "mutual", "namespace", "section"}
 )
 _OPENING, _CLOSING = "([{⟨⦃", ")]}⟩⦄"
+_PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
 
 
 def _declaration(text: str, tokens: list[_Token], what: str) -> tuple[_Token, _Token | None]:
@@ -452,12 +464,32 @@ def _check_statement(statement: str) -> list[_Token]:
     return tokens
 
 
+# A complete file's header lines, each exactly one command: the header runs in its own REPL command (cached per
+# worker, shared with other requests), so anything else there would escape the checks on the theorem.
+_NAMESPACE = r"[A-Z][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)*"
+_HEADER_LINE = re.compile(
+    r"[ ]*(?:"
+    r"import[ ]+[A-Za-z_][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)*"
+    r"|set_option[ ]+(?P<option>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)[ ]+"
+    r'(?:true|false|[0-9]+|"[^"\\{}\n]*")'
+    rf"|open(?:[ ]+scoped)?(?:[ ]+{_NAMESPACE})+"
+    r")[ ]*(?:--[^\n]*)?\r?",
+    re.ASCII,
+)
+HEADER_RULE = (
+    "a file's header lines are single `import M`, `set_option NAME VALUE` (true, false, a number or a string) "
+    "or `open [scoped] Namespace…` commands, one per line"
+)
+
+
 def split_header(file_text: str) -> tuple[str, str]:
     """Split a Lean file into (header, body), header + body == file_text.
 
-    The header is the leading run of `import`, `set_option` and `open` commands (with blank lines and
-    comments among them), up to and including the newline after the last of them; `open … in` and
-    `set_option … in` belong to the declaration they prefix, so they end the header.
+    The header is the leading run of lines that are each exactly one `import M`, `set_option NAME VALUE` or
+    `open [scoped] Namespace…` command (an optional `--` comment after it), with blank lines and comments among
+    them, up to and including the newline after the last command. The first other line starts the body, where
+    the precheck treats it as untrusted code: `open … in` and `set_option … in` prefix the theorem, so they end
+    the header, and so does any line that holds more than one command.
     """
     if not isinstance(file_text, str):
         raise TypeError(f"split_header(file_text) needs a str, got {type(file_text).__name__}")
@@ -477,9 +509,7 @@ def split_header(file_text: str) -> tuple[str, str]:
             i = file_text.find("\n", close)
             i = n if i < 0 else i + 1
             continue
-        command = re.match(r"(import|set_option|open)\s", line)
-        code_part = line.split("--", 1)[0].rstrip()
-        if not command or code_part.endswith(" in"):
+        if not _HEADER_LINE.fullmatch(line):
             break
         header_end = min(line_end + 1, n)
         i = line_end + 1
@@ -540,10 +570,82 @@ def _check_file_statement(statement: str, tokens: list[_Token], keyword: _Token,
 
 
 def _check_header_options(header: str) -> None:
-    for match in re.finditer(r"^set_option\s+(\S+)", header, re.MULTILINE):
-        option = match.group(1)
-        if option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES):
+    for match in re.finditer(r"^[^\n]*$", header, re.MULTILINE):
+        line = _HEADER_LINE.fullmatch(match.group(0))
+        option = line.group("option") if line else None
+        if option and (option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES)):
             raise PrecheckError(f"header: `set_option {option}` at {_where(header, match.start())}")
+
+
+def _check_file_preamble(statement: str, tokens: list[_Token], keyword: _Token, line_offset: int) -> None:
+    """Before its declaration keyword a file's body may hold only comments, modifiers and `open … in` /
+    `set_option NAME VALUE in` prefixes; anything else is another command, which the precheck would have to know.
+    """
+    code = [t for t in tokens if t.kind != "comment" and t.start < keyword.start]
+    k = 0
+    while k < len(code):
+        token = code[k]
+        if token.text in _MODIFIERS:
+            k += 1
+            continue
+        in_at = None  # index of the `in` that closes an `open …`/`set_option …` prefix
+        if token.text == "open":
+            end = k + 1
+            while end < len(code) and _is_open_argument(code[end]):
+                end += 1
+            in_at = end if end > k + 1 else None
+        elif token.text == "set_option" and k + 2 < len(code) and code[k + 1].kind == "ident":
+            option = ".".join(code[k + 1].components)
+            if option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES):
+                raise PrecheckError(f"`set_option {option}` at {_where(statement, token.start, line_offset)}")
+            in_at = k + 3 if code[k + 2].kind in ("ident", "number", "string") else None
+        if in_at is not None and in_at < len(code) and code[in_at].text == "in":
+            k = in_at + 1
+            continue
+        line_start = statement.rfind("\n", 0, token.start) + 1
+        line_end = statement.find("\n", token.start)
+        line = statement[line_start : len(statement) if line_end < 0 else line_end].strip()
+        if token.text in _PREFIX_COMMANDS and not statement[line_start : token.start].strip():
+            raise PrecheckError(
+                f"`{line}` at {_where(statement, token.start, line_offset)} is neither a header line nor an "
+                f"`open … in`/`set_option … in` prefix of the theorem: {HEADER_RULE}"
+            )
+        raise PrecheckError(
+            f"`{token.text}` at {_where(statement, token.start, line_offset)} before the `{keyword.text}`: a str "
+            "request is one theorem, preceded only by the header, comments, modifiers and `open … in` / "
+            "`set_option NAME VALUE in`"
+        )
+
+
+def _is_open_argument(token: _Token) -> bool:
+    """A token of `open` arguments (`scoped`, namespaces, `(names)`, `hiding`/`renaming` lists), not a keyword."""
+    if token.kind == "ident":
+        return token.text != "in" and token.text not in COMMAND_WORDS and token.text not in _PREFIX_COMMANDS
+    return token.kind == "symbol" and token.text in ("(", ")", ",", "→")
+
+
+def _check_single_definition(statement: str, tokens: list[_Token], keyword: _Token, line_offset: int) -> None:
+    """Reject a top-level `:=` before the statement's final `:= by` that no `let`/`have` explains.
+
+    Such a `:=` ends the declaration (`theorem t : P := term`), and the text up to the final `:= by` would be
+    further commands, whose words the token checks could not all know.
+    """
+    code = [t for t in tokens if t.kind != "comment" and t.start >= keyword.end]
+    depth, pending_bindings = 0, 0
+    for k, token in enumerate(code[:-3]):
+        if token.text in _OPENING:
+            depth += 1
+        elif token.text in _CLOSING:
+            depth -= 1
+        elif depth == 0 and token.text in ("let", "have", "letI", "haveI"):
+            pending_bindings += 1
+        elif depth == 0 and token.text == ":" and code[k + 1].text == "=" and code[k + 1].start == token.end:
+            if not pending_bindings:
+                raise PrecheckError(
+                    f"`:=` at {_where(statement, token.start, line_offset)} ends the `{keyword.text}` before its "
+                    "`:= by`: a str request is one theorem proved in tactic mode"
+                )
+            pending_bindings -= 1
 
 
 # ---------------------------------------------------------------- prepare
@@ -636,12 +738,15 @@ def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
     statement, proof = _split_file_body(body)
     tokens = _lex(statement)
     keyword, name = _declaration(statement, tokens, "file")
+    header_lines = header_text.count("\n")
     _check_file_statement(statement, tokens, keyword, allow_native_decide)
+    _check_file_preamble(statement, tokens, keyword, header_lines)
+    _check_single_definition(statement, tokens, keyword, header_lines)
     if not proof.strip():
         raise PrecheckError("empty proof body after `:= by`")
     precheck_proof(proof, allow_native_decide, first_line_at_line_start=False)
     header = header_text[:-1] if header_text.endswith("\n") else header_text
-    return _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_text.count("\n"))
+    return _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_lines)
 
 
 # ---------------------------------------------------------------- judge
