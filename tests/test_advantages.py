@@ -247,3 +247,12 @@ def test_pipeline_tokens_of_one_step_share_advantage():
 def test_step_advantages_to_tokens_bad_inputs(advantages, token_ids, match):
     with pytest.raises(ValueError, match=match):
         step_advantages_to_tokens(advantages, token_ids)
+
+
+@pytest.mark.parametrize("normalization", ["verigate", "deepseekmath"])
+def test_no_step_column_at_all_gives_empty_advantages(normalization):
+    # A batch in which no completion has a step: (N, 0) in, (N, 0) out, for both orders.
+    step_rewards = torch.zeros(4, 0)
+    step_mask = torch.zeros(4, 0, dtype=torch.bool)
+    advantages = process_step_advantages(step_rewards, step_mask, num_generations=2, normalization=normalization)
+    assert advantages.shape == (4, 0)

@@ -119,8 +119,9 @@ def group_normalized_step_advantages(
     _check_num_generations(num_rows, num_generations, "cumulated")
     # Low-precision inputs (bf16 rewards) are normalised in float32: the sums of squares lose too much otherwise.
     work_dtype = torch.promote_types(cumulated.dtype, torch.float32)
-    values = cumulated.to(work_dtype).reshape(-1, num_generations * num_steps)
-    mask = step_mask.reshape(-1, num_generations * num_steps)
+    num_groups = num_rows // num_generations  # explicit: -1 cannot be inferred when there are no steps (S = 0)
+    values = cumulated.to(work_dtype).reshape(num_groups, num_generations * num_steps)
+    mask = step_mask.reshape(num_groups, num_generations * num_steps)
     values = torch.where(mask, values, torch.zeros_like(values))
 
     counts = mask.sum(dim=1, keepdim=True).to(work_dtype)
