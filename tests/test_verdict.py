@@ -148,7 +148,7 @@ REJECTED = [
     ("  norm_num\raxiom c : False", "carriage return"),
     ("  norm_num /- open comment", "unterminated block comment"),
     ('  have := "open string', "unterminated string"),
-    ("  have := 'ab'", "character literal"),
+    ("  have := ∑'\"' = 1", "ambiguous"),
     ("  have «x : True := trivial", "identifier escape"),
     ('  have := s!"{1}"', "interpolation"),
     ("  so\u200brry", "U+200B"),
@@ -219,6 +219,35 @@ def test_look_alikes_of_forbidden_words_are_rejected(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
     assert result.status == "rejected"
     assert "look-alike" in result.reason or "NFKC" in result.reason, result.reason
+
+
+# Mathlib tokens that end in `'` (`∑'`, `∏'`, image `''`, preimage `⁻¹'`) are not character literals.
+PRIME_NOTATION = [
+    ("theorem t (f : ℕ → ℝ) : True := by", "  have : ∑' n : ℕ, (0:ℝ) = 0 := tsum_zero\n  trivial"),
+    ("theorem t (f : ℕ → ℝ) : True := by", "  have : ∏' n : ℕ, (1:ℝ) = 1 := tprod_one\n  trivial"),
+    ("theorem t (f : ℕ → ℝ) : True := by", "  have : f '' Set.univ = Set.range f := Set.image_univ\n  trivial"),
+    ("theorem t (f : ℝ → ℝ) (s : Set ℝ) : True := by", "  have : f ⁻¹' s = f ⁻¹' s := rfl\n  trivial"),
+    ("theorem t (f : ℝ → ℝ) (s : Set ℝ) : True := by", "  have h : (f ⁻¹' s) ⊆ f⁻¹' s := subset_refl _\n  trivial"),
+    ("theorem t (f : ℕ → ℕ) (s : Set ℕ) : f '' s ⊆ Set.range f := by", "  rintro _ ⟨x, -, rfl⟩\n  exact ⟨x, rfl⟩"),
+    ("theorem t : ∑' n : ℕ, (0 : ℝ) = 0 := by", "  simp"),
+    ("theorem t : 'a' ≠ 'b' := by", "  have : ['x', 'y'].length = 2 := rfl\n  decide"),
+]
+
+
+@pytest.mark.parametrize("statement,proof", PRIME_NOTATION)
+def test_prime_notations_are_not_character_literals(statement, proof):
+    prepared = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    file_text = "import Mathlib\n" + statement + "\n" + proof
+    assert isinstance(prepare(file_text, MINIF2F_HEADER), Prepared)
+
+
+def test_a_quote_character_literal_glued_to_a_symbol_is_ambiguous_and_rejected():
+    # Lean may read `∑'` as one token and then `"` as a string start, where a char-literal reading sees `'"'`.
+    result = prepare(ProofRequest(T, "  have := ∑'\"' x \"\n  exact sorry"), MINIF2F_HEADER)
+    assert result.status == "rejected"
+    result = prepare(ProofRequest(T, '  have := ∑\'"\' x "; rfl " = 1\n  rfl'), MINIF2F_HEADER)
+    assert result.status == "rejected" and "ambiguous" in result.reason, result.reason
 
 
 @pytest.mark.parametrize(

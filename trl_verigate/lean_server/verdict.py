@@ -17,8 +17,11 @@ The precheck lexes the proof the way Lean's tokenizer does (nested `/- -/` comme
 strings, raw strings `r#"…"#`, character literals, `«escaped»` identifiers, identifier characters
 from `Lean.isIdFirst`/`isIdRest`), so a keyword inside a comment or string is not a false positive
 and no comment/string trick can hide code from it. Where the lexer and Lean could still disagree
-(an unterminated comment or string, a stray `'`, `{` inside a string literal, which Lean parses as
-code in interpolated strings) the proof is rejected: Lean would fail on the first three anyway.
+(an unterminated comment or string, a character literal holding `"` glued to a symbol such as `∑'`,
+`{` inside a string literal, which Lean parses as code in interpolated strings) the proof is rejected:
+Lean would fail on the first two anyway. A `'` that starts no character literal is read as a symbol
+(`∑'`, `∏'`, `⁻¹'`, `''` are Mathlib notation): a literal holds one character, so no reading of it
+can hide a word.
 
 Unicode: Lean compares identifiers code point by code point and never normalizes, so a look-alike
 such as fullwidth `ｓｏｒｒｙ`, Cyrillic `ѕоrrу` or Greek-omicron `sοrry` is a *different*
@@ -56,6 +59,7 @@ EXAMPLE_REPLACEMENT = f"theorem {EXAMPLE_NAME}"
 SORRY_WARNINGS = ("declaration uses `sorry`", "declaration uses 'sorry'")
 NATIVE_AXIOMS = ("Lean.ofReduceBool", "Lean.trustCompiler")
 _AXIOMS_LIST = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\]$", re.DOTALL)
+_CHAR_LITERAL = re.compile(r"'(\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\\n])'")
 _AXIOMS_NONE = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$", re.DOTALL)
 
 # Command keywords: any of them inside a proof means the proof left its `by` block (Lean parses
@@ -258,12 +262,24 @@ def _lex(text: str) -> list[_Token]:
                 raise PrecheckError(f'unterminated string `"` at {_where(text, i)} swallows the rest')
             tokens.append(_Token("string", i, j + 1, text[i : j + 1]))
             i = j + 1
-        elif c == "'" and not text.startswith("''", i):
-            match = re.match(r"'(\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\\n])'", text[i:])
-            if not match:
-                raise PrecheckError(f"malformed character literal `'` at {_where(text, i)}")
-            tokens.append(_Token("char", i, i + match.end(), match.group(0)))
-            i += match.end()
+        elif c == "'":
+            # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
+            # of a symbol (`∑'`, `∏'`, `⁻¹'`) or as an error; a literal holds one character, so no reading hides a
+            # word. A literal holding `"` right after a symbol is the one case where the readings part ways:
+            # Lean may see `∑'` and then a string start.
+            match = None if text.startswith("''", i) else _CHAR_LITERAL.match(text, i)
+            if match is None:
+                width = 2 if text.startswith("''", i) else 1
+                tokens.append(_Token("symbol", i, i + width, text[i : i + width]))
+                i += width
+                continue
+            if '"' in match.group(0) and i > 0 and not (text[i - 1].isspace() or text[i - 1] in "([{⟨,"):
+                raise PrecheckError(
+                    f"ambiguous `{match.group(0)}` at {_where(text, i)}: after `{text[i - 1]}` Lean may read `'` as "
+                    'part of a symbol and `"` as a string start; put a space before the character literal'
+                )
+            tokens.append(_Token("char", i, match.end(), match.group(0)))
+            i = match.end()
         elif _is_id_first(c) or c == "«":
             j = i
             while True:
