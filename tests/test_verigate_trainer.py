@@ -471,6 +471,8 @@ def test_args_must_be_a_verigate_config(tiny_models, tmp_path):
         ("gate_reward_funcs", []),
         ("prm_audit_fraction", 1.5),
         ("prm_advantage_epsilon", 0.0),
+        ("prm_torch_dtype", "bf16"),
+        ("prm_device", "gpu0"),
     ],
 )
 def test_bad_config_values_raise_naming_the_field(tmp_path, field, value):

@@ -194,7 +194,7 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         return TokenClassifierOutput(logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
-def _resolve_device(device: str | torch.device | None) -> torch.device:
+def resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -203,7 +203,7 @@ def _resolve_device(device: str | torch.device | None) -> torch.device:
         raise ValueError(f"device={device!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:1'") from error
 
 
-def _resolve_dtype(torch_dtype: str | torch.dtype | None) -> str | torch.dtype | None:
+def resolve_dtype(torch_dtype: str | torch.dtype | None) -> str | torch.dtype | None:
     if torch_dtype is None or isinstance(torch_dtype, torch.dtype) or torch_dtype == "auto":
         return torch_dtype
     dtype = getattr(torch, str(torch_dtype), None)
@@ -240,12 +240,12 @@ class _ModelStepScorer:
         self.model_name_or_path = model_name_or_path
         self.batch_size = batch_size
         self.max_length = max_length
-        self.device = _resolve_device(device)
+        self.device = resolve_device(device)
         self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
         # Before the weights: a wrong checkpoint should fail in a second, not after loading 15 GB.
         self._check_tokenizer()
         load_kwargs = {}
-        dtype = _resolve_dtype(torch_dtype)
+        dtype = resolve_dtype(torch_dtype)
         if dtype is not None:
             load_kwargs["dtype"] = dtype
         self.model = self._load_model(model_name_or_path, **load_kwargs).to(self.device).eval()

@@ -24,7 +24,7 @@ from trl_verigate.advantages import (
     process_step_advantages,
     step_advantages_to_tokens,
 )
-from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, build_step_scorer
+from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, build_step_scorer, resolve_device, resolve_dtype
 from trl_verigate.steps import completion_step_token_ids
 
 
@@ -157,6 +157,14 @@ class VeriGateConfig(GRPOConfig):
             )
         if not _is_number(self.prm_audit_fraction) or not 0.0 <= self.prm_audit_fraction <= 1.0:
             raise ValueError(f"prm_audit_fraction={self.prm_audit_fraction!r} must be a number in [0, 1].")
+        # Checked here, before the policy loads, rather than when the PRM is built at the end of trainer init.
+        for name, resolve in (("prm_device", resolve_device), ("prm_torch_dtype", resolve_dtype)):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    resolve(value)
+                except ValueError as error:
+                    raise ValueError(f"{name}={value!r} is invalid: {error}") from error
         if not _is_number(self.prm_advantage_epsilon) or not self.prm_advantage_epsilon > 0:
             raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
 
