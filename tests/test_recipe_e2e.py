@@ -18,7 +18,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
-TRAIN_STEPS = 2
+TRAIN_STEPS = 3
 # Logged every step.
 ALWAYS_LOGGED = (
     "verigate/gate_rate",
@@ -92,6 +92,29 @@ def test_local_file_has_no_test_split(recipe, offline_datasets_cache):
     args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA))
     with pytest.raises(ValueError, match="only provides the `train` split, not `test`.*eval_strategy"):
         recipe.load_math_dataset(args, "test")
+
+
+@pytest.mark.parametrize(
+    "config", ["verigate_math.yaml", "gsm8k.yaml", "tiny/verigate_math.yaml"], ids=["math", "gsm8k", "tiny"]
+)
+def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path):
+    """Every key of the shipped YAMLs is a field the installed TRL/transformers knows (README's GPU commands)."""
+    from trl import ModelConfig, TrlParser
+
+    from trl_verigate import VeriGateConfig
+
+    parser = TrlParser((recipe.MathScriptArguments, VeriGateConfig, ModelConfig))
+    # bf16 and use_cpu are overridden because this machine has no GPU; everything else comes from the file.
+    script_args, training_args, model_args = parser.parse_args_and_config(
+        args=["--config", str(REPO_ROOT / "recipes" / config), "--bf16", "false", "--use_cpu", "true"]
+        + ["--output_dir", str(tmp_path)]
+    )
+    with open(REPO_ROOT / "recipes" / config) as handle:
+        raw = yaml.safe_load(handle)
+    assert script_args.dataset_name == raw["dataset_name"]
+    assert model_args.model_name_or_path == raw["model_name_or_path"]
+    assert training_args.prm_type == raw["prm_type"]
+    assert training_args.num_generations == raw["num_generations"]
 
 
 def test_missing_dataset_name_is_explained(recipe):
