@@ -167,6 +167,76 @@ def test_the_precheck_rejects_each_rule_and_says_what_and_where(proof, reason):
     assert reason in result.reason, result.reason
 
 
+# Code the top-level tactic block does not cover has closed the `by` block: Lean reads it as commands or as a
+# declaration suffix (`where`, `termination_by`), at any column between 0 and the block's.
+OUTSIDE_THE_BLOCK = [
+    "  norm_num\n set_option pp.all true",
+    "  skip\n open Nat in\n  skip",
+    "  exact t.h\n where h : False := t.h",
+    "  exact t.h\n    where h : False := t.h",
+    "  exact t\n termination_by 0\n decreasing_by all_goals simp_wf",
+    "  trivial\n deriving Repr",
+    "    norm_num\n  simp",
+    "  norm_num\n    set_option pp.all true",
+    "  norm_num\n    open Nat",
+    "  constructor\n  · simp\n · simp",
+]
+
+
+@pytest.mark.parametrize("proof", OUTSIDE_THE_BLOCK)
+def test_code_outside_the_top_level_tactic_block_is_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and result.reason
+
+
+def test_a_file_proof_on_the_by_line_cannot_be_followed_by_a_dedented_command():
+    result = prepare("import Mathlib\ntheorem t : True := by trivial\n  open Nat in simp", MINIF2F_HEADER)
+    assert result.status == "rejected" and "outside" in result.reason, result.reason
+
+
+# Layouts the block check must keep accepting.
+LAYOUTS = [
+    "  constructor\n  · simp\n  · nlinarith [sq_nonneg (a - b),\n      sq_nonneg (a + b)]",
+    "  calc a ^ 2 + b ^ 2 = (a - b) ^ 2 + 2 * a * b := by ring\n    _ ≥ 2 * a * b := by nlinarith [sq_nonneg (a - b)]",
+    "  calc\n    a = a := rfl\n    _ = a := by\n      rfl",
+    "  constructor <;>\n    simp_all",
+    "  refine ⟨?_, ?_⟩\n  <;> norm_num",
+    "  exact\n    foo bar\n      baz",
+    "  have h : 0 ≤ (a - b) ^ 2 :=\n    sq_nonneg _\n  linarith",
+    "  case left => simp\n  case right =>\n    simp",
+    "  cases x\n  next => simp\n  next n =>\n    simp",
+    "  induction x with\n  | zero => simp\n  | succ n ih =>\n    simp_all",
+    "  rcases h with ⟨x, rfl⟩ | ⟨y, rfl⟩\n  · simp\n  · simp",
+    "  have key : ∀ z : ℕ, z + 0 = z := fun z => by simp\n  exact key 1",
+    "  have h : 0 < 2 := by\n    norm_num\n  linarith",
+    "  conv => lhs; rw [add_comm]",
+    "  conv =>\n    lhs\n    rw [add_comm]",
+    "  show _ ≥ _ from le_of_sub_nonneg (by nlinarith [sq_nonneg (a - b)])",
+    "  match x with\n  | 0 => simp\n  | n + 1 => simp",
+    "  first\n  | linarith\n  | nlinarith [sq_nonneg (a - b)]",
+    "  open Real in\n  nlinarith [Real.sqrt_nonneg 2]",
+    "  set_option maxHeartbeats 800000 in\n  nlinarith [sq_nonneg (a - b)]",
+    "  intro x\n  -- a comment at column 0 below is fine\n-- like this\n  simp",
+    "  simp\n  /- a block comment\nat column 0 -/\n  rfl",
+    "  obtain ⟨y, hy⟩ := h\n  subst hy\n  positivity",
+    "  suffices h : 0 ≤ (a - b) ^ 2 by nlinarith\n  positivity",
+    "  apply foo\n  all_goals\n    simp",
+    "  have := calc a = a := rfl\n    _ = a := rfl\n  simp",
+    "  exact fun ⟨h1, h2⟩ =>\n    h1",
+    "  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b),\n    mul_self_nonneg (a - 1)]",
+    "  by_cases h : x ≤ 2\n  · interval_cases x <;> simp_all\n  · push_neg at h\n    omega",
+    "  constructor; simp; simp",
+    "  constructor\n  · simp;\n  · simp",
+]
+
+
+@pytest.mark.parametrize("proof", LAYOUTS)
+def test_the_block_check_accepts_legitimate_layouts(proof):
+    prepared = prepare(ProofRequest("theorem t (a b : ℝ) (x : ℕ) (h : True) : True := by", proof), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+
+
 def test_rejection_reasons_give_the_position():
     result = prepare(ProofRequest(T, "  norm_num\n  simp\n    exact sorry"), MINIF2F_HEADER)
     assert result.reason == "`sorry` at line 3, column 10"

@@ -36,6 +36,7 @@ forbidden word.
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -425,13 +426,64 @@ def _check_columns(text: str, tokens: list[_Token], first_line_at_line_start: bo
             )
 
 
-def precheck_proof(proof: str, allow_native_decide: bool = False, first_line_at_line_start: bool = True) -> None:
-    """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean."""
+def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
+    """Every code token must lie in a top-level tactic: anything after the block's end is read by Lean as commands.
+
+    Lean ends the `by` block at the first line indented less than its first tactic (or at a token no tactic
+    continues with); what follows is parsed as a declaration suffix (`where`, `termination_by`) or as commands,
+    at any column. The splitter follows the same layout rules, so code outside its outermost spans is exactly
+    that.
+    """
+    spans = tactic_split.split_tactics(text, "outermost", start_column=start_column)
+    starts = [span.start for span in spans]
+    for token in tokens:
+        # `;` separates tactics, so it sits between spans (or after the last, which Lean allows).
+        if token.kind == "comment" or token.text == ";":
+            continue
+        index = bisect.bisect_right(starts, token.start) - 1
+        if index < 0 or token.start >= spans[index].end:
+            raise PrecheckError(
+                f"`{token.text}` at {_where(text, token.start)} is outside the proof's tactic block: a line indented "
+                "less than the block's first tactic closes the `by` block, and Lean reads the rest as commands; "
+                "indent every tactic of the block to the same column"
+            )
+
+
+def _check_scoped_prefixes(text: str, tokens: list[_Token]) -> None:
+    """`open` and `set_option` are tactics only as `open … in tac` / `set_option NAME VALUE in tac`.
+
+    Without `in` they are commands, which Lean would run after ending the tactic block there.
+    """
+    code = [t for t in tokens if t.kind != "comment"]
+    for k, token in enumerate(code):
+        if token.kind != "ident" or token.text not in ("open", "set_option"):
+            continue
+        if token.text == "open":
+            end = k + 1
+            while end < len(code) and _is_open_argument(code[end]):
+                end += 1
+        else:
+            end = k + 3
+        if end >= len(code) or code[end].text != "in" or end == k + 1:
+            raise PrecheckError(
+                f"`{token.text}` at {_where(text, token.start)} without `in`: only `open … in tactic` and "
+                "`set_option NAME VALUE in tactic` are tactics, the bare forms are commands"
+            )
+
+
+def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: int = 0) -> None:
+    """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean.
+
+    `start_column` is the column of `proof[0]` in its line: 0 for a ProofRequest (the body starts on the line
+    after the statement), the column after `by` for a file whose proof continues the `by` line.
+    """
     _check_characters(proof, "proof")
     tokens = _lex(proof)
-    _check_columns(proof, tokens, first_line_at_line_start)
+    _check_columns(proof, tokens, first_line_at_line_start=start_column == 0)
     _check_tokens(proof, tokens, allow_native_decide)
     _check_look_alikes(proof, tokens, allow_native_decide)
+    _check_scoped_prefixes(proof, tokens)
+    _check_block(proof, tokens, start_column)
 
 
 # ---------------------------------------------------------------- statements and files
@@ -743,7 +795,7 @@ def _prepare_proof_request(request: ProofRequest, default_header: str, allow_nat
     keyword, name = _declaration(request.statement, tokens, "statement")
     if not request.proof.strip():
         raise PrecheckError("empty proof body")
-    precheck_proof(request.proof, allow_native_decide, first_line_at_line_start=True)
+    precheck_proof(request.proof, allow_native_decide, start_column=0)
     return _assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
 
 
@@ -760,7 +812,7 @@ def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
     _check_single_definition(statement, tokens, keyword, header_lines)
     if not proof.strip():
         raise PrecheckError("empty proof body after `:= by`")
-    precheck_proof(proof, allow_native_decide, first_line_at_line_start=False)
+    precheck_proof(proof, allow_native_decide, start_column=len(statement) - (statement.rfind("\n") + 1))
     header = header_text[:-1] if header_text.endswith("\n") else header_text
     return _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_lines)
 
