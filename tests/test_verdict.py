@@ -141,7 +141,7 @@ REJECTED = [
     ("  exact Lean.ofReduceBool _ _ rfl", "ofReduceBool"),
     ("  open Lean in exact ofReduceBool _ _ rfl", "ofReduceBool"),
     ("  decide +native", "+native"),
-    ("  decide (config := { native := true })", "native := true"),
+    ("  decide (config := { native := true })", "native evaluation"),
     ("  bv_decide", "bv_decide"),
     ("norm_num", "column 0"),
     ("  norm_num\n\tsimp", "tab"),
@@ -240,6 +240,44 @@ def test_the_block_check_accepts_legitimate_layouts(proof):
 def test_rejection_reasons_give_the_position():
     result = prepare(ProofRequest(T, "  norm_num\n  simp\n    exact sorry"), MINIF2F_HEADER)
     assert result.reason == "`sorry` at line 3, column 10"
+
+
+NATIVE_SPELLINGS = [
+    "  decide (config := { native := Bool.true })",
+    "  decide (config := { native := !false })",
+    "  decide (config := { native := (true) })",
+    "  decide (config := { Lean.Meta.DecideConfig.native := true })",
+    "  decide (config := { «native» := true })",
+    "  decide (config := Lean.Meta.DecideConfig.mk false true true false)",
+    "  decide (config := ⟨false, true, true, false⟩)",
+    "  decide (config := .mk false true true false)",
+    "  decide +«native»",
+    "  bv_decide?",
+    '  bv_check "proof.lrat"',
+]
+
+
+@pytest.mark.parametrize("proof", NATIVE_SPELLINGS)
+def test_native_evaluation_is_rejected_under_any_spelling(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected", result.reason
+    assert "native" in result.reason or "DecideConfig" in result.reason or "bv_" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof", ["  hint", "  observe h : 1 = 1", "  observe? h : 1 = 1", "  plausible", "  slim_check"]
+)
+def test_search_and_counterexample_tactics_are_rejected(proof):
+    assert prepare(ProofRequest(T, proof), MINIF2F_HEADER).status == "rejected"
+
+
+@pytest.mark.parametrize(
+    "proof",
+    ["  decide", "  decide +kernel", "  simp (config := { decide := true })", "  exact native_lemma", "  omega"],
+)
+def test_kernel_decide_and_other_configs_pass(proof):
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER), Prepared)
 
 
 @pytest.mark.parametrize(

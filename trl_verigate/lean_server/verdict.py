@@ -88,10 +88,19 @@ COMMAND_WORDS = frozenset(
 )  # fmt: skip
 # Tactics that close goals without proving them, or search tactics: `apply?` has closed goals
 # with sorry without the warning (DeepSeek-Prover-V2), `exact?` is `apply?`'s sibling.
-TACTIC_WORDS = frozenset({"sorry", "admit", "stop", "exact?", "apply?", "library_search"})
+# `hint` and `observe` run library search too; `plausible`/`slim_check` test a goal on examples and have admitted
+# it when they found no counterexample.
+TACTIC_WORDS = frozenset(
+    {"sorry", "admit", "stop", "exact?", "apply?", "library_search", "hint", "observe", "observe?", "plausible"}
+    | {"slim_check"}
+)
 # Constants that are axioms or unchecked evaluation, under any spelling of their name.
 CONSTANT_WORDS = frozenset({"sorryAx", "trustCompiler"})
-NATIVE_WORDS = frozenset({"native_decide", "bv_decide", "ofReduceBool", "reduceBool", "ofReduceNat", "reduceNat"})
+NATIVE_WORDS = frozenset(
+    {"native_decide", "bv_decide", "bv_decide?", "bv_check", "ofReduceBool", "reduceBool", "ofReduceNat", "reduceNat"}
+    # Its `native` field turns `decide` into `native_decide`, however the structure is written.
+    | {"DecideConfig"}
+)
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
 # `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
 FORBIDDEN_OPTIONS = frozenset({"allowUnsafeReducibility", "warn.sorry"})
@@ -370,13 +379,25 @@ def _check_tokens(text: str, tokens: list[_Token], allow_native_decide: bool, al
                 raise PrecheckError(f"command `#{following.text}` at {_where(text, token.start)}")
             if token.text == "@" and adjacent and following.text == "[":
                 raise PrecheckError(f"attribute `@[` at {_where(text, token.start)}")
-            if not allow_native_decide and token.text == "+" and following is not None and following.text == "native":
+            if not allow_native_decide and token.text == "+" and following is not None and _is_native(following):
                 raise PrecheckError(f"`+native` (native evaluation) at {_where(text, token.start)}")
     if not allow_native_decide:
-        for k in range(len(code) - 3):
-            window = [t.text for t in code[k : k + 4]]
-            if window == ["native", ":", "=", "true"]:
-                raise PrecheckError(f"`native := true` (native evaluation) at {_where(text, code[k].start)}")
+        for k, token in enumerate(code[:-2]):
+            texts = [t.text for t in code[k + 1 : k + 5]]
+            assigns = texts[:2] == [":", "="] and code[k + 2].start == code[k + 1].end
+            # Any value counts (`Bool.true`, `!false`, `(true)`): only the field name is certain.
+            if _is_native(token) and assigns:
+                raise PrecheckError(f"`native :=` (native evaluation) at {_where(text, token.start)}")
+            # A whole config (`⟨false, true, …⟩`, `.mk …`) can set `native` positionally; `decide +kernel` remains.
+            if token.text == "decide" and texts == ["(", "config", ":", "="]:
+                raise PrecheckError(
+                    f"`decide (config := …)` at {_where(text, token.start)} can turn on native evaluation; "
+                    "write `decide` or `decide +kernel`"
+                )
+
+
+def _is_native(token: _Token) -> bool:
+    return token.kind == "ident" and token.components[-1] == "native"
 
 
 def _skeleton(word: str) -> str:
