@@ -512,6 +512,15 @@ def test_unsolved_goals_at_the_by_means_incomplete():
     assert first_error_tactic(tactics, [(-2, "unsolved goals\nx : ℕ\n⊢ x = x")]) == 3
 
 
+def test_unsolved_goals_next_to_another_error_before_the_body_credits_nothing():
+    tactics = split_tactics(THREE)
+    # A statement error plus the resulting "unsolved goals" at the `by`: the declaration itself is broken.
+    assert first_error_tactic(tactics, [(-30, "unknown identifier 'foo'"), (-2, "unsolved goals\n⊢ False")]) == 0
+    assert first_error_tactic(tactics, [(-2, "unsolved goals\n⊢ False"), (-30, "type mismatch")]) == 0
+    # Several "unsolved goals" (one per unfinished case) still mean only that the proof is incomplete.
+    assert first_error_tactic(tactics, [(-2, "unsolved goals\ncase a"), (-2, "unsolved goals\ncase b")]) == 3
+
+
 def test_error_inside_a_tactic_names_it():
     tactics = split_tactics(THREE)
     assert first_error_tactic(tactics, [(20, "ring failed")]) == 2

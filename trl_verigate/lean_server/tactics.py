@@ -614,9 +614,9 @@ def first_error_tactic(tactics: list[Tactic], errors: list[tuple[int, str]]) -> 
     `errors` holds `(offset into the proof body, message text)`; the offset is negative for an error located
     before the body (at the `by` or the declaration). The earliest error inside the body blames the first
     tactic (in list order, so the outermost one) whose span contains it; an error between tactics blames the
-    next one, and an error after the last tactic the last one. Without errors in the body, "unsolved goals"
-    before it means every tactic ran but the proof is incomplete (-> `len(tactics)`), any other error there
-    means nothing can be credited (-> 0), and no errors at all gives `len(tactics)`.
+    next one, and an error after the last tactic the last one. Without errors in the body, errors before it
+    that are all "unsolved goals" mean every tactic ran but the proof is incomplete (-> `len(tactics)`), any
+    other error there means nothing can be credited (-> 0), and no errors at all gives `len(tactics)`.
     """
     inside = [offset for offset, _ in errors if offset >= 0]
     if inside:
@@ -630,8 +630,8 @@ def first_error_tactic(tactics: list[Tactic], errors: list[tuple[int, str]]) -> 
             if tactic.start > offset:
                 return index
         return len(tactics) - 1
-    if any(text.lstrip().startswith("unsolved goals") for _, text in errors):
+    # Only "unsolved goals" before the body means the tactics ran and left goals; any other error there (in the
+    # statement, or the kernel rejecting the declaration) means the declaration itself is broken.
+    if all(text.lstrip().startswith("unsolved goals") for _, text in errors):
         return len(tactics)
-    if errors:
-        return 0
-    return len(tactics)
+    return 0
