@@ -765,6 +765,44 @@ def test_errors_after_the_proof_are_clamped_to_its_end_and_fail():
     assert result.first_error_tactic == len(result.tactics)
 
 
+def test_a_parse_error_at_the_appended_print_blames_the_last_tactic():
+    # An unfinished last tactic (`exact (rfl`) runs into our `#print axioms`: Lean's parse error sits there.
+    prepared = prepare(
+        ProofRequest("theorem x : 1 = 1 ∧ 2 = 2 := by", "  constructor\n  · rfl\n  · exact (rfl"), MINIF2F_HEADER
+    )
+    parse_error = {
+        "severity": "error",
+        "pos": {"line": prepared.print_line, "column": 0},
+        "endPos": None,
+        "data": "unexpected token '#print'; expected ')', ',' or ':'",
+    }
+    unsolved = {
+        "severity": "error",
+        "pos": {"line": 1, "column": 29},
+        "endPos": {"line": 1, "column": 31},
+        "data": "unsolved goals\ncase right\n⊢ 2 = 2",
+    }
+    for messages in ([parse_error], [parse_error, unsolved], [unsolved, parse_error]):
+        result = judge(prepared, {"messages": messages, "env": 1}, CONFIG, 0.0)
+        assert result.status == "failed"
+        assert [t.text for t in result.tactics] == ["constructor", "· rfl", "· exact (rfl"]
+        assert result.first_error_tactic == 2
+
+
+@pytest.mark.parametrize("text", ["Unknown constant `t`", "unknown constant 't'"])
+def test_an_unknown_constant_at_the_print_says_nothing_about_the_tactics(text):
+    # The theorem never reached the environment (e.g. the kernel refused it): no tactic is to blame.
+    prepared = prepare(ProofRequest("theorem t : 1 = 1 ∧ 2 = 2 := by", "  constructor\n  · rfl\n  · rfl"), "")
+    error = {
+        "severity": "error",
+        "pos": {"line": prepared.print_line, "column": 14},
+        "endPos": {"line": prepared.print_line, "column": 15},
+        "data": text,
+    }
+    result = judge(prepared, {"messages": [error], "env": 1}, CONFIG, 0.0)
+    assert not result.passed and result.first_error_tactic == 3
+
+
 def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():
     prepared = prepare(ProofRequest("example (n : ℕ) : n + 0 = n := by", "  simp"), MINIF2F_HEADER)
     assert prepared.code.startswith(f"theorem {EXAMPLE_NAME} (n : ℕ)")

@@ -933,6 +933,11 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
             first_error = first_error or message
             if start_offset < prepared.proof_end:
                 errors.append((start_offset - prepared.proof_start, text))
+            elif not (start[0] == prepared.print_line and "unknown constant" in text.lower()):
+                # Past the proof's end Lean only complains because the proof did not finish (a parse error at
+                # our `#print`, an unclosed term): the last tactic is at fault. An unknown constant on the
+                # `#print` line means the theorem never entered the environment, which blames no tactic.
+                errors.append((len(prepared.proof), text))
     sorries = response.get("sorries") or []
     for sorry in sorries:
         start = _pos(sorry.get("pos")) if isinstance(sorry, dict) else None
