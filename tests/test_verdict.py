@@ -150,7 +150,12 @@ REJECTED = [
     ('  have := "open string', "unterminated string"),
     ("  have := ∑'\"' = 1", "ambiguous"),
     ("  have «x : True := trivial", "identifier escape"),
-    ('  have := s!"{1}"', "interpolation"),
+    ('  have := s!"{sorry}"', "`sorry`"),
+    ('  exact dbg_trace "{(by native_decide : True)}"; trivial', "native_decide"),
+    ('  have := s!"{"x"}"', "unpaired brace"),
+    ("  have := s!\"{ '}' sorry }\"", "unpaired brace"),
+    ("  have := s!\"{ '{' }\"", "unpaired brace"),
+    ('  have := s!"{ x /- } -/ }"', "unpaired brace"),
     ("  so\u200brry", "U+200B"),
     ("  norm_num -- \u202e hidden", "U+202E"),
     ("  norm_num \ufeff", "U+FEFF"),
@@ -369,6 +374,9 @@ def test_a_quote_character_literal_glued_to_a_symbol_is_ambiguous_and_rejected()
         "  exact Nat.le_of_lt_succ (by omega) -- Übung: à la",
         "  exact stopping_time_pos hσ",
         "  exact h.sorry_free",
+        '  have : "{}".length = 2 := rfl\n  simp',
+        '  have : s!"{1 + 1}" = "2" := rfl\n  simp',
+        '  have : "a{b}c{{d}}".length = 10 := rfl\n  simp',
     ],
 )
 def test_mathematical_unicode_and_harmless_near_misses_pass_the_precheck(proof):

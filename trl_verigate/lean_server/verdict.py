@@ -18,8 +18,9 @@ strings, raw strings `r#"…"#`, character literals, `«escaped»` identifiers, 
 from `Lean.isIdFirst`/`isIdRest`), so a keyword inside a comment or string is not a false positive
 and no comment/string trick can hide code from it. Where the lexer and Lean could still disagree
 (an unterminated comment or string, a character literal holding `"` glued to a symbol such as `∑'`,
-`{` inside a string literal, which Lean parses as code in interpolated strings) the proof is rejected:
-Lean would fail on the first two anyway. A `'` that starts no character literal is read as a symbol
+unpaired braces in a string literal) the proof is rejected: Lean would fail on the first two anyway.
+Braces in a string are code in an interpolated string (`s!"{…}"`, `dbg_trace "{…}"`), which depends on
+what precedes the literal, so the code between paired braces is checked like the rest of the proof. A `'` that starts no character literal is read as a symbol
 (`∑'`, `∏'`, `⁻¹'`, `''` are Mathlib notation): a literal holds one character, so no reading of it
 can hide a word.
 
@@ -258,19 +259,29 @@ def _lex(text: str) -> list[_Token]:
             tokens.append(_Token("string", i, end, text[i:end]))
             i = end
         elif c == '"':
-            j = i + 1
+            j, depth, segment_start, segments = i + 1, 0, 0, []
             while j < n and text[j] != '"':
+                # Interpolated strings (s!, m!, f!, throwError, dbg_trace …) parse `{…}` as code. Whether this
+                # literal is one depends on what precedes it, so its braces are read both ways: they must pair
+                # up inside the plain literal (a `"`, `'`, `-/` within the code would break the pairing), and
+                # the code between them is lexed and checked like the rest of the proof.
                 if text[j] == "{":
-                    # Interpolated strings (s!, m!, f!, throwError …) parse `{…}` as code, which may hold
-                    # nested strings; a plain lexer cannot tell the two apart, so refuse to guess.
-                    raise PrecheckError(
-                        f"string literal with `{{` at {_where(text, j)}: interpolation is code Lean would run; "
-                        "drop the braces from the string"
-                    )
+                    depth += 1
+                    segment_start = segment_start if depth > 1 else j + 1
+                elif text[j] == "}":
+                    depth -= 1
+                    if depth < 0:
+                        raise _ambiguous_braces(text, j)
+                    if depth == 0:
+                        segments.append((segment_start, j))
                 j += 2 if text[j] == "\\" else 1
             if j >= n:
                 raise PrecheckError(f'unterminated string `"` at {_where(text, i)} swallows the rest')
+            if depth:
+                raise _ambiguous_braces(text, j)
             tokens.append(_Token("string", i, j + 1, text[i : j + 1]))
+            for start, end in segments:
+                tokens.extend(_Token(t.kind, t.start + start, t.end + start, t.text) for t in _lex(text[start:end]))
             i = j + 1
         elif c == "'":
             # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
@@ -316,6 +327,13 @@ def _lex(text: str) -> list[_Token]:
             tokens.append(_Token("symbol", i, i + 1, c))
             i += 1
     return tokens
+
+
+def _ambiguous_braces(text: str, offset: int) -> PrecheckError:
+    return PrecheckError(
+        f'unpaired brace in a string literal at {_where(text, offset)}: in an interpolated string (`s!"…"`) '
+        "`{…}` is code, and with unpaired braces the code's extent is ambiguous; pair the braces or drop them"
+    )
 
 
 # ---------------------------------------------------------------- precheck rules
