@@ -800,9 +800,13 @@ def prepare(
 ) -> Union[Prepared, VerificationResult]:
     """The REPL command for `request`, or a `status="rejected"` result saying what the precheck found and where.
 
-    A `ProofRequest`'s statement is trusted and must end in `:= by`; its proof body is untrusted.
-    A str request is a complete file holding exactly one theorem proved with `:= by`; its leading
-    imports/options/opens become the header and everything else is untrusted.
+    A `ProofRequest`'s statement is trusted and must end in `:= by`; its proof body is untrusted. Its
+    `header` is trusted like the statement (the caller picks both, e.g. from the dataset) and is sent
+    unchecked: never fill it from model output.
+    A str request is a complete file holding exactly one theorem proved with `:= by`, all of it untrusted
+    (kimina snippets are model output): its header lines must each be one `import M`, `set_option NAME
+    VALUE` or `open [scoped] Namespace…` command (see `split_header`); only comments, modifiers and
+    `open … in` / `set_option NAME VALUE in` may precede the theorem.
     """
     if not isinstance(default_header, str):
         raise TypeError(
