@@ -237,15 +237,8 @@ def _lex(text: str) -> list[_Token]:
             tokens.append(_Token("comment", i, end, text[i:end]))
             i = end
         elif text.startswith("/-", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("-/", j):
-                    depth, j = depth - 1, j + 2
-                elif text.startswith("/-", j):
-                    depth, j = depth + 1, j + 2
-                else:
-                    j += 1
-            if depth:
+            j = _block_comment_end(text, i)
+            if j is None:
                 raise PrecheckError(f"unterminated block comment `/-` at {_where(text, i)} swallows the rest")
             tokens.append(_Token("comment", i, j, text[i:j]))
             i = j
