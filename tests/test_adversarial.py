@@ -1,94 +1,38 @@
 """The adversarial corpus: no attack passes, whether the precheck stops it or Lean's answer is judged.
 
-Each row of tests/data/adversarial_proofs.jsonl is a ProofRequest (`statement`, `proof`) with
-`expect`: "rejected" (the precheck must refuse it before Lean runs), "failed" (it reaches Lean and
-`lean_response`, the answer real Lean gives to the full command including the appended
-`#print axioms`, must not pass) or "timeout" (`behaviour: "hang"`: Lean spins; the server must time it
-out). Rows with `behaviour: "oom"` exhaust memory: under RLIMIT_AS the REPL dies, so the server
-reports "crashed"; their `lean_response` is what Lean says when it stops itself first (heartbeats),
-which must fail too.
-
-`FILE_ATTACKS` below are complete Lean files, sent as str requests the way every kimina `/check` snippet
-is: their header is untrusted too. They live here rather than in the corpus because the corpus rows are
-ProofRequests for every consumer of the file.
+Each row of tests/data/adversarial_proofs.jsonl is a ProofRequest (`statement`, `proof`) or a complete
+Lean file (`file`), sent as a str request the way every kimina `/check` snippet is, so its header is
+untrusted too (see tests/adversarial.py). `expect`: "rejected" (the precheck must refuse it before Lean
+runs), "failed" (it reaches Lean and `lean_response`, the answer real Lean gives to the full command
+including the appended `#print axioms`, must not pass) or "timeout" (`behaviour: "hang"`: Lean spins;
+the server must time it out). Rows with `behaviour: "oom"` exhaust memory: under RLIMIT_AS the REPL dies,
+so the server reports "crashed"; their `lean_response` is what Lean says when it stops itself first
+(heartbeats), which must fail too.
 """
 
-import json
-from pathlib import Path
-
 import pytest
+from adversarial import fake_repl_script, is_file_row, load_corpus, request_of
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
 from trl_verigate.lean_server.verdict import Prepared, judge, parse_axioms_message, prepare
 
-CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
-ROWS = [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+ROWS = load_corpus()
 CONFIG = LeanServerConfig()
-# (id, attack, file): each must be rejected before Lean runs.
-FILE_ATTACKS = [
-    (
-        "file_option_after_open",
-        "a complete file: `set_option debug.skipKernelTC true` hidden on the header's `open` line",
-        "import Mathlib\nopen Nat set_option debug.skipKernelTC true\ntheorem adv_f1 : False := by\n  exact absurd rfl (by decide : (1 : ℕ) ≠ 1)",
-    ),
-    (
-        "file_option_guillemets",
-        "a complete file: `set_option «debug».skipKernelTC true` in the header",
-        "import Mathlib\nset_option «debug».skipKernelTC true\ntheorem adv_f2 : True := by\n  trivial",
-    ),
-    (
-        "file_option_comment",
-        "a complete file: `set_option /- c -/ debug.skipKernelTC true` in the header",
-        "import Mathlib\nset_option /- c -/ debug.skipKernelTC true\ntheorem adv_f3 : True := by\n  trivial",
-    ),
-    (
-        "file_header_elab",
-        "a complete file: `open … in elab` defines a tactic that closes any goal",
-        'import Mathlib\nopen Lean Elab Tactic in elab "cheat" : tactic => do (← getMainGoal).assign (mkConst ``True.intro)\ntheorem adv_f4 : False := by\n  cheat',
-    ),
-    (
-        "file_header_eval",
-        "a complete file: `open … in #eval` runs a process on the verifier host",
-        'import Mathlib\nopen Nat in #eval IO.Process.run {cmd := "id"}\ntheorem adv_f5 : True := by\n  trivial',
-    ),
-    (
-        "file_header_axiom",
-        "a complete file: `open … in axiom` adds an axiom",
-        "import Mathlib\nopen Nat in axiom cheat : 1 = 2\ntheorem adv_f6 : 1 = 2 := by\n  exact cheat",
-    ),
-    (
-        "file_import_exit",
-        "a complete file: `#exit` after an import on the same line",
-        "import Mathlib #exit\ntheorem adv_f7 : 1 = 2 := by\n  norm_num",
-    ),
-    (
-        "file_combined_cheat",
-        "a complete file: kernel check off plus a goal-assigning tactic, both in the header",
-        'import Mathlib\nopen Nat set_option debug.skipKernelTC true\nopen Lean Elab Tactic in elab "cheat" : tactic => do (← getMainGoal).assign (mkConst ``True.intro)\ntheorem adv_f8 : False := by\n  cheat',
-    ),
-    (
-        "file_term_proof_then_command",
-        "a complete file: a term-mode theorem, then an unlisted command (`simproc`) whose `:= by` poses as the proof",
-        "import Mathlib\ntheorem adv_f9 : True := trivial\nsimproc cheat (1 = 2) := by\n  exact fun _ => pure none",
-    ),
-    (
-        "file_unlisted_command_before",
-        "a complete file: a command other than `open … in`/`set_option … in` before the theorem",
-        "import Mathlib\nadd_aesop_rules safe (by exact True.intro)\ntheorem adv_f10 : True := by\n  aesop",
-    ),
-]
 
 
 def prepared_of(row: dict):
-    return prepare(ProofRequest(row["statement"], row["proof"]), MINIF2F_HEADER, CONFIG.allow_native_decide)
+    return prepare(request_of(row), MINIF2F_HEADER, CONFIG.allow_native_decide)
 
 
 def test_the_corpus_is_large_and_well_formed():
     assert len(ROWS) >= 40
     ids = [row["id"] for row in ROWS]
     assert len(ids) == len(set(ids))
+    common = {"id", "attack", "expect", "lean_response", "behaviour"}
     for row in ROWS:
-        assert set(row) <= {"id", "attack", "statement", "proof", "expect", "lean_response", "behaviour"}, row["id"]
+        request_fields = {"file"} if is_file_row(row) else {"statement", "proof"}
+        assert request_fields <= set(row) <= common | request_fields, row["id"]
+        assert all(isinstance(row[field], str) and row[field].strip() for field in request_fields), row["id"]
         assert row["expect"] in ("rejected", "failed", "timeout"), row["id"]
         assert row["behaviour"] in (None, "hang", "oom"), row["id"]
         assert row["attack"].strip(), row["id"]
@@ -97,6 +41,7 @@ def test_the_corpus_is_large_and_well_formed():
     behaviours = [row["behaviour"] for row in ROWS]
     assert behaviours.count("hang") >= 2 and behaviours.count("oom") >= 1
     assert sum(row["expect"] == "failed" for row in ROWS) >= 10
+    assert sum(map(is_file_row, ROWS)) >= 10
 
 
 @pytest.mark.parametrize("row", [r for r in ROWS if r["expect"] == "rejected"], ids=lambda r: r["id"])
@@ -135,21 +80,11 @@ def test_recorded_responses_are_positioned_for_the_prepared_code(row):
         assert {"proofState", "pos", "goal", "endPos"} <= set(sorry)
 
 
-@pytest.mark.parametrize("attack_id,attack,file_text", FILE_ATTACKS, ids=[a[0] for a in FILE_ATTACKS])
-def test_file_attacks_never_reach_lean(attack_id, attack, file_text):
-    result = prepare(file_text, MINIF2F_HEADER, CONFIG.allow_native_decide)
-    assert isinstance(result, VerificationResult), (
-        f"{attack_id} ({attack}): sent as {result.header!r} + {result.code!r}"
-    )
-    assert result.status == "rejected" and not result.passed and result.reason
-
-
 def test_native_rows_pass_the_precheck_only_under_allow_native_decide():
     native = [r for r in ROWS if r["id"] in ("native_decide", "decide_plus_native", "bv_decide")]
     assert len(native) == 3
     for row in native:
-        request = ProofRequest(row["statement"], row["proof"])
-        assert isinstance(prepare(request, MINIF2F_HEADER, allow_native_decide=True), Prepared)
+        assert isinstance(prepare(request_of(row), MINIF2F_HEADER, allow_native_decide=True), Prepared)
 
 
 def test_the_whole_corpus_through_the_server_passes_nothing(tmp_path):
@@ -157,13 +92,7 @@ def test_the_whole_corpus_through_the_server_passes_nothing(tmp_path):
         "trl_verigate.lean_server.server", reason="LeanServer (trl_verigate.lean_server.server) is not importable"
     )
     fake_repl = pytest.importorskip("fake_repl", reason="the stand-in REPL tests/fake_repl.py is missing")
-    script = []
-    for row in ROWS:
-        prepared = prepared_of(row)
-        if isinstance(prepared, Prepared):
-            # The full code is the match: each row's theorem name is unique, so no match hits another row.
-            action = {"behaviour": row["behaviour"]} if row["behaviour"] else {"response": row["lean_response"]}
-            script.append({"match": prepared.code, **action})
+    script = fake_repl_script(ROWS, MINIF2F_HEADER, CONFIG.allow_native_decide)
     assert all(a["match"] not in b["match"] for a in script for b in script if a is not b)
     log = tmp_path / "repl.log"
     config = LeanServerConfig(
@@ -177,9 +106,7 @@ def test_the_whole_corpus_through_the_server_passes_nothing(tmp_path):
         memory_limit_mb=1024,
     )
     with server_module.LeanServer(config) as server:
-        results = server.verify([ProofRequest(row["statement"], row["proof"]) for row in ROWS])
-        file_results = server.verify([file_text for _, _, file_text in FILE_ATTACKS])
-    assert [r.status for r in file_results] == ["rejected"] * len(FILE_ATTACKS)
+        results = server.verify([request_of(row) for row in ROWS])
     assert len(results) == len(ROWS)
     for row, result in zip(ROWS, results, strict=True):
         assert not result.passed, row["id"]

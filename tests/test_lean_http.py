@@ -15,6 +15,7 @@ import time
 import httpx
 import pytest
 import uvicorn
+from adversarial import fake_repl_script, is_file_row, load_corpus
 from fake_repl import repl_command, write_script
 from fastapi import FastAPI
 
@@ -73,6 +74,8 @@ SCRIPT = [
         },
     },
 ]
+# The corpus's complete-file attacks, which is how every kimina snippet arrives.
+FILE_ATTACKS = [row for row in load_corpus() if is_file_row(row)]
 
 
 def free_port() -> int:
@@ -104,7 +107,8 @@ def serving(app: FastAPI):
 
 @pytest.fixture(scope="module")
 def script_path(tmp_path_factory):
-    return write_script(tmp_path_factory.mktemp("script") / "script.jsonl", SCRIPT)
+    script = SCRIPT + fake_repl_script(FILE_ATTACKS, HEADER)
+    return write_script(tmp_path_factory.mktemp("script") / "script.jsonl", script)
 
 
 @pytest.fixture(scope="module")
@@ -178,6 +182,21 @@ def test_kimina_snippets_form_gets_kimina_results_with_our_verdict(url):
     assert (warning["pos"], warning["data"]) == ({"line": 3, "column": 8}, "declaration uses `sorry`")
     # Env indices are per REPL process (2 workers here), each proof after its header's env 0.
     assert all(r["response"]["env"] >= 1 for r in (good, bad, sneaky))
+
+
+def test_file_attacks_sent_as_kimina_snippets_never_pass(url):
+    assert len(FILE_ATTACKS) >= 10
+    body = {"snippets": [{"id": row["id"], "code": row["file"]} for row in FILE_ATTACKS], "timeout": 2}
+    response = post(url, body, path="/api/check")
+    assert response.status_code == 200
+    results = response.json()["results"]
+    assert [r["id"] for r in results] == [row["id"] for row in FILE_ATTACKS]
+    for row, result in zip(FILE_ATTACKS, results, strict=True):
+        assert result["passed"] is False, row["id"]
+        # Under RLIMIT_AS an "oom" row's REPL dies before Lean could answer for itself.
+        assert result["status"] == {"oom": "crashed"}.get(row["behaviour"], row["expect"]), (row["id"], result)
+        if row["expect"] == "rejected":
+            assert "response" not in result and result["error"].startswith("rejected: "), (row["id"], result)
 
 
 def test_older_kimina_codes_form_answers_with_custom_ids(url):

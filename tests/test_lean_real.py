@@ -5,11 +5,11 @@ project) or a built REPL sits next to the project; skipped otherwise. Core-Lean 
 the Mathlib tests run when the project has it. See docs/lean_setup.md.
 """
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from adversarial import CORPUS, load_corpus, request_of
 
 from trl_verigate.cli import resolve_project_dir, resolve_repl_command
 from trl_verigate.lean_server import MINIF2F_HEADER, LeanServer, LeanServerConfig, ProofRequest
@@ -19,7 +19,6 @@ RUN_COMMAND = (
     "TRL_VERIGATE_LEAN_REPL=/path/to/repl/.lake/build/bin/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project "
     "make test-lean"
 )
-ADVERSARIAL_CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
 
 PROJECT_DIR = resolve_project_dir(None)
 REPL_COMMAND = resolve_repl_command(None, PROJECT_DIR)
@@ -173,10 +172,12 @@ def test_mathlib_proofs_pass(mathlib_server):
 
 
 def test_the_adversarial_corpus_never_passes():
-    rows = [json.loads(line) for line in ADVERSARIAL_CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    assert rows, f"{ADVERSARIAL_CORPUS} is empty"
+    rows = load_corpus()
+    assert rows, f"{CORPUS} is empty"
+    # File rows bring their own header (`import Mathlib`): without Mathlib in the project Lean fails on it,
+    # which must not pass either.
     header = MINIF2F_HEADER if HAS_MATHLIB else ""
-    requests = [ProofRequest(row["statement"], row["proof"], header=row.get("header")) for row in rows]
+    requests = [request_of(row) for row in rows]
     # Short timeout: several attacks are built to hang or exhaust memory.
     with LeanServer(lean_config(header, timeout=30.0)) as server:
         results = server.verify(requests)

@@ -1,7 +1,6 @@
 """LeanServer end to end against the stand-in REPL: verdicts, failures, order, concurrency, isolation."""
 
 import asyncio
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from adversarial import fake_repl_script, load_corpus, request_of
 from fake_repl import read_log, repl_command, write_script
 
 from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest, VerificationResult
@@ -18,7 +18,6 @@ from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest,
 pytestmark = pytest.mark.timeout(120)
 
 HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000"
-ADVERSARIAL = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
 
 
 def proof(name: str, body: str = "rfl", header=None) -> ProofRequest:
@@ -407,30 +406,16 @@ def test_a_crashed_repl_has_no_response_and_the_recorded_one_is_not_modified(tmp
     assert first is not second and first["sorries"] is not second["sorries"]
 
 
-def adversarial_rows() -> list[dict]:
-    if not ADVERSARIAL.exists():
-        return []
-    return [json.loads(line) for line in ADVERSARIAL.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-@pytest.mark.skipif(not adversarial_rows(), reason="tests/data/adversarial_proofs.jsonl not present")
 def test_the_adversarial_corpus_gets_its_expected_verdicts_through_the_server(tmp_path):
-    rows = adversarial_rows()
-    script = []
-    for row in rows:
-        match = row["statement"] + "\n" + row["proof"]
-        if row.get("behaviour"):
-            script.append({"match": match, "behaviour": row["behaviour"]})
-        elif row.get("lean_response") is not None:
-            script.append({"match": match, "response": row["lean_response"]})
-    config = fake_config(tmp_path, script=script, workers=4, memory_limit_mb=1024)
-    requests = [ProofRequest(row["statement"], row["proof"]) for row in rows]
+    rows = load_corpus()
+    config = fake_config(tmp_path, script=fake_repl_script(rows, HEADER), workers=4, memory_limit_mb=1024)
     with LeanServer(config) as server:
-        results = server.verify(requests, timeout=1)
+        results = server.verify([request_of(row) for row in rows], timeout=1)
+    assert len(results) == len(rows)
     for row, result in zip(rows, results, strict=True):
         # An "oom" row's `expect` is what real Lean answers when heartbeats stop it first; when the
         # stand-in acts out the allocation instead, RLIMIT_AS kills the REPL and the verdict is "crashed".
-        expected = {"oom": "crashed"}.get(row.get("behaviour"), row["expect"])
+        expected = {"oom": "crashed"}.get(row["behaviour"], row["expect"])
         assert result.status == expected, (row["id"], result.reason)
         assert not result.passed
 

@@ -1,0 +1,55 @@
+"""The adversarial corpus, tests/data/adversarial_proofs.jsonl, for every test that replays it.
+
+A row is one attack, of one of two kinds:
+- a ProofRequest row: `statement` (trusted, ends in `:= by`) and `proof` (the attack);
+- a file row: `file`, a complete Lean file sent as a str request, the way every kimina `/check`
+  snippet arrives, so its header lines are untrusted too.
+
+Both kinds carry `id`, `attack` (what it tries), `expect` ("rejected" by the precheck before Lean runs,
+"failed" once Lean's answer is judged, or "timeout"), `behaviour` (null, "hang": Lean spins, or "oom":
+Lean exhausts memory) and, unless rejected, `lean_response`: what real Lean answers to the full command
+sent to the REPL, the prepared code including the appended `#print axioms`.
+"""
+
+import json
+from pathlib import Path
+
+from trl_verigate.lean_server.types import ProofRequest, Request
+from trl_verigate.lean_server.verdict import Prepared, prepare
+
+CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
+
+
+def load_corpus() -> list[dict]:
+    """Every row of the corpus, in file order."""
+    return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def is_file_row(row: dict) -> bool:
+    return "file" in row
+
+
+def request_of(row: dict) -> Request:
+    """The request a row stands for: the file text for a file row, else a ProofRequest."""
+    if is_file_row(row):
+        return row["file"]
+    return ProofRequest(row["statement"], row["proof"])
+
+
+def fake_repl_script(rows: list[dict], default_header: str, allow_native_decide: bool = False) -> list[dict]:
+    """`tests/fake_repl.py --script` rows that act out real Lean for each row the precheck lets through.
+
+    Each matches the row's whole prepared code, so no row's answer can land on another's command
+    (every corpus theorem has its own name).
+    """
+    script = []
+    for row in rows:
+        prepared = prepare(request_of(row), default_header, allow_native_decide)
+        if isinstance(prepared, Prepared):
+            if "lean_response" not in row:
+                raise ValueError(
+                    f"corpus row {row['id']!r} passes the precheck, so it needs the `lean_response` Lean gives"
+                )
+            action = {"behaviour": row["behaviour"]} if row["behaviour"] else {"response": row["lean_response"]}
+            script.append({"match": prepared.code, **action})
+    return script
