@@ -48,6 +48,33 @@ def test_doctor_with_nothing_installed_fails_cleanly_with_a_fix_per_failure(bare
     assert out.count("    fix: ") == 6
 
 
+def fix_of(out: str, check: str) -> str:
+    """The `fix:` line printed under a failed check."""
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith(f"✗ {check}: "))
+    assert lines[at + 1].startswith("    fix: "), lines[at : at + 2]
+    return lines[at + 1].removeprefix("    fix: ")
+
+
+def test_without_a_project_the_repl_fix_says_to_create_it_first(bare_machine, capsys):
+    _, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine))
+    assert marks["project"] == marks["REPL"] == "✗"
+    repl_fix = fix_of(out, "REPL")
+    # No lean-toolchain exists in the project dir, so the fix must not tell the user to copy it from there.
+    assert str(bare_machine / "lean-toolchain") not in out
+    assert repl_fix.startswith(f"first create the Lean project (see `project`) and export {cli.PROJECT_ENV}=")
+    assert f'cp "${cli.PROJECT_ENV}/lean-toolchain" . && lake build' in repl_fix
+
+
+def test_with_a_project_the_repl_fix_copies_its_toolchain(bare_machine, capsys):
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    _, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine))
+    assert marks["project"] == "✓" and marks["REPL"] == "✗"
+    repl_fix = fix_of(out, "REPL")
+    assert repl_fix.startswith("git clone https://github.com/leanprover-community/repl && cd repl && ")
+    assert f"cp {bare_machine / 'lean-toolchain'} . && lake build" in repl_fix
+
+
 def write_toolchain(directory: Path, toolchain: str) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "lean-toolchain").write_text(toolchain + "\n")

@@ -208,9 +208,16 @@ def run_doctor(
     else:
         checks.append(Check("project", True, f"{project_dir} uses {project_toolchain}"))
 
+    # The REPL must be built for the project's toolchain, so without a project there is no file to copy yet.
+    if project_toolchain is None:
+        toolchain_source = f'"${PROJECT_ENV}/lean-toolchain"'
+        project_first = f"first create the Lean project (see `project`) and export {PROJECT_ENV}=<its directory>; then "
+    else:
+        toolchain_source = shlex.quote(str(project_dir / "lean-toolchain"))
+        project_first = ""
     build_fix = (
-        "git clone https://github.com/leanprover-community/repl && cd repl && "
-        f"cp {project_dir / 'lean-toolchain'} . && lake build; then export {REPL_ENV}=$PWD/{REPL_BUILD_PATH}"
+        f"{project_first}git clone https://github.com/leanprover-community/repl && cd repl && "
+        f"cp {toolchain_source} . && lake build; then export {REPL_ENV}=$PWD/{REPL_BUILD_PATH}"
     )
     binary = repl_binary_of(repl_command) if repl_command else None
     if repl_command is None:
