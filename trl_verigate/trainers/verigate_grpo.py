@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from transformers import PreTrainedModel
 from trl import GRPOConfig, GRPOTrainer
 from trl.extras.profiling import profiling_context
+from trl.models import prepare_deepspeed
 from trl.trainer.utils import get_config_model_id
 
 from trl_verigate.advantages import (
@@ -258,12 +260,24 @@ class VeriGateGRPOTrainer(GRPOTrainer):
                 device=args.prm_device or self.accelerator.device,
                 torch_dtype=args.prm_torch_dtype,
             )
+        self._shard_prm_under_zero3(process_reward_model)
         self.process_reward_model = as_step_scorer(process_reward_model)
         # Same seed on every process, drawn in lockstep, so all processes audit the same groups.
         self._audit_generator = torch.Generator().manual_seed(args.seed)
         self._reward_failures_seen = self._local_reward_failures()
         self._scored_prompts: list | None = None
         self._scored_rewards_per_func: torch.Tensor | None = None
+
+    def _shard_prm_under_zero3(self, process_reward_model) -> None:
+        # Under ZeRO-3, transformers partitions every model `from_pretrained` builds, the PRM included; outside a
+        # DeepSpeed engine its weights stay empty placeholders. TRL wraps model reward functions the same way.
+        prm_model = getattr(process_reward_model, "model", None)
+        if (
+            self.is_deepspeed_enabled
+            and self.accelerator.state.deepspeed_plugin.zero_stage == 3
+            and isinstance(prm_model, PreTrainedModel)
+        ):
+            process_reward_model.model = prepare_deepspeed(prm_model, self.accelerator)
 
     def _resolve_gate_reward_funcs(self, names: list[str] | None) -> list[int]:
         if names is None:
