@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_repl import read_log
 
 from trl_verigate import cli
 
@@ -80,10 +81,14 @@ def write_toolchain(directory: Path, toolchain: str) -> None:
     (directory / "lean-toolchain").write_text(toolchain + "\n")
 
 
-def stand_in_args(tmp_path: Path, project: Path, header: str = "", script_rows=()) -> list[str]:
+def stand_in_args(
+    tmp_path: Path, project: Path, header: str = "", script_rows=(), log: Path | None = None
+) -> list[str]:
     header_file = tmp_path / "header.lean"
     header_file.write_text(header)
     command = [sys.executable, str(FAKE_REPL)]
+    if log is not None:
+        command += ["--log", str(log)]
     if script_rows:
         script = tmp_path / "script.jsonl"
         script.write_text("".join(json.dumps(row) + "\n" for row in script_rows))
@@ -129,28 +134,52 @@ def test_doctor_reports_a_header_that_does_not_load(bare_machine, tmp_path, caps
     assert marks["proof"] == "-"
 
 
+DECIDE_FAILED = {
+    "match": "doctor_check",
+    "response": {
+        "messages": [
+            {
+                "severity": "error",
+                "pos": {"line": 2, "column": 0},
+                "endPos": {"line": 2, "column": 6},
+                "data": "decide failed",
+            }
+        ],
+        "env": 0,
+    },
+}
+
+
 @pytest.mark.slow
 def test_doctor_reports_a_trivial_proof_that_fails(bare_machine, tmp_path, capsys):
     write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
-    wrong_answer = {
-        "match": "doctor_check",
-        "response": {
-            "messages": [
-                {
-                    "severity": "error",
-                    "pos": {"line": 2, "column": 0},
-                    "endPos": {"line": 2, "column": 6},
-                    "data": "decide failed",
-                }
-            ],
-            "env": 0,
-        },
-    }
-    code, marks, out = doctor_lines(capsys, *stand_in_args(tmp_path, bare_machine, script_rows=[wrong_answer]))
+    code, marks, out = doctor_lines(capsys, *stand_in_args(tmp_path, bare_machine, script_rows=[DECIDE_FAILED]))
     assert code == 1
     assert marks["header"] == "✓"
     assert marks["proof"] == "✗"
     assert "status=failed" in out and "decide failed" in out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("script_rows", "proof_mark"), [((), "✓"), ((DECIDE_FAILED,), "✗")], ids=["passes", "fails"])
+def test_doctor_loads_the_header_once_and_proves_in_that_env(bare_machine, tmp_path, capsys, script_rows, proof_mark):
+    # With Mathlib each header load takes minutes, so the proof check must reuse the REPL the header check started.
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    header = "set_option maxHeartbeats 400000"
+    log = tmp_path / "requests.jsonl"
+    args = stand_in_args(tmp_path, bare_machine, header=header, script_rows=script_rows, log=log)
+    code, marks, out = doctor_lines(capsys, *args)
+    assert marks["header"] == "✓"
+    assert marks["proof"] == proof_mark
+    assert code == 1  # elan/lake/lean are missing on this machine either way
+    rows = read_log(log)
+    header_loads = [row for row in rows if row["request"]["cmd"] == header]
+    assert len(header_loads) == 1, rows
+    assert "env" not in header_loads[0]["request"]
+    proofs = [row for row in rows if "doctor_check" in row["request"]["cmd"]]
+    assert len(proofs) == 1, rows
+    assert proofs[0]["pid"] == header_loads[0]["pid"]
+    assert isinstance(proofs[0]["request"]["env"], int)
 
 
 def test_doctor_compares_the_repl_toolchain_with_the_project(tmp_path, monkeypatch, capsys):

@@ -7,16 +7,20 @@ and listing it in `_SUBCOMMANDS`.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, ProofRequest
+from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, ProofRequest, VerificationResult
 
 REPL_ENV = "TRL_VERIGATE_LEAN_REPL"
 PROJECT_ENV = "TRL_VERIGATE_LEAN_PROJECT"
@@ -291,8 +295,6 @@ _PROOF_FIXES = {
 def _run_checks_in_repl(
     project_dir: Path, repl_command: list[str], header: str, timeout: float, startup_timeout: float
 ) -> list[Check]:
-    from trl_verigate.lean_server.server import LeanServer
-
     config = LeanServerConfig(
         repl_command=repl_command,
         project_dir=str(project_dir) if project_dir.is_dir() else None,
@@ -301,60 +303,68 @@ def _run_checks_in_repl(
         timeout=timeout,
         startup_timeout=startup_timeout,
     )
-    header_check = _check_header(config)
-    if not header_check.ok:
-        return [header_check, Check("proof", None, "skipped: the header does not elaborate")]
+    return asyncio.run(_header_and_proof_checks(config))
+
+
+async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
+    """Load the header in one REPL, then run the doctor's proof in that REPL's env.
+
+    One process for both checks: with Mathlib, loading the header takes minutes.
+    """
+    process = ReplProcess(config)
     try:
-        with LeanServer(config) as server:
-            result = server.verify([ProofRequest(statement=DOCTOR_STATEMENT, proof=DOCTOR_PROOF)])[0]
-    except Exception as exc:  # the doctor reports every failure as a checklist line, never a traceback
-        return [
-            header_check,
-            Check("proof", False, f"LeanServer failed: {type(exc).__name__}: {exc}", "see the error above"),
-        ]
-    if result.passed:
-        return [
-            header_check,
-            Check("proof", True, f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF}` passed in {result.time_s:.2f}s"),
-        ]
-    errors = "; ".join(m.text for m in result.messages if m.severity == "error") or result.reason or "no reason given"
-    return [
-        header_check,
-        Check(
-            "proof",
-            False,
-            f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` gave status={result.status}: {errors[:300]}",
-            _PROOF_FIXES.get(result.status, "fix what the reason names; check --repl-command and --project-dir"),
-        ),
-    ]
-
-
-def _check_header(config: LeanServerConfig) -> Check:
-    import asyncio
-
-    from trl_verigate.lean_server.process import ReplProcess, ReplStartError
-
-    async def load() -> Check:
-        process = ReplProcess(config)
         try:
             await process.start(config.header)
         except ReplStartError as exc:
-            return Check(
-                "header",
-                False,
-                str(exc),
-                "fix what the message names; a missing module usually means `lake exe cache get` was not run "
-                "in the project, or the REPL was built for another toolchain",
-            )
-        finally:
-            await process.close()
-        return Check(
-            "header",
-            True,
-            f"loaded in {process.startup_s:.1f}s ({config.header.splitlines()[0] if config.header else 'empty header'})",
-        )
+            return [
+                Check(
+                    "header",
+                    False,
+                    str(exc),
+                    "fix what the message names; a missing module usually means `lake exe cache get` was not run "
+                    "in the project, or the REPL was built for another toolchain",
+                ),
+                Check("proof", None, "skipped: the header does not elaborate"),
+            ]
+        first_line = config.header.splitlines()[0] if config.header else "empty header"
+        header_check = Check("header", True, f"loaded in {process.startup_s:.1f}s ({first_line})")
+        try:
+            result = await _doctor_proof(process, config)
+        except Exception as exc:  # the doctor reports every failure as a checklist line, never a traceback
+            return [
+                header_check,
+                Check("proof", False, f"the proof check failed: {type(exc).__name__}: {exc}", "see the error above"),
+            ]
+        return [header_check, _proof_check(result)]
+    finally:
+        await process.close()
 
-    return asyncio.run(load())
+
+async def _doctor_proof(process: ReplProcess, config: LeanServerConfig) -> VerificationResult:
+    """The verdict on the doctor's trivial proof, judged exactly as LeanServer judges a request."""
+    prepared = verdict.prepare(
+        ProofRequest(statement=DOCTOR_STATEMENT, proof=DOCTOR_PROOF), config.header, config.allow_native_decide
+    )
+    if isinstance(prepared, VerificationResult):
+        return prepared
+    started = time.monotonic()
+    try:
+        response = await process.run({"cmd": prepared.code, "env": process.header_env}, config.timeout)
+    except ReplError as error:
+        return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s)
+    return verdict.judge(prepared, response, config, time.monotonic() - started)
+
+
+def _proof_check(result: VerificationResult) -> Check:
+    if result.passed:
+        return Check("proof", True, f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF}` passed in {result.time_s:.2f}s")
+    errors = "; ".join(m.text for m in result.messages if m.severity == "error") or result.reason or "no reason given"
+    return Check(
+        "proof",
+        False,
+        f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` gave status={result.status}: {errors[:300]}",
+        _PROOF_FIXES.get(result.status, "fix what the reason names; check --repl-command and --project-dir"),
+    )
 
 
 def _add_lean_doctor(subparsers) -> None:
