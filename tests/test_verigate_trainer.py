@@ -232,6 +232,22 @@ def test_non_gated_rows_with_more_steps_than_any_gated_row(tiny_models, tmp_path
     torch.testing.assert_close(ours["advantages"][hard_rows], expected, rtol=1e-5, atol=1e-6)
 
 
+def test_only_scored_completions_are_split_into_steps(tiny_models, tmp_path, monkeypatch):
+    # Decoding and offset mapping cost time on every step; the easy group is not gated, so it is never split.
+    import trl_verigate.trainers.verigate_grpo as verigate_module
+
+    split_rows = []
+
+    def counting_split(tokenizer, completion_ids, completion_mask, **kwargs):
+        split_rows.append(len(completion_ids))
+        return completion_step_token_ids(tokenizer, completion_ids, completion_mask, **kwargs)
+
+    monkeypatch.setattr(verigate_module, "completion_step_token_ids", counting_split)
+    output = score_batch(make_trainer(tiny_models, tmp_path))
+    assert split_rows == [NUM_GENERATIONS]
+    assert output["advantages"][NUM_GENERATIONS:].abs().sum() > 0
+
+
 def test_both_normalizations_differ(tiny_models, tmp_path):
     verigate = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="verigate"))
     deepseekmath = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="deepseekmath"))

@@ -319,11 +319,9 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         verifier_rewards = (rewards_per_func[:, self._gate_func_indices] * weights).nansum(dim=1)
         gated = gated_groups(verifier_rewards, num_generations, mode=self.args.gate)
         audited = self._sample_audited_groups(~gated)
-        verifier_spread = verifier_rewards.view(-1, num_generations).std(dim=1, correction=0)
         metrics["verigate/gate_rate"].append(gated.float().mean().item())
-        metrics["verigate/frac_zero_std_outcome"].append(
-            torch.isclose(verifier_spread, torch.zeros_like(verifier_spread)).float().mean().item()
-        )
+        zero_spread = gated_groups(verifier_rewards, num_generations, mode="all_equal")
+        metrics["verigate/frac_zero_std_outcome"].append(zero_spread.float().mean().item())
         metrics["verigate/reward_failures"].append(self._reward_failures_delta())
 
         scored_rows = (gated | audited).repeat_interleave(num_generations)
@@ -332,14 +330,8 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             metrics["verigate/prm_seconds"].append(0.0)
             return output["advantages"]
 
-        spans, token_step_ids = completion_step_token_ids(
-            self._tokenizer,
-            output["completion_ids"],
-            output["completion_mask"],
-            separator=self.args.step_separator,
-            max_steps=self.args.max_steps_per_completion,
-        )
-        step_rewards, step_mask, seconds = self._score_local_steps(prompts, spans, scored_rows[process_slice])
+        spans, token_step_ids = self._local_step_spans(output, scored_rows[process_slice])
+        step_rewards, step_mask, seconds = self._score_local_steps(prompts, spans)
         step_rewards = self.accelerator.gather(self.accelerator.pad_across_processes(step_rewards, dim=1))
         step_mask = self.accelerator.gather(self.accelerator.pad_across_processes(step_mask.long(), dim=1)).bool()
 
@@ -371,9 +363,6 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             eps=self.args.prm_advantage_epsilon,
         )
         local_gated = gated_rows[process_slice]
-        # Only gated rows index into the step tensor, whose width is set by the scored rows alone: an unscored row
-        # may have more steps than that.
-        token_step_ids = token_step_ids.masked_fill(~local_gated.to(token_step_ids.device).unsqueeze(1), -1)
         token_advantages = step_advantages_to_tokens(step_advantages[process_slice], token_step_ids)
         advantages = output["advantages"].unsqueeze(1).expand_as(token_advantages).clone()
         advantages[local_gated] = token_advantages[local_gated].to(advantages.dtype)
@@ -381,6 +370,30 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         advantages = advantages * completion_mask
         self._log_completion_advantages(advantages, completion_mask)
         return advantages
+
+    def _local_step_spans(self, output: dict, scored: torch.Tensor) -> tuple[list, torch.Tensor]:
+        """Step spans of this process's `scored` completions ([] for the others) and each token's step id (-1: none).
+
+        Only scored completions are decoded and mapped: that is all the PRM and the advantages need, and the step
+        ids of unscored rows could exceed the width of the gathered step tensor, which the scored rows alone set.
+        """
+        completion_ids = output["completion_ids"]
+        token_step_ids = torch.full_like(completion_ids, -1)
+        spans = [[] for _ in range(len(completion_ids))]
+        rows = scored.nonzero().flatten().to(completion_ids.device)
+        if len(rows) == 0:
+            return spans, token_step_ids
+        row_spans, row_step_ids = completion_step_token_ids(
+            self._tokenizer,
+            completion_ids[rows],
+            output["completion_mask"][rows],
+            separator=self.args.step_separator,
+            max_steps=self.args.max_steps_per_completion,
+        )
+        token_step_ids[rows] = row_step_ids.to(token_step_ids.device)
+        for row, row_span in zip(rows.tolist(), row_spans, strict=True):
+            spans[row] = row_span
+        return spans, token_step_ids
 
     def _sample_audited_groups(self, candidates: torch.Tensor) -> torch.Tensor:
         audited = torch.zeros_like(candidates)
@@ -398,18 +411,16 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         self._reward_failures_seen = current
         return self.accelerator.gather(delta).sum().item()
 
-    def _score_local_steps(
-        self, prompts: list, spans: list, scored: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, float]:
-        """PRM step rewards (B, S) and mask for this process's completions selected by `scored`, and the seconds spent."""
+    def _score_local_steps(self, prompts: list, spans: list) -> tuple[torch.Tensor, torch.Tensor, float]:
+        """PRM step rewards (B, S) and mask for this process's completions that have steps, and the seconds spent."""
         device = self.accelerator.device
-        rows = [row for row in range(len(prompts)) if scored[row] and len(spans[row]) > 0]
+        rows = [row for row in range(len(prompts)) if spans[row]]
         # At least one column so that padding and gathering never meet a zero-width tensor.
         num_steps = max([len(spans[row]) for row in rows], default=1)
-        step_rewards = torch.zeros(len(prompts), num_steps, device=device)
-        step_mask = torch.zeros(len(prompts), num_steps, dtype=torch.bool, device=device)
+        step_rewards = torch.zeros(len(prompts), num_steps)
+        step_mask = torch.zeros(len(prompts), num_steps, dtype=torch.bool)
         if not rows:
-            return step_rewards, step_mask, 0.0
+            return step_rewards.to(device), step_mask.to(device), 0.0
 
         questions = [question_text(prompts[row]) for row in rows]
         steps = [[span.text for span in spans[row]] for row in rows]
@@ -420,9 +431,9 @@ class VeriGateGRPOTrainer(GRPOTrainer):
 
         # as_step_scorer has checked one finite score per step.
         for row, row_scores in zip(rows, scores, strict=True):
-            step_rewards[row, : len(row_scores)] = torch.tensor(row_scores, device=device)
+            step_rewards[row, : len(row_scores)] = torch.tensor(row_scores)
             step_mask[row, : len(row_scores)] = True
-        return step_rewards, step_mask, seconds
+        return step_rewards.to(device), step_mask.to(device), seconds
 
     @staticmethod
     def _prm_verifier_agreement(
@@ -448,7 +459,8 @@ class VeriGateGRPOTrainer(GRPOTrainer):
 
     def _log_completion_advantages(self, advantages: torch.Tensor, completion_mask: torch.Tensor) -> None:
         # TRL logged one scalar per completion (0 for gated groups); show the token mean the loss actually uses.
-        per_completion = (advantages * completion_mask).sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
+        # `advantages` is already 0 on padding.
+        per_completion = advantages.sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
         values = self.accelerator.gather(per_completion).tolist()
         logged = self._logs["advantages"]
         for offset in range(1, min(len(values), len(logged)) + 1):
