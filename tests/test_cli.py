@@ -182,6 +182,36 @@ def test_doctor_loads_the_header_once_and_proves_in_that_env(bare_machine, tmp_p
     assert isinstance(proofs[0]["request"]["env"], int)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("behaviour", "flags", "status", "fix"),
+    [
+        ("crash", [], "crashed", "raise --memory-limit-mb"),
+        ("hang", ["--timeout", "0.5"], "timeout", "raise --timeout"),
+    ],
+)
+def test_doctor_reports_a_repl_that_dies_on_the_proof(bare_machine, tmp_path, capsys, behaviour, flags, status, fix):
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    args = stand_in_args(tmp_path, bare_machine, script_rows=[{"match": "doctor_check", "behaviour": behaviour}])
+    code, marks, out = doctor_lines(capsys, *args, *flags)
+    assert code == 1
+    assert marks["header"] == "✓"
+    assert marks["proof"] == "✗"
+    assert f"status={status}" in out
+    assert fix in fix_of(out, "proof")
+    assert "Traceback" not in out
+
+
+@pytest.mark.slow
+def test_doctor_runs_the_repl_under_its_memory_limit(bare_machine, tmp_path, capsys):
+    # 1 MiB of address space cannot hold an interpreter, so the header check fails only if the limit is applied.
+    write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
+    code, marks, out = doctor_lines(capsys, *stand_in_args(tmp_path, bare_machine), "--memory-limit-mb", "1")
+    assert code == 1
+    assert marks["header"] == "✗"
+    assert marks["proof"] == "-"
+
+
 def test_doctor_compares_the_repl_toolchain_with_the_project(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))
     project = tmp_path / "proj"

@@ -190,7 +190,12 @@ def _mathlib_oleans(project_dir: Path) -> Path | None:
 
 
 def run_doctor(
-    project_dir: Path, repl_command: list[str] | None, header: str, timeout: float, startup_timeout: float
+    project_dir: Path,
+    repl_command: list[str] | None,
+    header: str,
+    timeout: float,
+    startup_timeout: float,
+    memory_limit_mb: int | None = LeanServerConfig.memory_limit_mb,
 ) -> list[Check]:
     """Every check of `trl-verigate lean-doctor`, in order; never raises for a broken setup."""
     checks = [
@@ -280,7 +285,7 @@ def run_doctor(
         checks.append(Check("header", None, "no REPL to run it in"))
         checks.append(Check("proof", None, "no REPL to run it in"))
         return checks
-    checks.extend(_run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout))
+    checks.extend(_run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb))
     return checks
 
 
@@ -293,7 +298,12 @@ _PROOF_FIXES = {
 
 
 def _run_checks_in_repl(
-    project_dir: Path, repl_command: list[str], header: str, timeout: float, startup_timeout: float
+    project_dir: Path,
+    repl_command: list[str],
+    header: str,
+    timeout: float,
+    startup_timeout: float,
+    memory_limit_mb: int | None,
 ) -> list[Check]:
     config = LeanServerConfig(
         repl_command=repl_command,
@@ -302,6 +312,7 @@ def _run_checks_in_repl(
         workers=1,
         timeout=timeout,
         startup_timeout=startup_timeout,
+        memory_limit_mb=memory_limit_mb,
     )
     return asyncio.run(_header_and_proof_checks(config))
 
@@ -384,6 +395,7 @@ def _run_lean_doctor(args: argparse.Namespace) -> int:
         header=_read_header(args.header_file),
         timeout=args.timeout,
         startup_timeout=args.startup_timeout,
+        memory_limit_mb=args.memory_limit_mb or None,
     )
     for check in checks:
         print(check.render())
