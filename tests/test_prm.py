@@ -197,6 +197,8 @@ def test_constructor_argument_errors_name_the_argument(tiny_models):
     path = tiny_models["prm_qwen_math"]
     with pytest.raises(ValueError, match="batch_size"):
         QwenMathPRM(path, batch_size=0)
+    with pytest.raises(ValueError, match="batch_size"):
+        QwenMathPRM(path, batch_size=True)  # a bool is an int in Python, but never a batch size
     with pytest.raises(ValueError, match="max_length"):
         QwenMathPRM(path, max_length=0)
     with pytest.raises(ValueError, match="torch_dtype"):

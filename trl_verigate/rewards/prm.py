@@ -233,7 +233,7 @@ class _ModelStepScorer:
 
         if not model_name_or_path or not isinstance(model_name_or_path, str):
             raise ValueError(f"{type(self).__name__} needs model_name_or_path (a hub id or a local checkpoint folder)")
-        if not isinstance(batch_size, int) or batch_size < 1:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if not isinstance(max_length, int) or max_length < 1:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
@@ -784,7 +784,12 @@ class SymbolicStepScorer:
         return f"SymbolicStepScorer(neutral_score={self.neutral_score})"
 
 
-PRM_TYPES = ("qwen_math", "math_shepherd", "token_classification", "symbolic")
+MODEL_BACKENDS = {
+    "qwen_math": QwenMathPRM,
+    "math_shepherd": MathShepherdPRM,
+    "token_classification": TokenClassificationPRM,
+}
+PRM_TYPES = (*MODEL_BACKENDS, "symbolic")
 
 
 def build_step_scorer(
@@ -797,16 +802,11 @@ def build_step_scorer(
     """Build the step scorer named by `prm_type` (one of `PRM_TYPES`)."""
     if prm_type == "symbolic":
         return SymbolicStepScorer()
-    backends = {
-        "qwen_math": QwenMathPRM,
-        "math_shepherd": MathShepherdPRM,
-        "token_classification": TokenClassificationPRM,
-    }
-    if prm_type not in backends:
+    if prm_type not in MODEL_BACKENDS:
         raise ValueError(f"unknown prm_type={prm_type!r}; choose one of {', '.join(PRM_TYPES)}")
     if not model_name_or_path:
         raise ValueError(
             f"prm_type={prm_type!r} needs model_name_or_path (e.g. 'Qwen/Qwen2.5-Math-PRM-7B' for qwen_math, "
             "'peiyi9979/math-shepherd-mistral-7b-prm' for math_shepherd, or a local checkpoint folder)"
         )
-    return backends[prm_type](model_name_or_path, device=device, batch_size=batch_size, torch_dtype=torch_dtype)
+    return MODEL_BACKENDS[prm_type](model_name_or_path, device=device, batch_size=batch_size, torch_dtype=torch_dtype)
