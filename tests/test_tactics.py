@@ -400,6 +400,14 @@ def test_string_and_char_literals_are_skipped():
     assert [t for t, _, _ in _spans(proof)] == ['trace "a; b -- not a comment\n  by"', "exact ';'", "simp"]
 
 
+def test_raw_strings_and_multi_line_escaped_names_are_single_tokens():
+    # Lean ends `r#"…"#` only at `"#` and lets `«…»` span lines; either read wrongly would hide or invent a line.
+    assert [t for t, _, _ in _spans('\n  have s := r#"a " b"#\n  skip')] == ['have s := r#"a " b"#', "skip"]
+    assert [t for t, _, _ in _spans('\n  have s := r##"a "# ( "##\n  skip')] == ['have s := r##"a "# ( "##', "skip"]
+    assert [t for t, _, _ in _spans('\n  have s := r"a"\n  skip')] == ['have s := r"a"', "skip"]
+    assert [t for t, _, _ in _spans('\n  simp [«x\n   "»]\n  skip')] == ['simp [«x\n   "»]', "skip"]
+
+
 def test_layout_ends_the_proof():
     # Column 0 is the declaration's column: a line there is the next command, not a tactic.
     assert _spans("\nsimp") == []

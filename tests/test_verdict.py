@@ -1,9 +1,12 @@
 """The verdict: the precheck (`prepare`) and the judgement of REPL answers (`judge`)."""
 
 import json
+import random
 
 import pytest
 
+from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server.tactics import split_tactics_and_tokens
 from trl_verigate.lean_server.types import (
     MINIF2F_HEADER,
     LeanServerConfig,
@@ -188,6 +191,16 @@ OUTSIDE_THE_BLOCK = [
 ]
 
 
+# The same escapes, hidden from a splitter that lexes strings or escaped names differently from Lean: the line
+# dedented to column 1 must still be seen, or it would reach Lean as a command.
+OUTSIDE_THE_BLOCK += [
+    '  have s : String := r#"a " b"#\n  skip\n trivial',
+    '  have s : String := r##"a "# ( "# "##\n  skip\n trivial',
+    '  simp [«x\n   "»]\n  skip\n trivial',
+    "  simp [«x\n   (»]\n  skip\n trivial",
+]
+
+
 @pytest.mark.parametrize("proof", OUTSIDE_THE_BLOCK)
 def test_code_outside_the_top_level_tactic_block_is_rejected(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
@@ -233,6 +246,11 @@ LAYOUTS = [
     "  by_cases h : x ≤ 2\n  · interval_cases x <;> simp_all\n  · push_neg at h\n    omega",
     "  constructor; simp; simp",
     "  constructor\n  · simp;\n  · simp",
+    '  have s : String := r#"a " b"#\n  skip\n  trivial',
+    '  have s : String := r"plain"\n  trivial',
+    "  simp [«x\n   y»]\n  skip",
+    '  have := s!"{(1 : ℕ) + 1}"\n  trivial',
+    "  have : (1_000 : ℕ) = 1000 := rfl\n  trivial",
 ]
 
 
@@ -240,6 +258,53 @@ LAYOUTS = [
 def test_the_block_check_accepts_legitimate_layouts(proof):
     prepared = prepare(ProofRequest("theorem t (a b : ℝ) (x : ℕ) (h : True) : True := by", proof), MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
+
+
+def _lexers_agree(proof: str) -> bool:
+    splitter_tokens = split_tactics_and_tokens(proof)[1]
+    return verdict._lexers_disagree_at(verdict._lex(proof), splitter_tokens) is None
+
+
+# Pieces whose extent only a careful lexer gets right: literals with quotes, escapes and hashes inside, nested
+# comments, names escaped across lines, interpolations, and symbols built from `'`.
+LEXER_PIECES = [
+    'r#"a " b"#',
+    'r"x"',
+    'r##"q "# "##',
+    "«x\n   y»",
+    '"s \\" t"',
+    "'a'",
+    "'\\''",
+    "'\"'",
+    "/- c /- n -/ -/",
+    "-- line comment\n",
+    's!"{x} and {y}"',
+    "(",
+    ")",
+    "⌊x⌋",
+    ":=",
+    "1_000",
+    "h₀",
+    "∑' i",
+    "f '' s",
+    "x.1",
+    "\n  ",
+]
+
+
+def test_the_precheck_and_the_splitter_read_the_same_tokens():
+    proofs = [proof for _, proof in LEGITIMATE] + LAYOUTS + [proof for _, proof in PRIME_NOTATION]
+    rng = random.Random(0)
+    proofs += ["  " + " ".join(rng.choice(LEXER_PIECES) for _ in range(6)) for _ in range(400)]
+    lexed = 0
+    for proof in proofs:
+        try:
+            verdict._lex(proof)
+        except verdict.PrecheckError:
+            continue
+        lexed += 1
+        assert _lexers_agree(proof), proof
+    assert lexed > 300
 
 
 def test_rejection_reasons_give_the_position():

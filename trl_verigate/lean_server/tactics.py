@@ -34,16 +34,21 @@ from typing import NamedTuple
 
 from trl_verigate.lean_server.types import Tactic
 
-__all__ = ["first_error_tactic", "offset_of", "split_tactics"]
+__all__ = ["TokenSpan", "first_error_tactic", "offset_of", "split_tactics", "split_tactics_and_tokens"]
 
 GRANULARITIES = ("outermost", "all")
 
 # Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
 # character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
 # not a letter, so `λx` is two tokens.
-_ID_PART = r"(?:«[^»\n]*»|(?!λ)[^\W\d][\w'!?]*)"
+_ID_PART = r"(?:«[^»]*»|(?!λ)[^\W\d][\w'!?]*)"  # `«…»` may span lines, as in Lean
+# A raw string `r#"…"#` ends at the first `"` followed by as many `#` as it opened with; it comes before identifiers
+# so that its `r` is not read as one.
+_RAW_STRING = r'r(?P<hashes>#*)".*?(?:"(?P=hashes)|\Z)'
+_RAW_STRING_START = re.compile(r'r#*"')
 _TOKEN = (
-    r'"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
+    rf"{_RAW_STRING}"
+    r'|"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
     r"|'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"  # char literal
     rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
     r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
@@ -322,7 +327,8 @@ class _Tokens:
         if "/-" in proof:
             self._scan_with_block_comments(proof)
         else:
-            pairs = _TRIVIA_AND_TOKEN_RE.findall(proof)
+            # Each match is (trivia, token, a raw string's hashes); the hashes are part of the token.
+            pairs = [match[:2] for match in _TRIVIA_AND_TOKEN_RE.findall(proof)]
             while pairs and not pairs[-1][1]:  # the match at the end of the input
                 pairs.pop()
             offsets = list(accumulate(map(len, chain.from_iterable(pairs)), initial=0))
@@ -548,6 +554,18 @@ def _flatten(nodes: Iterable[_Node], out: list[_Node]) -> None:
         _flatten(node.children, out)
 
 
+class TokenSpan(NamedTuple):
+    """One token as the splitter reads it: `[start, end)` in the proof; `literal` for a string or char literal."""
+
+    start: int
+    end: int
+    literal: bool
+
+
+def _is_literal(text: str) -> bool:
+    return text[0] == '"' or (text[0] == "'" and len(text) > 1) or _RAW_STRING_START.match(text) is not None
+
+
 def split_tactics(proof: str, granularity: str = "outermost", *, start_column: int = 0) -> list[Tactic]:
     """Split a proof body (the untrusted text after the trusted `:= by`) into its tactics.
 
@@ -563,6 +581,17 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
     Returns:
         `Tactic(text, start, end)` with `text == proof[start:end]`.
     """
+    return split_tactics_and_tokens(proof, granularity, start_column=start_column)[0]
+
+
+def split_tactics_and_tokens(
+    proof: str, granularity: str = "outermost", *, start_column: int = 0
+) -> tuple[list[Tactic], list[TokenSpan]]:
+    """`split_tactics`, plus the tokens the split was computed from (comments and whitespace dropped).
+
+    The precheck compares these tokens with its own reading of the proof: the spans are only as right as the
+    tokens they were built from.
+    """
     if granularity not in GRANULARITIES:
         raise ValueError(f"split_tactics(granularity=...) must be one of {GRANULARITIES}, got {granularity!r}")
     if not isinstance(proof, str):
@@ -570,8 +599,12 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
     if not isinstance(start_column, int) or start_column < 0:
         raise ValueError(f"split_tactics(start_column=...) must be an int >= 0, got {start_column!r}")
     tokens = _Tokens(proof, start_column)
+    spans = [
+        TokenSpan(start, end, _is_literal(text))
+        for text, start, end in zip(tokens.text, tokens.start, tokens.end, strict=True)
+    ]
     if not tokens.n:
-        return []
+        return [], spans
     # The declaration starts at column 0 and Lean requires its `by` block to be indented past it.
     nodes, _ = _Parser(tokens).sequence(0, 0, False, False)
     if granularity == "all":
@@ -579,7 +612,7 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
         _flatten(nodes, flat)
         flat.sort(key=lambda node: (node.start, -node.end))
         nodes = flat
-    return [Tactic(proof[node.start : node.end], node.start, node.end) for node in nodes]
+    return [Tactic(proof[node.start : node.end], node.start, node.end) for node in nodes], spans
 
 
 def offset_of(text: str, line: int, column: int) -> int:

@@ -15,8 +15,10 @@ Two halves around one REPL command:
 
 The precheck lexes the proof the way Lean's tokenizer does (nested `/- -/` comments, `--` comments,
 strings, raw strings `r#"…"#`, character literals, `«escaped»` identifiers, identifier characters
-from `Lean.isIdFirst`/`isIdRest`), so a keyword inside a comment or string is not a false positive
-and no comment/string trick can hide code from it. Where the lexer and Lean could still disagree
+from `Lean.isIdFirst`/`isIdRest`), so a keyword inside a comment or string is not a false positive.
+Where the `by` block ends is decided by the tactic splitter, which has its own tokenizer: the two
+readings must agree on what is code, literal and comment, or the proof is rejected, so a comment or
+string one of them misreads cannot hide a dedented command. Where the lexer and Lean could still disagree
 (an unterminated comment or string, a character literal holding `"` glued to a symbol such as `∑'`,
 unpaired braces in a string literal) the proof is rejected: Lean would fail on the first two anyway.
 Braces in a string are code in an interpolated string (`s!"{…}"`, `dbg_trace "{…}"`), which depends on
@@ -466,7 +468,14 @@ def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
     at any column. The splitter follows the same layout rules, so code outside its outermost spans is exactly
     that.
     """
-    spans = tactic_split.split_tactics(text, "outermost", start_column=start_column)
+    spans, splitter_tokens = tactic_split.split_tactics_and_tokens(text, "outermost", start_column=start_column)
+    disagreement = _lexers_disagree_at(tokens, splitter_tokens)
+    if disagreement is not None:
+        raise PrecheckError(
+            f"the proof's layout at {_where(text, disagreement)} is ambiguous (a comment, string or escaped "
+            "identifier the tactic splitter reads differently), so where its `by` block ends cannot be checked; "
+            "rewrite that part"
+        )
     starts = [span.start for span in spans]
     for token in tokens:
         # `;` separates tactics, so it sits between spans (or after the last, which Lean allows).
@@ -479,6 +488,45 @@ def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
                 "less than the block's first tactic closes the `by` block, and Lean reads the rest as commands; "
                 "indent every tactic of the block to the same column"
             )
+
+
+def _reading(spans) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(code runs, literals) of a lexer's `(start, end, is_literal)` tokens, tokens inside a literal dropped.
+
+    Touching code tokens merge into one run, so the lexers may cut `:=` or `1_000` differently and still agree.
+    """
+    runs: list[tuple[int, int]] = []
+    literals: list[tuple[int, int]] = []
+    literal_end = 0
+    for start, end, literal in spans:
+        if start < literal_end:  # code inside an interpolated string's braces, part of the literal for layout
+            continue
+        if literal:
+            literals.append((start, end))
+            literal_end = end
+        elif runs and runs[-1][1] == start:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+    return runs, literals
+
+
+def _lexers_disagree_at(tokens: list[_Token], splitter_tokens) -> int | None:
+    """The first offset where the precheck's tokens and the splitter's differ on what is code, literal or comment.
+
+    `_check_block` trusts the splitter's spans only if both read the same code: otherwise text one of them takes
+    for a string or comment could hold the line that, to Lean, ends the `by` block.
+    """
+    ours = _reading(
+        (t.start, t.end, t.kind in ("string", "char"))
+        for t in sorted(tokens, key=lambda t: t.start)
+        if t.kind != "comment"
+    )
+    theirs = _reading(splitter_tokens)
+    if ours == theirs:
+        return None
+    differences = [set(a).symmetric_difference(b) for a, b in zip(ours, theirs, strict=True)]
+    return min(start for difference in differences for start, _ in difference)
 
 
 def _check_scoped_prefixes(text: str, tokens: list[_Token]) -> None:
