@@ -328,13 +328,14 @@ RAW_RESPONSES = [
         },
     },
     {
-        # `example` is sent as `theorem verigate_example` (17 characters longer) so it can be named
-        # in `#print axioms`; Lean reports the unsolved goal at that command's `by`, column 40.
+        # `example` is sent as `theorem verigate_example` so it can be named in `#print axioms`, followed by
+        # a line break and indentation that keep the rest of the line at its column; Lean reports the
+        # unsolved goal at that command's `by`, line 2, column 23.
         "match": "example_marker",
         "response": {
             "messages": [
-                repl_message("error", (1, 40), (1, 42), "unsolved goals\n⊢ 2 + 2 = 5"),
-                repl_message("info", (4, 0), (4, 6), "'verigate_example' depends on axioms: [sorryAx]"),
+                repl_message("error", (2, 23), (2, 25), "unsolved goals\n⊢ 2 + 2 = 5"),
+                repl_message("info", (5, 0), (5, 6), "'verigate_example' depends on axioms: [sorryAx]"),
             ],
             "env": 0,
         },

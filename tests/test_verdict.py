@@ -70,7 +70,8 @@ def test_the_precheck_accepts_legitimate_proofs(statement, proof):
     prepared = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
     assert prepared.header == MINIF2F_HEADER
-    assert prepared.code.startswith(statement.replace("example", f"theorem {EXAMPLE_NAME}", 1) + "\n" + proof)
+    renamed = f"theorem {EXAMPLE_NAME}\n" + " " * len("example")
+    assert prepared.code.startswith(statement.replace("example", renamed, 1) + "\n" + proof)
     assert prepared.code[prepared.proof_start : prepared.proof_end] == proof
 
 
@@ -878,26 +879,16 @@ def test_an_unknown_constant_at_the_print_says_nothing_about_the_tactics(text):
 
 def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():
     prepared = prepare(ProofRequest("example (n : ℕ) : n + 0 = n := by", "  simp"), MINIF2F_HEADER)
-    assert prepared.code.startswith(f"theorem {EXAMPLE_NAME} (n : ℕ)")
+    # The rest of the `example` line keeps its column, one line down.
+    assert prepared.code.startswith(f"theorem {EXAMPLE_NAME}\n        (n : ℕ) : n + 0 = n := by\n  simp\n")
     assert prepared.theorem_name == EXAMPLE_NAME and prepared.statement.startswith("example")
-    shift = len(f"theorem {EXAMPLE_NAME}") - len("example")
     response = {
         "messages": [
             # the declaration keyword, as Lean reports "declaration uses sorry" for examples
             {"severity": "warning", "pos": {"line": 1, "column": 0}, "endPos": {"line": 1, "column": 24}, "data": "w"},
-            # `n + 0` in the statement, right of the renamed keyword
-            {
-                "severity": "error",
-                "pos": {"line": 1, "column": 18 + shift},
-                "endPos": {"line": 1, "column": 23 + shift},
-                "data": "e",
-            },
-            {
-                "severity": "error",
-                "pos": {"line": 2, "column": 2},
-                "endPos": {"line": 2, "column": 6},
-                "data": "simp failed",
-            },
+            # `n + 0` in the statement, below the renamed keyword
+            {"severity": "error", "pos": {"line": 2, "column": 18}, "endPos": {"line": 2, "column": 23}, "data": "e"},
+            {"severity": "error", "pos": {"line": 3, "column": 2}, "endPos": {"line": 3, "column": 6}, "data": "simp"},
             axioms_message(prepared, []),
         ],
         "env": 1,
@@ -911,6 +902,30 @@ def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():
         (2, 2, Position(2, 6)),
     ]
     assert result.first_error_tactic == 0
+
+
+def _aligned_example_file(tactic_column_shift: int) -> str:
+    line = "example : True ∧ True := by constructor"
+    column = line.index("constructor") + tactic_column_shift
+    return f"import Mathlib\n{line}\n{' ' * column}trivial\n{' ' * column}trivial"
+
+
+def test_a_renamed_example_keeps_the_columns_of_a_proof_on_its_by_line():
+    # `trivial` aligned under `constructor`: three tactics to Lean, so to the precheck and the judge too.
+    prepared = prepare(_aligned_example_file(0), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    by_line = prepared.code.split("\n")[1]
+    assert by_line.index("constructor") == _aligned_example_file(0).split("\n")[1].index("constructor")
+    assert prepared.proof_column == len("example : True ∧ True := by")
+    result = judge(prepared, {"messages": [axioms_message(prepared, [])], "env": 1}, CONFIG, 0.0)
+    assert result.passed and [t.text for t in result.tactics] == ["constructor", "trivial", "trivial"]
+    # Deeper than `constructor`, the lines continue it, for the judge as for Lean.
+    prepared = prepare(_aligned_example_file(len(EXAMPLE_NAME) + 1), MINIF2F_HEADER)
+    result = judge(prepared, {"messages": [axioms_message(prepared, [])], "env": 1}, CONFIG, 0.0)
+    assert len(result.tactics) == 1
+    # Shallower, they end the block: the precheck refuses what Lean would read as commands.
+    result = prepare(_aligned_example_file(-1), MINIF2F_HEADER)
+    assert result.status == "rejected" and "outside" in result.reason, result.reason
 
 
 def test_judge_rejects_bad_arguments():

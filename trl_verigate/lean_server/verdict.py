@@ -56,7 +56,9 @@ from trl_verigate.lean_server.types import (
     VerificationResult,
 )
 
-# `example` has no name for `#print axioms`; it is declared under this name instead.
+# `example` has no name for `#print axioms`; it is declared under this name instead. The replacement is longer
+# than `example`, so it ends with a line break and indentation that put the rest of the line back at its submitted
+# column: a proof on the `by` line keeps its column, which Lean's layout rules compare with the lines below.
 EXAMPLE_NAME = "verigate_example"
 EXAMPLE_REPLACEMENT = f"theorem {EXAMPLE_NAME}"
 
@@ -135,12 +137,18 @@ class Prepared:
     # Between statement and proof in the submitted source: "\n" for a ProofRequest, "" for a file,
     # whose proof starts right after `by`.
     separator: str = "\n"
-    # (offset in code, length) of `EXAMPLE_REPLACEMENT` where `example` (7 chars) was renamed.
+    # (offset in code, length) of the text that replaced `example` (7 chars): `EXAMPLE_REPLACEMENT`, a line break,
+    # and spaces up to the column after the submitted `example`.
     renamed_example: tuple[int, int] | None = None
 
     @property
     def proof_end(self) -> int:
         return self.proof_start + len(self.proof)
+
+    @property
+    def proof_column(self) -> int:
+        """The column of the proof's first character in `code`, which equals its column in the submitted source."""
+        return self.proof_start - (self.code.rfind("\n", 0, self.proof_start) + 1)
 
     @property
     def print_line(self) -> int:
@@ -554,8 +562,9 @@ def _check_scoped_prefixes(text: str, tokens: list[_Token]) -> None:
 def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: int = 0) -> None:
     """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean.
 
-    `start_column` is the column of `proof[0]` in its line: 0 for a ProofRequest (the body starts on the line
-    after the statement), the column after `by` for a file whose proof continues the `by` line.
+    `start_column` is the column of `proof[0]` in its line, `Prepared.proof_column`: 0 for a ProofRequest (the
+    body starts on the line after the statement), the column after `by` for a file whose proof continues the `by`
+    line (the same in the code sent to Lean as in the file, a renamed `example` included).
     """
     _check_characters(proof, "proof")
     tokens = _lex(proof)
@@ -816,8 +825,10 @@ def _assemble(
     renamed = None
     code_statement = statement
     if name is None:
-        code_statement = statement[: keyword.start] + EXAMPLE_REPLACEMENT + statement[keyword.end :]
-        renamed = (keyword.start, len(EXAMPLE_REPLACEMENT))
+        column = keyword.start - (statement.rfind("\n", 0, keyword.start) + 1)
+        replacement = EXAMPLE_REPLACEMENT + "\n" + " " * (column + len(keyword.text))
+        code_statement = statement[: keyword.start] + replacement + statement[keyword.end :]
+        renamed = (keyword.start, len(replacement))
         theorem_name = EXAMPLE_NAME
     else:
         theorem_name = ".".join(name.components)
@@ -879,8 +890,9 @@ def _prepare_proof_request(request: ProofRequest, default_header: str, allow_nat
     keyword, name = _declaration(request.statement, tokens, "statement")
     if not request.proof.strip():
         raise PrecheckError("empty proof body")
-    precheck_proof(request.proof, allow_native_decide, start_column=0)
-    return _assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
+    prepared = _assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
+    precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
+    return prepared
 
 
 def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
@@ -896,9 +908,10 @@ def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
     _check_single_definition(statement, tokens, keyword, header_lines)
     if not proof.strip():
         raise PrecheckError("empty proof body after `:= by`")
-    precheck_proof(proof, allow_native_decide, start_column=len(statement) - (statement.rfind("\n") + 1))
     header = header_text[:-1] if header_text.endswith("\n") else header_text
-    return _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_lines)
+    prepared = _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_lines)
+    precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
+    return prepared
 
 
 # ---------------------------------------------------------------- judge
@@ -959,9 +972,8 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         raise TypeError(f"judge(prepared=...) needs the Prepared from prepare(), got {type(prepared).__name__}")
     if not isinstance(response, dict):
         raise TypeError(f"judge(response=...) needs the REPL's JSON object as a dict, got {type(response).__name__}")
-    start_column = prepared.proof_start - (prepared.code.rfind("\n", 0, prepared.proof_start) + 1)
     tactics: list[Tactic] = tactic_split.split_tactics(
-        prepared.proof, config.tactic_granularity, start_column=start_column
+        prepared.proof, config.tactic_granularity, start_column=prepared.proof_column
     )
     if "message" in response and "messages" not in response and "env" not in response:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
