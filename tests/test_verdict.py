@@ -308,9 +308,36 @@ def test_the_precheck_and_the_splitter_read_the_same_tokens():
     assert lexed > 300
 
 
-def test_rejection_reasons_give_the_position():
+def test_rejection_reasons_give_the_position_in_the_submitted_source():
+    # Like `Message`s: a ProofRequest's source is `statement + "\n" + proof`, so proof line 3 is line 4.
     result = prepare(ProofRequest(T, "  norm_num\n  simp\n    exact sorry"), MINIF2F_HEADER)
-    assert result.reason == "`sorry` at line 3, column 10"
+    assert result.reason == "`sorry` at line 4, column 10"
+    result = prepare(ProofRequest(T, '  have := s!"{(1 : ℕ)} {sorry}"'), MINIF2F_HEADER)
+    assert result.reason == "`sorry` at line 2, column 24"
+
+
+@pytest.mark.parametrize(
+    "file_text,reason",
+    [
+        # The file's own lines: the header's lines count, in the statement and in the proof alike.
+        (
+            "import Mathlib\nset_option debug.skipKernelTC true in\ntheorem t : True := by\n  trivial",
+            "`set_option debug.skipKernelTC` at line 2, column 0",
+        ),
+        (
+            "import Mathlib\nimport Aesop\n\ntheorem t (n : ℕ) :\n    n = n := by\n  exact sorry",
+            "`sorry` at line 6, column 8",
+        ),
+        ("import Mathlib\ntheorem t : True := by trivial\n  open Nat in simp", "`open` at line 3, column 2"),
+        ("import Mathlib\nset_option warn.sorry false\ntheorem t : True := by\n  trivial", "at line 2, column 0"),
+        ("import Mathlib\n\ndef h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl", "`def` at line 3, column 0"),
+        ("import Mathlib\ntheorem t : True := trivial\nmy_cmd s := by\n  simp", "`:=` at line 2, column 17"),
+        ("import Mathlib\nexample : True := by\n  trivial\naxiom c : False", "`axiom` at line 4, column 0"),
+    ],
+)
+def test_file_rejections_are_positioned_in_the_file(file_text, reason):
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert result.status == "rejected" and reason in result.reason, result.reason
 
 
 NATIVE_SPELLINGS = [

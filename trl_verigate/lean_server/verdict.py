@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Union
 
@@ -157,7 +158,30 @@ class Prepared:
 
 
 class PrecheckError(ValueError):
-    """Raised inside the precheck; `prepare` turns it into a rejected result."""
+    """Raised inside the precheck; `prepare` turns it into a rejected result.
+
+    The reason reads `before` + " at line L, column C" + `after`. `offset` is relative to the text the raising check
+    was given (the proof, the statement, the header, a file's body); `shifted` moves it to the submitted source,
+    where `prepare` turns it into a line and column once, so every rejection is positioned like `Message`s are.
+    """
+
+    def __init__(self, before: str, offset: int | None = None, after: str = ""):
+        super().__init__(before, offset, after)
+        self.before, self.offset, self.after = before, offset, after
+
+    def shifted(self, by: int) -> PrecheckError:
+        return PrecheckError(self.before, None if self.offset is None else self.offset + by, self.after)
+
+    def reason(self, source: str) -> str:
+        """The reason, positioned in `source`, the text the offset (after any `shifted`) is relative to."""
+        if self.offset is None:
+            return self.before + self.after
+        line, column = _position(source, self.offset)
+        return f"{self.before} at line {line}, column {column}{self.after}"
+
+    def __str__(self) -> str:
+        where = "" if self.offset is None else f" at offset {self.offset}"
+        return f"{self.before}{where}{self.after}"
 
 
 # ---------------------------------------------------------------- lexing
@@ -228,11 +252,6 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1)
 
 
-def _where(text: str, offset: int, line_offset: int = 0) -> str:
-    line, column = _position(text, offset)
-    return f"line {line + line_offset}, column {column}"
-
-
 def _lex(text: str) -> list[_Token]:
     """Tokens of `text` as Lean's tokenizer splits them; raises PrecheckError where Lean's lexing is unclear."""
     tokens: list[_Token] = []
@@ -249,7 +268,7 @@ def _lex(text: str) -> list[_Token]:
         elif text.startswith("/-", i):
             j = _block_comment_end(text, i)
             if j is None:
-                raise PrecheckError(f"unterminated block comment `/-` at {_where(text, i)} swallows the rest")
+                raise PrecheckError("unterminated block comment `/-`", i, " swallows the rest")
             tokens.append(_Token("comment", i, j, text[i:j]))
             i = j
         elif c == "r" and re.match(r'r#*"', text[i:]):
@@ -257,7 +276,7 @@ def _lex(text: str) -> list[_Token]:
             closing = '"' + "#" * hashes
             end = text.find(closing, i + 2 + hashes)
             if end < 0:
-                raise PrecheckError(f"unterminated raw string at {_where(text, i)} swallows the rest")
+                raise PrecheckError("unterminated raw string", i, " swallows the rest")
             end += len(closing)
             tokens.append(_Token("string", i, end, text[i:end]))
             i = end
@@ -274,17 +293,21 @@ def _lex(text: str) -> list[_Token]:
                 elif text[j] == "}":
                     depth -= 1
                     if depth < 0:
-                        raise _ambiguous_braces(text, j)
+                        raise _ambiguous_braces(j)
                     if depth == 0:
                         segments.append((segment_start, j))
                 j += 2 if text[j] == "\\" else 1
             if j >= n:
-                raise PrecheckError(f'unterminated string `"` at {_where(text, i)} swallows the rest')
+                raise PrecheckError('unterminated string `"`', i, " swallows the rest")
             if depth:
-                raise _ambiguous_braces(text, j)
+                raise _ambiguous_braces(j)
             tokens.append(_Token("string", i, j + 1, text[i : j + 1]))
             for start, end in segments:
-                tokens.extend(_Token(t.kind, t.start + start, t.end + start, t.text) for t in _lex(text[start:end]))
+                try:
+                    segment = _lex(text[start:end])
+                except PrecheckError as error:
+                    raise error.shifted(start) from None
+                tokens.extend(_Token(t.kind, t.start + start, t.end + start, t.text) for t in segment)
             i = j + 1
         elif c == "'":
             # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
@@ -299,8 +322,10 @@ def _lex(text: str) -> list[_Token]:
                 continue
             if '"' in match.group(0) and i > 0 and not (text[i - 1].isspace() or text[i - 1] in "([{⟨,"):
                 raise PrecheckError(
-                    f"ambiguous `{match.group(0)}` at {_where(text, i)}: after `{text[i - 1]}` Lean may read `'` as "
-                    'part of a symbol and `"` as a string start; put a space before the character literal'
+                    f"ambiguous `{match.group(0)}`",
+                    i,
+                    f": after `{text[i - 1]}` Lean may read `'` as part of a symbol and `\"` as a string start; "
+                    "put a space before the character literal",
                 )
             tokens.append(_Token("char", i, match.end(), match.group(0)))
             i = match.end()
@@ -310,7 +335,7 @@ def _lex(text: str) -> list[_Token]:
                 if j < n and text[j] == "«":
                     close = text.find("»", j)
                     if close < 0:
-                        raise PrecheckError(f"unterminated identifier escape `«` at {_where(text, j)}")
+                        raise PrecheckError("unterminated identifier escape `«`", j)
                     j = close + 1
                 else:
                     j += 1
@@ -332,10 +357,12 @@ def _lex(text: str) -> list[_Token]:
     return tokens
 
 
-def _ambiguous_braces(text: str, offset: int) -> PrecheckError:
+def _ambiguous_braces(offset: int) -> PrecheckError:
     return PrecheckError(
-        f'unpaired brace in a string literal at {_where(text, offset)}: in an interpolated string (`s!"…"`) '
-        "`{…}` is code, and with unpaired braces the code's extent is ambiguous; pair the braces or drop them"
+        "unpaired brace in a string literal",
+        offset,
+        ': in an interpolated string (`s!"…"`) `{…}` is code, and with unpaired braces the code\'s extent is '
+        "ambiguous; pair the braces or drop them",
     )
 
 
@@ -350,15 +377,13 @@ def _check_characters(text: str, what: str) -> None:
         if c == "\r":
             if text.startswith("\r\n", i):
                 continue
-            raise PrecheckError(f"lone carriage return in the {what} at {_where(text, i)}: use \\n line endings")
+            raise PrecheckError(f"lone carriage return in the {what}", i, ": use \\n line endings")
         if c == "\t":
-            raise PrecheckError(f"tab in the {what} at {_where(text, i)}: Lean refuses tabs, indent with spaces")
+            raise PrecheckError(f"tab in the {what}", i, ": Lean refuses tabs, indent with spaces")
         category = unicodedata.category(c)
         if category in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"):
             name = unicodedata.name(c, "unnamed")
-            raise PrecheckError(
-                f"invisible or control character U+{ord(c):04X} ({name}) in the {what} at {_where(text, i)}"
-            )
+            raise PrecheckError(f"invisible or control character U+{ord(c):04X} ({name}) in the {what}", i)
 
 
 def _forbidden_word(word: str, allow_native_decide: bool) -> str | None:
@@ -380,7 +405,12 @@ def _forbidden_word(word: str, allow_native_decide: bool) -> str | None:
     return None
 
 
-def _check_tokens(text: str, tokens: list[_Token], allow_native_decide: bool, allowed_commands=frozenset()) -> None:
+def _forbidden_option(name: str) -> bool:
+    """Whether `set_option NAME` changes how Lean checks or reports a proof (`debug.skipKernelTC`, `warn.sorry`)."""
+    return name in FORBIDDEN_OPTIONS or name.startswith(FORBIDDEN_OPTION_PREFIXES)
+
+
+def _check_tokens(tokens: list[_Token], allow_native_decide: bool, allowed_commands=frozenset()) -> None:
     code = [t for t in tokens if t.kind != "comment"]
     for k, token in enumerate(code):
         following = code[k + 1] if k + 1 < len(code) else None
@@ -390,30 +420,31 @@ def _check_tokens(text: str, tokens: list[_Token], allow_native_decide: bool, al
                 continue
             reason = _forbidden_word(token.text, allow_native_decide)
             if reason:
-                raise PrecheckError(f"{reason} at {_where(text, token.start)}")
+                raise PrecheckError(reason, token.start)
             if token.text == "set_option" and following is not None and following.kind == "ident":
                 option = ".".join(following.components)
-                if option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES):
-                    raise PrecheckError(f"`set_option {option}` at {_where(text, token.start)}")
+                if _forbidden_option(option):
+                    raise PrecheckError(f"`set_option {option}`", token.start)
         elif token.kind == "symbol":
             if token.text == "#" and adjacent and following.kind == "ident":
-                raise PrecheckError(f"command `#{following.text}` at {_where(text, token.start)}")
+                raise PrecheckError(f"command `#{following.text}`", token.start)
             if token.text == "@" and adjacent and following.text == "[":
-                raise PrecheckError(f"attribute `@[` at {_where(text, token.start)}")
+                raise PrecheckError("attribute `@[`", token.start)
             if not allow_native_decide and token.text == "+" and following is not None and _is_native(following):
-                raise PrecheckError(f"`+native` (native evaluation) at {_where(text, token.start)}")
+                raise PrecheckError("`+native` (native evaluation)", token.start)
     if not allow_native_decide:
         for k, token in enumerate(code[:-2]):
             texts = [t.text for t in code[k + 1 : k + 5]]
             assigns = texts[:2] == [":", "="] and code[k + 2].start == code[k + 1].end
             # Any value counts (`Bool.true`, `!false`, `(true)`): only the field name is certain.
             if _is_native(token) and assigns:
-                raise PrecheckError(f"`native :=` (native evaluation) at {_where(text, token.start)}")
+                raise PrecheckError("`native :=` (native evaluation)", token.start)
             # A whole config (`⟨false, true, …⟩`, `.mk …`) can set `native` positionally; `decide +kernel` remains.
             if token.text == "decide" and texts == ["(", "config", ":", "="]:
                 raise PrecheckError(
-                    f"`decide (config := …)` at {_where(text, token.start)} can turn on native evaluation; "
-                    "write `decide` or `decide +kernel`"
+                    "`decide (config := …)`",
+                    token.start,
+                    " can turn on native evaluation; write `decide` or `decide +kernel`",
                 )
 
 
@@ -446,13 +477,16 @@ def _check_look_alikes(text: str, tokens: list[_Token], allow_native_decide: boo
         skeleton = _skeleton(word)
         reason = _forbidden_word(skeleton, allow_native_decide) or _forbidden_word(skeleton.strip("."), False)
         if reason:
-            raise PrecheckError(f"look-alike characters spelling {reason} in `{word}` at {_where(text, match.start())}")
+            raise PrecheckError(f"look-alike characters spelling {reason} in `{word}`", match.start())
     normalized = unicodedata.normalize("NFKC", code)
     if normalized != code:
         try:
-            _check_tokens(normalized, _lex(normalized), allow_native_decide)
+            _check_tokens(_lex(normalized), allow_native_decide)
         except PrecheckError as error:
-            raise PrecheckError(f"after Unicode normalization (NFKC): {error}") from None
+            # Normalization rarely changes lengths in code, so the offset still points at (or next to) the word.
+            raise PrecheckError(
+                f"after Unicode normalization (NFKC): {error.before}", error.offset, error.after
+            ) from None
 
 
 def _check_columns(text: str, tokens: list[_Token], first_line_at_line_start: bool) -> None:
@@ -463,8 +497,7 @@ def _check_columns(text: str, tokens: list[_Token], first_line_at_line_start: bo
         line_start = text.rfind("\n", 0, token.start) + 1
         if token.start == line_start and (line_start > 0 or first_line_at_line_start):
             raise PrecheckError(
-                f"proof line {_position(text, token.start)[0]} starts at column 0 (`{token.text}`), which closes "
-                "the `by` block; indent every line of the proof body"
+                f"`{token.text}`", token.start, " closes the `by` block: indent every line of the proof body"
             )
 
 
@@ -480,9 +513,10 @@ def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
     disagreement = _lexers_disagree_at(tokens, splitter_tokens)
     if disagreement is not None:
         raise PrecheckError(
-            f"the proof's layout at {_where(text, disagreement)} is ambiguous (a comment, string or escaped "
-            "identifier the tactic splitter reads differently), so where its `by` block ends cannot be checked; "
-            "rewrite that part"
+            "the proof's layout",
+            disagreement,
+            " is ambiguous (a comment, string or escaped identifier the tactic splitter reads differently), so "
+            "where its `by` block ends cannot be checked; rewrite that part",
         )
     starts = [span.start for span in spans]
     for token in tokens:
@@ -492,9 +526,11 @@ def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
         index = bisect.bisect_right(starts, token.start) - 1
         if index < 0 or token.start >= spans[index].end:
             raise PrecheckError(
-                f"`{token.text}` at {_where(text, token.start)} is outside the proof's tactic block: a line indented "
-                "less than the block's first tactic closes the `by` block, and Lean reads the rest as commands; "
-                "indent every tactic of the block to the same column"
+                f"`{token.text}`",
+                token.start,
+                " is outside the proof's tactic block: a line indented less than the block's first tactic closes "
+                "the `by` block, and Lean reads the rest as commands; indent every tactic of the block to the same "
+                "column",
             )
 
 
@@ -537,7 +573,7 @@ def _lexers_disagree_at(tokens: list[_Token], splitter_tokens) -> int | None:
     return min(start for difference in differences for start, _ in difference)
 
 
-def _check_scoped_prefixes(text: str, tokens: list[_Token]) -> None:
+def _check_scoped_prefixes(tokens: list[_Token]) -> None:
     """`open` and `set_option` are tactics only as `open … in tac` / `set_option NAME VALUE in tac`.
 
     Without `in` they are commands, which Lean would run after ending the tactic block there.
@@ -554,8 +590,10 @@ def _check_scoped_prefixes(text: str, tokens: list[_Token]) -> None:
             end = k + 3
         if end >= len(code) or code[end].text != "in" or end == k + 1:
             raise PrecheckError(
-                f"`{token.text}` at {_where(text, token.start)} without `in`: only `open … in tactic` and "
-                "`set_option NAME VALUE in tactic` are tactics, the bare forms are commands"
+                f"`{token.text}`",
+                token.start,
+                " without `in`: only `open … in tactic` and `set_option NAME VALUE in tactic` are tactics, the bare "
+                "forms are commands",
             )
 
 
@@ -569,9 +607,9 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: 
     _check_characters(proof, "proof")
     tokens = _lex(proof)
     _check_columns(proof, tokens, first_line_at_line_start=start_column == 0)
-    _check_tokens(proof, tokens, allow_native_decide)
+    _check_tokens(tokens, allow_native_decide)
     _check_look_alikes(proof, tokens, allow_native_decide)
-    _check_scoped_prefixes(proof, tokens)
+    _check_scoped_prefixes(tokens)
     _check_block(proof, tokens, start_column)
 
 
@@ -587,7 +625,7 @@ _OPENING, _CLOSING = "([{⟨⦃", ")]}⟩⦄"
 _PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
 
 
-def _declaration(text: str, tokens: list[_Token], what: str) -> tuple[_Token, _Token | None]:
+def _declaration(tokens: list[_Token], what: str) -> tuple[_Token, _Token | None]:
     """The last declaration keyword of `text` and its name token (None for `example`)."""
     keywords = [t for t in tokens if t.kind == "ident" and t.text in _DECLARATIONS]
     if not keywords:
@@ -597,7 +635,7 @@ def _declaration(text: str, tokens: list[_Token], what: str) -> tuple[_Token, _T
         return keyword, None
     following = [t for t in tokens if t.start >= keyword.end and t.kind != "comment"]
     if not following or following[0].kind != "ident":
-        raise PrecheckError(f"the {what}'s `{keyword.text}` at {_where(text, keyword.start)} has no name")
+        raise PrecheckError(f"the {what}'s `{keyword.text}`", keyword.start, " has no name")
     return keyword, following[0]
 
 
@@ -605,7 +643,7 @@ def _check_statement(statement: str) -> list[_Token]:
     try:
         tokens = _lex(statement)
     except PrecheckError as error:
-        raise PrecheckError(f"statement: {error}") from None
+        raise PrecheckError(f"statement: {error.before}", error.offset, error.after) from None
     code = [t for t in tokens if t.kind != "comment"]
     ends_in_by = (
         len(code) >= 3
@@ -715,26 +753,27 @@ def _split_file_body(body: str) -> tuple[str, str]:
     )
 
 
-def _check_file_statement(statement: str, tokens: list[_Token], keyword: _Token, allow_native_decide: bool) -> None:
+def _check_file_statement(tokens: list[_Token], keyword: _Token, allow_native_decide: bool) -> None:
     """A file's statement is untrusted too: one declaration, nothing that changes how Lean checks it."""
     for token in tokens:
         if token.kind == "ident" and token.text in _DECLARING_WORDS and token is not keyword:
             raise PrecheckError(
-                f"a str request holds exactly one theorem; found `{token.text}` at {_where(statement, token.start)} "
-                f"besides the `{keyword.text}` at {_where(statement, keyword.start)}"
+                f"a str request holds exactly one theorem; found `{token.text}`",
+                token.start,
+                f" besides the `{keyword.text}` theorem",
             )
-    _check_tokens(statement, tokens, allow_native_decide, allowed_commands=frozenset({keyword.text}) | _MODIFIERS)
+    _check_tokens(tokens, allow_native_decide, allowed_commands=frozenset({keyword.text}) | _MODIFIERS)
 
 
 def _check_header_options(header: str) -> None:
     for match in re.finditer(r"^[^\n]*$", header, re.MULTILINE):
         line = _HEADER_LINE.fullmatch(match.group(0))
         option = line.group("option") if line else None
-        if option and (option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES)):
-            raise PrecheckError(f"header: `set_option {option}` at {_where(header, match.start())}")
+        if option and _forbidden_option(option):
+            raise PrecheckError(f"header: `set_option {option}`", match.start())
 
 
-def _check_file_preamble(statement: str, tokens: list[_Token], keyword: _Token, line_offset: int) -> None:
+def _check_file_preamble(statement: str, tokens: list[_Token], keyword: _Token) -> None:
     """Before its declaration keyword a file's body may hold only comments, modifiers and `open … in` /
     `set_option NAME VALUE in` prefixes; anything else is another command, which the precheck would have to know.
     """
@@ -752,9 +791,7 @@ def _check_file_preamble(statement: str, tokens: list[_Token], keyword: _Token, 
                 end += 1
             in_at = end if end > k + 1 else None
         elif token.text == "set_option" and k + 2 < len(code) and code[k + 1].kind == "ident":
-            option = ".".join(code[k + 1].components)
-            if option in FORBIDDEN_OPTIONS or option.startswith(FORBIDDEN_OPTION_PREFIXES):
-                raise PrecheckError(f"`set_option {option}` at {_where(statement, token.start, line_offset)}")
+            # A forbidden option was refused by `_check_tokens` already; only the `in` form is checked here.
             in_at = k + 3 if code[k + 2].kind in ("ident", "number", "string") else None
         if in_at is not None and in_at < len(code) and code[in_at].text == "in":
             k = in_at + 1
@@ -764,13 +801,15 @@ def _check_file_preamble(statement: str, tokens: list[_Token], keyword: _Token, 
         line = statement[line_start : len(statement) if line_end < 0 else line_end].strip()
         if token.text in _PREFIX_COMMANDS and not statement[line_start : token.start].strip():
             raise PrecheckError(
-                f"`{line}` at {_where(statement, token.start, line_offset)} is neither a header line nor an "
-                f"`open … in`/`set_option … in` prefix of the theorem: {HEADER_RULE}"
+                f"`{line}`",
+                token.start,
+                f" is neither a header line nor an `open … in`/`set_option … in` prefix of the theorem: {HEADER_RULE}",
             )
         raise PrecheckError(
-            f"`{token.text}` at {_where(statement, token.start, line_offset)} before the `{keyword.text}`: a str "
-            "request is one theorem, preceded only by the header, comments, modifiers and `open … in` / "
-            "`set_option NAME VALUE in`"
+            f"`{token.text}`",
+            token.start,
+            f" before the `{keyword.text}`: a str request is one theorem, preceded only by the header, comments, "
+            "modifiers and `open … in` / `set_option NAME VALUE in`",
         )
 
 
@@ -781,7 +820,7 @@ def _is_open_argument(token: _Token) -> bool:
     return token.kind == "symbol" and token.text in ("(", ")", ",", "→")
 
 
-def _check_single_definition(statement: str, tokens: list[_Token], keyword: _Token, line_offset: int) -> None:
+def _check_single_definition(tokens: list[_Token], keyword: _Token) -> None:
     """Reject a top-level `:=` before the statement's final `:= by` that no `let`/`have` explains.
 
     Such a `:=` ends the declaration (`theorem t : P := term`), and the text up to the final `:= by` would be
@@ -799,8 +838,9 @@ def _check_single_definition(statement: str, tokens: list[_Token], keyword: _Tok
         elif depth == 0 and token.text == ":" and code[k + 1].text == "=" and code[k + 1].start == token.end:
             if not pending_bindings:
                 raise PrecheckError(
-                    f"`:=` at {_where(statement, token.start, line_offset)} ends the `{keyword.text}` before its "
-                    "`:= by`: a str request is one theorem proved in tactic mode"
+                    "`:=`",
+                    token.start,
+                    f" ends the `{keyword.text}` before its `:= by`: a str request is one theorem proved in tactic mode",
                 )
             pending_bindings -= 1
 
@@ -870,7 +910,8 @@ def prepare(
         if isinstance(request, str):
             return _prepare_file(request, allow_native_decide)
     except PrecheckError as error:
-        return _rejected(str(error))
+        source = request if isinstance(request, str) else request.statement + "\n" + request.proof
+        return _rejected(error.reason(source))
     raise TypeError(
         f"prepare(request=...) needs a ProofRequest(statement, proof) or a str holding a Lean file, "
         f"got {type(request).__name__}"
@@ -886,32 +927,45 @@ def _prepare_proof_request(request: ProofRequest, default_header: str, allow_nat
     header = default_header if request.header is None else request.header
     if not isinstance(header, str):
         raise TypeError(f"ProofRequest.header must be a str or None, got {type(header).__name__}")
+    # Offsets in PrecheckErrors are moved to the submitted source, `statement + "\n" + proof`.
     tokens = _check_statement(request.statement)
-    keyword, name = _declaration(request.statement, tokens, "statement")
+    keyword, name = _declaration(tokens, "statement")
     if not request.proof.strip():
         raise PrecheckError("empty proof body")
     prepared = _assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
-    precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
+    with _located_at(len(request.statement) + 1):
+        precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
     return prepared
 
 
 def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
+    # Offsets in PrecheckErrors are moved to the file: the header starts it, the statement and then the proof follow.
     _check_characters(file_text, "file")
     header_text, body = split_header(file_text)
     _check_header_options(header_text)
-    statement, proof = _split_file_body(body)
-    tokens = _lex(statement)
-    keyword, name = _declaration(statement, tokens, "file")
-    header_lines = header_text.count("\n")
-    _check_file_statement(statement, tokens, keyword, allow_native_decide)
-    _check_file_preamble(statement, tokens, keyword, header_lines)
-    _check_single_definition(statement, tokens, keyword, header_lines)
+    with _located_at(len(header_text)):
+        statement, proof = _split_file_body(body)
+        tokens = _lex(statement)
+        keyword, name = _declaration(tokens, "file")
+        _check_file_statement(tokens, keyword, allow_native_decide)
+        _check_file_preamble(statement, tokens, keyword)
+        _check_single_definition(tokens, keyword)
     if not proof.strip():
         raise PrecheckError("empty proof body after `:= by`")
     header = header_text[:-1] if header_text.endswith("\n") else header_text
-    prepared = _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_lines)
-    precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
+    prepared = _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_text.count("\n"))
+    with _located_at(len(header_text) + len(statement)):
+        precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
     return prepared
+
+
+@contextmanager
+def _located_at(base: int):
+    """Move the offset of a PrecheckError raised inside from the checked text to the submitted source."""
+    try:
+        yield
+    except PrecheckError as error:
+        raise error.shifted(base) from None
 
 
 # ---------------------------------------------------------------- judge
