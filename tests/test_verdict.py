@@ -17,6 +17,7 @@ from trl_verigate.lean_server.types import (
 from trl_verigate.lean_server.verdict import (
     EXAMPLE_NAME,
     Prepared,
+    is_axioms_answer,
     judge,
     parse_axioms_message,
     prepare,
@@ -837,6 +838,11 @@ def test_an_axioms_answer_elsewhere_or_for_another_name_does_not_count():
     for fake in fakes:
         result = judge(prepared, {"messages": [fake], "env": 1}, CONFIG, 0.0)
         assert not result.passed and result.reason.startswith("no `#print axioms` answer for `t`")
+    # Where the answer sits and what it says decide, not the name: the judge then checks the name.
+    assert [is_axioms_answer(prepared, fake) for fake in fakes] == [False, False, True, False]
+    assert is_axioms_answer(prepared, axioms_message(prepared, CLEAN_AXIOMS))
+    assert not is_axioms_answer(prepared, dict(axioms_message(prepared, []), data="declaration uses `sorry`"))
+    assert not is_axioms_answer(prepared, "not a message")
     # A fake clean answer next to the real one listing sorryAx: the real one decides.
     result = judge(prepared, {"messages": [fakes[0], axioms_message(prepared, ["sorryAx"])], "env": 1}, CONFIG, 0.0)
     assert not result.passed and result.axioms == ["sorryAx"]
@@ -921,8 +927,8 @@ def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():
         "env": 1,
     }
     result = judge(prepared, response, CONFIG, 0.0)
-    submitted = prepared.statement + "\n" + prepared.proof
-    assert submitted.split("\n")[0][18:23] == "n + 0"
+    assert prepared.submitted == prepared.statement + "\n" + prepared.proof
+    assert prepared.submitted.split("\n")[0][18:23] == "n + 0"
     assert [(m.line, m.column, m.end) for m in result.messages] == [
         (1, 0, Position(1, 7)),
         (1, 18, Position(1, 23)),

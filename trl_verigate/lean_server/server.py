@@ -246,42 +246,30 @@ def submitted_response(prepared: verdict.Prepared, response: dict) -> dict:
     See `LeanServer.verify_with_responses` for the two changes and why; `response` is left untouched.
     """
     response = copy.deepcopy(response)
-    body = prepared.statement + prepared.separator + prepared.proof
     messages = response.get("messages")
     if isinstance(messages, list):
-        kept = [m for m in messages if not _is_axioms_answer(prepared, m)]
-        response["messages"] = [_with_submitted_positions(prepared, body, message) for message in kept]
+        # The judge's own test, so exactly the message it read the axioms from disappears.
+        kept = [m for m in messages if not verdict.is_axioms_answer(prepared, m)]
+        response["messages"] = [_with_submitted_positions(prepared, message) for message in kept]
         if not kept and messages:
             # The REPL leaves out an empty `messages` list, e.g. `{"env": 3}` for a clean proof.
             del response["messages"]
     sorries = response.get("sorries")
     if isinstance(sorries, list):
-        response["sorries"] = [_with_submitted_positions(prepared, body, sorry) for sorry in sorries]
+        response["sorries"] = [_with_submitted_positions(prepared, sorry) for sorry in sorries]
     return response
 
 
-def _is_axioms_answer(prepared: verdict.Prepared, message) -> bool:
-    # The same test the judge uses to read the axioms, so exactly the message it consumed disappears.
-    if not isinstance(message, dict) or message.get("severity") != "info":
-        return False
-    pos = message.get("pos")
-    at_print = isinstance(pos, dict) and (pos.get("line"), pos.get("column")) == (prepared.print_line, 0)
-    return at_print and verdict.parse_axioms_message(str(message.get("data", ""))) is not None
-
-
-def _with_submitted_positions(prepared: verdict.Prepared, body: str, item):
+def _with_submitted_positions(prepared: verdict.Prepared, item):
     if not isinstance(item, dict):
         return item
     for key in ("pos", "endPos"):
         position = item.get(key)
-        if not isinstance(position, dict):
+        start = verdict.repl_position(position)
+        if start is None:
             continue
-        line, column = position.get("line"), position.get("column")
-        if not isinstance(line, int) or not isinstance(column, int):
-            continue
-        code_offset = tactic_split.offset_of(prepared.code, max(1, line), max(0, column))
         # The judge's own mapping, so these positions agree with VerificationResult.messages.
-        mapped = verdict.submitted_position(prepared, body, code_offset)
+        mapped = verdict.submitted_position(prepared, tactic_split.offset_of(prepared.code, *start))
         item[key] = {**position, "line": mapped.line, "column": mapped.column}
     return item
 

@@ -147,6 +147,11 @@ class Prepared:
         return self.proof_start + len(self.proof)
 
     @property
+    def submitted(self) -> str:
+        """The source as submitted (header lines aside): `statement + separator + proof`; messages are positioned in it."""
+        return self.statement + self.separator + self.proof
+
+    @property
     def proof_column(self) -> int:
         """The column of the proof's first character in `code`, which equals its column in the submitted source."""
         return self.proof_start - (self.code.rfind("\n", 0, self.proof_start) + 1)
@@ -1003,21 +1008,35 @@ def _submitted_offset(prepared: Prepared, code_offset: int) -> int:
     return code_offset
 
 
-def submitted_position(prepared: Prepared, body: str, code_offset: int) -> Position:
-    """The position in the submitted source of `code_offset` in `prepared.code` (clamped to the proof's end).
-
-    `body` is `prepared.statement + prepared.separator + prepared.proof`.
-    """
-    offset = min(_submitted_offset(prepared, min(code_offset, prepared.proof_end)), len(body))
-    line, column = _position(body, offset)
+def submitted_position(prepared: Prepared, code_offset: int) -> Position:
+    """The position in the submitted source of `code_offset` in `prepared.code` (clamped to the proof's end)."""
+    submitted = prepared.submitted
+    offset = min(_submitted_offset(prepared, min(code_offset, prepared.proof_end)), len(submitted))
+    line, column = _position(submitted, offset)
     return Position(line + prepared.line_offset, column)
 
 
-def _pos(raw) -> tuple[int, int] | None:
-    if not isinstance(raw, dict) or "line" not in raw or "column" not in raw:
+def repl_position(raw) -> tuple[int, int] | None:
+    """(line, column) of a REPL `pos`/`endPos` object, or None if `raw` is not one."""
+    if not isinstance(raw, dict):
+        return None
+    line, column = raw.get("line"), raw.get("column")
+    if not isinstance(line, int) or not isinstance(column, int):
         return None
     # Tactic-mode answers carry line 0; clamp so a stray position still lands in the code.
-    return max(1, int(raw["line"])), max(0, int(raw["column"]))
+    return max(1, line), max(0, column)
+
+
+def is_axioms_answer(prepared: Prepared, raw) -> bool:
+    """Whether `raw`, one message of the REPL's response to `prepared.code`, answers our appended `#print axioms`.
+
+    Only an info message at the start of that command whose text lists axioms counts: the proof cannot put one
+    there, so a forged listing elsewhere is just a message.
+    """
+    if not isinstance(raw, dict) or raw.get("severity") != "info":
+        return False
+    at_print = repl_position(raw.get("pos")) == (prepared.print_line, 0)
+    return at_print and parse_axioms_message(str(raw.get("data", ""))) is not None
 
 
 def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: float) -> VerificationResult:
@@ -1032,7 +1051,6 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     if "message" in response and "messages" not in response and "env" not in response:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
 
-    body = prepared.statement + prepared.separator + prepared.proof
     messages: list[Message] = []
     errors: list[tuple[int, str]] = []
     first_error: Message | None = None
@@ -1041,21 +1059,20 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     for raw in response.get("messages") or []:
         severity = str(raw.get("severity", ""))
         text = str(raw.get("data", ""))
-        start = _pos(raw.get("pos")) or (1, 0)
+        start = repl_position(raw.get("pos")) or (1, 0)
         start_offset = tactic_split.offset_of(prepared.code, *start)
-        end = _pos(raw.get("endPos"))
-        if start[0] >= prepared.print_line:
-            parsed = parse_axioms_message(text)
-            if severity == "info" and start == (prepared.print_line, 0) and parsed:
-                if _same_name(parsed[0], prepared.theorem_name):
-                    axioms = parsed[1]
-                continue
+        end = repl_position(raw.get("endPos"))
+        if is_axioms_answer(prepared, raw):
+            name, listed = parse_axioms_message(text)
+            if _same_name(name, prepared.theorem_name):
+                axioms = listed
+            continue
         if any(warning in text for warning in SORRY_WARNINGS):
             sorry_warning = True
         end_position = None
         if end is not None:
-            end_position = submitted_position(prepared, body, tactic_split.offset_of(prepared.code, *end))
-        position = submitted_position(prepared, body, start_offset)
+            end_position = submitted_position(prepared, tactic_split.offset_of(prepared.code, *end))
+        position = submitted_position(prepared, start_offset)
         message = Message(severity, position.line, position.column, end_position, text)
         messages.append(message)
         if severity == "error":
@@ -1069,7 +1086,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
                 errors.append((len(prepared.proof), text))
     sorries = response.get("sorries") or []
     for sorry in sorries:
-        start = _pos(sorry.get("pos")) if isinstance(sorry, dict) else None
+        start = repl_position(sorry.get("pos")) if isinstance(sorry, dict) else None
         if start is not None:
             offset = tactic_split.offset_of(prepared.code, *start)
             if offset < prepared.proof_end:
