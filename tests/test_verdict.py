@@ -590,6 +590,9 @@ LEGITIMATE_FILES = [
     "theorem t (f : ℕ → ℕ) (s : Set ℕ) : Set.image f s ⊆ Set.range f := by\n  rintro _ ⟨x, -, rfl⟩\n  exact ⟨x, rfl⟩",
     "import Mathlib\ntheorem t : (let a := 2; a + a) = 4 := by\n  rfl",
     "import Mathlib\ntheorem t : let a := 2; a + a = 4 := by\n  intro a\n  rfl",
+    # A `:= by` inside any bracket, `⌊…⌋` included, is not the theorem's.
+    "import Mathlib\ntheorem t : ⌊have h : True := by trivial; (2 : ℝ)⌋ = 2 := by\n  norm_num",
+    "import Mathlib\ntheorem t : ⌈have h : True := by trivial; (2 : ℝ)⌉ = 2 := by norm_num",
 ]
 
 
@@ -597,6 +600,8 @@ LEGITIMATE_FILES = [
 def test_legitimate_files_pass_the_precheck(file_text):
     prepared = prepare(file_text, MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.statement.endswith(":= by") and "theorem" not in prepared.proof
+    assert prepared.proof.strip() == file_text.rsplit(":= by", 1)[1].strip()
 
 
 @pytest.mark.parametrize(

@@ -46,10 +46,12 @@ _ID_PART = r"(?:«[^»]*»|(?!λ)[^\W\d][\w'!?]*)"  # `«…»` may span lines, 
 # so that its `r` is not read as one.
 _RAW_STRING = r'r(?P<hashes>#*)".*?(?:"(?P=hashes)|\Z)'
 _RAW_STRING_START = re.compile(r'r#*"')
+# One character (or escape) between quotes; the precheck reads character literals with the same pattern.
+CHAR_LITERAL = r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"
 _TOKEN = (
     rf"{_RAW_STRING}"
     r'|"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
-    r"|'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"  # char literal
+    rf"|{CHAR_LITERAL}"
     rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
     r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
     r"|<;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\."
@@ -69,10 +71,11 @@ _NEWLINE_RE = re.compile(r"\n")
 # per level, and an untrusted proof such as `by by by ...` must not exhaust Python's stack.
 MAX_NESTING = 64
 
-_OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
-_CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
+# Brackets, inside which Lean turns layout off; the precheck counts bracket depth with the same sets.
+OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
+CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
 # The only tokens that change a tactic's structure in the middle of a line; the rest just extend it.
-_STRUCTURAL = _OPENERS | _CLOSERS | {";", "<;>", ",", "|", "=>", "by", "fun", "λ", "match", "calc"}
+_STRUCTURAL = OPENERS | CLOSERS | {";", "<;>", ",", "|", "=>", "by", "fun", "λ", "match", "calc"}
 # Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring`
 # tries both tactics.
 _SEQUENCE_PREFIXES = frozenset(
@@ -348,7 +351,7 @@ class _Tokens:
                 break
             start, end = m.span(2)
             if start < 0:  # a block comment: find its (nested) end and resume after it
-                pos = _block_comment_end(proof, m.end(1))
+                pos = block_comment_end(proof, m.end(1)) or len(proof)
                 continue
             texts.append(proof[start:end])
             starts.append(start)
@@ -366,13 +369,15 @@ class _Tokens:
         return start - self._newlines[line - 1] - 1 if line else start + self.start_column
 
 
-def _block_comment_end(proof: str, after_opening: int) -> int:
+def block_comment_end(text: str, after_opening: int) -> int | None:
+    """The offset just past the `-/` closing the block comment whose `/-` ends at `after_opening` (comments
+    nest), or None if it is never closed."""
     depth = 1
-    for delim in _COMMENT_DELIM_RE.finditer(proof, after_opening):
+    for delim in _COMMENT_DELIM_RE.finditer(text, after_opening):
         depth += 1 if delim.group() == "/-" else -1
         if depth == 0:
             return delim.end()
-    return len(proof)
+    return None
 
 
 class _Parser:
@@ -396,7 +401,7 @@ class _Parser:
     def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
         text = self.text[i]
         return (
-            text in _CLOSERS
+            text in CLOSERS
             or (in_brackets and text == ",")
             or (in_alternative and self._is_bar(i))
             or (self.line_start[i] and text in _COMMAND_WORDS)
@@ -490,7 +495,7 @@ class _Parser:
                 i += 1
                 continue
             if depth == 0:
-                if token == ";" or token == "<;>" or token in _CLOSERS or (in_brackets and token == ","):
+                if token == ";" or token == "<;>" or token in CLOSERS or (in_brackets and token == ","):
                     break
                 if token == "|" and self._is_bar(i):
                     if head == "first":
@@ -520,9 +525,9 @@ class _Parser:
                     kids, i = self.sequence(i + 1, None, True, False)
                 children.extend(kids)
                 continue
-            if token in _OPENERS:
+            if token in OPENERS:
                 depth += 1
-            elif token in _CLOSERS:
+            elif token in CLOSERS:
                 depth -= 1
             i += 1
         return _Node(self.tokens.start[first], self.tokens.end[i - 1], children), i
@@ -538,9 +543,9 @@ class _Parser:
         j = i
         while j < n and (j == i or not line_start[j]):
             token = text[j]
-            if token in _OPENERS:
+            if token in OPENERS:
                 depth += 1
-            elif token in _CLOSERS:
+            elif token in CLOSERS:
                 depth -= 1
             elif token == ":=" and depth == 0:
                 return True

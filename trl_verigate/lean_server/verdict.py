@@ -66,7 +66,7 @@ EXAMPLE_REPLACEMENT = f"theorem {EXAMPLE_NAME}"
 SORRY_WARNINGS = ("declaration uses `sorry`", "declaration uses 'sorry'")
 NATIVE_AXIOMS = ("Lean.ofReduceBool", "Lean.trustCompiler")
 _AXIOMS_LIST = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\]$", re.DOTALL)
-_CHAR_LITERAL = re.compile(r"'(\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\\n])'")
+_CHAR_LITERAL = re.compile(tactic_split.CHAR_LITERAL, re.DOTALL)
 _AXIOMS_NONE = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$", re.DOTALL)
 
 # Command keywords: any of them inside a proof means the proof left its `by` block (Lean parses
@@ -271,7 +271,7 @@ def _lex(text: str) -> list[_Token]:
             tokens.append(_Token("comment", i, end, text[i:end]))
             i = end
         elif text.startswith("/-", i):
-            j = _block_comment_end(text, i)
+            j = tactic_split.block_comment_end(text, i + 2)
             if j is None:
                 raise PrecheckError("unterminated block comment `/-`", i, " swallows the rest")
             tokens.append(_Token("comment", i, j, text[i:j]))
@@ -626,7 +626,6 @@ _DECLARING_WORDS = frozenset(
     {"theorem", "lemma", "example", "def", "abbrev", "instance", "structure", "class", "inductive", "coinductive"}
     | {"axiom", "opaque", "constant", "mutual", "namespace", "section"}
 )
-_OPENING, _CLOSING = "([{⟨⦃", ")]}⟩⦄"
 _PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
 
 
@@ -703,7 +702,7 @@ def split_header(file_text: str) -> tuple[str, str]:
             i = line_end + 1
             continue
         if stripped.startswith("/-"):
-            close = _block_comment_end(file_text, i + line.index("/-"))
+            close = tactic_split.block_comment_end(file_text, i + line.index("/-") + 2)
             if close is None or file_text[close:].split("\n", 1)[0].strip():
                 break
             i = file_text.find("\n", close)
@@ -714,18 +713,6 @@ def split_header(file_text: str) -> tuple[str, str]:
         header_end = min(line_end + 1, n)
         i = line_end + 1
     return file_text[:header_end], file_text[header_end:]
-
-
-def _block_comment_end(text: str, start: int) -> int | None:
-    depth, j, n = 1, start + 2, len(text)
-    while j < n and depth:
-        if text.startswith("-/", j):
-            depth, j = depth - 1, j + 2
-        elif text.startswith("/-", j):
-            depth, j = depth + 1, j + 2
-        else:
-            j += 1
-    return None if depth else j
 
 
 def _split_file_body(body: str) -> tuple[str, str]:
@@ -739,9 +726,9 @@ def _split_file_body(body: str) -> tuple[str, str]:
     for k, token in enumerate(code):
         if token.start < declarations[0].start:
             continue
-        if token.text in _OPENING:
+        if token.text in tactic_split.OPENERS:
             depth += 1
-        elif token.text in _CLOSING:
+        elif token.text in tactic_split.CLOSERS:
             depth -= 1
         elif (
             depth == 0
@@ -834,9 +821,9 @@ def _check_single_definition(tokens: list[_Token], keyword: _Token) -> None:
     code = [t for t in tokens if t.kind != "comment" and t.start >= keyword.end]
     depth, pending_bindings = 0, 0
     for k, token in enumerate(code[:-3]):
-        if token.text in _OPENING:
+        if token.text in tactic_split.OPENERS:
             depth += 1
-        elif token.text in _CLOSING:
+        elif token.text in tactic_split.CLOSERS:
             depth -= 1
         elif depth == 0 and token.text in ("let", "have", "letI", "haveI"):
             pending_bindings += 1
