@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trl_verigate.lean_server.tactics import first_error_tactic, offset_of, split_tactics
+from trl_verigate.lean_server.tactics import COMMAND_WORDS, first_error_tactic, offset_of, split_tactics
 from trl_verigate.lean_server.types import Tactic
 
 TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "lean-repl-transcripts"
@@ -406,6 +406,19 @@ def test_raw_strings_and_multi_line_escaped_names_are_single_tokens():
     assert [t for t, _, _ in _spans('\n  have s := r##"a "# ( "##\n  skip')] == ['have s := r##"a "# ( "##', "skip"]
     assert [t for t, _, _ in _spans('\n  have s := r"a"\n  skip')] == ['have s := r"a"', "skip"]
     assert [t for t, _, _ in _spans('\n  simp [«x\n   "»]\n  skip')] == ['simp [«x\n   "»]', "skip"]
+
+
+@pytest.mark.parametrize("word", sorted(COMMAND_WORDS))
+def test_every_command_word_starting_a_line_ends_the_block(word):
+    assert [t for t, _, _ in _spans(f"\n  simp\n  {word} x")] == ["simp"]
+
+
+@pytest.mark.parametrize("operator", ["<->", "↔", "⊂", "⊆", "∧", "="])
+def test_a_line_starting_with_an_infix_operator_continues_the_tactic(operator):
+    assert [t for t, _, _ in _spans(f"\n  have h : p\n  {operator} q := x\n  simp")] == [
+        f"have h : p\n  {operator} q := x",
+        "simp",
+    ]
 
 
 def test_layout_ends_the_proof():

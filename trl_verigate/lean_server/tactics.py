@@ -32,11 +32,9 @@ from itertools import accumulate, chain, repeat
 from operator import contains, itemgetter
 from typing import NamedTuple
 
-from trl_verigate.lean_server.types import Tactic
+from trl_verigate.lean_server.types import GRANULARITIES, Tactic
 
 __all__ = ["TokenSpan", "first_error_tactic", "offset_of", "split_tactics", "split_tactics_and_tokens"]
-
-GRANULARITIES = ("outermost", "all")
 
 # Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
 # character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
@@ -103,212 +101,56 @@ _ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", 
 _PATTERN_HEADS = frozenset({"rcases", "obtain", "rintro", "cases'", "induction'", "case", "case'"})
 # Tactics that cannot be a `calc` step even though they contain `:=`.
 _NOT_CALC_STEP = frozenset({"have", "let", "obtain", "set", "show", "suffices", "replace", "haveI", "letI", "calc"})
-# Tokens that can only start a new command: a proof body never continues past them at the block's column.
-_COMMAND_WORDS = frozenset(
+# Command keywords: the words that start commands of Lean, Batteries, Aesop and Mathlib, or modify one. Lean parses a
+# command wherever the tactic parser stops, at any column, so the splitter ends a tactic block at one that starts a
+# line, and the precheck (verdict.py) refuses any of them in a proof: it left its `by` block or adds
+# syntax/declarations.
+COMMAND_WORDS = frozenset(
     {
-        "theorem",
-        "lemma",
-        "def",
-        "example",
-        "abbrev",
-        "instance",
-        "structure",
-        "class",
-        "inductive",
-        "namespace",
-        "section",
-        "end",
-        "variable",
-        "universe",
-        "axiom",
-        "noncomputable",
-        "private",
-        "protected",
-        "termination_by",
-        "decreasing_by",
-        "where",
-        "deriving",
-        "mutual",
-        "attribute",
-        "macro",
-        "macro_rules",
-        "syntax",
-        "elab",
-        "notation",
-        "infix",
-        "infixl",
-        "infixr",
-        "prefix",
-        "postfix",
-        "opaque",
-        "import",
-        "#",
+        "theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive", "coinductive",
+        "example", "namespace", "section", "end", "mutual", "import", "axiom", "axioms", "opaque", "constant",
+        "macro", "macro_rules", "syntax", "declare_syntax_cat", "elab", "elab_rules", "notation", "infix",
+        "infixl", "infixr", "prefix", "postfix", "attribute", "local", "scoped", "variable", "universe",
+        "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "builtin_initialize",
+        "export", "omit", "include", "deriving", "alias", "irreducible_def", "proof_wanted", "add_decl_doc",
+        "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "implemented_by", "extern",
+        # What may follow a declaration's body, so a proof that reaches them has closed its `by` block.
+        "where", "termination_by", "decreasing_by",
+        # Commands of Lean, Batteries, Aesop and Mathlib that run or register metaprograms, or change the
+        # environment, without one of the words above.
+        "simproc", "dsimproc", "simproc_decl", "dsimproc_decl", "builtin_simproc", "builtin_dsimproc",
+        "add_aesop_rules", "erase_aesop_rules", "declare_aesop_rule_sets", "register_simp_attr",
+        "register_label_attr", "register_option", "register_builtin_option", "grind_pattern", "init_quot", "seal",
+        "unseal", "count_heartbeats", "whatsnew", "compile_inductive", "compile_def", "suppress_compilation",
+        "unsuppress_compilation", "library_note", "assert_not_exists", "declare_config_elab",
+        "declare_command_config_elab", "declare_simp_like_tactic",
     }
-)
-# Tokens after which the tactic is unfinished: Lean's parser takes the next token whatever its column.
-_EXPECTS_MORE = frozenset(
-    {
-        "exact",
-        "apply",
-        "refine",
-        "refine'",
-        "use",
-        "exists",
-        "existsi",
-        "exacts",
-        "show",
-        "from",
-        "have",
-        "let",
-        "obtain",
-        "rcases",
-        "rintro",
-        "specialize",
-        "calc",
-        "suffices",
-        "rw",
-        "rewrite",
-        "rwa",
-        "erw",
-        "nth_rewrite",
-        "nth_rw",
-        "simp_rw",
-        "unfold",
-        "at",
-        "with",
-        "using",
-        "generalizing",
-        "fun",
-        "then",
-        "else",
-        "if",
-        "match",
-        "induction",
-        "cases",
-        "by_cases",
-        "set",
-        "change",
-        "convert",
-        "convert_to",
-        "replace",
-        "haveI",
-        "letI",
-        "subst",
-        "clear",
-        "revert",
-        "generalize",
-        "injection",
-        "only",
-        "in",
-        "first",
-        "case",
-        "case'",
-        "next",
-        "on_goal",
-        ":=",
-        "=>",
-        ",",
-        "←",
-        "<-",
-        "→",
-        "->",
-        "↔",
-        "<->",
-        "∧",
-        "∨",
-        "=",
-        "≠",
-        "<",
-        ">",
-        "≤",
-        "≥",
-        "+",
-        "-",
-        "*",
-        "/",
-        "%",
-        "^",
-        "∣",
-        "•",
-        "∘",
-        "|",
-        "<|",
-        "|>",
-        "|>.",
-        "<|>",
-        "$",
-        ":",
-        "∈",
-        "∉",
-        "⊆",
-        "⊂",
-        "∪",
-        "∩",
-        "×",
-        "¬",
-        "∀",
-        "∃",
-        "λ",
-        "√",
-        "↑",
-        "@",
-        "<;>",
-        "▸",
-        "≡",
-        "∑",
-        "∏",
-    }
-)
+)  # fmt: skip
+# A proof body never continues past these at the block's column: they can only start a new command (`#` starts
+# `#eval`, `#exit`, … , which this tokenizer splits off).
+_BLOCK_ENDING_WORDS = COMMAND_WORDS | {"#"}
 # Tokens that continue the previous line's tactic when they start a line: trailing (infix) parsers and
 # keywords that no tactic starts with.
 _CONTINUATIONS = frozenset(
     {
-        "<;>",
-        "|",
-        ":=",
-        "=>",
-        "=",
-        "≠",
-        "<",
-        ">",
-        "≤",
-        "≥",
-        "+",
-        "-",
-        "*",
-        "/",
-        "%",
-        "^",
-        "∣",
-        "•",
-        "∘",
-        "∧",
-        "∨",
-        "↔",
-        "→",
-        "->",
-        "<|",
-        "|>",
-        "|>.",
-        "<|>",
-        "$",
-        "▸",
-        "∈",
-        "∉",
-        "⊆",
-        "∪",
-        "∩",
-        "×",
-        "≡",
-        "at",
-        "with",
-        "using",
-        "generalizing",
-        "from",
-        "then",
-        "else",
+        "$", "%", "*", "+", "-", "->", "/", ":=", "<", "<->", "<;>", "<|", "<|>", "=", "=>", ">", "^", "at", "else",
+        "from", "generalizing", "then", "using", "with", "|", "|>", "|>.", "×", "•", "→", "↔", "∈", "∉", "∘", "∣",
+        "∧", "∨", "∩", "∪", "≠", "≡", "≤", "≥", "⊂", "⊆", "▸",
     }
-)
+)  # fmt: skip
+# Tokens after which the tactic is unfinished: Lean's parser takes the next token whatever its column. Each
+# continuation is one (an infix operator needs its right operand), plus tactic heads and prefix operators that need
+# an argument.
+_EXPECTS_MORE = _CONTINUATIONS | frozenset(
+    {
+        "apply", "by_cases", "calc", "case", "case'", "cases", "change", "clear", "convert", "convert_to", "erw",
+        "exact", "exacts", "exists", "existsi", "first", "fun", "generalize", "have", "haveI", "if", "in",
+        "induction", "injection", "let", "letI", "match", "next", "nth_rewrite", "nth_rw", "obtain", "on_goal",
+        "only", "rcases", "refine", "refine'", "replace", "revert", "rewrite", "rintro", "rw", "rwa", "set", "show",
+        "simp_rw", "specialize", "subst", "suffices", "unfold", "use", "λ",
+        ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
+    }
+)  # fmt: skip
 
 
 class _Node(NamedTuple):
@@ -404,7 +246,7 @@ class _Parser:
             text in CLOSERS
             or (in_brackets and text == ",")
             or (in_alternative and self._is_bar(i))
-            or (self.line_start[i] and text in _COMMAND_WORDS)
+            or (self.line_start[i] and text in _BLOCK_ENDING_WORDS)
         )
 
     def sequence(self, i: int, parent_column, in_brackets: bool, in_alternative: bool) -> tuple[list[_Node], int]:
@@ -484,7 +326,7 @@ class _Parser:
                     depth == 0
                     and line_column <= block_column
                     and (
-                        token in _COMMAND_WORDS
+                        token in _BLOCK_ENDING_WORDS
                         or not (
                             text[i - 1] in _EXPECTS_MORE or token in _CONTINUATIONS or (in_calc and self._calc_step(i))
                         )

@@ -69,29 +69,9 @@ _AXIOMS_LIST = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\
 _CHAR_LITERAL = re.compile(tactic_split.CHAR_LITERAL, re.DOTALL)
 _AXIOMS_NONE = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$", re.DOTALL)
 
-# Command keywords: any of them inside a proof means the proof left its `by` block (Lean parses
-# commands wherever the tactic parser stops, at any column) or adds syntax/declarations.
-COMMAND_WORDS = frozenset(
-    {
-        "theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive", "coinductive",
-        "example", "namespace", "section", "end", "mutual", "import", "axiom", "axioms", "opaque", "constant",
-        "macro", "macro_rules", "syntax", "declare_syntax_cat", "elab", "elab_rules", "notation", "infix",
-        "infixl", "infixr", "prefix", "postfix", "attribute", "local", "scoped", "variable", "universe",
-        "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "builtin_initialize",
-        "export", "omit", "include", "deriving", "alias", "irreducible_def", "proof_wanted", "add_decl_doc",
-        "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "implemented_by", "extern",
-        # What may follow a declaration's body, so a proof that reaches them has closed its `by` block.
-        "where", "termination_by", "decreasing_by",
-        # Commands of Lean, Batteries, Aesop and Mathlib that run or register metaprograms, or change the
-        # environment, without one of the words above.
-        "simproc", "dsimproc", "simproc_decl", "dsimproc_decl", "builtin_simproc", "builtin_dsimproc",
-        "add_aesop_rules", "erase_aesop_rules", "declare_aesop_rule_sets", "register_simp_attr",
-        "register_label_attr", "register_option", "register_builtin_option", "grind_pattern", "init_quot", "seal",
-        "unseal", "count_heartbeats", "whatsnew", "compile_inductive", "compile_def", "suppress_compilation",
-        "unsuppress_compilation", "library_note", "assert_not_exists", "declare_config_elab",
-        "declare_command_config_elab", "declare_simp_like_tactic",
-    }
-)  # fmt: skip
+# Command keywords (defined next to the splitter, which ends a tactic block at them): any of them inside a proof
+# means the proof left its `by` block or adds syntax/declarations.
+COMMAND_WORDS = tactic_split.COMMAND_WORDS
 # Tactics that close goals without proving them, or search tactics: `apply?` has closed goals
 # with sorry without the warning (DeepSeek-Prover-V2), `exact?` is `apply?`'s sibling.
 # `hint` and `observe` run library search too; `plausible`/`slim_check` test a goal on examples and have admitted
