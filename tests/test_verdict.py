@@ -973,6 +973,20 @@ def test_judge_rejects_bad_arguments():
         judge(clean_prepared(), "not a dict", CONFIG, 0.0)
 
 
+def test_passed_is_exactly_status_passed():
+    assert VerificationResult("passed").passed is True
+    assert VerificationResult("failed").passed is False
+    assert VerificationResult.from_dict({"status": "passed"}).passed is True
+    with pytest.raises(ValueError, match="passed=False contradicts status='passed'"):
+        VerificationResult("passed", passed=False)
+    with pytest.raises(ValueError, match="passed=True contradicts status='timeout'"):
+        VerificationResult("timeout", passed=True)
+    with pytest.raises(ValueError, match="status must be one of"):
+        VerificationResult("ok")
+    with pytest.raises(ValueError, match="tactic_granularity must be one of \\('outermost', 'all'\\)"):
+        LeanServerConfig(tactic_granularity="nested")
+
+
 def test_results_round_trip_through_dicts():
     prepared = clean_prepared()
     result = judge(prepared, {"messages": [axioms_message(prepared, CLEAN_AXIOMS)], "env": 1}, CONFIG, 0.25)

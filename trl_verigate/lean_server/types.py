@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Literal, Union
+from typing import Literal, Union, get_args
 
 MINIF2F_HEADER = (
     "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
 )
 
 Status = Literal["passed", "failed", "timeout", "crashed", "rejected", "error"]
-STATUSES: tuple[str, ...] = ("passed", "failed", "timeout", "crashed", "rejected", "error")
+STATUSES: tuple[str, ...] = get_args(Status)
+# "outermost": the top-level tactic sequence; "all": nested tactics too (see `tactics.split_tactics`).
+Granularity = Literal["outermost", "all"]
+GRANULARITIES: tuple[str, ...] = get_args(Granularity)
 
 
 def _default_workers() -> int:
@@ -40,7 +43,7 @@ class LeanServerConfig:
     startup_timeout: float = 300.0
     allow_native_decide: bool = False
     axiom_whitelist: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
-    tactic_granularity: Literal["outermost", "all"] = "outermost"
+    tactic_granularity: Granularity = "outermost"
 
     def __post_init__(self):
         if isinstance(self.repl_command, str):
@@ -56,9 +59,9 @@ class LeanServerConfig:
             raise ValueError(f"LeanServerConfig.timeout must be > 0 seconds, got {self.timeout}")
         if self.max_uses_per_repl < 1:
             raise ValueError(f"LeanServerConfig.max_uses_per_repl must be >= 1, got {self.max_uses_per_repl}")
-        if self.tactic_granularity not in ("outermost", "all"):
+        if self.tactic_granularity not in GRANULARITIES:
             raise ValueError(
-                f"LeanServerConfig.tactic_granularity must be 'outermost' or 'all', got {self.tactic_granularity!r}"
+                f"LeanServerConfig.tactic_granularity must be one of {GRANULARITIES}, got {self.tactic_granularity!r}"
             )
         self.axiom_whitelist = tuple(self.axiom_whitelist)
 
@@ -111,7 +114,8 @@ class Tactic:
 @dataclass
 class VerificationResult:
     status: Status
-    passed: bool = False
+    # Always `status == "passed"`; left out, it is set from the status.
+    passed: bool | None = None
     messages: list[Message] = field(default_factory=list)
     tactics: list[Tactic] = field(default_factory=list)
     # Tactics with index < first_error_tactic are locally valid; len(tactics) means no tactic failed
@@ -124,8 +128,13 @@ class VerificationResult:
     def __post_init__(self):
         if self.status not in STATUSES:
             raise ValueError(f"VerificationResult.status must be one of {STATUSES}, got {self.status!r}")
-        if self.passed and self.status != "passed":
-            raise ValueError("VerificationResult.passed is True only with status='passed'")
+        if self.passed is None:
+            self.passed = self.status == "passed"
+        elif self.passed != (self.status == "passed"):
+            raise ValueError(
+                f"VerificationResult.passed={self.passed!r} contradicts status={self.status!r}: passed is True exactly "
+                "when status is 'passed' (leave passed out to have it set from the status)"
+            )
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,7 +154,7 @@ class VerificationResult:
         tactics = [Tactic(**t) for t in data.get("tactics", [])]
         return cls(
             status=data["status"],
-            passed=bool(data.get("passed", False)),
+            passed=data.get("passed"),
             messages=messages,
             tactics=tactics,
             first_error_tactic=int(data.get("first_error_tactic", 0)),
