@@ -6,7 +6,7 @@ import random
 import pytest
 
 from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.tactics import split_tactics_and_tokens
+from trl_verigate.lean_server.tactics import split_tactics, split_tactics_and_tokens
 from trl_verigate.lean_server.types import (
     MINIF2F_HEADER,
     LeanServerConfig,
@@ -766,6 +766,61 @@ def test_judge_passes_a_clean_proof_with_its_tactics(transcripts_dir):
     assert [t.text for t in result.tactics] == ["have t := 37", "exact t"]
     assert result.first_error_tactic == 2
     assert result.messages == [] and result.axioms == []
+
+
+SPLIT_REQUESTS = [
+    ProofRequest("theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by", "  constructor\n  · exact hp\n  · exact hq"),
+    ProofRequest(
+        "theorem t (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by", "  have h : 0 < x * x := by\n    positivity\n  nlinarith"
+    ),
+    "import Mathlib\nexample : 2 + 2 = 4 := by norm_num\n                        <;> rfl",
+    "import Mathlib\ntheorem t (n : ℕ) : n + 0 = n := by simp; omega",
+]
+
+
+@pytest.mark.parametrize("request_", SPLIT_REQUESTS)
+def test_judge_reports_the_tactics_the_precheck_split_at_either_granularity(request_, monkeypatch):
+    prepared = prepare(request_, MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    response = {"env": 1, "messages": [axioms_message(prepared, [])]}
+    column = prepared.proof_column
+    outermost = split_tactics(prepared.proof, start_column=column)
+    every = split_tactics(prepared.proof, "all", start_column=column)
+    assert prepared.outermost_tactics == outermost
+    assert judge(prepared, response, LeanServerConfig(tactic_granularity="all"), 0.0).tactics == every
+
+    # The default granularity reuses the precheck's split instead of splitting the proof a second time.
+    def no_second_split(*args, **kwargs):
+        raise AssertionError("judge split the proof again")
+
+    monkeypatch.setattr(verdict.tactic_split, "split_tactics", no_second_split)
+    result = judge(prepared, response, CONFIG, 0.0)
+    assert result.passed and result.tactics == outermost and result.first_error_tactic == len(outermost)
+    result.tactics.clear()
+    assert prepared.outermost_tactics == outermost, "the verdict's list is the Prepared's own"
+
+
+def test_a_hand_built_prepared_without_the_precheck_split_is_split_by_judge(transcripts_dir):
+    (request, response), *_ = transcript(transcripts_dir, "all_tactics")
+    prepared = hand_prepared(request["cmd"], "f")
+    assert prepared.outermost_tactics is None
+    result = judge(prepared, dict(response, messages=[axioms_message(prepared, [])]), CONFIG, 0.0)
+    assert [t.text for t in result.tactics] == ["have t := 37", "exact t"]
+
+
+@pytest.mark.parametrize(
+    "code,components",
+    [
+        ("Nat.succ_le_of_lt", ("Nat", "succ_le_of_lt")),
+        ("Lean.«ofReduceBool»", ("Lean", "ofReduceBool")),
+        ("«a.b».c", ("a.b", "c")),
+        ("_root_.sorryAx", ("_root_", "sorryAx")),
+        ("h₀", ("h₀",)),
+    ],
+)
+def test_an_identifiers_name_components_are_split_at_lexing(code, components):
+    (token,) = verdict._lex(code)
+    assert token.kind == "ident" and token.components == components
 
 
 @pytest.mark.parametrize(

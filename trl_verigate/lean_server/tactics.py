@@ -428,7 +428,8 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
     Returns:
         `Tactic(text, start, end)` with `text == proof[start:end]`.
     """
-    return split_tactics_and_tokens(proof, granularity, start_column=start_column)[0]
+    _check_arguments(proof, granularity, start_column)
+    return _split(_Tokens(proof, start_column), granularity)
 
 
 def split_tactics_and_tokens(
@@ -439,19 +440,28 @@ def split_tactics_and_tokens(
     The precheck compares these tokens with its own reading of the proof: the spans are only as right as the
     tokens they were built from.
     """
+    _check_arguments(proof, granularity, start_column)
+    tokens = _Tokens(proof, start_column)
+    # Built only here: `split_tactics` alone (the judge's call) has no use for them.
+    spans = [
+        TokenSpan(start, end, _is_literal(text))
+        for text, start, end in zip(tokens.text, tokens.start, tokens.end, strict=True)
+    ]
+    return _split(tokens, granularity), spans
+
+
+def _check_arguments(proof: str, granularity: str, start_column: int) -> None:
     if granularity not in GRANULARITIES:
         raise ValueError(f"split_tactics(granularity=...) must be one of {GRANULARITIES}, got {granularity!r}")
     if not isinstance(proof, str):
         raise TypeError(f"split_tactics(proof=...) must be a str, got {type(proof).__name__}")
     if not isinstance(start_column, int) or start_column < 0:
         raise ValueError(f"split_tactics(start_column=...) must be an int >= 0, got {start_column!r}")
-    tokens = _Tokens(proof, start_column)
-    spans = [
-        TokenSpan(start, end, _is_literal(text))
-        for text, start, end in zip(tokens.text, tokens.start, tokens.end, strict=True)
-    ]
+
+
+def _split(tokens: _Tokens, granularity: str) -> list[Tactic]:
     if not tokens.n:
-        return [], spans
+        return []
     # The declaration starts at column 0 and Lean requires its `by` block to be indented past it.
     nodes, _ = _Parser(tokens).sequence(0, 0, False, False)
     if granularity == "all":
@@ -459,7 +469,8 @@ def split_tactics_and_tokens(
         _flatten(nodes, flat)
         flat.sort(key=lambda node: (node.start, -node.end))
         nodes = flat
-    return [Tactic(proof[node.start : node.end], node.start, node.end) for node in nodes], spans
+    proof = tokens.proof
+    return [Tactic(proof[node.start : node.end], node.start, node.end) for node in nodes]
 
 
 def offset_of(text: str, line: int, column: int) -> int:

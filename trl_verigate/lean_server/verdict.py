@@ -42,8 +42,10 @@ from __future__ import annotations
 import bisect
 import re
 import unicodedata
+from collections.abc import Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Union
 
 from trl_verigate.lean_server import tactics as tactic_split
@@ -121,6 +123,9 @@ class Prepared:
     # (offset in code, length) of the text that replaced `example` (7 chars): `EXAMPLE_REPLACEMENT`, a line break,
     # and spaces up to the column after the submitted `example`.
     renamed_example: tuple[int, int] | None = None
+    # The proof's top-level tactics as the precheck split them to find the `by` block's end; `judge` reuses them
+    # for tactic_granularity "outermost" instead of splitting the proof again. None: `judge` splits it itself.
+    outermost_tactics: list[Tactic] | None = field(default=None, repr=False, compare=False)
 
     @property
     def proof_end(self) -> int:
@@ -136,9 +141,9 @@ class Prepared:
         """The column of the proof's first character in `code`, which equals its column in the submitted source."""
         return self.proof_start - (self.code.rfind("\n", 0, self.proof_start) + 1)
 
-    @property
+    @cached_property
     def print_line(self) -> int:
-        """The REPL line (1-based) of the appended `#print axioms` command."""
+        """The REPL line (1-based) of the appended `#print axioms` command (counted once: every message reads it)."""
         return self.code.count("\n", 0, self.proof_end) + 3
 
 
@@ -208,14 +213,14 @@ class _Token:
     start: int
     end: int
     text: str
-
-    @property
-    def components(self) -> list[str]:
-        """A dotted identifier's name components, guillemets removed (`Lean.«ofReduceBool»` -> 2 parts)."""
-        return _split_name(self.text)
+    # An identifier's dotted name components, guillemets removed (`Lean.«ofReduceBool»` -> 2 parts); empty for
+    # other kinds. Split once at lexing: every check that reads a name reads these.
+    components: tuple[str, ...] = ()
 
 
 def _split_name(text: str) -> list[str]:
+    if "«" not in text and "»" not in text:
+        return text.split(".")
     parts, current, escaped = [], [], False
     for c in text:
         if c == "«":
@@ -292,7 +297,7 @@ def _lex(text: str) -> list[_Token]:
                     segment = _lex(text[start:end])
                 except PrecheckError as error:
                     raise error.shifted(start) from None
-                tokens.extend(_Token(t.kind, t.start + start, t.end + start, t.text) for t in segment)
+                tokens.extend(_Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
             i = j + 1
         elif c == "'":
             # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
@@ -330,7 +335,8 @@ def _lex(text: str) -> list[_Token]:
                     j += 1
                 else:
                     break
-            tokens.append(_Token("ident", i, j, text[i:j]))
+            name = text[i:j]
+            tokens.append(_Token("ident", i, j, name, tuple(_split_name(name))))
             i = j
         elif "0" <= c <= "9":
             match = re.match(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", text[i:])
@@ -371,15 +377,18 @@ def _check_characters(text: str, what: str) -> None:
             raise PrecheckError(f"invisible or control character U+{ord(c):04X} ({name}) in the {what}", i)
 
 
-def _forbidden_word(word: str, allow_native_decide: bool) -> str | None:
-    """Why `word` (one identifier token, as Lean would read it) is forbidden, or None."""
+def _forbidden_word(word: str, allow_native_decide: bool, components: Sequence[str] | None = None) -> str | None:
+    """Why `word` (one identifier token, as Lean would read it) is forbidden, or None.
+
+    `components`: the word's dotted name components when its token has them already (`_Token.components`).
+    """
     if word in COMMAND_WORDS:
         return f"command `{word}`"
     if word in TACTIC_WORDS:
         return f"`{word}`"
     if not allow_native_decide and word in NATIVE_WORDS:
         return f"`{word}` (native evaluation; allowed only with allow_native_decide=True)"
-    parts = _split_name(word)
+    parts = _split_name(word) if components is None else components
     for part in parts:
         if part in CONSTANT_WORDS or part in TACTIC_WORDS:
             return f"`{part}` (in `{word}`)"
@@ -403,7 +412,7 @@ def _check_tokens(tokens: list[_Token], allow_native_decide: bool, allowed_comma
         if token.kind == "ident":
             if token.text in allowed_commands:
                 continue
-            reason = _forbidden_word(token.text, allow_native_decide)
+            reason = _forbidden_word(token.text, allow_native_decide, token.components)
             if reason:
                 raise PrecheckError(reason, token.start)
             if token.text == "set_option" and following is not None and following.kind == "ident":
@@ -486,13 +495,13 @@ def _check_columns(text: str, tokens: list[_Token], first_line_at_line_start: bo
             )
 
 
-def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
+def _check_block(text: str, tokens: list[_Token], start_column: int) -> list[Tactic]:
     """Every code token must lie in a top-level tactic: anything after the block's end is read by Lean as commands.
 
     Lean ends the `by` block at the first line indented less than its first tactic (or at a token no tactic
     continues with); what follows is parsed as a declaration suffix (`where`, `termination_by`) or as commands,
     at any column. The splitter follows the same layout rules, so code outside its outermost spans is exactly
-    that.
+    that. Returns those spans, the proof's outermost tactics.
     """
     spans, splitter_tokens = tactic_split.split_tactics_and_tokens(text, "outermost", start_column=start_column)
     disagreement = _lexers_disagree_at(tokens, splitter_tokens)
@@ -517,6 +526,7 @@ def _check_block(text: str, tokens: list[_Token], start_column: int) -> None:
                 "the `by` block, and Lean reads the rest as commands; indent every tactic of the block to the same "
                 "column",
             )
+    return spans
 
 
 def _reading(spans) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -582,8 +592,11 @@ def _check_scoped_prefixes(tokens: list[_Token]) -> None:
             )
 
 
-def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: int = 0) -> None:
+def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: int = 0) -> list[Tactic]:
     """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean.
+
+    Returns the proof's outermost tactics, `split_tactics(proof, "outermost", start_column=start_column)`, which
+    the check computes anyway to find where the `by` block ends.
 
     `start_column` is the column of `proof[0]` in its line, `Prepared.proof_column`: 0 for a ProofRequest (the
     body starts on the line after the statement), the column after `by` for a file whose proof continues the `by`
@@ -595,7 +608,7 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: 
     _check_tokens(tokens, allow_native_decide)
     _check_look_alikes(proof, tokens, allow_native_decide)
     _check_scoped_prefixes(tokens)
-    _check_block(proof, tokens, start_column)
+    return _check_block(proof, tokens, start_column)
 
 
 # ---------------------------------------------------------------- statements and files
@@ -906,7 +919,9 @@ def _prepare_proof_request(request: ProofRequest, default_header: str, allow_nat
         raise PrecheckError("empty proof body")
     prepared = _assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
     with _located_at(len(request.statement) + 1):
-        precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
+        prepared.outermost_tactics = precheck_proof(
+            prepared.proof, allow_native_decide, start_column=prepared.proof_column
+        )
     return prepared
 
 
@@ -927,7 +942,9 @@ def _prepare_file(file_text: str, allow_native_decide: bool) -> Prepared:
     header = header_text[:-1] if header_text.endswith("\n") else header_text
     prepared = _assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_text.count("\n"))
     with _located_at(len(header_text) + len(statement)):
-        precheck_proof(prepared.proof, allow_native_decide, start_column=prepared.proof_column)
+        prepared.outermost_tactics = precheck_proof(
+            prepared.proof, allow_native_decide, start_column=prepared.proof_column
+        )
     return prepared
 
 
@@ -1012,9 +1029,12 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         raise TypeError(f"judge(prepared=...) needs the Prepared from prepare(), got {type(prepared).__name__}")
     if not isinstance(response, dict):
         raise TypeError(f"judge(response=...) needs the REPL's JSON object as a dict, got {type(response).__name__}")
-    tactics: list[Tactic] = tactic_split.split_tactics(
-        prepared.proof, config.tactic_granularity, start_column=prepared.proof_column
-    )
+    if config.tactic_granularity == "outermost" and prepared.outermost_tactics is not None:
+        tactics = list(prepared.outermost_tactics)
+    else:
+        tactics = tactic_split.split_tactics(
+            prepared.proof, config.tactic_granularity, start_column=prepared.proof_column
+        )
     if "message" in response and "messages" not in response and "env" not in response:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
 
