@@ -643,6 +643,37 @@ def test_a_files_header_and_preamble_are_checked_strictly(file_text, reason):
     assert result.status == "rejected" and reason in result.reason, result.reason
 
 
+# `open …` and `set_option …` prefixing a tactic (in a proof) or the theorem (in a file's preamble); the bare commands
+# are tested where they are header lines (files) or close the `by` block (proofs).
+SCOPED_PREFIXES = [
+    ("open Real in", True),
+    ("open Nat hiding succ in", True),
+    ("open Nat (succ) in", True),
+    ("set_option maxRecDepth 10000 in", True),
+    ('set_option pp.proofs "always" in', True),
+    ("set_option linter.unusedVariables false in", True),
+    ("open in", False),
+    ("set_option maxRecDepth in", False),
+    # Lean's `set_option` takes an option name, then true, false, a number or a string.
+    ("set_option maxRecDepth + in", False),
+    ("set_option 10000 maxRecDepth in", False),
+    ("set_option maxRecDepth (10000) in", False),
+]
+
+
+@pytest.mark.parametrize("prefix,is_prefix", SCOPED_PREFIXES)
+def test_a_proof_and_a_file_preamble_accept_the_same_scoped_prefixes(prefix, is_prefix):
+    in_proof = prepare(ProofRequest("theorem t : True := by", f"  {prefix}\n  trivial"), MINIF2F_HEADER)
+    in_file = prepare(f"import Mathlib\n{prefix}\ntheorem t : True := by\n  trivial", MINIF2F_HEADER)
+    if is_prefix:
+        assert isinstance(in_proof, Prepared), in_proof.reason
+        assert isinstance(in_file, Prepared), in_file.reason
+    else:
+        assert in_proof.status == "rejected" and "prefix" in in_proof.reason, in_proof.reason
+        assert in_file.status == "rejected" and "prefix" in in_file.reason, in_file.reason
+        assert "at line 2, column 2" in in_proof.reason and "at line 2, column 0" in in_file.reason
+
+
 def test_a_file_proof_may_continue_the_by_line():
     prepared = prepare("import Mathlib\ntheorem t : 1 = 1 := by rfl", MINIF2F_HEADER)
     assert prepared.proof == " rfl" and prepared.separator == ""

@@ -568,6 +568,32 @@ def _lexers_disagree_at(tokens: list[_Token], splitter_tokens) -> int | None:
     return min(start for difference in differences for start, _ in difference)
 
 
+def _scoped_prefix_in(code: list[_Token], k: int) -> int | None:
+    """The index of the `in` closing the `open …` / `set_option NAME VALUE` prefix that starts at `code[k]`, or None
+    if no such prefix starts there.
+
+    `code` is a token list without comments. A prefix is `open` followed by at least one `open` argument, or
+    `set_option`, an option name and a value Lean's `set_option` accepts (`true`/`false`, a number, a string), each
+    followed by `in`. The proof's and a file preamble's checks both read prefixes here, so they agree on what one is.
+    """
+    token = code[k]
+    if token.kind != "ident":
+        return None
+    if token.text == "open":
+        end = k + 1
+        while end < len(code) and _is_open_argument(code[end]):
+            end += 1
+        if end == k + 1:
+            return None
+    elif token.text == "set_option":
+        end = k + 3
+        if end >= len(code) or code[k + 1].kind != "ident" or code[k + 2].kind not in ("ident", "number", "string"):
+            return None
+    else:
+        return None
+    return end if end < len(code) and code[end].text == "in" else None
+
+
 def _check_scoped_prefixes(tokens: list[_Token]) -> None:
     """`open` and `set_option` are tactics only as `open … in tac` / `set_option NAME VALUE in tac`.
 
@@ -575,20 +601,12 @@ def _check_scoped_prefixes(tokens: list[_Token]) -> None:
     """
     code = [t for t in tokens if t.kind != "comment"]
     for k, token in enumerate(code):
-        if token.kind != "ident" or token.text not in ("open", "set_option"):
-            continue
-        if token.text == "open":
-            end = k + 1
-            while end < len(code) and _is_open_argument(code[end]):
-                end += 1
-        else:
-            end = k + 3
-        if end >= len(code) or code[end].text != "in" or end == k + 1:
+        if token.kind == "ident" and token.text in ("open", "set_option") and _scoped_prefix_in(code, k) is None:
             raise PrecheckError(
                 f"`{token.text}`",
                 token.start,
-                " without `in`: only `open … in tactic` and `set_option NAME VALUE in tactic` are tactics, the bare "
-                "forms are commands",
+                " is not an `open … in tactic` or `set_option NAME VALUE in tactic` prefix (VALUE: true, false, a "
+                "number or a string), the only forms that are tactics; the others are commands",
             )
 
 
@@ -769,16 +787,9 @@ def _check_file_preamble(statement: str, tokens: list[_Token], keyword: _Token) 
         if token.text in _MODIFIERS:
             k += 1
             continue
-        in_at = None  # index of the `in` that closes an `open …`/`set_option …` prefix
-        if token.text == "open":
-            end = k + 1
-            while end < len(code) and _is_open_argument(code[end]):
-                end += 1
-            in_at = end if end > k + 1 else None
-        elif token.text == "set_option" and k + 2 < len(code) and code[k + 1].kind == "ident":
-            # A forbidden option was refused by `_check_tokens` already; only the `in` form is checked here.
-            in_at = k + 3 if code[k + 2].kind in ("ident", "number", "string") else None
-        if in_at is not None and in_at < len(code) and code[in_at].text == "in":
+        # A forbidden option was refused by `_check_tokens` already; only the prefix's form is checked here.
+        in_at = _scoped_prefix_in(code, k)
+        if in_at is not None:
             k = in_at + 1
             continue
         line_start = statement.rfind("\n", 0, token.start) + 1
