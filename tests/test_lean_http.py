@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.http import create_app
 from trl_verigate.lean_server.process import ReplProcess
+from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -286,6 +287,14 @@ def test_client_averify_works_inside_a_running_loop(url):
     remote, blocking = asyncio.run(main())
     assert [r.status for r in remote] == ["rejected", "passed"]
     assert blocking[0].passed
+
+
+def test_client_draws_the_servers_progress_bar_on_request(url, capsys):
+    client = LeanClient(urls=[url])
+    client.verify([GOOD, SORRY], progress=True)
+    assert "Lean verify (remote): 100%" in capsys.readouterr().err
+    client.verify([SORRY] * PROGRESS_MIN_REQUESTS)  # stderr is no terminal here
+    assert "Lean verify" not in capsys.readouterr().err
 
 
 def test_client_rejects_bad_arguments_naming_them():

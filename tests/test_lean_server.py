@@ -1,6 +1,7 @@
 """LeanServer end to end against the stand-in REPL: verdicts, failures, order, concurrency, isolation."""
 
 import asyncio
+import io
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from adversarial import fake_repl_script, load_corpus, request_of
 from fake_repl import read_log, repl_command, write_script
 
 from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS, progress_bar
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -464,3 +466,37 @@ print(" ".join(map(str, server.stats()["live_pids"])))
         time.sleep(0.05)
     assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
     assert not list(scratch_root.glob("lean-repl-*"))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(
+    "progress,total,tty,shown",
+    [
+        (True, 1, False, True),
+        (False, 1000, True, False),
+        (None, PROGRESS_MIN_REQUESTS, True, True),
+        (None, PROGRESS_MIN_REQUESTS - 1, True, False),
+        (None, 1000, False, False),
+    ],
+)
+def test_a_progress_bar_shows_when_asked_or_for_a_big_batch_on_a_terminal(monkeypatch, progress, total, tty, shown):
+    stderr = _Terminal() if tty else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    bar = progress_bar(progress, total, "Lean verify")
+    assert (bar is not None) == shown
+    if bar is not None:
+        bar.update(total)
+        bar.close()
+        assert "Lean verify: 100%" in stderr.getvalue() and f"{total}/{total}" in stderr.getvalue()
+
+
+def test_verify_draws_its_progress_bar_on_request(tmp_path, capsys):
+    with LeanServer(fake_config(tmp_path)) as server:
+        server.verify([numbered(1), numbered(2)], progress=True)
+        assert "Lean verify: 100%" in capsys.readouterr().err
+        server.verify([numbered(i) for i in range(PROGRESS_MIN_REQUESTS)])  # stderr is no terminal here
+        assert "Lean verify" not in capsys.readouterr().err

@@ -13,7 +13,6 @@ import asyncio
 import copy
 import itertools
 import math
-import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS
+from trl_verigate.lean_server.server import progress_bar
 from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, Request, VerificationResult
 
 # `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers
@@ -184,12 +183,7 @@ class LeanClient:
         timeout = timeout if timeout is not None else self.timeout
         results: list[VerificationResult | None] = [None] * len(requests)
         gate = asyncio.Semaphore(self.concurrency)
-        show = progress if progress is not None else len(requests) >= PROGRESS_MIN_REQUESTS and sys.stderr.isatty()
-        bar = None
-        if show:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(requests), desc="Lean verify (remote)", unit="proof")
+        bar = progress_bar(progress, len(requests), "Lean verify (remote)")
 
         async def run(batch: list[int], http: httpx.AsyncClient) -> None:
             async with gate:

@@ -29,6 +29,20 @@ PROGRESS_MIN_REQUESTS = 64
 CLOSE_TIMEOUT_S = 30.0
 
 
+def progress_bar(progress: bool | None, total: int, desc: str):
+    """A tqdm bar over `total` proofs, or None: the `progress` rule of `LeanServer.verify` and `LeanClient.verify`.
+
+    True always shows one, False never; None shows one for at least `PROGRESS_MIN_REQUESTS` requests when stderr is
+    a terminal (a log file would fill with redraws).
+    """
+    show = progress if progress is not None else total >= PROGRESS_MIN_REQUESTS and sys.stderr.isatty()
+    if not show:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="proof")
+
+
 def _stop_abandoned(pool: ReplPool, loop: asyncio.AbstractEventLoop) -> None:
     # Runs when a started server is garbage-collected or the interpreter exits without close():
     # the REPLs live in their own sessions, so nothing else would ever kill them.
@@ -193,16 +207,12 @@ class LeanServer:
         elif not timeout > 0:
             raise ValueError(f"verify(timeout=...) must be > 0 seconds (or None for config.timeout), got {timeout}")
         pool = self._require_started()
-        show = progress if progress is not None else len(requests) >= PROGRESS_MIN_REQUESTS and sys.stderr.isatty()
-        bar = None
-        if show:
-            from tqdm.auto import tqdm
-
-            bar = tqdm(total=len(requests), desc="Lean verify", unit="proof")
+        bar = progress_bar(progress, len(requests), "Lean verify")
         future = asyncio.run_coroutine_threadsafe(
             self._verify_all(pool, requests, timeout, bar, with_responses), self._loop
         )
         if bar is not None:
+            # `_verify_all` closes it before the results are delivered; this covers a batch cancelled before it ran.
             future.add_done_callback(lambda _: bar.close())
         return future
 
@@ -215,7 +225,12 @@ class LeanServer:
                 bar.update(1)
             return pair
 
-        return list(await asyncio.gather(*(one(r) for r in requests)))
+        try:
+            return list(await asyncio.gather(*(one(r) for r in requests)))
+        finally:
+            # Before the caller gets the results, so the bar's last redraw cannot land after verify() returns.
+            if bar is not None:
+                bar.close()
 
     async def _verify_one(
         self, pool: ReplPool, request: Request, timeout: float, with_response: bool
