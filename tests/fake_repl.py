@@ -51,6 +51,22 @@ def write_script(path: str | Path, rows: list[dict]) -> str:
     return str(path)
 
 
+def stand_in_config(tmp_path: str | Path, *flags: str, script=(), **overrides):
+    """A `LeanServerConfig` running this stand-in, logging requests to `tmp_path/repl.log`.
+
+    `script` rows go to `--script`; one worker and short timeouts unless `overrides` say otherwise.
+    """
+    from trl_verigate.lean_server.types import LeanServerConfig  # the stand-in itself runs without the package
+
+    argv = ["--log", str(Path(tmp_path) / "repl.log"), *flags]
+    if script:
+        argv += ["--script", write_script(Path(tmp_path) / "script.jsonl", list(script))]
+    overrides.setdefault("workers", 1)
+    overrides.setdefault("timeout", 5.0)
+    overrides.setdefault("startup_timeout", 10.0)
+    return LeanServerConfig(repl_command=repl_command(*argv), project_dir=str(tmp_path), **overrides)
+
+
 def read_log(path: str | Path) -> list[dict]:
     """The `--log` file's rows, {"pid": ..., "request": ...}, in the order the requests arrived."""
     if not Path(path).exists():

@@ -18,6 +18,7 @@ import uvicorn
 from adversarial import fake_repl_script, is_file_row, load_corpus
 from fake_repl import repl_command, write_script
 from fastapi import FastAPI
+from ports import free_port
 
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.http import create_app
@@ -77,12 +78,6 @@ SCRIPT = [
 ]
 # The corpus's complete-file attacks, which is how every kimina snippet arrives.
 FILE_ATTACKS = [row for row in load_corpus() if is_file_row(row)]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @contextlib.contextmanager

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from fake_repl import read_log, repl_command, write_script
+from fake_repl import read_log, stand_in_config
 
 from trl_verigate.lean_server.pool import ReplPool
 from trl_verigate.lean_server.process import ReplCrashed, ReplProcess, ReplStartError, ReplTimeout
@@ -26,16 +26,6 @@ def theorem(name: str) -> str:
 
 def axioms_text(response: dict) -> str:
     return response["messages"][-1]["data"]
-
-
-def fake_config(tmp_path: Path, *flags: str, script=(), **overrides) -> LeanServerConfig:
-    argv = ["--log", str(tmp_path / "repl.log"), *flags]
-    if script:
-        argv += ["--script", write_script(tmp_path / "script.jsonl", list(script))]
-    overrides.setdefault("workers", 1)
-    overrides.setdefault("timeout", 5.0)
-    overrides.setdefault("startup_timeout", 10.0)
-    return LeanServerConfig(repl_command=repl_command(*argv), project_dir=str(tmp_path), **overrides)
 
 
 def headers_per_pid(tmp_path: Path) -> Counter:
@@ -58,7 +48,7 @@ def test_commands_run_in_the_header_env_and_the_header_is_sent_once(tmp_path):
     async def body(pool):
         return [await pool.run(HEADER, theorem(f"t{i}"), 5.0) for i in range(5)]
 
-    results = asyncio.run(with_pool(fake_config(tmp_path), body))
+    results = asyncio.run(with_pool(stand_in_config(tmp_path), body))
     assert [axioms_text(r) for r, _ in results] == [f"'t{i}' depends on axioms: [propext]" for i in range(5)]
     assert all(seconds >= 0 for _, seconds in results)
     log = read_log(tmp_path / "repl.log")
@@ -73,7 +63,7 @@ def test_recycling_after_max_uses_starts_fresh_processes_each_loading_the_header
             assert axioms_text(response) == f"'t{i}' depends on axioms: [propext]"
         return dict(pool.counters)
 
-    counters = asyncio.run(with_pool(fake_config(tmp_path, max_uses_per_repl=3), body))
+    counters = asyncio.run(with_pool(stand_in_config(tmp_path, max_uses_per_repl=3), body))
     per_pid = headers_per_pid(tmp_path)
     assert len(per_pid) >= 4
     assert set(per_pid.values()) == {1}
@@ -91,7 +81,7 @@ def test_a_broken_repl_fails_only_its_request_and_is_replaced(tmp_path, behaviou
         after, _ = await pool.run(HEADER, theorem("after"), 5.0)
         return first, crashed.value, after
 
-    config = fake_config(tmp_path, script=[{"match": "BREAK", "behaviour": behaviour}])
+    config = stand_in_config(tmp_path, script=[{"match": "BREAK", "behaviour": behaviour}])
     first, crashed, after = asyncio.run(with_pool(config, body))
     assert crashed.status == "crashed"
     assert axioms_text(after) == "'after' depends on axioms: [propext]"
@@ -107,7 +97,7 @@ def test_early_exit_is_a_crash_with_the_exit_status_and_stderr_in_the_reason(tmp
         return str(crashed.value), response
 
     # The header counts as a command: the second proof finds the REPL gone.
-    reason, response = asyncio.run(with_pool(fake_config(tmp_path, "--exit-after", "2"), body))
+    reason, response = asyncio.run(with_pool(stand_in_config(tmp_path, "--exit-after", "2"), body))
     assert "exit status 1" in reason and "exiting after 2 commands" in reason
     assert axioms_text(response) == "'three' depends on axioms: [propext]"
 
@@ -119,7 +109,7 @@ def test_a_hanging_command_times_out_and_its_process_group_is_killed(tmp_path):
         response, _ = await pool.run(HEADER, theorem("after"), 5.0)
         return timed_out.value, response
 
-    config = fake_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}])
+    config = stand_in_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}])
     timed_out, response = asyncio.run(with_pool(config, body))
     assert timed_out.status == "timeout" and timed_out.time_s >= 0.5
     assert axioms_text(response) == "'after' depends on axioms: [propext]"
@@ -133,7 +123,7 @@ def test_rlimit_as_stops_a_runaway_allocation(tmp_path):
             await pool.run(HEADER, "theorem OOM : 1 = 1 := by rfl", 20.0)
         return str(crashed.value)
 
-    config = fake_config(tmp_path, script=[{"match": "OOM", "behaviour": "oom"}], memory_limit_mb=512)
+    config = stand_in_config(tmp_path, script=[{"match": "OOM", "behaviour": "oom"}], memory_limit_mb=512)
     reason = asyncio.run(with_pool(config, body))
     assert "out of memory" in reason
 
@@ -204,7 +194,7 @@ def test_a_missing_executable_is_a_start_error_that_says_what_to_configure(tmp_p
 
 
 def test_a_slow_start_is_bounded_by_startup_timeout_and_then_fails_fast(tmp_path):
-    config = fake_config(tmp_path, "--startup-delay", "30", startup_timeout=0.5)
+    config = stand_in_config(tmp_path, "--startup-delay", "30", startup_timeout=0.5)
 
     async def body(pool):
         errors, times = [], []
@@ -226,7 +216,7 @@ def test_a_slow_start_is_bounded_by_startup_timeout_and_then_fails_fast(tmp_path
 def test_a_header_with_errors_is_a_start_error(tmp_path):
     bad_header = "import Mathlib.DoesNotExist"
     response = {"messages": [{"severity": "error", "data": "unknown module prefix 'DoesNotExist'"}], "env": 0}
-    config = fake_config(tmp_path, script=[{"match": "DoesNotExist", "response": response}])
+    config = stand_in_config(tmp_path, script=[{"match": "DoesNotExist", "response": response}])
 
     async def body(pool):
         with pytest.raises(ReplStartError) as failed:
@@ -240,7 +230,7 @@ def test_a_header_with_errors_is_a_start_error(tmp_path):
 
 
 def test_a_batch_spreads_over_all_workers_and_never_exceeds_them(tmp_path):
-    config = fake_config(tmp_path, "--latency", "0.01", workers=4)
+    config = stand_in_config(tmp_path, "--latency", "0.01", workers=4)
 
     async def body(pool):
         results = await asyncio.gather(*(pool.run(HEADER, theorem(f"t{i}"), 5.0) for i in range(64)))
@@ -254,7 +244,7 @@ def test_a_batch_spreads_over_all_workers_and_never_exceeds_them(tmp_path):
 
 
 def test_headers_get_their_own_workers_and_idle_ones_are_evicted_at_capacity(tmp_path):
-    config = fake_config(tmp_path, workers=1)
+    config = stand_in_config(tmp_path, workers=1)
 
     async def body(pool):
         for header in (HEADER, HEADER, OTHER_HEADER, OTHER_HEADER, HEADER):
@@ -278,7 +268,7 @@ def test_headers_get_their_own_workers_and_idle_ones_are_evicted_at_capacity(tmp
 
 
 def test_cancelling_a_request_kills_its_process_and_the_pool_recovers(tmp_path):
-    config = fake_config(tmp_path, script=[{"match": "SLOW", "behaviour": "sleep:30"}])
+    config = stand_in_config(tmp_path, script=[{"match": "SLOW", "behaviour": "sleep:30"}])
 
     async def body(pool):
         slow = asyncio.ensure_future(pool.run(HEADER, "theorem SLOW : 1 = 1 := by rfl", 60.0))
@@ -296,7 +286,7 @@ def test_cancelling_a_request_kills_its_process_and_the_pool_recovers(tmp_path):
 
 
 def test_close_kills_every_process_even_mid_request(tmp_path):
-    config = fake_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}], workers=2)
+    config = stand_in_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}], workers=2)
 
     async def main():
         pool = ReplPool(config)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from adversarial import fake_repl_script, load_corpus, request_of
-from fake_repl import read_log, repl_command, write_script
+from fake_repl import read_log, repl_command, stand_in_config
 
 from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest, VerificationResult
 from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS, progress_bar
@@ -27,14 +27,8 @@ def proof(name: str, body: str = "rfl", header=None) -> ProofRequest:
 
 
 def fake_config(tmp_path: Path, *flags: str, script=(), **overrides) -> LeanServerConfig:
-    argv = ["--log", str(tmp_path / "repl.log"), *flags]
-    if script:
-        argv += ["--script", write_script(tmp_path / "script.jsonl", list(script))]
-    overrides.setdefault("workers", 1)
-    overrides.setdefault("timeout", 5.0)
-    overrides.setdefault("startup_timeout", 10.0)
     overrides.setdefault("header", HEADER)
-    return LeanServerConfig(repl_command=repl_command(*argv), project_dir=str(tmp_path), **overrides)
+    return stand_in_config(tmp_path, *flags, script=script, **overrides)
 
 
 def log_rows(tmp_path: Path) -> list[dict]:

@@ -8,7 +8,6 @@ config's ZeRO stage rather than under plain DDP.
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from ports import free_port
 
 pytest.importorskip("deepspeed")
 
@@ -33,12 +33,6 @@ ALWAYS_LOGGED = (
     "verigate/reward_failures",
 )
 LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_deepspeed_tiny_config(tiny_models: dict, run_dir: Path) -> Path:

@@ -4,7 +4,6 @@ the VeriGate metrics arrive in wandb and mlflow (read back with their own librar
 import importlib.util
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from ports import free_port
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
@@ -120,12 +120,6 @@ def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path)
 def test_missing_dataset_name_is_explained(recipe):
     with pytest.raises(ValueError, match="`dataset_name` is not set"):
         recipe.load_math_dataset(recipe.MathScriptArguments(), "train")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_tiny_config(tiny_models: dict, tmp_path: Path) -> Path:

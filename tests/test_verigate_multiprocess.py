@@ -7,7 +7,6 @@ compared with a single-process hand computation on the gathered rows.
 
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -15,16 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from ports import free_port
 from scripts.verigate_reference import reference_step_advantages
 
 SCRIPT = Path(__file__).parent / "scripts" / "verigate_two_process.py"
 NUM_GENERATIONS = 2
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
