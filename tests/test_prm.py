@@ -315,3 +315,67 @@ def test_as_step_scorer_wraps_callables_and_checks_shapes():
         as_step_scorer(lambda prompts, steps: 0.5).score(["q"], [["a"]])
     with pytest.raises(TypeError, match="StepScorer"):
         as_step_scorer(0.5)
+
+
+@pytest.fixture(scope="module")
+def qwen_tokenizer_on_a_causal_lm(tiny_models, tmp_path_factory):
+    """A plain causal LM (the tiny policy's weights) behind the Qwen PRM's tokenizer, so only the weights are wrong."""
+    target = tmp_path_factory.mktemp("qwen_tokenizer_causal_lm")
+    AutoModelForCausalLM.from_pretrained(tiny_models["policy"]).save_pretrained(target)
+    AutoTokenizer.from_pretrained(tiny_models["prm_qwen_math"]).save_pretrained(target)
+    return str(target)
+
+
+@pytest.mark.parametrize(
+    ("backend", "checkpoint", "matching_type", "missing"),
+    [
+        ("math_shepherd", "prm_qwen_math", "qwen_math", "lm_head.weight"),
+        ("math_shepherd", "prm_token_classification", "token_classification", "lm_head.weight"),
+        ("token_classification", "prm_qwen_math", "qwen_math", "score.weight"),
+        ("token_classification", "prm_math_shepherd", "math_shepherd", "score.weight"),
+    ],
+)
+def test_scorer_on_another_prm_format_raises_instead_of_scoring_with_random_weights(
+    tiny_models, backend, checkpoint, matching_type, missing
+):
+    path = tiny_models[checkpoint]
+    with pytest.raises(ValueError) as raised:
+        BACKENDS[backend][1](path, device="cpu")
+    message = str(raised.value)
+    assert f"prm_type={backend!r}" in message
+    assert path in message
+    assert missing in message
+    assert f"prm_type={matching_type!r}" in message
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "matching_type"),
+    [("prm_math_shepherd", "math_shepherd"), ("prm_token_classification", "token_classification")],
+)
+def test_qwen_math_on_another_prm_format_names_the_matching_prm_type(tiny_models, checkpoint, matching_type):
+    # These tokenizers lack <extra_0>, which is caught before any weight is loaded.
+    with pytest.raises(ValueError, match=rf"prm_type=.qwen_math.*<extra_0>.*prm_type={matching_type!r}"):
+        QwenMathPRM(tiny_models[checkpoint], device="cpu")
+
+
+def test_qwen_math_on_a_plain_causal_lm_raises_naming_the_missing_head(qwen_tokenizer_on_a_causal_lm):
+    with pytest.raises(ValueError) as raised:
+        QwenMathPRM(qwen_tokenizer_on_a_causal_lm, device="cpu")
+    message = str(raised.value)
+    assert "prm_type='qwen_math'" in message
+    assert qwen_tokenizer_on_a_causal_lm in message
+    assert "score.0.weight" in message
+    assert "Qwen2ForCausalLM" in message and "prm_type='math_shepherd'" in message
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_scorer_on_its_own_format_loads_every_weight_from_the_checkpoint(tiny_models, scorers, backend):
+    key, cls = BACKENDS[backend]
+    reference = {
+        "qwen_math": Qwen2ForProcessRewardModel,
+        "math_shepherd": AutoModelForCausalLM,
+        "token_classification": AutoModelForTokenClassification,
+    }[backend].from_pretrained(tiny_models[key])
+    loaded = scorers[backend].model.state_dict()
+    for name, tensor in reference.state_dict().items():
+        assert torch.equal(loaded[name], tensor), name

@@ -19,6 +19,9 @@ Backends (pick one with `build_step_scorer(prm_type, ...)`):
   label 1 at the last token of each step's separator, where PRMTrainer put the step label.
 - `SymbolicStepScorer` (``"symbolic"``): no model; checks the numeric relations written in each step with SymPy.
 
+A checkpoint whose weights do not all load into the backend's model (another PRM format, a plain LM) is rejected
+with the prm_type its ``architectures`` match, instead of scoring with a randomly initialised head.
+
 Every model backend uses its own tokenizer (never the policy's), strips whitespace around steps (as in the model
 cards' examples), runs in eval mode under ``torch.inference_mode()`` on ``device`` (default: CUDA when available),
 and packs ``batch_size`` sequences per forward pass, right-padded. Right padding keeps every real token at the
@@ -214,12 +217,40 @@ def resolve_dtype(torch_dtype: str | torch.dtype | None) -> str | torch.dtype | 
     return dtype
 
 
+_MISSING_KEYS_SHOWN = 5
+
+
+def _checkpoint_architectures(model_name_or_path: str) -> list[str] | None:
+    """The ``architectures`` of a checkpoint's config.json, or None when it cannot be read."""
+    from transformers import PretrainedConfig
+
+    try:
+        config, _ = PretrainedConfig.get_config_dict(model_name_or_path)
+    except (OSError, ValueError):
+        return None
+    return config.get("architectures")
+
+
+def _prm_type_for_architectures(architectures: list[str] | None) -> str | None:
+    for architecture in architectures or []:
+        if architecture == Qwen2ForProcessRewardModel.__name__:
+            return "qwen_math"
+        if architecture.endswith("ForTokenClassification"):
+            return "token_classification"
+        # A causal LM may also be no PRM at all, but math_shepherd is the only causal-LM format read here.
+        if architecture.endswith("ForCausalLM"):
+            return "math_shepherd"
+    return None
+
+
 class _ModelStepScorer:
     """Shared batching, truncation and scoring for the model backends.
 
     Subclasses build ``(input_ids, tag_positions)`` per completion (`_encode`) and turn the model's outputs at the
     tag positions into probabilities (`_tag_scores`).
     """
+
+    prm_type: str
 
     def __init__(
         self,
@@ -248,7 +279,11 @@ class _ModelStepScorer:
         dtype = resolve_dtype(torch_dtype)
         if dtype is not None:
             load_kwargs["dtype"] = dtype
-        self.model = self._load_model(model_name_or_path, **load_kwargs).to(self.device).eval()
+        model, loading_info = self._model_class().from_pretrained(
+            model_name_or_path, output_loading_info=True, **load_kwargs
+        )
+        self._check_loaded_weights(loading_info["missing_keys"])
+        self.model = model.to(self.device).eval()
         self._pad_id = next(
             (token for token in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if token is not None), 0
         )
@@ -256,8 +291,33 @@ class _ModelStepScorer:
     def _check_tokenizer(self) -> None:
         """Raise a clear error when `self.tokenizer` lacks what the input format needs."""
 
-    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+    def _model_class(self) -> type:
+        """The transformers class (or Auto class) whose ``from_pretrained`` loads this backend's checkpoints."""
         raise NotImplementedError
+
+    def _check_loaded_weights(self, missing_keys) -> None:
+        # transformers fills missing weights with random values and only prints a report; a PRM with a random head
+        # would still return plausible probabilities, so a checkpoint of another format must fail here.
+        if not missing_keys:
+            return
+        missing = sorted(missing_keys)
+        shown = ", ".join(missing[:_MISSING_KEYS_SHOWN]) + (", ..." if len(missing) > _MISSING_KEYS_SHOWN else "")
+        raise ValueError(
+            f"{type(self).__name__} (prm_type={self.prm_type!r}) cannot score with {self.model_name_or_path!r}: "
+            f"the checkpoint has no weights for {len(missing)} of its parameters ({shown}), which would be random. "
+            f"{self._format_hint()}"
+        )
+
+    def _format_hint(self) -> str:
+        """Which prm_type the checkpoint's ``architectures`` fit, for errors about a checkpoint of the wrong format."""
+        architectures = _checkpoint_architectures(self.model_name_or_path)
+        matching = _prm_type_for_architectures(architectures)
+        if matching is None or matching == self.prm_type:
+            return f"Use a {self.prm_type} checkpoint or the prm_type that matches this one."
+        return (
+            f"Its config.json lists architectures {architectures}, the format of prm_type={matching!r}; set prm_type "
+            f"to {matching!r} or use a {self.prm_type} checkpoint."
+        )
 
     def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
         raise NotImplementedError
@@ -341,6 +401,7 @@ def _token_indices_at_char_ends(offsets: list[tuple[int, int]], char_ends: list[
 class QwenMathPRM(_ModelStepScorer):
     """Qwen2.5-Math-PRM (7B/72B) step scores: P(correct) from the 2-class head at each ``<extra_0>``."""
 
+    prm_type = "qwen_math"
     step_tag = "<extra_0>"
 
     def __init__(
@@ -357,14 +418,19 @@ class QwenMathPRM(_ModelStepScorer):
 
     def _check_tokenizer(self) -> None:
         if self.tokenizer.chat_template is None:
-            raise ValueError(f"the tokenizer of {self.model_name_or_path} has no chat_template; QwenMathPRM needs one")
+            raise ValueError(
+                f"QwenMathPRM (prm_type='qwen_math'): the tokenizer of {self.model_name_or_path} has no "
+                "chat_template, which the Qwen2.5-Math-PRM input format needs. "
+                f"{self._format_hint()}"
+            )
         if self.tokenizer.convert_tokens_to_ids(self.step_tag) in (None, self.tokenizer.unk_token_id):
             raise ValueError(
-                f"the tokenizer of {self.model_name_or_path} has no {self.step_tag} token; is it a Qwen2.5-Math-PRM?"
+                f"QwenMathPRM (prm_type='qwen_math'): the tokenizer of {self.model_name_or_path} has no "
+                f"{self.step_tag} token, so it is no Qwen2.5-Math-PRM. {self._format_hint()}"
             )
 
-    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
-        return Qwen2ForProcessRewardModel.from_pretrained(model_name_or_path, **kwargs)
+    def _model_class(self) -> type:
+        return Qwen2ForProcessRewardModel
 
     def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
         # A literal tag inside the text would be read as an extra step boundary, so it is removed first.
@@ -395,6 +461,7 @@ class MathShepherdPRM(_ModelStepScorer):
     trained on.
     """
 
+    prm_type = "math_shepherd"
     step_tag = "ки"
 
     def __init__(
@@ -423,10 +490,10 @@ class MathShepherdPRM(_ModelStepScorer):
             )
         self.candidate_ids = candidates
 
-    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+    def _model_class(self) -> type:
         from transformers import AutoModelForCausalLM
 
-        return AutoModelForCausalLM.from_pretrained(model_name_or_path, **kwargs)
+        return AutoModelForCausalLM
 
     def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
         text = prompt + " "
@@ -456,6 +523,8 @@ class TokenClassificationPRM(_ModelStepScorer):
     any) in front. The score of a step is P(label 1) at the last token of its separator, where the label sat.
     """
 
+    prm_type = "token_classification"
+
     def __init__(
         self,
         model_name_or_path: str,
@@ -477,10 +546,10 @@ class TokenClassificationPRM(_ModelStepScorer):
         if not self._separator_ids:
             raise ValueError(f"step_separator={self.step_separator!r} encodes to no tokens; use e.g. '\\n'")
 
-    def _load_model(self, model_name_or_path: str, **kwargs) -> nn.Module:
+    def _model_class(self) -> type:
         from transformers import AutoModelForTokenClassification
 
-        return AutoModelForTokenClassification.from_pretrained(model_name_or_path, **kwargs)
+        return AutoModelForTokenClassification
 
     def _encode(self, prompt: str, steps: list[str]) -> tuple[list[int], list[int]]:
         ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
@@ -784,11 +853,7 @@ class SymbolicStepScorer:
         return f"SymbolicStepScorer(neutral_score={self.neutral_score})"
 
 
-MODEL_BACKENDS = {
-    "qwen_math": QwenMathPRM,
-    "math_shepherd": MathShepherdPRM,
-    "token_classification": TokenClassificationPRM,
-}
+MODEL_BACKENDS = {backend.prm_type: backend for backend in (QwenMathPRM, MathShepherdPRM, TokenClassificationPRM)}
 PRM_TYPES = (*MODEL_BACKENDS, "symbolic")
 
 
