@@ -184,3 +184,24 @@ def test_zero3_sees_the_same_first_batch_as_zero2(deepspeed_runs):
     for metric in compared:
         assert metric in zero2 and metric in zero3, f"{metric} missing from step 1"
         assert zero3[metric] == pytest.approx(zero2[metric], rel=1e-4), metric
+
+
+@pytest.mark.slow
+def test_zero3_ranks_with_different_prm_work_stay_in_step(tiny_models, tmp_path):
+    """Only one rank has gated completions; the sharded PRM's forward passes must still match across ranks."""
+    tiny_dir = str(Path(tiny_models["policy"]).parent)
+    command = [
+        *(sys.executable, "-m", "accelerate.commands.launch"),
+        *("--config_file", str(REPO_ROOT / "recipes" / "accelerate" / "zero3.yaml")),
+        *("--num_processes", str(NUM_PROCESSES), "--mixed_precision", "no"),
+        *("--main_process_port", str(free_port())),
+        *(str(REPO_ROOT / "tests" / "scripts" / "verigate_uneven_prm_work.py"), tiny_dir, str(tmp_path / "output")),
+    ]
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, env=launch_env(tmp_path), capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-6000:]
+    logs = json.loads((tmp_path / "output" / "verigate_logs.json").read_text())
+    assert [entry["verigate/gate_rate"] for entry in logs] == [0.5, 0.5]
+    # One group of 4 completions gated per step; the padding requests of the other rank are not counted.
+    assert [entry["verigate/prm_completions_scored"] for entry in logs] == [4.0, 4.0]

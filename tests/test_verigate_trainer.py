@@ -508,6 +508,47 @@ def test_gate_reward_funcs_accepts_comma_separated_string(tmp_path):
     assert config.gate_reward_funcs == ["accuracy_reward", "format_reward"]
 
 
+def parse_cli(tmp_path, *argv):
+    from trl import TrlParser
+
+    (config,) = TrlParser((VeriGateConfig,)).parse_args_and_config(
+        args=["--output_dir", str(tmp_path), "--use_cpu", "true", *argv]
+    )
+    return config
+
+
+def test_gate_reward_funcs_from_the_command_line(tmp_path):
+    # HfArgumentParser hands a list field over as the shell words: "a,b" stays one word.
+    assert parse_cli(tmp_path, "--gate_reward_funcs", "acc,fmt").gate_reward_funcs == ["acc", "fmt"]
+    assert parse_cli(tmp_path, "--gate_reward_funcs", "acc", "fmt").gate_reward_funcs == ["acc", "fmt"]
+
+
+def test_step_separator_escapes_from_the_command_line(tmp_path):
+    # A shell passes "\n\n" as backslash-n characters, which no completion contains.
+    assert parse_cli(tmp_path, "--step_separator", "\\n\\n").step_separator == "\n\n"
+    assert parse_cli(tmp_path, "--step_separator", "\\nStep").step_separator == "\nStep"
+
+
+def test_audit_draws_depend_on_the_step_not_on_history(tiny_models, tmp_path):
+    """A resumed run audits the groups an uninterrupted one would have: the draw is a function of the step."""
+    candidates = torch.ones(8, dtype=torch.bool)
+
+    def draw(trainer, step):
+        trainer.state.global_step = step
+        return trainer._sample_audited_groups(candidates).nonzero().flatten().tolist()
+
+    fresh = make_trainer(tiny_models, tmp_path / "a", prm_audit_fraction=0.25)
+    running = make_trainer(tiny_models, tmp_path / "b", prm_audit_fraction=0.25)
+    history = [draw(running, step) for step in range(6)]
+    assert draw(fresh, 5) == history[5]
+    assert len(set(map(tuple, history))) > 1  # different steps audit different groups
+
+
+def test_model_card_cites_verigate():
+    assert VeriGateGRPOTrainer._paper["id"] == "2605.30451"
+    assert "agrawal2026verigate" in VeriGateGRPOTrainer._paper["citation"]
+
+
 @pytest.mark.slow
 def test_train_two_steps_with_sampling_and_symbolic_prm(tiny_models, tmp_path):
     """Real sampling from the random policy (never correct: every group gated), buffered generation reused over

@@ -8,6 +8,7 @@ advantages built from a process reward model's step scores.
 """
 
 import math
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +127,9 @@ class VeriGateConfig(GRPOConfig):
                 f"advantage_normalization={self.advantage_normalization!r} is not supported; set it to one of "
                 f"{list(NORMALIZATIONS)}."
             )
+        if isinstance(self.step_separator, str) and "\\" in self.step_separator:
+            # A shell passes `--step_separator "\n\n"` as backslash-n characters; nobody separates steps by those.
+            self.step_separator = self.step_separator.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r")
         if not isinstance(self.step_separator, str) or not self.step_separator:
             raise ValueError(
                 f"step_separator={self.step_separator!r} must be a non-empty string, e.g. '\\n\\n' (the default)."
@@ -148,8 +152,13 @@ class VeriGateConfig(GRPOConfig):
             )
         if isinstance(self.prm_batch_size, bool) or not isinstance(self.prm_batch_size, int) or self.prm_batch_size < 1:
             raise ValueError(f"prm_batch_size={self.prm_batch_size!r} must be a positive integer.")
-        if isinstance(self.gate_reward_funcs, str):  # a YAML/CLI scalar: "accuracy_reward,format_reward"
-            self.gate_reward_funcs = [name.strip() for name in self.gate_reward_funcs.split(",") if name.strip()]
+        if isinstance(self.gate_reward_funcs, str):
+            self.gate_reward_funcs = [self.gate_reward_funcs]
+        if self.gate_reward_funcs is not None:
+            # The CLI hands `--gate_reward_funcs a,b` over as ["a,b"]; YAML may give "a,b" or a list.
+            self.gate_reward_funcs = [
+                name.strip() for entry in self.gate_reward_funcs for name in str(entry).split(",") if name.strip()
+            ]
         if self.gate_reward_funcs is not None and (
             len(self.gate_reward_funcs) == 0 or not all(isinstance(name, str) for name in self.gate_reward_funcs)
         ):
@@ -169,6 +178,11 @@ class VeriGateConfig(GRPOConfig):
                     raise ValueError(f"{name}={value!r} is invalid: {error}") from error
         if not _is_number(self.prm_advantage_epsilon) or not self.prm_advantage_epsilon > 0:
             raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
+
+
+# Scored only to keep a ZeRO-3 PRM's forward passes in step across ranks; the scores are dropped.
+_PADDING_QUESTION = "What is 1 + 1?"
+_PADDING_STEP = "1 + 1 = 2."
 
 
 def _is_number(value) -> bool:
@@ -231,6 +245,18 @@ class VeriGateGRPOTrainer(GRPOTrainer):
 
     _tag_names = ["trl", "grpo", "verigate"]
     _name = "VeriGate"
+    # The model card cites this paper instead of GRPO's.
+    _paper = {
+        "title": "VeriGate: Verifier-Gated Step-Level Supervision for GRPO",
+        "id": "2605.30451",
+        "citation": textwrap.dedent("""\
+            @article{agrawal2026verigate,
+                title        = {{VeriGate: Verifier-Gated Step-Level Supervision for GRPO}},
+                author       = {Aakriti Agrawal and Minghui Liu and Furong Huang},
+                year         = 2026,
+                eprint       = {arXiv:2605.30451},
+            }"""),
+    }
 
     def __init__(
         self,
@@ -260,15 +286,14 @@ class VeriGateGRPOTrainer(GRPOTrainer):
                 device=args.prm_device or self.accelerator.device,
                 torch_dtype=args.prm_torch_dtype,
             )
-        self._shard_prm_under_zero3(process_reward_model)
+        self._prm_is_sharded = self._shard_prm_under_zero3(process_reward_model)
         self.process_reward_model = as_step_scorer(process_reward_model)
-        # Same seed on every process, drawn in lockstep, so all processes audit the same groups.
-        self._audit_generator = torch.Generator().manual_seed(args.seed)
         self._reward_failures_seen = self._local_reward_failures()
         self._scored_prompts: list | None = None
         self._scored_rewards_per_func: torch.Tensor | None = None
 
-    def _shard_prm_under_zero3(self, process_reward_model) -> None:
+    def _shard_prm_under_zero3(self, process_reward_model) -> bool:
+        """Put a model PRM into a DeepSpeed inference engine under ZeRO-3; True when it is now sharded."""
         # Under ZeRO-3, transformers partitions every model `from_pretrained` builds, the PRM included; outside a
         # DeepSpeed engine its weights stay empty placeholders. TRL wraps model reward functions the same way.
         prm_model = getattr(process_reward_model, "model", None)
@@ -278,6 +303,8 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             and isinstance(prm_model, PreTrainedModel)
         ):
             process_reward_model.model = prepare_deepspeed(prm_model, self.accelerator)
+            return True
+        return False
 
     def _resolve_gate_reward_funcs(self, names: list[str] | None) -> list[int]:
         if names is None:
@@ -401,7 +428,10 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         num_audited = math.ceil(self.args.prm_audit_fraction * len(candidate_ids))
         if num_audited == 0:
             return audited
-        draw = torch.randperm(len(candidate_ids), generator=self._audit_generator)[:num_audited]
+        # Seeded by the step, so every process draws the same groups and a resumed run draws what it would have.
+        mode_offset = 0 if self.model.training else 1
+        generator = torch.Generator().manual_seed(self.args.seed * 1_000_003 + 2 * self.state.global_step + mode_offset)
+        draw = torch.randperm(len(candidate_ids), generator=generator)[:num_audited]
         audited[candidate_ids[draw.to(candidate_ids.device)]] = True
         return audited
 
@@ -419,14 +449,20 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         num_steps = max([len(spans[row]) for row in rows], default=1)
         step_rewards = torch.zeros(len(prompts), num_steps)
         step_mask = torch.zeros(len(prompts), num_steps, dtype=torch.bool)
-        if not rows:
-            return step_rewards.to(device), step_mask.to(device), 0.0
-
         questions = [question_text(prompts[row]) for row in rows]
         steps = [[span.text for span in spans[row]] for row in rows]
+        if self._prm_is_sharded:
+            # Each forward pass of a ZeRO-3 PRM gathers its weights from all ranks, a collective every rank must
+            # join: pad this rank's request to the busiest rank's, so all run the same number of batches.
+            busiest = int(self.accelerator.gather(torch.tensor([len(rows)], device=device)).max().item())
+            questions += [_PADDING_QUESTION] * (busiest - len(rows))
+            steps += [[_PADDING_STEP]] * (busiest - len(rows))
+        if not questions:
+            return step_rewards.to(device), step_mask.to(device), 0.0
+
         start = time.perf_counter()
         with profiling_context(self, "process_reward_model"), torch.no_grad():
-            scores = self.process_reward_model.score(questions, steps)
+            scores = self.process_reward_model.score(questions, steps)[: len(rows)]
         seconds = time.perf_counter() - start
 
         # as_step_scorer has checked one finite score per step.
