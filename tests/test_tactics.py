@@ -421,6 +421,31 @@ def test_a_line_starting_with_an_infix_operator_continues_the_tactic(operator):
     ]
 
 
+def test_a_location_or_only_ends_nothing_that_is_finished():
+    # `at *` and `at h ⊢` are complete locations and `simp only` a complete simp: the next line is the next tactic.
+    assert [t for t, _, _ in _spans("\n  norm_num at *\n  linarith")] == ["norm_num at *", "linarith"]
+    assert [t for t, _, _ in _spans("\n  simp at h ⊢\n  linarith")] == ["simp at h ⊢", "linarith"]
+    assert [t for t, _, _ in _spans("\n  simp only\n  norm_num")] == ["simp only", "norm_num"]
+    # `only` still takes its lemma list from the next line, and `*` between terms is still multiplication.
+    assert [t for t, _, _ in _spans("\n  simp only\n  [h]\n  norm_num")] == ["simp only\n  [h]", "norm_num"]
+    assert [t for t, _, _ in _spans("\n  have h : x = y *\n  z := foo\n  simp")] == [
+        "have h : x = y *\n  z := foo",
+        "simp",
+    ]
+
+
+def test_no_continuation_reaches_a_line_left_of_the_block():
+    # Lean ends the block at a line left of its column; an unfinished-looking tactic does not change that.
+    for proof in ["\n    simp at *\n  linarith", "\n    exact\n  h", "\n    simp only\n  [h]", "\n    rw [h] at\n  h"]:
+        assert [t for t, _, _ in _spans(proof)] == [proof.split("\n")[1].strip()], proof
+    # A line no command starts with is read on: Lean either continues the tactic there or fails to parse it.
+    assert [t for t, _, _ in _spans("\n    nlinarith\n  <;> simp")] == ["nlinarith\n  <;> simp"]
+    # Only a `calc` whose first step sits on the next line, left of the block, is read on there (calc transcript).
+    assert [t for t, _, _ in _spans(" calc\n  3 = 4 := h\n  4 = 5 := h", start_column=21)] == [
+        "calc\n  3 = 4 := h\n  4 = 5 := h"
+    ]
+
+
 def test_layout_ends_the_proof():
     # Column 0 is the declaration's column: a line there is the next command, not a tactic.
     assert _spans("\nsimp") == []

@@ -203,6 +203,17 @@ OUTSIDE_THE_BLOCK += [
 ]
 
 
+# A finished tactic that ends in a token which elsewhere needs more (`*`, `only`) still ends where Lean ends it: the
+# dedented line is a command to Lean, whether or not the precheck knows its keyword.
+OUTSIDE_THE_BLOCK += [
+    "    simp at *\n  linarith",
+    "    simp at *\n  recall Nat.add_comm",
+    '    simp at *\n  notation3 "ℵ" => (1 : ℕ)',
+    "    simp only\n  recall Nat.add_comm",
+    "    norm_num at h ⊢\n  recall Nat.add_comm",
+]
+
+
 @pytest.mark.parametrize("proof", OUTSIDE_THE_BLOCK)
 def test_code_outside_the_top_level_tactic_block_is_rejected(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
@@ -961,6 +972,19 @@ def test_errors_after_the_proof_are_clamped_to_its_end_and_fail():
     assert not result.passed and "Unknown constant" in result.reason
     assert (result.messages[0].line, result.messages[0].column) == (2, 7)
     assert result.first_error_tactic == len(result.tactics)
+
+
+def test_an_error_on_the_line_after_at_star_blames_that_lines_tactic():
+    prepared = prepare(ProofRequest(T, "  norm_num at *\n  linarith"), MINIF2F_HEADER)
+    error = {
+        "severity": "error",
+        "pos": {"line": 3, "column": 2},
+        "endPos": {"line": 3, "column": 10},
+        "data": "linarith failed",
+    }
+    result = judge(prepared, {"env": 1, "messages": [error]}, CONFIG, 0.0)
+    assert [t.text for t in result.tactics] == ["norm_num at *", "linarith"]
+    assert result.first_error_tactic == 1
 
 
 def test_a_parse_error_at_the_appended_print_blames_the_last_tactic():

@@ -140,13 +140,14 @@ _CONTINUATIONS = frozenset(
 )  # fmt: skip
 # Tokens after which the tactic is unfinished: Lean's parser takes the next token whatever its column. Each
 # continuation is one (an infix operator needs its right operand), plus tactic heads and prefix operators that need
-# an argument.
+# an argument. Only tokens that always need more belong here: a finished tactic read on into the next line would
+# hide that line from the precheck (`simp only`, and `*` in `at *`, are finished; see `_Parser._expects_more`).
 _EXPECTS_MORE = _CONTINUATIONS | frozenset(
     {
         "apply", "by_cases", "calc", "case", "case'", "cases", "change", "clear", "convert", "convert_to", "erw",
         "exact", "exacts", "exists", "existsi", "first", "fun", "generalize", "have", "haveI", "if", "in",
         "induction", "injection", "let", "letI", "match", "next", "nth_rewrite", "nth_rw", "obtain", "on_goal",
-        "only", "rcases", "refine", "refine'", "replace", "revert", "rewrite", "rintro", "rw", "rwa", "set", "show",
+        "rcases", "refine", "refine'", "replace", "revert", "rewrite", "rintro", "rw", "rwa", "set", "show",
         "simp_rw", "specialize", "subst", "suffices", "unfold", "use", "λ",
         ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
     }
@@ -322,16 +323,7 @@ class _Parser:
             token = text[i]
             if line_start[i]:
                 line_column = column(i)
-                if (
-                    depth == 0
-                    and line_column <= block_column
-                    and (
-                        token in _BLOCK_ENDING_WORDS
-                        or not (
-                            text[i - 1] in _EXPECTS_MORE or token in _CONTINUATIONS or (in_calc and self._calc_step(i))
-                        )
-                    )
-                ):
+                if depth == 0 and line_column <= block_column and not self._continues(i, block_column, in_calc):
                     break
             if token not in _STRUCTURAL:
                 i += 1
@@ -373,6 +365,29 @@ class _Parser:
                 depth -= 1
             i += 1
         return _Node(self.tokens.start[first], self.tokens.end[i - 1], children), i
+
+    def _continues(self, i: int, block_column: int, in_calc: bool) -> bool:
+        """Whether the line starting at token i, at or left of the block column, still belongs to the tactic before.
+
+        Left of the block column Lean has ended the block, so an unfinished-looking tactic before does not carry the
+        line: to Lean it may be a command the precheck does not know. Only a line that no command can start (it
+        starts with an infix continuation such as `<;>`: if Lean does not read it on, it fails to parse) and the
+        steps of a `calc` ending the line before (a `calc` ending the `by` line puts them below the block, as in
+        the calc transcript) go on there. At the block column the line also continues an unfinished tactic.
+        """
+        text = self.text
+        token = text[i]
+        if token in _BLOCK_ENDING_WORDS:
+            return False
+        if token in _CONTINUATIONS or (in_calc and self._calc_step(i)):
+            return True
+        if self.column(i) < block_column:
+            return text[i - 1] == "calc"
+        return self._expects_more(i - 1) or (text[i - 1] == "only" and token == "[")
+
+    def _expects_more(self, j: int) -> bool:
+        """Whether token j leaves its tactic unfinished; `*` after `at` is the complete location "everywhere"."""
+        return self.text[j] in _EXPECTS_MORE and not (self.text[j] == "*" and j > 0 and self.text[j - 1] == "at")
 
     def _calc_step(self, i: int) -> bool:
         """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`)."""
