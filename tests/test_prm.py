@@ -14,6 +14,7 @@ from trl_verigate.rewards.prm import (
     TokenClassificationPRM,
     as_step_scorer,
     build_step_scorer,
+    resolve_device,
 )
 
 QUESTION = "Natalia sold clips to 48 of her friends in April, and then half as many in May. How many in total?"
@@ -379,3 +380,39 @@ def test_scorer_on_its_own_format_loads_every_weight_from_the_checkpoint(tiny_mo
     loaded = scorers[backend].model.state_dict()
     for name, tensor in reference.state_dict().items():
         assert torch.equal(loaded[name], tensor), name
+
+
+@pytest.mark.parametrize("path", ["/nonexistent", "no-such-org/no-such-prm", "empty-folder"])
+def test_unloadable_checkpoint_names_the_field_and_the_fix(path, tmp_path):
+    if path == "empty-folder":
+        path = str(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        QwenMathPRM(path, device="cpu")
+    message = str(raised.value)
+    assert f"PRM checkpoint {path!r}" in message
+    assert "model_name_or_path" in message and "prm_model_name_or_path" in message
+    assert "config.json" in message and "hub id" in message
+    assert isinstance(raised.value.__cause__, (OSError, ValueError))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error on a machine without CUDA")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda", 1)])
+def test_cuda_device_without_cuda_names_the_device_and_the_fix(tiny_models, device):
+    with pytest.raises(ValueError, match=r"device=.*cuda.*no CUDA device.*'cpu'"):
+        resolve_device(device)
+    with pytest.raises(ValueError, match=r"device=.*cuda.*no CUDA device"):
+        QwenMathPRM(tiny_models["prm_qwen_math"], device=device)
+
+
+def test_cuda_index_beyond_the_visible_devices_is_rejected(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1)
+    assert resolve_device("cuda") == torch.device("cuda")
+    with pytest.raises(ValueError, match=r"device='cuda:2'.*2 CUDA devices.*cuda:0.*cuda:1"):
+        resolve_device("cuda:2")
+
+
+def test_cpu_and_default_devices_resolve():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device(None) == torch.device("cuda" if torch.cuda.is_available() else "cpu")

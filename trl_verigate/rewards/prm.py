@@ -201,9 +201,24 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
-        return torch.device(device)
+        resolved = torch.device(device)
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device={device!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:1'") from error
+    # Checked here because torch only fails at the first tensor moved there, after the checkpoint has loaded.
+    if resolved.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(
+                f"device={str(resolved)!r} but there is no CUDA device (torch.cuda.is_available() is False: no GPU "
+                "visible or a CPU-only torch build); use device='cpu', or leave it unset to take CUDA when available"
+            )
+        count = torch.cuda.device_count()
+        if resolved.index is not None and resolved.index >= count:
+            visible = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
+            raise ValueError(
+                f"device={str(resolved)!r} but only {count} CUDA device{'s' if count != 1 else ''} visible; use "
+                f"{visible} (CUDA_VISIBLE_DEVICES renumbers the GPUs it keeps from 0)"
+            )
+    return resolved
 
 
 def resolve_dtype(torch_dtype: str | torch.dtype | None) -> str | torch.dtype | None:
@@ -272,21 +287,33 @@ class _ModelStepScorer:
         self.batch_size = batch_size
         self.max_length = max_length
         self.device = resolve_device(device)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
-        # Before the weights: a wrong checkpoint should fail in a second, not after loading 15 GB.
-        self._check_tokenizer()
         load_kwargs = {}
         dtype = resolve_dtype(torch_dtype)
         if dtype is not None:
             load_kwargs["dtype"] = dtype
-        model, loading_info = self._model_class().from_pretrained(
-            model_name_or_path, output_loading_info=True, **load_kwargs
-        )
+        self.tokenizer = self._from_checkpoint(AutoTokenizer)
+        # Before the weights: a wrong checkpoint should fail in a second, not after loading 15 GB.
+        self._check_tokenizer()
+        model, loading_info = self._from_checkpoint(self._model_class(), output_loading_info=True, **load_kwargs)
         self._check_loaded_weights(loading_info["missing_keys"])
         self.model = model.to(self.device).eval()
         self._pad_id = next(
             (token for token in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if token is not None), 0
         )
+
+    def _from_checkpoint(self, loader, **kwargs):
+        """``loader.from_pretrained(model_name_or_path)``, with load failures explained in terms of the config."""
+        try:
+            return loader.from_pretrained(self.model_name_or_path, **kwargs)
+        # transformers reports a missing local folder as a malformed repo id, and an empty one as a tokenizer
+        # problem; neither names the setting to change.
+        except (OSError, ValueError) as error:
+            raise ValueError(
+                f"{type(self).__name__} cannot load the PRM checkpoint {self.model_name_or_path!r} "
+                "(model_name_or_path; prm_model_name_or_path in VeriGateConfig): set it to a local folder with "
+                "config.json, the weights and the tokenizer files, or to a hub id reachable online (or already in "
+                f"the cache when HF_HUB_OFFLINE=1). transformers said: {error}"
+            ) from error
 
     def _check_tokenizer(self) -> None:
         """Raise a clear error when `self.tokenizer` lacks what the input format needs."""
