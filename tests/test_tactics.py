@@ -320,20 +320,44 @@ def test_match_and_induction_alternatives():
 
 
 def test_calc_steps_belong_to_calc():
-    proof = "\n  calc a = b := by simp\n    _ = c := by\n      ring\n  _ = d := h\n  linarith"
+    proof = "\n  calc a = b := by simp\n    _ = c := by\n      ring\n    _ = d := h\n  linarith"
     assert _spans(proof) == [
-        ("calc a = b := by simp\n    _ = c := by\n      ring\n  _ = d := h", 3, 64),
-        ("linarith", 67, 75),
+        ("calc a = b := by simp\n    _ = c := by\n      ring\n    _ = d := h", 3, 66),
+        ("linarith", 69, 77),
     ]
     assert [t for t, _, _ in _spans(proof, "all")] == [
-        "calc a = b := by simp\n    _ = c := by\n      ring\n  _ = d := h",
+        "calc a = b := by simp\n    _ = c := by\n      ring\n    _ = d := h",
         "simp",
         "ring",
         "linarith",
     ]
+    # Steps at the block column are steps when the first of them is there too.
+    assert [t for t, _, _ in _spans("\n  calc a = b := h1\n  _ = c := h2\n  _ = d := h3\n  simp")] == [
+        "calc a = b := h1\n  _ = c := h2\n  _ = d := h3",
+        "simp",
+    ]
     # Steps left of a `calc` that starts on the `by` line are still steps (as in the calc transcript).
     on_by_line = " calc\n  3 = 4 := by sorry\n  4 = 5 := by sorry"
     assert [t for t, _, _ in _spans(on_by_line, "all", start_column=21)] == [on_by_line.strip(), "sorry", "sorry"]
+
+
+def test_a_calc_step_is_never_left_of_the_first_step_or_the_block():
+    # Lean saves the first later step's column and reads further steps only at or right of it.
+    assert [t for t, _, _ in _spans("\n  calc a = b := h1\n    _ = c := h2\n  _ = d := h3")] == [
+        "calc a = b := h1\n    _ = c := h2",
+        "_ = d := h3",
+    ]
+    assert [t for t, _, _ in _spans("\n  calc a = b := h1\n    _ = c := h2\n  intro x; have h := foo")] == [
+        "calc a = b := h1\n    _ = c := h2",
+        "intro x",
+        "have h := foo",
+    ]
+    # Left of the block it is a command to Lean, `:=` or not.
+    dedented = (
+        "\n    calc a = b := h1\n      _ = c := h2\n  recall Nat.add_comm (n m : ℕ) : n + m = m + n := Nat.add_comm n m"
+    )
+    assert [t for t, _, _ in _spans(dedented)] == ["calc a = b := h1\n      _ = c := h2"]
+    assert [t for t, _, _ in _spans("\n    calc a = b := h1\n  foo x : y := z")] == ["calc a = b := h1"]
 
 
 def test_nested_by_blocks():

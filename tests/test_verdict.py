@@ -211,6 +211,9 @@ OUTSIDE_THE_BLOCK += [
     '    simp at *\n  notation3 "ℵ" => (1 : ℕ)',
     "    simp only\n  recall Nat.add_comm",
     "    norm_num at h ⊢\n  recall Nat.add_comm",
+    # A line with `:=` below the block is no `calc` step: the step column Lean saved is further right.
+    "    calc 2 + 2 = 4 := rfl\n      _ = 5 := h\n  recall Nat.add_comm (n m : ℕ) : n + m = m + n := Nat.add_comm n m",
+    "    calc 2 + 2 = 4 := rfl\n  unknown_command x : y := z",
 ]
 
 

@@ -317,13 +317,25 @@ class _Parser:
         depth = 0
         line_column = block_column  # column of the line being read, where Lean saves positions (calc steps)
         in_calc = head == "calc"
+        # Lean saves the column of a calc's first step and of its first later step; later steps must not be left
+        # of the latter. The first later step may be anywhere at or right of the block, or of the first step.
+        calc_first_column = column(first + 1) if in_calc and first + 1 < n else None
+        calc_step_column = None
         in_lambda = False
         seen_alternative = False
         while i < n:
             token = text[i]
             if line_start[i]:
                 line_column = column(i)
-                if depth == 0 and line_column <= block_column and not self._continues(i, block_column, in_calc):
+                calc_step = False
+                if depth == 0 and in_calc and text[i - 1] != "calc" and self._calc_step(i):
+                    lowest = calc_step_column
+                    if lowest is None:
+                        lowest = block_column if calc_first_column is None else min(block_column, calc_first_column)
+                    calc_step = line_column >= lowest
+                    if calc_step and calc_step_column is None:
+                        calc_step_column = line_column
+                if depth == 0 and line_column <= block_column and not (calc_step or self._continues(i, block_column)):
                     break
             if token not in _STRUCTURAL:
                 i += 1
@@ -352,6 +364,8 @@ class _Parser:
                     in_lambda = True
                 elif token == "calc":
                     in_calc = True
+                    calc_first_column = column(i + 1) if i + 1 < n else None
+                    calc_step_column = None
             if token == "by":
                 if depth == 0:
                     kids, i = self.sequence(i + 1, min(block_column, line_column), in_brackets, in_alternative)
@@ -366,7 +380,7 @@ class _Parser:
             i += 1
         return _Node(self.tokens.start[first], self.tokens.end[i - 1], children), i
 
-    def _continues(self, i: int, block_column: int, in_calc: bool) -> bool:
+    def _continues(self, i: int, block_column: int) -> bool:
         """Whether the line starting at token i, at or left of the block column, still belongs to the tactic before.
 
         Left of the block column Lean has ended the block, so an unfinished-looking tactic before does not carry the
@@ -379,7 +393,7 @@ class _Parser:
         token = text[i]
         if token in _BLOCK_ENDING_WORDS:
             return False
-        if token in _CONTINUATIONS or (in_calc and self._calc_step(i)):
+        if token in _CONTINUATIONS:
             return True
         if self.column(i) < block_column:
             return text[i - 1] == "calc"
@@ -390,12 +404,15 @@ class _Parser:
         return self.text[j] in _EXPECTS_MORE and not (self.text[j] == "*" and j > 0 and self.text[j - 1] == "at")
 
     def _calc_step(self, i: int) -> bool:
-        """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`)."""
+        """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`).
+
+        A step is one term, so a line that is no continuation, or whose `:=` comes after a `;`, is none.
+        """
         text, line_start, n = self.text, self.line_start, self.n
+        if text[i] in _NOT_CALC_STEP or text[i] in _CONTINUATIONS or self._expects_more(i - 1):
+            return False
         if text[i] == "_":
             return True
-        if text[i] in _NOT_CALC_STEP:
-            return False
         depth = 0
         j = i
         while j < n and (j == i or not line_start[j]):
@@ -404,6 +421,8 @@ class _Parser:
                 depth += 1
             elif token in CLOSERS:
                 depth -= 1
+            elif depth == 0 and token in (";", "<;>"):
+                return False
             elif token == ":=" and depth == 0:
                 return True
             j += 1
