@@ -954,6 +954,20 @@ def test_an_axioms_answer_elsewhere_or_for_another_name_does_not_count():
     assert [(m.line, m.column) for m in result.messages] == [(2, 2)]
 
 
+@pytest.mark.parametrize("order", [["sorryAx"], CLEAN_AXIOMS], ids=["sorry_first", "clean_first"])
+def test_two_axioms_answers_for_the_theorem_fail_whatever_their_order(order):
+    # One `#print axioms` gives one answer; a second one at its position was not written by it.
+    prepared = clean_prepared()
+    answers = [
+        axioms_message(prepared, order),
+        axioms_message(prepared, [a for a in ("sorryAx", "propext") if a not in order] or ["propext"]),
+    ]
+    result = judge(prepared, {"messages": answers, "env": 1}, CONFIG, 0.0)
+    assert result.status == "failed" and not result.passed
+    assert result.reason.startswith("2 `#print axioms` answers for `t`"), result.reason
+    assert "sorryAx" in result.axioms
+
+
 @pytest.mark.parametrize("warning", ["declaration uses `sorry`", "declaration uses 'sorry'"])
 def test_both_sorry_warning_quote_styles_fail(warning):
     prepared = clean_prepared()

@@ -1053,6 +1053,8 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     errors: list[tuple[int, str]] = []
     first_error: Message | None = None
     axioms: list[str] | None = None
+    # Our one `#print axioms` answers once: several answers mean one was not written by it, and none may decide.
+    axioms_answers = 0
     sorry_warning = False
     for raw in response.get("messages") or []:
         severity = str(raw.get("severity", ""))
@@ -1063,7 +1065,8 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         if is_axioms_answer(prepared, raw):
             name, listed = parse_axioms_message(text)
             if _same_name(name, prepared.theorem_name):
-                axioms = listed
+                axioms_answers += 1
+                axioms = list(dict.fromkeys((axioms or []) + listed))
             continue
         if any(warning in text for warning in SORRY_WARNINGS):
             sorry_warning = True
@@ -1101,6 +1104,11 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         reason = "uses sorry"
     elif axioms is None:
         reason = f"no `#print axioms` answer for `{prepared.theorem_name}`: the proof did not finish cleanly"
+    elif axioms_answers > 1:
+        reason = (
+            f"{axioms_answers} `#print axioms` answers for `{prepared.theorem_name}` where Lean gives one: "
+            "the response is not Lean's answer to the command sent"
+        )
     elif "sorryAx" in axioms:
         reason = "uses sorry (sorryAx among its axioms)"
     else:
