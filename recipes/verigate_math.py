@@ -34,20 +34,44 @@ class MathScriptArguments(ScriptArguments):
             "else as `solution`."
         },
     )
+    dataset_test_split: str = field(
+        default="test",
+        metadata={
+            "help": "Dataset split to evaluate on (when `eval_strategy` is not `no`), or the path of a local "
+            ".json/.jsonl file with the same columns, loaded as the eval set. A local `dataset_name` file has only "
+            "the train split, so with one, evaluation needs such a path."
+        },
+    )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training rows."})
     system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every prompt."})
 
 
+LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
+
+
 def load_math_dataset(args: MathScriptArguments, split: str):
-    """One split of a hub dataset or of a local .json/.jsonl file (which has only the train split)."""
+    """One split of a hub dataset or of a local .json/.jsonl file (which has only the train split).
+
+    `split` may itself be the path of a local .json/.jsonl file (how `dataset_test_split` names a separate eval
+    file); that file is then the whole split.
+    """
     if args.dataset_name is None:
         raise ValueError("`dataset_name` is not set: give a hub dataset id or a local .json/.jsonl file.")
+    if split.endswith(LOCAL_DATA_SUFFIXES):
+        if not os.path.isfile(split):
+            field_name = "dataset_test_split" if split == args.dataset_test_split else "dataset_train_split"
+            raise ValueError(
+                f"`{field_name}` is {split}, a .json/.jsonl path, but there is no such file; give an existing local "
+                "file or a split name of the dataset."
+            )
+        return load_dataset("json", data_files=split, split="train")
     if os.path.isfile(args.dataset_name):
         files = load_dataset("json", data_files={args.dataset_train_split: args.dataset_name})
         if split not in files:
             raise ValueError(
                 f"Local file {args.dataset_name} only provides the `{args.dataset_train_split}` split, not `{split}`; "
-                "set `eval_strategy: no` or use a hub dataset with that split."
+                "to evaluate, set `dataset_test_split` to a local .json/.jsonl eval file, otherwise set "
+                "`eval_strategy: no`, or use a hub dataset with that split."
             )
         return files[split]
     return load_dataset(args.dataset_name, name=args.dataset_config, split=split)

@@ -90,8 +90,47 @@ def test_missing_dataset_column_names_the_field_and_the_fix(recipe, field, offli
 
 def test_local_file_has_no_test_split(recipe, offline_datasets_cache):
     args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA))
-    with pytest.raises(ValueError, match="only provides the `train` split, not `test`.*eval_strategy"):
+    with pytest.raises(
+        ValueError, match="only provides the `train` split, not `test`.*`dataset_test_split`.*.jsonl.*eval_strategy"
+    ):
         recipe.load_math_dataset(args, "test")
+
+
+EVAL_ROWS = [
+    {"problem": "What is 1 + 1?", "solution": "1 + 1 = 2, so the answer is \\boxed{2}."},
+    {"problem": "What is 3 * 5?", "solution": "3 * 5 = 15, so the answer is \\boxed{15}."},
+]
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_local_test_file_is_loaded_as_the_eval_set(recipe, tmp_path, suffix, offline_datasets_cache):
+    test_file = tmp_path / f"eval{suffix}"
+    if suffix == ".jsonl":
+        test_file.write_text("".join(json.dumps(row) + "\n" for row in EVAL_ROWS))
+    else:
+        test_file.write_text(json.dumps(EVAL_ROWS))
+    args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA), dataset_test_split=str(test_file))
+    train = recipe.load_math_dataset(args, args.dataset_train_split)
+    evaluation = recipe.load_math_dataset(args, args.dataset_test_split)
+    assert train.to_list() == [json.loads(line) for line in TINY_DATA.read_text().splitlines() if line.strip()]
+    assert evaluation.to_list() == EVAL_ROWS
+    prompts = recipe.to_prompts(evaluation, args)
+    assert prompts[1]["prompt"][1] == {"role": "user", "content": "What is 3 * 5?"}
+    assert prompts[1]["solution"] == EVAL_ROWS[1]["solution"]
+
+
+def test_missing_local_test_file_names_the_field(recipe, tmp_path, offline_datasets_cache):
+    missing = tmp_path / "no_such_eval.jsonl"
+    args = recipe.MathScriptArguments(dataset_name=str(TINY_DATA), dataset_test_split=str(missing))
+    with pytest.raises(ValueError, match=rf"`dataset_test_split` is {missing}.*no such file"):
+        recipe.load_math_dataset(args, args.dataset_test_split)
+
+
+def test_dataset_test_split_help_documents_local_files(recipe):
+    from dataclasses import fields
+
+    help_text = next(f for f in fields(recipe.MathScriptArguments) if f.name == "dataset_test_split").metadata["help"]
+    assert ".jsonl" in help_text and "eval" in help_text
 
 
 @pytest.mark.parametrize(
