@@ -177,6 +177,45 @@ def test_the_precheck_rejects_each_rule_and_says_what_and_where(proof, reason):
     assert reason in result.reason, result.reason
 
 
+# Commands of Lean, Batteries and Mathlib (and declaration suffixes) that each pass as a line after a proof unless
+# the precheck knows their keyword; `%`/`?` suffixes are separate tokens or part of the word, as in Lean.
+LATE_COMMANDS = [
+    'notation3 "ℵ" => (1 : ℕ)',
+    'binder_predicate x " > " y:term => `($x > $y)',
+    "recall Nat.add_comm",
+    "register_hint simp",
+    "initialize_simps_projections Nat",
+    "mk_iff_of_inductive_prop Nat.le foo",
+    "gen_injective_theorems% Nat",
+    "set_premise_selector foo",
+    "add_tactic_doc foo",
+    "deprecate to foo",
+    "to_additive_ignore_args 1",
+    "insert_to_additive_translation a b",
+    "register_error_explanation foo",
+    'recommended_spelling "x" for "y" in [foo]',
+    "variable? [Foo]",
+    "termination_by? n",
+    "partial_fixpoint",
+    "inductive_fixpoint",
+    "coinductive_fixpoint",
+    "assert_not_imported Foo",
+    "reset_grind_attrs%",
+    "grind_propagator foo",
+    "builtin_simproc_decl foo (_) := fun _ => pure .continue",
+    "simproc_pattern% foo",
+]
+
+
+@pytest.mark.parametrize("command", LATE_COMMANDS)
+def test_commands_after_the_proof_are_rejected_at_the_block_column_and_inside_it(command):
+    word = command.split()[0].rstrip("%")
+    for proof in (f"  rfl\n  {command}", f"  rfl\n    {command}"):
+        result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+        assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
+        assert result.status == "rejected" and f"command `{word}`" in result.reason, result.reason
+
+
 # Code the top-level tactic block does not cover has closed the `by` block: Lean reads it as commands or as a
 # declaration suffix (`where`, `termination_by`), at any column between 0 and the block's.
 OUTSIDE_THE_BLOCK = [

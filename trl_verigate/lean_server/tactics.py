@@ -115,7 +115,8 @@ COMMAND_WORDS = frozenset(
         "export", "omit", "include", "deriving", "alias", "irreducible_def", "proof_wanted", "add_decl_doc",
         "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "implemented_by", "extern",
         # What may follow a declaration's body, so a proof that reaches them has closed its `by` block.
-        "where", "termination_by", "decreasing_by",
+        "where", "termination_by", "termination_by?", "decreasing_by", "partial_fixpoint", "inductive_fixpoint",
+        "coinductive_fixpoint",
         # Commands of Lean, Batteries, Aesop and Mathlib that run or register metaprograms, or change the
         # environment, without one of the words above.
         "simproc", "dsimproc", "simproc_decl", "dsimproc_decl", "builtin_simproc", "builtin_dsimproc",
@@ -123,7 +124,14 @@ COMMAND_WORDS = frozenset(
         "register_label_attr", "register_option", "register_builtin_option", "grind_pattern", "init_quot", "seal",
         "unseal", "count_heartbeats", "whatsnew", "compile_inductive", "compile_def", "suppress_compilation",
         "unsuppress_compilation", "library_note", "assert_not_exists", "declare_config_elab",
-        "declare_command_config_elab", "declare_simp_like_tactic",
+        "declare_command_config_elab", "declare_simp_like_tactic", "notation3", "binder_predicate", "recall",
+        "register_hint", "initialize_simps_projections", "mk_iff_of_inductive_prop", "set_premise_selector",
+        "add_tactic_doc", "deprecate", "to_additive_ignore_args", "insert_to_additive_translation",
+        "register_error_explanation", "recommended_spelling", "variable?", "assert_not_imported", "unif_hint",
+        "grind_propagator", "builtin_grind_propagator", "builtin_simproc_decl", "init_grind_norm", "test_extern",
+        "register_tactic_tag", "tactic_extension", "register_parser_alias", "set_library_suggestions",
+        # Commands spelled with a `%` suffix, which is a token of its own (`gen_injective_theorems% Nat`).
+        "gen_injective_theorems", "reset_grind_attrs", "simproc_pattern",
     }
 )  # fmt: skip
 # A proof body never continues past these at the block's column: they can only start a new command (`#` starts
