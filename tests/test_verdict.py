@@ -705,6 +705,9 @@ SCOPED_PREFIXES = [
     ("set_option maxRecDepth 10000 in", True),
     ('set_option pp.proofs "always" in', True),
     ("set_option linter.unusedVariables false in", True),
+    ("open scoped Real in", True),
+    ("open scoped Real Nat in", True),
+    ("open scoped in", False),
     ("open in", False),
     ("set_option maxRecDepth in", False),
     # Lean's `set_option` takes an option name, then true, false, a number or a string.
@@ -712,6 +715,27 @@ SCOPED_PREFIXES = [
     ("set_option 10000 maxRecDepth in", False),
     ("set_option maxRecDepth (10000) in", False),
 ]
+
+
+# Aesop's rule phases: `unsafe` is the command modifier elsewhere, a phase only right after `add` or a clause's `,`.
+AESOP_PHASES = [
+    ("  aesop (add unsafe 50% apply le_refl)", True),
+    ("  aesop (add safe apply le_refl, unsafe 10% apply le_refl)", True),
+    ("  aesop? (add norm simp Nat.add_comm) (add unsafe apply le_refl)", True),
+    ("  exact unsafe foo", False),
+    ("  simp [add, unsafe]", False),
+    ("  aesop (add foo unsafe)", False),
+    ("  aesop (rule_sets := [unsafe])", False),
+]
+
+
+@pytest.mark.parametrize("proof,accepted", AESOP_PHASES)
+def test_unsafe_is_allowed_only_as_an_aesop_rule_phase(proof, accepted):
+    result = prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER)
+    if accepted:
+        assert isinstance(result, Prepared), result.reason
+    else:
+        assert isinstance(result, VerificationResult) and "command `unsafe`" in result.reason
 
 
 @pytest.mark.parametrize("prefix,is_prefix", SCOPED_PREFIXES)

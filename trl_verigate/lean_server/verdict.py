@@ -410,7 +410,7 @@ def _check_tokens(tokens: list[_Token], allow_native_decide: bool, allowed_comma
         following = code[k + 1] if k + 1 < len(code) else None
         adjacent = following is not None and following.start == token.end
         if token.kind == "ident":
-            if token.text in allowed_commands:
+            if token.text in allowed_commands or _is_keyword_argument(code, k):
                 continue
             reason = _forbidden_word(token.text, allow_native_decide, token.components)
             if reason:
@@ -440,6 +440,35 @@ def _check_tokens(tokens: list[_Token], allow_native_decide: bool, allowed_comma
                     token.start,
                     " can turn on native evaluation; write `decide` or `decide +kernel`",
                 )
+
+
+def _is_keyword_argument(code: list[_Token], k: int) -> bool:
+    """Whether `code[k]` is a command word used as an argument: `scoped` right after `open` (`open scoped X in`), or
+    `unsafe`, an Aesop rule phase, right after `add` or a `,` in an `(add …)` clause (`aesop (add unsafe 50% …)`).
+
+    Neither starts a command there: `open scoped` without `in` is refused as a command `open`, and an `unsafe` term
+    (`unsafe e`) cannot be an application argument, so after `add` Lean reads the phase or fails to parse.
+    """
+    word = code[k].text
+    previous = code[k - 1].text if k > 0 else None
+    if word == "scoped":
+        return previous == "open"
+    if word != "unsafe":
+        return False
+    if previous in ("add", "erase"):
+        return k >= 2 and code[k - 2].text == "("
+    if previous != ",":
+        return False
+    depth = 0
+    for j in range(k - 1, 0, -1):
+        text = code[j].text
+        if text in tactic_split.CLOSERS:
+            depth += 1
+        elif text in tactic_split.OPENERS:
+            if depth == 0:
+                return text == "(" and code[j + 1].text in ("add", "erase")
+            depth -= 1
+    return False
 
 
 def _is_native(token: _Token) -> bool:
@@ -581,9 +610,12 @@ def _scoped_prefix_in(code: list[_Token], k: int) -> int | None:
         return None
     if token.text == "open":
         end = k + 1
+        if end < len(code) and code[end].text == "scoped":
+            end += 1
+        first_argument = end
         while end < len(code) and _is_open_argument(code[end]):
             end += 1
-        if end == k + 1:
+        if end == first_argument:
             return None
     elif token.text == "set_option":
         end = k + 3
