@@ -1163,6 +1163,26 @@ def test_judge_rejects_bad_arguments():
         judge(clean_prepared(), "not a dict", CONFIG, 0.0)
 
 
+@pytest.mark.parametrize(
+    "messages,where",
+    [
+        ([None], "messages[0]"),
+        (["text"], "messages[0]"),
+        ("not a list", "messages"),
+        ({"severity": "info"}, "messages"),
+    ],
+)
+def test_a_malformed_messages_field_is_an_error_verdict(messages, where):
+    prepared = clean_prepared()
+    # A clean axioms answer next to the malformed item must not make it pass.
+    if isinstance(messages, list):
+        messages = [axioms_message(prepared, CLEAN_AXIOMS)] + messages
+        where = "messages[1]"
+    result = judge(prepared, {"messages": messages, "env": 1}, CONFIG, 0.0)
+    assert result.status == "error" and not result.passed
+    assert f"malformed REPL response: {where}" in result.reason, result.reason
+
+
 def test_passed_is_exactly_status_passed():
     assert VerificationResult("passed").passed is True
     assert VerificationResult("failed").passed is False

@@ -1066,6 +1066,18 @@ def is_axioms_answer(prepared: Prepared, raw) -> bool:
     return at_print and parse_axioms_message(str(raw.get("data", ""))) is not None
 
 
+def _malformed_messages(raw) -> str | None:
+    """Why a response's `messages` field is not a list of message objects, or None when it is (or is absent)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, list):
+        return f"malformed REPL response: messages is a {type(raw).__name__}, not a list of message objects"
+    for index, item in enumerate(raw):
+        if not isinstance(item, dict):
+            return f"malformed REPL response: messages[{index}] is a {type(item).__name__}, not a message object"
+    return None
+
+
 def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: float) -> VerificationResult:
     """The verdict on the REPL's `response` to `prepared.code` (see the module docstring for the rules)."""
     if not isinstance(prepared, Prepared):
@@ -1080,6 +1092,10 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         )
     if "message" in response and "messages" not in response and "env" not in response:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
+
+    malformed = _malformed_messages(response.get("messages"))
+    if malformed is not None:
+        return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=malformed)
 
     messages: list[Message] = []
     errors: list[tuple[int, str]] = []
