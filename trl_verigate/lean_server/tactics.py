@@ -5,9 +5,11 @@ the tactic spans the Lean REPL reports with `"allTactics": true` (checked agains
 
 * A tactic block (`sepByIndent` in Lean's parser) takes its column from its first tactic. A new tactic starts
   after `;`, or on a new line at exactly that column. A line indented deeper continues the current tactic; a
-  line at or left of the block column ends the current tactic (and, left of it, the block) unless the tactic
-  is visibly unfinished: the previous token needs an operand (`exact`, `:=`, `+`, `at`, ...), the line starts
-  with an infix continuation (`<;>`, `|`, `=`, ...) or with another `calc` step.
+  line at the block column ends the current tactic unless the tactic is visibly unfinished: the previous token
+  needs an operand (`exact`, `:=`, `+`, `at`, ...; not `*` in `at *`, nor `only`), the line starts with an infix
+  continuation (`<;>`, `|`, `=`, ...) or with another `calc` step. A line left of the block column ends the block
+  unless it starts with an infix continuation or is a step of a `calc` whose first step is that far left; a
+  `calc` step is never left of the first later step's column.
 * A top-level block must be indented past the declaration's column (0), so `theorem x : P := by\\nsimp`
   has no tactics (Lean parses `simp` as the next command).
 * Inside brackets layout is off (Lean's `withoutPosition`); comments, string and char literals are skipped.
