@@ -228,6 +228,32 @@ def test_focus_combinator_is_one_tactic_with_nested_operands():
     ]
 
 
+def test_split_focus_list_after_focus_combinator_is_one_tactic():
+    # Batteries' `t <;> [t1; t2]` runs t1 on the first goal t made and t2 on the second: the `;` inside the list
+    # separates its tactics, not those of the block.
+    proof = "\n  constructor <;> [exact hp; exact hq]\n  done"
+    assert _spans(proof) == [("constructor <;> [exact hp; exact hq]", 3, 39), ("done", 42, 46)]
+    assert _spans(proof, "all") == [
+        ("constructor <;> [exact hp; exact hq]", 3, 39),
+        ("constructor", 3, 14),
+        ("[exact hp; exact hq]", 19, 39),
+        ("exact hp", 20, 28),
+        ("exact hq", 30, 38),
+        ("done", 42, 46),
+    ]
+    proof = "\n  rcases h with h | h\n  <;> [left; right]\n  <;> linarith"
+    assert _spans(proof) == [("rcases h with h | h\n  <;> [left; right]\n  <;> linarith", 3, 57)]
+    assert [t for t, _, _ in _spans(proof, "all")] == [
+        "rcases h with h | h\n  <;> [left; right]\n  <;> linarith",
+        "rcases h with h | h\n  <;> [left; right]",
+        "rcases h with h | h",
+        "[left; right]",
+        "left",
+        "right",
+        "linarith",
+    ]
+
+
 def test_bullets_with_their_blocks():
     proof = "\n  constructor\n  · intro h\n    simp at h\n    exact h\n  · ring"
     assert _spans(proof) == [

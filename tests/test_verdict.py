@@ -253,6 +253,9 @@ OUTSIDE_THE_BLOCK += [
     # A line with `:=` below the block is no `calc` step: the step column Lean saved is further right.
     "    calc 2 + 2 = 4 := rfl\n      _ = 5 := h\n  recall Nat.add_comm (n m : ℕ) : n + m = m + n := Nat.add_comm n m",
     "    calc 2 + 2 = 4 := rfl\n  unknown_command x : y := z",
+    # A split focus list ends at its `]`: a dedented line after it is a command again.
+    "    constructor <;> [skip; skip]\n  unknown_command x : y := z",
+    "    constructor <;> [skip;\n skip]\n  unknown_command x : y := z",
 ]
 
 
@@ -306,6 +309,10 @@ LAYOUTS = [
     "  simp [«x\n   y»]\n  skip",
     '  have := s!"{(1 : ℕ) + 1}"\n  trivial',
     "  have : (1_000 : ℕ) = 1000 := rfl\n  trivial",
+    # Batteries' split focus `t <;> [t1; t2]`: its `;` and `]` lie inside the `<;>` tactic.
+    "  constructor <;> [exact hp; exact hq]",
+    "  refine ⟨?_, ?_, ?_⟩ <;> [exact hp; exact hq; exact hr]",
+    "  rcases mul_eq_zero.mp h' with h'' | h''\n  <;> [left; right]\n  <;> linarith",
 ]
 
 

@@ -15,8 +15,8 @@ the tactic spans the Lean REPL reports with `"allTactics": true` (checked agains
 * Inside brackets layout is off (Lean's `withoutPosition`); comments, string and char literals are skipped.
 * Nested blocks: `by`, focusing bullets `·`/`.`, `case`/`next`/`on_goal`/`conv ... =>`, `first | ...`,
   alternatives of tactic `match`/`induction`/`cases ... with | p => ...`, tactic combinators that take a
-  sequence (`try`, `repeat`, `all_goals`, `any_goals`, `focus`, `classical`, ...), and `( ... )`/`{ ... }`
-  tactic blocks. A nested block on the same line swallows a following `; tac` exactly like Lean does
+  sequence (`try`, `repeat`, `all_goals`, `any_goals`, `focus`, `classical`, ...), `( ... )`/`{ ... }`
+  tactic blocks, and the `[t1; t2]` list of Batteries' split focus `t <;> [t1; t2]`. A nested block on the same line swallows a following `; tac` exactly like Lean does
   (`have h := by simp; exact h` is one tactic).
 * `t1 <;> t2` is one tactic at the outer level, with `t1` and `t2` as its nested tactics.
 
@@ -95,6 +95,9 @@ _SEQUENCE_PREFIXES = frozenset(
         "unhygienic",
     }
 )
+# Brackets that hold tactics when they start one: `(tac; tac)`, `{ tac; tac }`, and Batteries' split focus
+# `t <;> [t1; t2]`, whose `;`-separated tactics run on the goals `t` made, one each.
+_TACTIC_BRACKETS = {"(": ")", "{": "}", "[": "]"}
 # Tactics whose `=>` opens a tactic sequence.
 _ARROW_HEADS = frozenset({"case", "case'", "next", "on_goal", "conv", "conv_lhs", "conv_rhs"})
 # Tactics with `| pattern => tactics` alternatives.
@@ -316,10 +319,10 @@ class _Parser:
                 i += 1
             kids, i = self.sequence(i, None, in_brackets, in_alternative)
             children.extend(kids)
-        elif head == "(" or head == "{":
+        elif head in _TACTIC_BRACKETS:
             kids, i = self.sequence(i + 1, None, True, False)
             children.extend(kids)
-            if i < n and text[i] == (")" if head == "(" else "}"):
+            if i < n and text[i] == _TACTIC_BRACKETS[head]:
                 i += 1
         else:
             i += 1
