@@ -149,6 +149,15 @@ REJECTED = [
     ("  decide (config := { native := true })", "native evaluation"),
     ("  bv_decide", "bv_decide"),
     ("norm_num", "column 0"),
+    # Inside brackets Lean checks no columns, but a command word or `#` command there is still refused.
+    ("  exact (foo\n#eval 1)", "`#eval`"),
+    ("  exact (foo\naxiom cheat : False)", "command `axiom`"),
+    ("  nlinarith [foo,\ntheorem x : False := cheat]", "command `theorem`"),
+    ("  exact ⟨foo,\nset_option debug.skipKernelTC true in bar⟩", "debug.skipKernelTC"),
+    # Column 0 outside brackets: after the list closes, after a stray closer, after a bracket in a string.
+    ("  nlinarith [foo\n]\nsimp", "column 0"),
+    ("  exact foo)\nsimp", "column 0"),
+    ('  have := s!"{(1}"\nsimp', "column 0"),
     ("  norm_num\n\tsimp", "tab"),
     ("  norm_num\raxiom c : False", "carriage return"),
     ("  norm_num /- open comment", "unterminated block comment"),
@@ -310,6 +319,10 @@ LAYOUTS = [
     '  have := s!"{(1 : ℕ) + 1}"\n  trivial',
     "  have : (1_000 : ℕ) = 1000 := rfl\n  trivial",
     # Batteries' split focus `t <;> [t1; t2]`: its `;` and `]` lie inside the `<;>` tactic.
+    # Lean checks no columns inside brackets, so a term list may continue at column 0.
+    "  nlinarith [sq_nonneg (a - b),\nsq_nonneg (a + b)]",
+    "  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b)\n]",
+    "  exact ⟨by simp,\nby simp⟩",
     "  constructor <;> [exact hp; exact hq]",
     "  refine ⟨?_, ?_, ?_⟩ <;> [exact hp; exact hq; exact hr]",
     "  rcases mul_eq_zero.mp h' with h'' | h''\n  <;> [left; right]\n  <;> linarith",

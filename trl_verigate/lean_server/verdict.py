@@ -513,15 +513,30 @@ def _check_look_alikes(text: str, tokens: list[_Token], allow_native_decide: boo
 
 
 def _check_columns(text: str, tokens: list[_Token], first_line_at_line_start: bool) -> None:
-    """A code token at column 0 closes the `by` block: everything from there on is a new command."""
+    """A code token at column 0 outside brackets closes the `by` block: everything from there on is a new command.
+
+    Inside brackets Lean checks no columns (`withoutPosition`), so a term list may go on at column 0 there; a
+    command word or `#` command is refused at any depth by the token checks, and `_check_block` follows the layout.
+    """
+    depth = 0
+    literal_end = 0
     for token in tokens:
-        if token.kind == "comment":
+        if token.kind == "comment" or token.start < literal_end:
+            # Code inside an interpolated string's braces is part of the literal for layout, as for the splitter.
             continue
+        if token.kind == "string":
+            literal_end = token.end
         line_start = text.rfind("\n", 0, token.start) + 1
-        if token.start == line_start and (line_start > 0 or first_line_at_line_start):
+        # A stray closer leaves the depth below 0, where columns are still checked.
+        if depth <= 0 and token.start == line_start and (line_start > 0 or first_line_at_line_start):
             raise PrecheckError(
                 f"`{token.text}`", token.start, " closes the `by` block: indent every line of the proof body"
             )
+        if token.kind == "symbol":
+            if token.text in tactic_split.OPENERS:
+                depth += 1
+            elif token.text in tactic_split.CLOSERS:
+                depth -= 1
 
 
 def _check_block(text: str, tokens: list[_Token], start_column: int) -> list[Tactic]:
