@@ -677,6 +677,71 @@ def test_legitimate_files_pass_the_precheck(file_text):
     assert prepared.proof.strip() == file_text.rsplit(":= by", 1)[1].strip()
 
 
+# `open` header lines in each of Lean's forms, names in any case and with Unicode letters as Lean allows.
+OPEN_HEADER_LINES = [
+    "open Real intervalIntegral",
+    "open scoped intervalIntegral",
+    "open scoped BigOperators Real",
+    "open Nat (factorial)",
+    "open Nat (factorial choose) -- binomials",
+    "open Real hiding sqrt",
+    "open Real hiding sqrt exp",
+    "open Nat renaming factorial → fact",
+    "open Nat renaming factorial -> fact, choose → binom",
+    "open Finset.Nat α₁",
+    "open «Real»",
+]
+# Lines that are no single `open` command: the prefix form `open … in`, a command after the names, or a malformed
+# form. They are not header: the body's checks see them.
+NOT_OPEN_HEADER_LINES = [
+    "open Real in",
+    "open Real intervalIntegral in",
+    "open Real in #eval 1",
+    "open Nat set_option debug.skipKernelTC true",
+    "open Nat theorem x : False := sorry",
+    "open Nat (factorial) axiom c : False",
+    "open Nat hiding recall",
+    "open Nat renaming factorial → theorem",
+    "open scoped",
+    "open Nat scoped Real",
+    "open Real hiding",
+    "open Nat (factorial",
+    "open Nat ()",
+    "open Nat Real (factorial)",
+    "open Nat renaming factorial",
+    "open Nat renaming factorial → fact,",
+    "open Nat hiding (factorial)",
+    "open Nat /- c -/ Real",
+    "open Nat; open Real",
+    "open #eval",
+]
+
+
+@pytest.mark.parametrize("line", OPEN_HEADER_LINES)
+def test_every_form_of_open_is_a_header_line(line):
+    assert split_header(f"import Mathlib\n{line}\ntheorem t : True := by\n  trivial") == (
+        f"import Mathlib\n{line}\n",
+        "theorem t : True := by\n  trivial",
+    )
+    prepared = prepare(f"import Mathlib\n{line}\n\ntheorem t : True := by\n  trivial", MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == f"import Mathlib\n{line}"
+    crlf = prepare(f"import Mathlib\r\n{line}\r\n\r\ntheorem t : True := by\r\n  trivial", MINIF2F_HEADER)
+    assert isinstance(crlf, Prepared) and crlf.header == f"import Mathlib\r\n{line}\r", crlf.reason
+
+
+@pytest.mark.parametrize("line", NOT_OPEN_HEADER_LINES)
+def test_an_open_line_with_more_or_less_than_an_open_command_is_not_header(line):
+    file_text = f"import Mathlib\n{line}\ntheorem t : True := by\n  trivial"
+    assert split_header(file_text)[0] == "import Mathlib\n"
+    result = prepare(file_text, MINIF2F_HEADER)
+    if line.endswith(" in"):  # the prefix form scopes the theorem and is checked with it
+        assert isinstance(result, Prepared) and result.header == "import Mathlib", result.reason
+    else:
+        assert isinstance(result, VerificationResult), f"sent to Lean: {result.header!r} / {result.code!r}"
+        assert result.status == "rejected" and "line 2" in result.reason, result.reason
+
+
 @pytest.mark.parametrize(
     "file_text,reason",
     [

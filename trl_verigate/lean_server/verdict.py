@@ -722,28 +722,76 @@ def _check_statement(statement: str) -> list[_Token]:
 
 
 # A complete file's header lines, each exactly one command: the header runs in its own REPL command (cached per
-# worker, shared with other requests), so anything else there would escape the checks on the theorem.
-_NAMESPACE = r"[A-Z][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)*"
+# worker, shared with other requests), so anything else there would escape the checks on the theorem. `open` lines
+# are read by `_is_open_line`.
 _HEADER_LINE = re.compile(
     r"[ ]*(?:"
     r"import[ ]+[A-Za-z_][A-Za-z0-9_']*(?:\.[A-Za-z_][A-Za-z0-9_']*)*"
     r"|set_option[ ]+(?P<option>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)[ ]+"
     r'(?:true|false|[0-9]+|"[^"\\{}\n]*")'
-    rf"|open(?:[ ]+scoped)?(?:[ ]+{_NAMESPACE})+"
     r")[ ]*(?:--[^\n]*)?\r?",
     re.ASCII,
 )
+# The forms of Lean's `open` command over its tokens as `_open_line_shape` spells them (N: a name).
+_OPEN_FORMS = re.compile(
+    r"open (?:(?:scoped )?N(?: N)*|N \( N(?: N)* \)|N hiding N(?: N)*|N renaming N → N(?: , N → N)*)"
+)
+# Keywords of the `open` command itself, and `in`, which makes the line the `open … in` prefix of what follows.
+_OPEN_KEYWORDS = frozenset({"scoped", "hiding", "renaming", "in"})
+# A keyword ends `open`'s names, and a command keyword starts a command of its own on the same line.
+_NOT_OPEN_NAMES = COMMAND_WORDS | _PREFIX_COMMANDS | _OPEN_KEYWORDS
 HEADER_RULE = (
     "a file's header lines are single `import M`, `set_option NAME VALUE` (true, false, a number or a string) "
-    "or `open [scoped] Namespace…` commands, one per line"
+    "or `open` commands (`open [scoped] A B…`, `open A (x y…)`, `open A hiding x…`, `open A renaming x → y, …`), "
+    "one per line"
 )
+
+
+def _open_line_shape(line: str) -> str | None:
+    """The tokens of `line` as `_OPEN_FORMS` reads them, or None if `line` cannot be a lone `open` command.
+
+    Names are Lean identifiers (dotted, any case, Unicode letters, `«escaped»`) other than keywords; `->` is `→`.
+    Only a trailing `--` comment may follow: a block comment could hide where the line's command ends.
+    """
+    try:
+        tokens = _lex(line)
+    except PrecheckError:
+        return None
+    if any(t.kind == "comment" and not t.text.startswith("--") for t in tokens):
+        return None
+    code = [t for t in tokens if t.kind != "comment"]
+    shape: list[str] = []
+    k = 0
+    while k < len(code):
+        token = code[k]
+        if token.kind == "ident":
+            if (token.text == "open" and k == 0) or token.text in _OPEN_KEYWORDS:
+                shape.append(token.text)
+            else:
+                shape.append("X" if token.text in _NOT_OPEN_NAMES else "N")
+        elif token.text == "-" and k + 1 < len(code) and code[k + 1].text == ">" and code[k + 1].start == token.end:
+            shape.append("→")
+            k += 1
+        elif token.kind == "symbol" and token.text in ("(", ")", ",", "→"):
+            shape.append(token.text)
+        else:
+            shape.append("X")
+        k += 1
+    return " ".join(shape)
+
+
+def _is_open_line(line: str) -> bool:
+    """Whether `line` is exactly one `open` command in one of Lean's forms, then at most a `--` comment."""
+    shape = _open_line_shape(line)
+    return shape is not None and _OPEN_FORMS.fullmatch(shape) is not None
 
 
 def split_header(file_text: str) -> tuple[str, str]:
     """Split a Lean file into (header, body), header + body == file_text.
 
     The header is the leading run of lines that are each exactly one `import M`, `set_option NAME VALUE` or
-    `open [scoped] Namespace…` command (an optional `--` comment after it), with blank lines and comments among
+    `open` command in any of its forms (`open [scoped] A B…`, `open A (x…)`, `open A hiding x…`,
+    `open A renaming x → y, …`; an optional `--` comment after it), with blank lines and comments among
     them, up to and including the newline after the last command. The first other line starts the body, where
     the precheck treats it as untrusted code: `open … in` and `set_option … in` prefix the theorem, so they end
     the header, and so does any line that holds more than one command.
@@ -766,7 +814,7 @@ def split_header(file_text: str) -> tuple[str, str]:
             i = file_text.find("\n", close)
             i = n if i < 0 else i + 1
             continue
-        if not _HEADER_LINE.fullmatch(line):
+        if not (_HEADER_LINE.fullmatch(line) or _is_open_line(line)):
             break
         header_end = min(line_end + 1, n)
         i = line_end + 1
@@ -940,7 +988,7 @@ def prepare(
     unchecked: never fill it from model output.
     A str request is a complete file holding exactly one theorem proved with `:= by`, all of it untrusted
     (kimina snippets are model output): its header lines must each be one `import M`, `set_option NAME
-    VALUE` or `open [scoped] Namespace…` command (see `split_header`); only comments, modifiers and
+    VALUE` or `open …` command (see `split_header`); only comments, modifiers and
     `open … in` / `set_option NAME VALUE in` may precede the theorem.
     """
     if not isinstance(default_header, str):
