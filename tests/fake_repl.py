@@ -16,7 +16,8 @@ Answers, first match wins:
    for each `#print axioms NAME` line, plus a real-shaped `sorries` entry and the
    "declaration uses `sorry`" warning when the cmd contains `sorry`.
 
-It deliberately imports nothing from trl_verigate: it plays an independent program.
+Run as a program it imports nothing from trl_verigate: it plays an independent program. Only the test-side
+helper `stand_in_config` imports the package, when a test calls it.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import uvicorn
 from adversarial import fake_repl_script, is_file_row, load_corpus
 from fake_repl import repl_command, write_script
 from fastapi import FastAPI
-from ports import free_port
+from launch import free_port
 
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.http import create_app

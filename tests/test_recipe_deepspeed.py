@@ -7,7 +7,6 @@ config's ZeRO stage rather than under plain DDP.
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from ports import free_port
+from launch import free_port, offline_env
 
 pytest.importorskip("deepspeed")
 
@@ -62,19 +61,8 @@ def write_deepspeed_tiny_config(tiny_models: dict, run_dir: Path) -> Path:
 
 
 def launch_env(run_dir: Path) -> dict:
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        HF_DATASETS_CACHE=str(run_dir / "datasets_cache"),
-        TOKENIZERS_PARALLELISM="false",
-        OMP_NUM_THREADS="1",
-        # DeepSpeed picks its accelerator at import; pin it to the CPU one, and hide GPUs so a GPU box runs the same.
-        DS_ACCELERATOR="cpu",
-        CUDA_VISIBLE_DEVICES="",
-    )
-    return env
+    # DeepSpeed picks its accelerator at import; pin it to the CPU one, and hide GPUs so a GPU box runs the same.
+    return offline_env(run_dir, DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
 
 
 def launch_recipe(accelerate_config: str, config: Path, run_dir: Path) -> subprocess.CompletedProcess:

@@ -3,7 +3,6 @@ the VeriGate metrics arrive in wandb and mlflow (read back with their own librar
 
 import importlib.util
 import json
-import os
 import struct
 import subprocess
 import sys
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from ports import free_port
+from launch import free_port, offline_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
@@ -180,13 +179,8 @@ def write_tiny_config(tiny_models: dict, tmp_path: Path) -> Path:
 
 
 def tracker_env(tmp_path: Path) -> dict:
-    env = dict(os.environ)
-    env.update(
-        HF_HUB_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-        HF_DATASETS_CACHE=str(tmp_path / "datasets_cache"),
-        TOKENIZERS_PARALLELISM="false",
+    return offline_env(
+        tmp_path,
         WANDB_MODE="offline",
         WANDB_DIR=str(tmp_path),
         WANDB_PROJECT="verigate-e2e",
@@ -194,9 +188,7 @@ def tracker_env(tmp_path: Path) -> dict:
         # MLflow 3 refuses new file stores; sqlite is its recommended local backend.
         MLFLOW_TRACKING_URI=f"sqlite:///{tmp_path / 'mlflow.db'}",
         MLFLOW_EXPERIMENT_NAME="verigate-e2e",
-        OMP_NUM_THREADS="1",
     )
-    return env
 
 
 def run_recipe(launcher: list[str], config: Path, tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from ports import free_port
+from launch import free_port
 from scripts.verigate_reference import reference_step_advantages
 
 SCRIPT = Path(__file__).parent / "scripts" / "verigate_two_process.py"
