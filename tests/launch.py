@@ -1,8 +1,14 @@
-"""Helpers for tests that launch servers or training processes: loopback ports and an offline environment."""
+"""Helpers for tests that launch servers or training processes: loopback ports, an offline environment, configs."""
 
 import os
 import socket
 from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
+TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
 
 
 def free_port() -> int:
@@ -25,3 +31,18 @@ def offline_env(run_dir: Path, **extra: str) -> dict:
     )
     env.update(extra)
     return env
+
+
+def write_tiny_recipe_config(tiny_models: dict, run_dir: Path, **overrides) -> Path:
+    """The shipped tiny YAML, pointed at the test's tiny models and data, output under `run_dir`, plus `overrides`."""
+    config = yaml.safe_load(TINY_CONFIG.read_text())
+    config.update(
+        model_name_or_path=tiny_models["policy"],
+        prm_model_name_or_path=tiny_models["prm_qwen_math"],
+        dataset_name=str(TINY_DATA),
+        output_dir=str(Path(run_dir) / "output"),
+        **overrides,
+    )
+    path = Path(run_dir) / "verigate_math.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path

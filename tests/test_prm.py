@@ -116,16 +116,22 @@ def test_math_shepherd_scores_match_the_model_card_computation(tiny_models, scor
     assert_close(scorers["math_shepherd"].score([QUESTION], [numbered]), [probabilities[positions].tolist()])
 
 
-def test_token_classification_scores_match_prm_trainer_label_positions(tiny_models, scorers):
-    path = tiny_models["prm_token_classification"]
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForTokenClassification.from_pretrained(path).eval()
-    # What PRMTrainer.tokenize_row produced: label at the last token of each step + separator.
+def prm_trainer_encoding(tokenizer) -> tuple[list[int], list[int]]:
+    """QUESTION and STEPS as PRMTrainer.tokenize_row encoded them, and the label positions: the last token of each
+    step + separator."""
     ids = tokenizer(QUESTION, add_special_tokens=False)["input_ids"]
     positions = []
     for step in STEPS:
         ids += tokenizer(step, add_special_tokens=False)["input_ids"] + tokenizer.encode("\n", add_special_tokens=False)
         positions.append(len(ids) - 1)
+    return ids, positions
+
+
+def test_token_classification_scores_match_prm_trainer_label_positions(tiny_models, scorers):
+    path = tiny_models["prm_token_classification"]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForTokenClassification.from_pretrained(path).eval()
+    ids, positions = prm_trainer_encoding(tokenizer)
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ids])).logits[0]
     probabilities = logits.softmax(dim=-1)[:, 1]
@@ -169,11 +175,7 @@ def test_truncation_drops_the_beginning_and_matches_the_model_on_what_is_kept(ti
     path = tiny_models["prm_token_classification"]
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForTokenClassification.from_pretrained(path).eval()
-    ids = tokenizer(QUESTION, add_special_tokens=False)["input_ids"]
-    positions = []
-    for step in STEPS:
-        ids += tokenizer(step, add_special_tokens=False)["input_ids"] + tokenizer.encode("\n", add_special_tokens=False)
-        positions.append(len(ids) - 1)
+    ids, positions = prm_trainer_encoding(tokenizer)
     max_length = len(ids) - positions[0] - 1  # drops exactly the tokens up to and including the first label
     kept = ids[-max_length:]
     with torch.no_grad():

@@ -14,14 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from launch import free_port, offline_env
+from launch import TINY_CONFIG, TINY_DATA, free_port, offline_env, write_tiny_recipe_config
 
 pytest.importorskip("deepspeed")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
-TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
-TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
 NUM_PROCESSES = 2
 TRAIN_STEPS = 2
 ALWAYS_LOGGED = (
@@ -36,12 +34,9 @@ LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_compl
 
 def write_deepspeed_tiny_config(tiny_models: dict, run_dir: Path) -> Path:
     """The shipped tiny YAML, pointed at the test's tiny models, with the settings DeepSpeed on CPU needs."""
-    config = yaml.safe_load(TINY_CONFIG.read_text())
-    config.update(
-        model_name_or_path=tiny_models["policy"],
-        prm_model_name_or_path=tiny_models["prm_qwen_math"],
-        dataset_name=str(TINY_DATA),
-        output_dir=str(run_dir / "output"),
+    return write_tiny_recipe_config(
+        tiny_models,
+        run_dir,
         max_steps=TRAIN_STEPS,
         report_to="none",
         # A checkpoint holds trainer_state.json (the logged metrics) and each rank's DeepSpeed ZeRO partition.
@@ -55,9 +50,6 @@ def write_deepspeed_tiny_config(tiny_models: dict, run_dir: Path) -> Path:
         # counts two and rejects the batch sizes; gloo is also what DeepSpeed's CPU accelerator communicates with.
         ddp_backend="gloo",
     )
-    path = run_dir / "verigate_math.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def launch_env(run_dir: Path) -> dict:

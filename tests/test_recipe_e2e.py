@@ -11,12 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from launch import free_port, offline_env
+from launch import TINY_CONFIG, TINY_DATA, free_port, offline_env, write_tiny_recipe_config
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
-TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
-TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
 TRAIN_STEPS = 3
 # Logged every step.
 ALWAYS_LOGGED = (
@@ -162,20 +160,14 @@ def test_missing_dataset_name_is_explained(recipe):
 
 def write_tiny_config(tiny_models: dict, tmp_path: Path) -> Path:
     """The shipped tiny YAML, pointed at the test's tiny models and tmp output, so the test exercises that file."""
-    config = yaml.safe_load(TINY_CONFIG.read_text())
-    config.update(
-        model_name_or_path=tiny_models["policy"],
-        prm_model_name_or_path=tiny_models["prm_qwen_math"],
-        dataset_name=str(TINY_DATA),
-        output_dir=str(tmp_path / "output"),
+    return write_tiny_recipe_config(
+        tiny_models,
+        tmp_path,
         max_steps=TRAIN_STEPS,
         run_name="verigate-e2e",
         # A list only works from YAML: on the command line transformers parses `report_to` as one string.
         report_to=["wandb", "mlflow"],
     )
-    path = tmp_path / "verigate_math.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def tracker_env(tmp_path: Path) -> dict:
