@@ -9,6 +9,18 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
+RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
+# What a VeriGate run logs every step, and only in steps where the PRM ran. The random tiny policy almost never answers
+# right, so that is nearly every step, but an occasional lucky number (accuracy_reward falls back to the last number)
+# can open a step's groups.
+ALWAYS_LOGGED = (
+    "verigate/gate_rate",
+    "verigate/frac_zero_std_outcome",
+    "verigate/prm_completions_scored",
+    "verigate/prm_seconds",
+    "verigate/reward_failures",
+)
+LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
 
 
 def free_port() -> int:

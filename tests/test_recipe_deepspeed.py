@@ -14,22 +14,22 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from launch import TINY_CONFIG, TINY_DATA, free_port, offline_env, write_tiny_recipe_config
+from launch import (
+    ALWAYS_LOGGED,
+    LOGGED_WHEN_PRM_RAN,
+    RECIPE,
+    REPO_ROOT,
+    TINY_CONFIG,
+    TINY_DATA,
+    free_port,
+    offline_env,
+    write_tiny_recipe_config,
+)
 
 pytest.importorskip("deepspeed")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
 NUM_PROCESSES = 2
 TRAIN_STEPS = 2
-ALWAYS_LOGGED = (
-    "verigate/gate_rate",
-    "verigate/frac_zero_std_outcome",
-    "verigate/prm_completions_scored",
-    "verigate/prm_seconds",
-    "verigate/reward_failures",
-)
-LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
 
 
 def write_deepspeed_tiny_config(tiny_models: dict, run_dir: Path) -> Path:

@@ -11,22 +11,19 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from launch import TINY_CONFIG, TINY_DATA, free_port, offline_env, write_tiny_recipe_config
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
-TRAIN_STEPS = 3
-# Logged every step.
-ALWAYS_LOGGED = (
-    "verigate/gate_rate",
-    "verigate/frac_zero_std_outcome",
-    "verigate/prm_completions_scored",
-    "verigate/prm_seconds",
-    "verigate/reward_failures",
+from launch import (
+    ALWAYS_LOGGED,
+    LOGGED_WHEN_PRM_RAN,
+    RECIPE,
+    REPO_ROOT,
+    TINY_CONFIG,
+    TINY_DATA,
+    free_port,
+    offline_env,
+    write_tiny_recipe_config,
 )
-# Logged only in steps where the PRM ran. The random tiny policy almost never answers right, so that is nearly
-# every step, but an occasional lucky number (accuracy_reward falls back to the last number) can open a step's groups.
-LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
+
+TRAIN_STEPS = 3
 
 
 def load_recipe_module():
