@@ -4,6 +4,7 @@ from importlib import import_module
 
 from trl_verigate.lean_server.types import (
     MINIF2F_HEADER,
+    FileRequest,
     LeanServerConfig,
     Message,
     Position,
@@ -16,6 +17,7 @@ _LAZY = {"LeanServer": "trl_verigate.lean_server.server", "LeanClient": "trl_ver
 
 __all__ = [
     "MINIF2F_HEADER",
+    "FileRequest",
     "LeanClient",
     "LeanServer",
     "LeanServerConfig",

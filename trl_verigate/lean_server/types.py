@@ -19,6 +19,21 @@ STATUSES: tuple[str, ...] = get_args(Status)
 # "outermost": the top-level tactic sequence; "all": nested tactics too (see `tactics.split_tactics`).
 Granularity = Literal["outermost", "all"]
 GRANULARITIES: tuple[str, ...] = get_args(Granularity)
+# "bwrap": every REPL in a bubblewrap sandbox (fails to start without it); "auto": bwrap when it works here,
+# otherwise none, said once in the log; "none": only the session, RLIMIT_AS and scratch HOME.
+Sandbox = Literal["auto", "bwrap", "none"]
+SANDBOXES: tuple[str, ...] = get_args(Sandbox)
+# Which REPL passes a separate checker confirms (see `lean_server.recheck`): none, every pass, or a seeded sample.
+Recheck = Literal["none", "passed", "sample"]
+RECHECKS: tuple[str, ...] = get_args(Recheck)
+
+
+def _absolute_if_relative_path(program: str) -> str:
+    # A bare name ("lake") is looked up on PATH; a relative path ("./repl", "bin/repl") is the caller's.
+    program = os.path.expanduser(program)
+    if os.sep in program and not os.path.isabs(program):
+        return os.path.abspath(program)
+    return program
 
 
 def _default_workers() -> int:
@@ -44,6 +59,16 @@ class LeanServerConfig:
     allow_native_decide: bool = False
     axiom_whitelist: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
     tactic_granularity: Granularity = "outermost"
+    sandbox: Sandbox = "auto"
+    # None: "passed" when `recheck_command` is set, else "none" (the REPL verdict alone).
+    recheck: Recheck | None = None
+    recheck_command: list[str] | None = None
+    recheck_fraction: float = 0.1
+    recheck_seed: int = 0
+    recheck_timeout: float = 600.0
+    # Sizes in UTF-8 bytes: one request (statement + proof + header, or the file), and one verify() batch.
+    max_request_bytes: int = 1 << 20
+    max_batch_bytes: int = 64 << 20
 
     def __post_init__(self):
         if isinstance(self.repl_command, str):
@@ -53,6 +78,38 @@ class LeanServerConfig:
             )
         if not self.repl_command:
             raise ValueError("LeanServerConfig.repl_command is empty: give the REPL's argv")
+        self.repl_command = list(self.repl_command)
+        # Paths are read as a shell would: from the caller's directory, not from project_dir (the REPL's cwd).
+        self.repl_command[0] = _absolute_if_relative_path(self.repl_command[0])
+        if self.project_dir is not None:
+            self.project_dir = os.path.abspath(os.path.expanduser(self.project_dir))
+        if self.recheck_command is not None:
+            if isinstance(self.recheck_command, str) or not self.recheck_command:
+                raise ValueError(
+                    "LeanServerConfig.recheck_command must be a non-empty list of argv strings, e.g. "
+                    "['trl-verigate', 'lean-recheck', '--backend', 'replay', '--project-dir', '/path/to/project']"
+                )
+            self.recheck_command = list(self.recheck_command)
+            self.recheck_command[0] = _absolute_if_relative_path(self.recheck_command[0])
+        if self.recheck is None:
+            self.recheck = "passed" if self.recheck_command else "none"
+        if self.recheck not in RECHECKS:
+            raise ValueError(f"LeanServerConfig.recheck must be one of {RECHECKS}, got {self.recheck!r}")
+        if self.recheck != "none" and not self.recheck_command:
+            raise ValueError(
+                f"LeanServerConfig.recheck={self.recheck!r} needs recheck_command (the checker's argv, e.g. "
+                "['trl-verigate', 'lean-recheck', '--backend', 'replay', ...]); set recheck='none' to trust the REPL alone"
+            )
+        if not 0.0 < self.recheck_fraction <= 1.0:
+            raise ValueError(f"LeanServerConfig.recheck_fraction must be in (0, 1], got {self.recheck_fraction}")
+        if self.recheck_timeout <= 0:
+            raise ValueError(f"LeanServerConfig.recheck_timeout must be > 0 seconds, got {self.recheck_timeout}")
+        if self.sandbox not in SANDBOXES:
+            raise ValueError(f"LeanServerConfig.sandbox must be one of {SANDBOXES}, got {self.sandbox!r}")
+        for name in ("max_request_bytes", "max_batch_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"LeanServerConfig.{name} must be a positive number of bytes, got {value!r}")
         if self.workers < 1:
             raise ValueError(f"LeanServerConfig.workers must be >= 1, got {self.workers}")
         if self.timeout <= 0:
@@ -78,7 +135,21 @@ class ProofRequest:
     header: str | None = None
 
 
-Request = Union[ProofRequest, str]
+@dataclass(frozen=True)
+class FileRequest:
+    """An untrusted complete Lean file, optionally held to a trusted statement and header.
+
+    With `statement` (the dataset's theorem statement, ending in `:= by`) the file's main theorem must state
+    exactly it (compared token by token, comments and whitespace ignored); with `header` the file's header must be
+    that header. A plain `str` request is a `FileRequest` with neither: the file is then its own claim.
+    """
+
+    file: str
+    statement: str | None = None
+    header: str | None = None
+
+
+Request = Union[ProofRequest, FileRequest, str]
 
 
 @dataclass(frozen=True)
