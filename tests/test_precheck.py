@@ -1,0 +1,576 @@
+"""The precheck of proof bodies (precheck.py, over lexer.py's tokens): what `prepare` refuses and why."""
+
+import random
+
+import pytest
+
+from trl_verigate.lean_server import lexer, precheck
+from trl_verigate.lean_server.tactics import split_tactics_and_tokens
+from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, VerificationResult
+from trl_verigate.lean_server.verdict import EXAMPLE_NAME, Prepared, prepare
+
+LEGITIMATE = [
+    ("theorem t (n : ℕ) (h₀ : n % 5 = 3) : 2 * n % 5 = 1 := by", "  omega"),
+    ("theorem t (x : ℝ) (h₀ : 2 * x + 3 = 7) : x = 2 := by", "  linarith"),
+    ("theorem t (a b : ℝ) : a ^ 2 + b ^ 2 ≥ 2 * a * b := by", "  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b)]"),
+    ("theorem t : (2 : ℝ) ^ 3 = 8 := by", "  norm_num"),
+    ("theorem t (a b : ℕ) (h : a = b) : b = a := by", "  simp [h]"),
+    (
+        "theorem t (a b c : ℝ) (h₁ : a = b) (h₂ : b = c) : a = c := by",
+        "  calc a = b := h₁\n    _ = c := h₂",
+    ),
+    (
+        "theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by",
+        "  constructor\n  · exact hp\n  · exact hq",
+    ),
+    ("theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by", "  constructor\n  . exact hp\n  . exact hq"),
+    (
+        "theorem t (n : ℕ) : n * 0 = 0 ∨ n = 0 := by",
+        "  cases n with\n  | zero => simp\n  | succ k => left; simp",
+    ),
+    ("theorem t (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by", "  have h : 0 < x * x := by\n    positivity\n  nlinarith [h]"),
+    ("theorem t : (1 : ℕ) + 1 = 2 := by", "  -- sorry for the mess, no axiom here, no #exit either\n  norm_num"),
+    ("theorem t : (1 : ℕ) + 1 = 2 := by", "  /- we could `sorry` /- nested -/ or `native_decide` -/\n  rfl"),
+    ('theorem t : "#eval".length = 5 := by', '  have h : "#eval sorry" ≠ "" := by decide\n  rfl'),
+    ("theorem t : 'a' ≠ '\"' := by", "  decide"),
+    ("theorem t (x : ℝ) (h₀ : x ≠ 0) : x / x = 1 := by", "  field_simp"),
+    ("theorem t : ∀ ε > (0 : ℝ), ∃ δ > 0, δ < ε := by", "  intro ε hε\n  exact ⟨ε / 2, by positivity, by linarith⟩"),
+    ("theorem t (f : ℕ → ℕ) (h : ∀ x, f x = x) : f 2 = 2 := by", "  set_option maxRecDepth 10000 in\n  simp [h]"),
+    ("theorem t (a : ℤ) (h' : a = 2) : a ^ 2 = 4 := by", "  subst h'\n  norm_num"),
+    (
+        "theorem t : Real.sqrt 4 = 2 := by",
+        "  rw [show (4 : ℝ) = 2 ^ 2 by norm_num]\n  exact Real.sqrt_sq (by norm_num)",
+    ),
+    ("example : (3 : ℤ) ∣ 12 := by", "  decide"),
+]
+
+
+@pytest.mark.parametrize("statement,proof", LEGITIMATE)
+def test_the_precheck_accepts_legitimate_proofs(statement, proof):
+    prepared = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == MINIF2F_HEADER
+    renamed = f"theorem {EXAMPLE_NAME}\n" + " " * len("example")
+    assert prepared.code.startswith(statement.replace("example", renamed, 1) + "\n" + proof)
+    assert prepared.code[prepared.proof_start : prepared.proof_end] == proof
+
+
+T = "theorem t : 2 + 2 = 5 := by"
+
+REJECTED = [
+    ("  sorry", "`sorry`"),
+    ("  exact sorry", "`sorry`"),
+    ("  admit", "`admit`"),
+    ("  norm_num\n  stop\n  simp", "`stop`"),
+    ("  apply?", "`apply?`"),
+    ("  exact?", "`exact?`"),
+    ("  exact sorryAx _ false", "sorryAx"),
+    ("  exact _root_.«sorryAx» _ false", "sorryAx"),
+    ("  norm_num\naxiom cheat : False", "column 0"),
+    ("  norm_num\n  axiom cheat : False", "command `axiom`"),
+    ("  norm_num\n  theorem x : False := cheat", "command `theorem`"),
+    ("  norm_num\n  lemma x : False := cheat", "command `lemma`"),
+    ("  norm_num\n  def x := 1", "command `def`"),
+    ("  norm_num\n  abbrev x := 1", "command `abbrev`"),
+    ("  norm_num\n  instance : Inhabited Empty := sorry", "command `instance`"),
+    ("  norm_num\n  structure S where", "command `structure`"),
+    ("  norm_num\n  class C where", "command `class`"),
+    ("  norm_num\n  inductive I | a", "command `inductive`"),
+    ("  norm_num\n  namespace N", "command `namespace`"),
+    ("  norm_num\n  section", "command `section`"),
+    ("  norm_num\n  end", "command `end`"),
+    ("  norm_num\n  mutual", "command `mutual`"),
+    ("  norm_num\n  import Lean", "command `import`"),
+    ("  norm_num\n  opaque o : Nat", "command `opaque`"),
+    ("  norm_num\n  constant c : Nat", "command `constant`"),
+    ('  norm_num\n  macro "x" : tactic => `(tactic| rfl)', "command `macro`"),
+    ("  norm_num\n  macro_rules | `(tactic| rfl) => `(tactic| sorry)", "command `macro_rules`"),
+    ('  norm_num\n  syntax "x" : tactic', "command `syntax`"),
+    ('  norm_num\n  elab "x" : tactic => pure ()', "command `elab`"),
+    ("  norm_num\n  elab_rules : tactic | _ => pure ()", "command `elab_rules`"),
+    ('  norm_num\n  notation "x" => 1', "command `notation`"),
+    ('  norm_num\n  infix:50 " ~ " => Eq', "command `infix`"),
+    ('  norm_num\n  infixl:50 " ~ " => Eq', "command `infixl`"),
+    ('  norm_num\n  infixr:50 " ~ " => Eq', "command `infixr`"),
+    ('  norm_num\n  prefix:50 "~" => Not', "command `prefix`"),
+    ('  norm_num\n  postfix:50 "~" => Not', "command `postfix`"),
+    ('  norm_num\n  scoped notation "x" => 1', "command `scoped`"),
+    ("  norm_num\n  attribute [simp] Nat.add_comm", "command `attribute`"),
+    ("  norm_num\n  #exit", "`#exit`"),
+    ("  norm_num\n  #eval 1", "`#eval`"),
+    ("  norm_num\n  #print axioms t", "`#print`"),
+    ("  #check Nat\n  norm_num", "`#check`"),
+    ("  run_cmd pure ()", "`run_cmd`"),
+    ("  run_tac pure ()", "`run_tac`"),
+    ("  run_elab pure ()", "`run_elab`"),
+    ("  exact by_elab pure (Lean.mkConst ``trivial)", "`by_elab`"),
+    ("  set_option debug.skipKernelTC true in\n  norm_num", "debug.skipKernelTC"),
+    ("  set_option debug.byAsSorry true in\n  norm_num", "debug.byAsSorry"),
+    ("  norm_num\n  unsafe def x : Nat := 1", "command `unsafe`"),
+    ("  norm_num\n  @[implemented_by f] def g : Nat := 1", "`@[`"),
+    ('  norm_num\n  @[extern "c_fn"] opaque g : Nat', "`@[`"),
+    ("  native_decide", "native_decide"),
+    ("  exact Lean.ofReduceBool _ _ rfl", "ofReduceBool"),
+    ("  open Lean in exact ofReduceBool _ _ rfl", "ofReduceBool"),
+    ("  decide +native", "+native"),
+    ("  decide (config := { native := true })", "native evaluation"),
+    ("  bv_decide", "bv_decide"),
+    ("norm_num", "column 0"),
+    # Inside brackets Lean checks no columns, but a command word or `#` command there is still refused.
+    ("  exact (foo\n#eval 1)", "`#eval`"),
+    ("  exact (foo\naxiom cheat : False)", "command `axiom`"),
+    ("  nlinarith [foo,\ntheorem x : False := cheat]", "command `theorem`"),
+    ("  exact ⟨foo,\nset_option debug.skipKernelTC true in bar⟩", "debug.skipKernelTC"),
+    # Column 0 outside brackets: after the list closes, after a stray closer, after a bracket in a string.
+    ("  nlinarith [foo\n]\nsimp", "column 0"),
+    ("  exact foo)\nsimp", "column 0"),
+    ('  have := s!"{(1}"\nsimp', "column 0"),
+    ("  norm_num\n\tsimp", "tab"),
+    ("  norm_num\raxiom c : False", "carriage return"),
+    ("  norm_num /- open comment", "unterminated block comment"),
+    ('  have := "open string', "unterminated string"),
+    ("  have := ∑'\"' = 1", "ambiguous"),
+    ("  have «x : True := trivial", "identifier escape"),
+    ('  have := s!"{sorry}"', "`sorry`"),
+    ('  exact dbg_trace "{(by native_decide : True)}"; trivial', "native_decide"),
+    ('  have := s!"{"x"}"', "unpaired brace"),
+    ("  have := s!\"{ '}' sorry }\"", "unpaired brace"),
+    ("  have := s!\"{ '{' }\"", "unpaired brace"),
+    ('  have := s!"{ x /- } -/ }"', "unpaired brace"),
+    ("  so\u200brry", "U+200B"),
+    ("  norm_num -- \u202e hidden", "U+202E"),
+    ("  norm_num \ufeff", "U+FEFF"),
+    ("   ", "empty proof"),
+]
+
+
+@pytest.mark.parametrize("proof,reason", REJECTED)
+def test_the_precheck_rejects_each_rule_and_says_what_and_where(proof, reason):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult)
+    assert result.status == "rejected" and not result.passed
+    assert result.first_error_tactic == 0
+    assert reason in result.reason, result.reason
+
+
+# Commands of Lean, Batteries and Mathlib (and declaration suffixes) that each pass as a line after a proof unless
+# the precheck knows their keyword; `%`/`?` suffixes are separate tokens or part of the word, as in Lean.
+LATE_COMMANDS = [
+    'notation3 "ℵ" => (1 : ℕ)',
+    'binder_predicate x " > " y:term => `($x > $y)',
+    "recall Nat.add_comm",
+    "register_hint simp",
+    "initialize_simps_projections Nat",
+    "mk_iff_of_inductive_prop Nat.le foo",
+    "gen_injective_theorems% Nat",
+    "set_premise_selector foo",
+    "add_tactic_doc foo",
+    "deprecate to foo",
+    "to_additive_ignore_args 1",
+    "insert_to_additive_translation a b",
+    "register_error_explanation foo",
+    'recommended_spelling "x" for "y" in [foo]',
+    "variable? [Foo]",
+    "termination_by? n",
+    "partial_fixpoint",
+    "inductive_fixpoint",
+    "coinductive_fixpoint",
+    "assert_not_imported Foo",
+    "reset_grind_attrs%",
+    "grind_propagator foo",
+    "builtin_simproc_decl foo (_) := fun _ => pure .continue",
+    "simproc_pattern% foo",
+]
+
+
+@pytest.mark.parametrize("command", LATE_COMMANDS)
+def test_commands_after_the_proof_are_rejected_at_the_block_column_and_inside_it(command):
+    word = command.split()[0].rstrip("%")
+    for proof in (f"  rfl\n  {command}", f"  rfl\n    {command}"):
+        result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+        assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
+        assert result.status == "rejected" and f"command `{word}`" in result.reason, result.reason
+
+
+# Code the top-level tactic block does not cover has closed the `by` block: Lean reads it as commands or as a
+# declaration suffix (`where`, `termination_by`), at any column between 0 and the block's.
+OUTSIDE_THE_BLOCK = [
+    "  norm_num\n set_option pp.all true",
+    "  skip\n open Nat in\n  skip",
+    "  exact t.h\n where h : False := t.h",
+    "  exact t.h\n    where h : False := t.h",
+    "  exact t\n termination_by 0\n decreasing_by all_goals simp_wf",
+    "  trivial\n deriving Repr",
+    "    norm_num\n  simp",
+    "  norm_num\n    set_option pp.all true",
+    "  norm_num\n    open Nat",
+    "  constructor\n  · simp\n · simp",
+]
+
+
+# The same escapes, hidden from a splitter that lexes strings or escaped names differently from Lean: the line
+# dedented to column 1 must still be seen, or it would reach Lean as a command.
+OUTSIDE_THE_BLOCK += [
+    '  have s : String := r#"a " b"#\n  skip\n trivial',
+    '  have s : String := r##"a "# ( "# "##\n  skip\n trivial',
+    '  simp [«x\n   "»]\n  skip\n trivial',
+    "  simp [«x\n   (»]\n  skip\n trivial",
+]
+
+
+# A finished tactic that ends in a token which elsewhere needs more (`*`, `only`) still ends where Lean ends it: the
+# dedented line is a command to Lean, whether or not the precheck knows its keyword.
+OUTSIDE_THE_BLOCK += [
+    "    simp at *\n  linarith",
+    "    simp at *\n  recall Nat.add_comm",
+    '    simp at *\n  notation3 "ℵ" => (1 : ℕ)',
+    "    simp only\n  recall Nat.add_comm",
+    "    norm_num at h ⊢\n  recall Nat.add_comm",
+    # A line with `:=` below the block is no `calc` step: the step column Lean saved is further right.
+    "    calc 2 + 2 = 4 := rfl\n      _ = 5 := h\n  recall Nat.add_comm (n m : ℕ) : n + m = m + n := Nat.add_comm n m",
+    "    calc 2 + 2 = 4 := rfl\n  unknown_command x : y := z",
+    # A split focus list ends at its `]`: a dedented line after it is a command again.
+    "    constructor <;> [skip; skip]\n  unknown_command x : y := z",
+    "    constructor <;> [skip;\n skip]\n  unknown_command x : y := z",
+]
+
+
+@pytest.mark.parametrize("proof", OUTSIDE_THE_BLOCK)
+def test_code_outside_the_top_level_tactic_block_is_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and result.reason
+
+
+LAYOUTS = [
+    "  constructor\n  · simp\n  · nlinarith [sq_nonneg (a - b),\n      sq_nonneg (a + b)]",
+    "  calc a ^ 2 + b ^ 2 = (a - b) ^ 2 + 2 * a * b := by ring\n    _ ≥ 2 * a * b := by nlinarith [sq_nonneg (a - b)]",
+    "  calc\n    a = a := rfl\n    _ = a := by\n      rfl",
+    "  constructor <;>\n    simp_all",
+    "  refine ⟨?_, ?_⟩\n  <;> norm_num",
+    "  exact\n    foo bar\n      baz",
+    "  have h : 0 ≤ (a - b) ^ 2 :=\n    sq_nonneg _\n  linarith",
+    "  case left => simp\n  case right =>\n    simp",
+    "  cases x\n  next => simp\n  next n =>\n    simp",
+    "  induction x with\n  | zero => simp\n  | succ n ih =>\n    simp_all",
+    "  rcases h with ⟨x, rfl⟩ | ⟨y, rfl⟩\n  · simp\n  · simp",
+    "  have key : ∀ z : ℕ, z + 0 = z := fun z => by simp\n  exact key 1",
+    "  have h : 0 < 2 := by\n    norm_num\n  linarith",
+    "  conv => lhs; rw [add_comm]",
+    "  conv =>\n    lhs\n    rw [add_comm]",
+    "  show _ ≥ _ from le_of_sub_nonneg (by nlinarith [sq_nonneg (a - b)])",
+    "  match x with\n  | 0 => simp\n  | n + 1 => simp",
+    "  first\n  | linarith\n  | nlinarith [sq_nonneg (a - b)]",
+    "  open Real in\n  nlinarith [Real.sqrt_nonneg 2]",
+    "  set_option maxHeartbeats 800000 in\n  nlinarith [sq_nonneg (a - b)]",
+    "  intro x\n  -- a comment at column 0 below is fine\n-- like this\n  simp",
+    "  simp\n  /- a block comment\nat column 0 -/\n  rfl",
+    "  obtain ⟨y, hy⟩ := h\n  subst hy\n  positivity",
+    "  suffices h : 0 ≤ (a - b) ^ 2 by nlinarith\n  positivity",
+    "  apply foo\n  all_goals\n    simp",
+    "  have := calc a = a := rfl\n    _ = a := rfl\n  simp",
+    "  exact fun ⟨h1, h2⟩ =>\n    h1",
+    "  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b),\n    mul_self_nonneg (a - 1)]",
+    "  by_cases h : x ≤ 2\n  · interval_cases x <;> simp_all\n  · push_neg at h\n    omega",
+    "  constructor; simp; simp",
+    "  constructor\n  · simp;\n  · simp",
+    '  have s : String := r#"a " b"#\n  skip\n  trivial',
+    '  have s : String := r"plain"\n  trivial',
+    "  simp [«x\n   y»]\n  skip",
+    '  have := s!"{(1 : ℕ) + 1}"\n  trivial',
+    "  have : (1_000 : ℕ) = 1000 := rfl\n  trivial",
+    # Batteries' split focus `t <;> [t1; t2]`: its `;` and `]` lie inside the `<;>` tactic.
+    # Lean checks no columns inside brackets, so a term list may continue at column 0.
+    "  nlinarith [sq_nonneg (a - b),\nsq_nonneg (a + b)]",
+    "  nlinarith [sq_nonneg (a - b), sq_nonneg (a + b)\n]",
+    "  exact ⟨by simp,\nby simp⟩",
+    "  constructor <;> [exact hp; exact hq]",
+    "  refine ⟨?_, ?_, ?_⟩ <;> [exact hp; exact hq; exact hr]",
+    "  rcases mul_eq_zero.mp h' with h'' | h''\n  <;> [left; right]\n  <;> linarith",
+]
+
+
+@pytest.mark.parametrize("proof", LAYOUTS)
+def test_the_block_check_accepts_legitimate_layouts(proof):
+    prepared = prepare(ProofRequest("theorem t (a b : ℝ) (x : ℕ) (h : True) : True := by", proof), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+
+
+def _lexers_agree(proof: str) -> bool:
+    splitter_tokens = split_tactics_and_tokens(proof)[1]
+    return precheck.lexers_disagree_at(lexer.lex(proof), splitter_tokens) is None
+
+
+# Pieces whose extent only a careful lexer gets right: literals with quotes, escapes and hashes inside, nested
+# comments, names escaped across lines, interpolations, and symbols built from `'`.
+LEXER_PIECES = [
+    'r#"a " b"#',
+    'r"x"',
+    'r##"q "# "##',
+    "«x\n   y»",
+    '"s \\" t"',
+    "'a'",
+    "'\\''",
+    "'\"'",
+    "/- c /- n -/ -/",
+    "-- line comment\n",
+    's!"{x} and {y}"',
+    "(",
+    ")",
+    "⌊x⌋",
+    ":=",
+    "1_000",
+    "h₀",
+    "∑' i",
+    "f '' s",
+    "x.1",
+    "\n  ",
+]
+
+
+def test_the_precheck_and_the_splitter_read_the_same_tokens():
+    proofs = [proof for _, proof in LEGITIMATE] + LAYOUTS + [proof for _, proof in PRIME_NOTATION]
+    rng = random.Random(0)
+    proofs += ["  " + " ".join(rng.choice(LEXER_PIECES) for _ in range(6)) for _ in range(400)]
+    lexed = 0
+    for proof in proofs:
+        try:
+            lexer.lex(proof)
+        except lexer.PrecheckError:
+            continue
+        lexed += 1
+        assert _lexers_agree(proof), proof
+    assert lexed > 300
+
+
+def test_rejection_reasons_give_the_position_in_the_submitted_source():
+    # Like `Message`s: a ProofRequest's source is `statement + "\n" + proof`, so proof line 3 is line 4.
+    result = prepare(ProofRequest(T, "  norm_num\n  simp\n    exact sorry"), MINIF2F_HEADER)
+    assert result.reason == "`sorry` at line 4, column 10"
+    result = prepare(ProofRequest(T, '  have := s!"{(1 : ℕ)} {sorry}"'), MINIF2F_HEADER)
+    assert result.reason == "`sorry` at line 2, column 24"
+
+
+NATIVE_SPELLINGS = [
+    "  decide (config := { native := Bool.true })",
+    "  decide (config := { native := !false })",
+    "  decide (config := { native := (true) })",
+    "  decide (config := { Lean.Meta.DecideConfig.native := true })",
+    "  decide (config := { «native» := true })",
+    "  decide (config := Lean.Meta.DecideConfig.mk false true true false)",
+    "  decide (config := ⟨false, true, true, false⟩)",
+    "  decide (config := .mk false true true false)",
+    "  decide +«native»",
+    "  bv_decide?",
+    '  bv_check "proof.lrat"',
+]
+
+
+@pytest.mark.parametrize("proof", NATIVE_SPELLINGS)
+def test_native_evaluation_is_rejected_under_any_spelling(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected", result.reason
+    assert "native" in result.reason or "DecideConfig" in result.reason or "bv_" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof", ["  hint", "  observe h : 1 = 1", "  observe? h : 1 = 1", "  plausible", "  slim_check"]
+)
+def test_search_and_counterexample_tactics_are_rejected(proof):
+    assert prepare(ProofRequest(T, proof), MINIF2F_HEADER).status == "rejected"
+
+
+@pytest.mark.parametrize(
+    "proof",
+    ["  decide", "  decide +kernel", "  simp (config := { decide := true })", "  exact native_lemma", "  omega"],
+)
+def test_kernel_decide_and_other_configs_pass(proof):
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER), Prepared)
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  native_decide",
+        "  decide +native",
+        "  decide (config := { native := true })",
+        "  exact Lean.ofReduceBool _ _ rfl",
+        "  bv_decide",
+    ],
+)
+def test_native_evaluation_passes_the_precheck_only_when_allowed(proof):
+    assert prepare(ProofRequest(T, proof), MINIF2F_HEADER).status == "rejected"
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
+
+
+# Lean reads these as the forbidden name itself: caught by comparing dotted components without guillemets.
+SAME_NAME_TO_LEAN = [
+    "  exact «sorryAx» _ false",
+    "  exact _root_.sorryAx _ false",
+    "  exact Lean.«ofReduceBool» _ _ rfl",
+    "  exact «Lean».«ofReduceBool» _ _ rfl",
+    "  exact «sorry»",
+]
+# Lean reads these as different identifiers (or none at all); rejected as look-alikes anyway.
+DIFFERENT_NAME_TO_LEAN = [
+    "  ｓｏｒｒｙ",  # fullwidth: NFKC maps it to ASCII
+    "  ѕоrrу",  # Cyrillic: NFKC keeps it, the confusables map catches it
+    "  sοrry",  # Greek omicron: a valid Lean identifier, just not `sorry`
+    "  exact 𝐬𝐨𝐫𝐫𝐲Ax _ false",  # mathematical bold letters are Lean identifier characters
+    "  ａｄｍｉｔ",
+    "  norm_num\n  ＃ｅｘｉｔ",  # fullwidth `#`: only NFKC of the whole text shows `#exit`
+    "  ｎａｔｉｖｅ＿ｄｅｃｉｄｅ",
+]
+
+
+@pytest.mark.parametrize("proof", SAME_NAME_TO_LEAN)
+def test_spellings_lean_treats_as_the_same_name_are_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected"
+    assert "look-alike" not in result.reason
+
+
+@pytest.mark.parametrize("proof", DIFFERENT_NAME_TO_LEAN)
+def test_look_alikes_of_forbidden_words_are_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected"
+    assert "look-alike" in result.reason or "NFKC" in result.reason, result.reason
+
+
+# Mathlib tokens that end in `'` (`∑'`, `∏'`, image `''`, preimage `⁻¹'`) are not character literals.
+PRIME_NOTATION = [
+    ("theorem t (f : ℕ → ℝ) : True := by", "  have : ∑' n : ℕ, (0:ℝ) = 0 := tsum_zero\n  trivial"),
+    ("theorem t (f : ℕ → ℝ) : True := by", "  have : ∏' n : ℕ, (1:ℝ) = 1 := tprod_one\n  trivial"),
+    ("theorem t (f : ℕ → ℝ) : True := by", "  have : f '' Set.univ = Set.range f := Set.image_univ\n  trivial"),
+    ("theorem t (f : ℝ → ℝ) (s : Set ℝ) : True := by", "  have : f ⁻¹' s = f ⁻¹' s := rfl\n  trivial"),
+    ("theorem t (f : ℝ → ℝ) (s : Set ℝ) : True := by", "  have h : (f ⁻¹' s) ⊆ f⁻¹' s := subset_refl _\n  trivial"),
+    ("theorem t (f : ℕ → ℕ) (s : Set ℕ) : f '' s ⊆ Set.range f := by", "  rintro _ ⟨x, -, rfl⟩\n  exact ⟨x, rfl⟩"),
+    ("theorem t : ∑' n : ℕ, (0 : ℝ) = 0 := by", "  simp"),
+    ("theorem t : 'a' ≠ 'b' := by", "  have : ['x', 'y'].length = 2 := rfl\n  decide"),
+]
+
+
+@pytest.mark.parametrize("statement,proof", PRIME_NOTATION)
+def test_prime_notations_are_not_character_literals(statement, proof):
+    prepared = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    file_text = "import Mathlib\n" + statement + "\n" + proof
+    assert isinstance(prepare(file_text, MINIF2F_HEADER), Prepared)
+
+
+def test_a_quote_character_literal_glued_to_a_symbol_is_ambiguous_and_rejected():
+    # Lean may read `∑'` as one token and then `"` as a string start, where a char-literal reading sees `'"'`.
+    result = prepare(ProofRequest(T, "  have := ∑'\"' x \"\n  exact sorry"), MINIF2F_HEADER)
+    assert result.status == "rejected"
+    result = prepare(ProofRequest(T, '  have := ∑\'"\' x "; rfl " = 1\n  rfl'), MINIF2F_HEADER)
+    assert result.status == "rejected" and "ambiguous" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  exact ⟨by norm_num, by positivity⟩",
+        "  intro α β hαβ\n  simpa using hαβ",
+        "  have h₀' : (x₁ : ℝ) ≤ x₂ := by linarith\n  exact h₀'",
+        "  simp [Finset.sum_range_succ, ℝ, ℕ, ℤ, ℚ, ℂ]",
+        "  rw [Real.rpow_natCast]\n  norm_num [x², 𝓝, ε]",
+        "  exact Nat.le_of_lt_succ (by omega) -- Übung: à la",
+        "  exact stopping_time_pos hσ",
+        "  exact h.sorry_free",
+        '  have : "{}".length = 2 := rfl\n  simp',
+        '  have : s!"{1 + 1}" = "2" := rfl\n  simp',
+        '  have : "a{b}c{{d}}".length = 10 := rfl\n  simp',
+    ],
+)
+def test_mathematical_unicode_and_harmless_near_misses_pass_the_precheck(proof):
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER), Prepared)
+
+
+@pytest.mark.parametrize(
+    "statement,reason",
+    [
+        ("theorem t : 1 = 1 :=", "must end in `:= by`"),
+        ("theorem t : 1 = 1 := by -- proof below", "must end in `:= by`"),
+        ("theorem t : 1 = 1 := sorry /- := by", "unterminated block comment"),
+        ("theorem t : 1 = 1 : = by", "must end in `:= by`"),
+        ("def : 1 = 1 := by", "has no name"),
+        ("have h : 1 = 1 := by", "declares no theorem"),
+    ],
+)
+def test_statements_must_end_in_colon_eq_by_outside_comments(statement, reason):
+    result = prepare(ProofRequest(statement, "  rfl"), MINIF2F_HEADER)
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+def test_a_comment_opened_by_the_statement_cannot_be_closed_by_the_proof():
+    result = prepare(ProofRequest("theorem t : 1 = 2 := sorry /- := by", "-/"), MINIF2F_HEADER)
+    assert result.status == "rejected" and result.reason.startswith("statement: unterminated block comment")
+
+
+SCOPED_PREFIXES = [
+    ("open Real in", True),
+    ("open Nat hiding succ in", True),
+    ("open Nat (succ) in", True),
+    ("set_option maxRecDepth 10000 in", True),
+    ('set_option pp.proofs "always" in', True),
+    ("set_option linter.unusedVariables false in", True),
+    ("open scoped Real in", True),
+    ("open scoped Real Nat in", True),
+    ("open scoped in", False),
+    ("open in", False),
+    ("set_option maxRecDepth in", False),
+    # Lean's `set_option` takes an option name, then true, false, a number or a string.
+    ("set_option maxRecDepth + in", False),
+    ("set_option 10000 maxRecDepth in", False),
+    ("set_option maxRecDepth (10000) in", False),
+]
+
+
+# Aesop's rule phases: `unsafe` is the command modifier elsewhere, a phase only right after `add` or a clause's `,`.
+AESOP_PHASES = [
+    ("  aesop (add unsafe 50% apply le_refl)", True),
+    ("  aesop (add safe apply le_refl, unsafe 10% apply le_refl)", True),
+    ("  aesop? (add norm simp Nat.add_comm) (add unsafe apply le_refl)", True),
+    ("  exact unsafe foo", False),
+    ("  simp [add, unsafe]", False),
+    ("  aesop (add foo unsafe)", False),
+    ("  aesop (rule_sets := [unsafe])", False),
+]
+
+
+@pytest.mark.parametrize("proof,accepted", AESOP_PHASES)
+def test_unsafe_is_allowed_only_as_an_aesop_rule_phase(proof, accepted):
+    result = prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER)
+    if accepted:
+        assert isinstance(result, Prepared), result.reason
+    else:
+        assert isinstance(result, VerificationResult) and "command `unsafe`" in result.reason
+
+
+@pytest.mark.parametrize("prefix,is_prefix", SCOPED_PREFIXES)
+def test_a_proof_and_a_file_preamble_accept_the_same_scoped_prefixes(prefix, is_prefix):
+    in_proof = prepare(ProofRequest("theorem t : True := by", f"  {prefix}\n  trivial"), MINIF2F_HEADER)
+    in_file = prepare(f"import Mathlib\n{prefix}\ntheorem t : True := by\n  trivial", MINIF2F_HEADER)
+    if is_prefix:
+        assert isinstance(in_proof, Prepared), in_proof.reason
+        assert isinstance(in_file, Prepared), in_file.reason
+    else:
+        assert in_proof.status == "rejected" and "prefix" in in_proof.reason, in_proof.reason
+        assert in_file.status == "rejected" and "prefix" in in_file.reason, in_file.reason
+        assert "at line 2, column 2" in in_proof.reason and "at line 2, column 0" in in_file.reason
+
+
+@pytest.mark.parametrize(
+    "code,components",
+    [
+        ("Nat.succ_le_of_lt", ("Nat", "succ_le_of_lt")),
+        ("Lean.«ofReduceBool»", ("Lean", "ofReduceBool")),
+        ("«a.b».c", ("a.b", "c")),
+        ("_root_.sorryAx", ("_root_", "sorryAx")),
+        ("h₀", ("h₀",)),
+    ],
+)
+def test_an_identifiers_name_components_are_split_at_lexing(code, components):
+    (token,) = lexer.lex(code)
+    assert token.kind == "ident" and token.components == components

@@ -1,0 +1,222 @@
+"""The precheck's lexer: Lean's tokenizer as far as the precheck needs it, and the error every check raises.
+
+It lexes the way Lean's tokenizer does (nested `/- -/` comments, `--` comments, strings, raw strings `r#"…"#`,
+character literals, `«escaped»` identifiers, identifier characters from `Lean.isIdFirst`/`isIdRest`), so a keyword
+inside a comment or string is not a false positive. Where it and Lean could disagree (an unterminated comment or
+string, a character literal holding `"` glued to a symbol such as `∑'`, unpaired braces in a string literal) it
+raises `PrecheckError`: Lean would fail on the first two anyway. Braces in a string are code in an interpolated
+string (`s!"{…}"`, `dbg_trace "{…}"`), which depends on what precedes the literal, so the code between paired braces
+is lexed too and checked like the rest of the proof. A `'` that starts no character literal is read as a symbol
+(`∑'`, `∏'`, `⁻¹'`, `''` are Mathlib notation): a literal holds one character, so no reading of it can hide a word.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from trl_verigate.lean_server import tactics as tactic_split
+
+_CHAR_LITERAL = re.compile(tactic_split.CHAR_LITERAL, re.DOTALL)
+
+
+class PrecheckError(ValueError):
+    """Raised inside the precheck; `prepare` turns it into a rejected result.
+
+    The reason reads `before` + " at line L, column C" + `after`. `offset` is relative to the text the raising check
+    was given (the proof, the statement, the header, a file's body); `shifted` moves it to the submitted source,
+    where `prepare` turns it into a line and column once, so every rejection is positioned like `Message`s are.
+    """
+
+    def __init__(self, before: str, offset: int | None = None, after: str = ""):
+        super().__init__(before, offset, after)
+        self.before, self.offset, self.after = before, offset, after
+
+    def shifted(self, by: int) -> PrecheckError:
+        return PrecheckError(self.before, None if self.offset is None else self.offset + by, self.after)
+
+    def reason(self, source: str) -> str:
+        """The reason, positioned in `source`, the text the offset (after any `shifted`) is relative to."""
+        if self.offset is None:
+            return self.before + self.after
+        line, column = position(source, self.offset)
+        return f"{self.before} at line {line}, column {column}{self.after}"
+
+    def __str__(self) -> str:
+        where = "" if self.offset is None else f" at offset {self.offset}"
+        return f"{self.before}{where}{self.after}"
+
+
+def _is_letter_like(c: str) -> bool:
+    v = ord(c)
+    return (
+        (0x3B1 <= v <= 0x3C9 and v != 0x3BB)
+        or (0x391 <= v <= 0x3A9 and v not in (0x3A0, 0x3A3))
+        or 0x3CA <= v <= 0x3FB
+        or 0x1F00 <= v <= 0x1FFE
+        or 0x2100 <= v <= 0x214F
+        or 0x1D49C <= v <= 0x1D59F
+        or (0xC0 <= v <= 0xFF and v not in (0xD7, 0xF7))
+        or 0x100 <= v <= 0x17F
+    )
+
+
+def is_id_first(c: str) -> bool:
+    return ("a" <= c <= "z") or ("A" <= c <= "Z") or c == "_" or _is_letter_like(c)
+
+
+def is_id_rest(c: str) -> bool:
+    v = ord(c)
+    return (
+        is_id_first(c) or "0" <= c <= "9" or c in "'!?" or 0x2080 <= v <= 0x209C or 0x1D62 <= v <= 0x1D6A or v == 0x2C7C
+    )
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # ident | symbol | number | string | char | comment
+    start: int
+    end: int
+    text: str
+    # An identifier's dotted name components, guillemets removed (`Lean.«ofReduceBool»` -> 2 parts); empty for
+    # other kinds. Split once at lexing: every check that reads a name reads these.
+    components: tuple[str, ...] = ()
+
+
+def split_name(text: str) -> list[str]:
+    if "«" not in text and "»" not in text:
+        return text.split(".")
+    parts, current, escaped = [], [], False
+    for c in text:
+        if c == "«":
+            escaped = True
+        elif c == "»":
+            escaped = False
+        elif c == "." and not escaped:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(c)
+    parts.append("".join(current))
+    return parts
+
+
+def position(text: str, offset: int) -> tuple[int, int]:
+    """(1-based line, 0-based column) of a char offset, Lean's convention."""
+    line = text.count("\n", 0, offset) + 1
+    return line, offset - (text.rfind("\n", 0, offset) + 1)
+
+
+def lex(text: str) -> list[Token]:
+    """Tokens of `text` as Lean's tokenizer splits them; raises PrecheckError where Lean's lexing is unclear."""
+    tokens: list[Token] = []
+    n, i = len(text), 0
+    while i < n:
+        c = text[i]
+        if c in " \n\r\t":
+            i += 1
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            tokens.append(Token("comment", i, end, text[i:end]))
+            i = end
+        elif text.startswith("/-", i):
+            j = tactic_split.block_comment_end(text, i + 2)
+            if j is None:
+                raise PrecheckError("unterminated block comment `/-`", i, " swallows the rest")
+            tokens.append(Token("comment", i, j, text[i:j]))
+            i = j
+        elif c == "r" and re.match(r'r#*"', text[i:]):
+            hashes = len(re.match(r"r(#*)", text[i:]).group(1))
+            closing = '"' + "#" * hashes
+            end = text.find(closing, i + 2 + hashes)
+            if end < 0:
+                raise PrecheckError("unterminated raw string", i, " swallows the rest")
+            end += len(closing)
+            tokens.append(Token("string", i, end, text[i:end]))
+            i = end
+        elif c == '"':
+            j, depth, segment_start, segments = i + 1, 0, 0, []
+            while j < n and text[j] != '"':
+                # Interpolated strings (s!, m!, f!, throwError, dbg_trace …) parse `{…}` as code. Whether this
+                # literal is one depends on what precedes it, so its braces are read both ways: they must pair
+                # up inside the plain literal (a `"`, `'`, `-/` within the code would break the pairing), and
+                # the code between them is lexed and checked like the rest of the proof.
+                if text[j] == "{":
+                    depth += 1
+                    segment_start = segment_start if depth > 1 else j + 1
+                elif text[j] == "}":
+                    depth -= 1
+                    if depth < 0:
+                        raise _ambiguous_braces(j)
+                    if depth == 0:
+                        segments.append((segment_start, j))
+                j += 2 if text[j] == "\\" else 1
+            if j >= n:
+                raise PrecheckError('unterminated string `"`', i, " swallows the rest")
+            if depth:
+                raise _ambiguous_braces(j)
+            tokens.append(Token("string", i, j + 1, text[i : j + 1]))
+            for start, end in segments:
+                try:
+                    segment = lex(text[start:end])
+                except PrecheckError as error:
+                    raise error.shifted(start) from None
+                tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
+            i = j + 1
+        elif c == "'":
+            # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
+            # of a symbol (`∑'`, `∏'`, `⁻¹'`) or as an error; a literal holds one character, so no reading hides a
+            # word. A literal holding `"` right after a symbol is the one case where the readings part ways:
+            # Lean may see `∑'` and then a string start.
+            match = None if text.startswith("''", i) else _CHAR_LITERAL.match(text, i)
+            if match is None:
+                width = 2 if text.startswith("''", i) else 1
+                tokens.append(Token("symbol", i, i + width, text[i : i + width]))
+                i += width
+                continue
+            if '"' in match.group(0) and i > 0 and not (text[i - 1].isspace() or text[i - 1] in "([{⟨,"):
+                raise PrecheckError(
+                    f"ambiguous `{match.group(0)}`",
+                    i,
+                    f": after `{text[i - 1]}` Lean may read `'` as part of a symbol and `\"` as a string start; "
+                    "put a space before the character literal",
+                )
+            tokens.append(Token("char", i, match.end(), match.group(0)))
+            i = match.end()
+        elif is_id_first(c) or c == "«":
+            j = i
+            while True:
+                if j < n and text[j] == "«":
+                    close = text.find("»", j)
+                    if close < 0:
+                        raise PrecheckError("unterminated identifier escape `«`", j)
+                    j = close + 1
+                else:
+                    j += 1
+                    while j < n and is_id_rest(text[j]):
+                        j += 1
+                if j + 1 < n and text[j] == "." and (is_id_first(text[j + 1]) or text[j + 1] == "«"):
+                    j += 1
+                else:
+                    break
+            name = text[i:j]
+            tokens.append(Token("ident", i, j, name, tuple(split_name(name))))
+            i = j
+        elif "0" <= c <= "9":
+            match = re.match(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", text[i:])
+            tokens.append(Token("number", i, i + match.end(), match.group(0)))
+            i += match.end()
+        else:
+            tokens.append(Token("symbol", i, i + 1, c))
+            i += 1
+    return tokens
+
+
+def _ambiguous_braces(offset: int) -> PrecheckError:
+    return PrecheckError(
+        "unpaired brace in a string literal",
+        offset,
+        ': in an interpolated string (`s!"…"`) `{…}` is code, and with unpaired braces the code\'s extent is '
+        "ambiguous; pair the braces or drop them",
+    )
