@@ -28,7 +28,8 @@ def test_the_corpus_is_large_and_well_formed():
     assert len(ROWS) >= 40
     ids = [row["id"] for row in ROWS]
     assert len(ids) == len(set(ids))
-    common = {"id", "attack", "expect", "lean_response", "behaviour"}
+    # `why`: the reason the attack must not pass (newer rows carry it; `attack` says what each row tries).
+    common = {"id", "attack", "why", "expect", "lean_response", "behaviour"}
     for row in ROWS:
         request_fields = {"file"} if is_file_row(row) else {"statement", "proof"}
         assert request_fields <= set(row) <= common | request_fields, row["id"]
@@ -36,6 +37,7 @@ def test_the_corpus_is_large_and_well_formed():
         assert row["expect"] in ("rejected", "failed", "timeout"), row["id"]
         assert row["behaviour"] in (None, "hang", "oom"), row["id"]
         assert row["attack"].strip(), row["id"]
+        assert isinstance(row.get("why", "-"), str) and row.get("why", "-").strip(), row["id"]
         assert ("lean_response" in row) == (row["expect"] != "rejected"), row["id"]
         assert (row["behaviour"] == "hang") == (row["expect"] == "timeout"), row["id"]
     behaviours = [row["behaviour"] for row in ROWS]
