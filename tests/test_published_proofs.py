@@ -1,0 +1,174 @@
+"""False rejections of the precheck on published, Lean-verified prover outputs (tests/data/published).
+
+The corpus holds 730 proofs whose authors report them verified by Lean (sources, commits and licences in
+tests/data/published/LICENSES.md): DeepSeek-Prover-V2's miniF2F solutions, Kimina-Prover-Preview's solved
+miniF2F-test problems plus the later Kimina-Prover-72B additions, and DeepSeek-Prover-V1.5's few-shot examples.
+Each is a true proof, so `prepare` may refuse one only by policy: native evaluation (`native_decide` and its
+spellings), which passes once `allow_native_decide=True`. Any other rejection is a false rejection.
+
+Rows still falsely rejected are listed in KNOWN_FALSE_REJECTIONS with their category; the test that checks them
+fails as soon as one is accepted, so the list only shrinks. Which rows are native is read off the row text by a
+scan of its own here (`uses_native_evaluation`), not from the precheck's reasons.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.verdict import prepare
+
+CORPUS_DIR = Path(__file__).resolve().parent / "data" / "published"
+# Stored gzipped: Kimina zipped its solutions "to avoid contamination" of web-crawled training data; we keep that.
+CORPUS_FILES = ("deepseek_prover_v2.jsonl.gz", "kimina_prover.jsonl.gz", "deepseek_prover_v15_few_shot.jsonl.gz")
+# Rows per source, counted from the published archives (.lean files in each zip, lines of the few-shot jsonl).
+SOURCE_SIZES = {
+    "deepseek-prover-v2": 438,
+    "kimina-prover-preview": 197,
+    "kimina-prover-72b-0710": 28,
+    "deepseek-prover-v1.5-few-shot": 67,
+}
+
+# Row id -> why the precheck still refuses this true proof. Remove a row when a fix makes it pass (the test
+# test_known_false_rejections_are_still_rejected says which). Categories:
+#   helper_lemmas: a complete file proves auxiliary theorems/lemmas before the main theorem (issue 6, point 5).
+KNOWN_FALSE_REJECTIONS = {
+    "kimina-prover-72b-0710/aime_1995_p7": "helper_lemmas",
+    "kimina-prover-72b-0710/algebra_apbmpcneq0_aeq0anbeq0anceq0": "helper_lemmas",
+    "kimina-prover-72b-0710/amc12_2001_p5": "helper_lemmas",
+    "kimina-prover-72b-0710/amc12a_2021_p22": "helper_lemmas",
+    "kimina-prover-72b-0710/imo_1969_p2": "helper_lemmas",
+    "kimina-prover-72b-0710/induction_pord1p1on2powklt5on2": "helper_lemmas",
+    "kimina-prover-72b-0710/numbertheory_3pow2pownm1mod2pownp3eq2pownp2": "helper_lemmas",
+    "kimina-prover-72b-0710/numbertheory_fxeq4powxp6powxp9powx_f2powmdvdf2pown": "helper_lemmas",
+}
+
+_BLOCK_COMMENT = re.compile(r"/-.*?-/", re.DOTALL)
+_LINE_COMMENT = re.compile(r"--[^\n]*")
+# The spellings of native evaluation Lean offers: the tactic, `decide +native` / `(config := {native := true})`,
+# the axioms it rests on, and the bit-blasting tactics that call it.
+_NATIVE = re.compile(r"\bnative_decide\b|\+\s*native\b|\bnative\s*:=|\b(?:of)?[Rr]educe(?:Bool|Nat)\b|\bbv_(?:decide|check)\b")
+_TOP_LEVEL_DECLARATION = re.compile(
+    r"^(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*(?:theorem|lemma|def|abbrev|example)\b",
+    re.MULTILINE,
+)
+
+
+def load_rows() -> list[dict]:
+    """Every row of the corpus, source by source in file order."""
+    rows = []
+    for name in CORPUS_FILES:
+        with gzip.open(CORPUS_DIR / name, "rt", encoding="utf-8") as lines:
+            rows.extend(json.loads(line) for line in lines if line.strip())
+    return rows
+
+
+def request_of(row: dict) -> Request:
+    """A file row is sent whole, as a str (the file is its own claim); a proof row as its dataset statement + proof."""
+    if row["kind"] == "file":
+        return row["text"]
+    return ProofRequest(row["statement"], row["proof"], row["header"])
+
+
+def lean_code(row: dict) -> str:
+    """The row's submitted Lean text with comments removed (docstrings included: they are comments too)."""
+    text = row["text"] if row["kind"] == "file" else row["statement"] + "\n" + row["proof"]
+    return _LINE_COMMENT.sub("", _BLOCK_COMMENT.sub("", text))
+
+
+def uses_native_evaluation(row: dict) -> bool:
+    return _NATIVE.search(lean_code(row)) is not None
+
+
+def top_level_declarations(row: dict) -> int:
+    return len(_TOP_LEVEL_DECLARATION.findall(lean_code(row)))
+
+
+def is_rejected(row: dict, allow_native_decide: bool) -> VerificationResult | None:
+    """The rejection `prepare` gives the row, or None when it goes on to Lean."""
+    prepared = prepare(request_of(row), MINIF2F_HEADER, allow_native_decide=allow_native_decide)
+    if isinstance(prepared, VerificationResult):
+        assert prepared.status == "rejected", prepared
+        return prepared
+    return None
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[dict]:
+    return load_rows()
+
+
+@pytest.fixture(scope="module")
+def verdicts(rows) -> dict[str, tuple[VerificationResult | None, VerificationResult | None]]:
+    """Row id -> (rejection without native evaluation, rejection with allow_native_decide=True)."""
+    return {row["id"]: (is_rejected(row, False), is_rejected(row, True)) for row in rows}
+
+
+def test_corpus_rows_are_well_formed(rows):
+    ids = [row["id"] for row in rows]
+    assert len(ids) == len(set(ids)), "row ids must be unique"
+    sizes = {source: sum(row["source"] == source for row in rows) for source in SOURCE_SIZES}
+    assert sizes == SOURCE_SIZES
+    for row in rows:
+        assert row["id"].startswith(f"{row['source']}/") and row["id"].endswith(f"/{row['name']}"), row["id"]
+        assert row["licence"] and row["origin"].startswith("github.com/"), row["id"]
+        if row["kind"] == "file":
+            assert row["text"].lstrip().startswith("import "), row["id"]
+        else:
+            assert row["kind"] == "proof" and row["statement"].endswith(":= by") and row["proof"].strip(), row["id"]
+    assert set(KNOWN_FALSE_REJECTIONS) <= set(ids), "KNOWN_FALSE_REJECTIONS names rows that are not in the corpus"
+
+
+def test_known_false_rejections_match_their_category(rows):
+    by_id = {row["id"]: row for row in rows}
+    for row_id, category in KNOWN_FALSE_REJECTIONS.items():
+        assert category == "helper_lemmas", f"{row_id}: undocumented category {category!r}"
+        assert top_level_declarations(by_id[row_id]) > 1, f"{row_id} has no declaration before its main theorem"
+
+
+def test_every_rejection_is_native_evaluation_or_a_known_false_rejection(rows, verdicts):
+    unexpected = []
+    for row in rows:
+        refused, refused_with_native = verdicts[row["id"]]
+        if row["id"] in KNOWN_FALSE_REJECTIONS:
+            continue
+        if refused_with_native is not None:
+            unexpected.append(f"{row['id']} (even with allow_native_decide=True): {refused_with_native.reason}")
+        elif refused is not None and not uses_native_evaluation(row):
+            unexpected.append(f"{row['id']}: {refused.reason}")
+    assert not unexpected, (
+        f"{len(unexpected)} published Lean-verified proofs are falsely rejected:\n" + "\n".join(unexpected)
+    )
+
+
+def test_native_evaluation_is_refused_by_policy_and_passes_when_allowed(rows, verdicts):
+    native_rows = [row for row in rows if uses_native_evaluation(row)]
+    assert native_rows, "the corpus should hold proofs using native_decide, or this test checks nothing"
+    for row in native_rows:
+        refused, refused_with_native = verdicts[row["id"]]
+        assert refused is not None, f"{row['id']} uses native evaluation but passed without allow_native_decide"
+        if row["id"] in KNOWN_FALSE_REJECTIONS:
+            continue
+        assert "native" in refused.reason, f"{row['id']}: the policy rejection should say so: {refused.reason}"
+        assert refused_with_native is None, f"{row['id']} with allow_native_decide=True: {refused_with_native.reason}"
+
+
+def test_known_false_rejections_are_still_rejected(verdicts):
+    # Fails when a fix makes one of them pass: then delete it from KNOWN_FALSE_REJECTIONS so that it stays fixed.
+    now_accepted = [row_id for row_id in KNOWN_FALSE_REJECTIONS if verdicts[row_id][1] is None]
+    assert not now_accepted, f"now accepted, remove from KNOWN_FALSE_REJECTIONS: {now_accepted}"
+
+
+def test_false_rejection_rate(rows, verdicts):
+    falsely_rejected = [row["id"] for row in rows if verdicts[row["id"]][1] is not None]
+    policy = [row["id"] for row in rows if verdicts[row["id"]][0] is not None and verdicts[row["id"]][1] is None]
+    print(
+        f"\npublished proofs: {len(rows)}, rejected by native-evaluation policy: {len(policy)}, "
+        f"falsely rejected: {len(falsely_rejected)} ({len(falsely_rejected) / len(rows):.2%})"
+    )
+    assert sorted(falsely_rejected) == sorted(KNOWN_FALSE_REJECTIONS)
