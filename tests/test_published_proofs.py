@@ -52,7 +52,9 @@ _BLOCK_COMMENT = re.compile(r"/-.*?-/", re.DOTALL)
 _LINE_COMMENT = re.compile(r"--[^\n]*")
 # The spellings of native evaluation Lean offers: the tactic, `decide +native` / `(config := {native := true})`,
 # the axioms it rests on, and the bit-blasting tactics that call it.
-_NATIVE = re.compile(r"\bnative_decide\b|\+\s*native\b|\bnative\s*:=|\b(?:of)?[Rr]educe(?:Bool|Nat)\b|\bbv_(?:decide|check)\b")
+_NATIVE = re.compile(
+    r"\bnative_decide\b|\+\s*native\b|\bnative\s*:=|\b(?:of)?[Rr]educe(?:Bool|Nat)\b|\bbv_(?:decide|check)\b"
+)
 _TOP_LEVEL_DECLARATION = re.compile(
     r"^(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|noncomputable)\s+)*(?:theorem|lemma|def|abbrev|example)\b",
     re.MULTILINE,
@@ -141,8 +143,8 @@ def test_every_rejection_is_native_evaluation_or_a_known_false_rejection(rows, v
             unexpected.append(f"{row['id']} (even with allow_native_decide=True): {refused_with_native.reason}")
         elif refused is not None and not uses_native_evaluation(row):
             unexpected.append(f"{row['id']}: {refused.reason}")
-    assert not unexpected, (
-        f"{len(unexpected)} published Lean-verified proofs are falsely rejected:\n" + "\n".join(unexpected)
+    assert not unexpected, f"{len(unexpected)} published Lean-verified proofs are falsely rejected:\n" + "\n".join(
+        unexpected
     )
 
 
