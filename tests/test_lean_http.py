@@ -8,6 +8,8 @@
 
 import asyncio
 import contextlib
+import json
+import select
 import socket
 import threading
 import time
@@ -379,3 +381,132 @@ def test_kimina_timeouts_and_server_errors_become_statuses():
         results = LeanClient(urls=[kimina_url], protocol="kimina").verify([GOOD, WRONG_MIDDLE], timeout=5)
     assert [r.status for r in results] == ["timeout", "error"]
     assert "timed out" in results[0].reason and "REPL process died" in results[1].reason
+
+
+# ---------------------------------------------------------------- size limits
+
+BATCH_LIMIT = 64 << 10
+REQUEST_LIMIT = 8 << 10
+
+
+@pytest.fixture(scope="module")
+def limited_url(tmp_path_factory, script_path):
+    config = LeanServerConfig(
+        repl_command=repl_command("--script", script_path),
+        project_dir=str(tmp_path_factory.mktemp("project")),
+        header=HEADER,
+        workers=1,
+        timeout=10.0,
+        startup_timeout=20.0,
+        max_request_bytes=REQUEST_LIMIT,
+        max_batch_bytes=BATCH_LIMIT,
+    )
+    with LeanServer(config) as server, serving(create_app(server)) as base_url:
+        yield base_url
+
+
+def read_http_response(sock: socket.socket) -> tuple[int, dict]:
+    """Status and JSON body of one HTTP/1.1 response with a Content-Length, read from `sock`."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed before the response head: {data!r}"
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers = {name.lower(): value.strip() for name, value in (line.split(":", 1) for line in lines[1:])}
+    length = int(headers["content-length"])
+    while len(body) < length:
+        chunk = sock.recv(65536)
+        assert chunk, "connection closed inside the response body"
+        body += chunk
+    return status, json.loads(body[:length])
+
+
+def open_post(url: str, headers: str) -> socket.socket:
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=20)
+    sock.sendall(f"POST /check HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n{headers}\r\n".encode())
+    return sock
+
+
+def test_a_declared_body_over_the_batch_limit_is_refused_before_any_byte_is_read(limited_url):
+    # Only the head is sent: a server that waited for the announced gigabyte would never answer.
+    with open_post(limited_url, "content-length: 1000000000\r\n") as sock:
+        status, detail = read_http_response(sock)
+    assert status == 413
+    assert (detail["limit_bytes"], detail["body_bytes"], detail["body_bytes_complete"]) == (BATCH_LIMIT, 10**9, True)
+    assert (detail["setting"], detail["flag"]) == ("max_batch_bytes", "--max-batch-bytes")
+    assert f"is 1000000000 bytes, over this server's limit of {BATCH_LIMIT} bytes" in detail["detail"]
+
+
+def test_a_chunked_body_is_cut_off_once_it_crosses_the_batch_limit(limited_url):
+    # An endless chunked body: the answer can only come if the server stops reading at the limit.
+    chunk = b'{"requests": [' + b" " * 4000
+    frame = f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n"
+    deadline = time.monotonic() + 30
+    with open_post(limited_url, "transfer-encoding: chunked\r\n") as sock:
+        sock.setblocking(False)
+        while True:
+            assert time.monotonic() < deadline, "the server kept reading the endless body"
+            readable, writable, _ = select.select([sock], [sock], [], 1)
+            if readable:
+                break
+            if writable:
+                with contextlib.suppress(BlockingIOError):
+                    sock.send(frame)
+        sock.setblocking(True)
+        status, detail = read_http_response(sock)
+    assert status == 413
+    assert detail["body_bytes_complete"] is False and detail["limit_bytes"] == BATCH_LIMIT
+    # It stopped once past the limit: the HTTP server hands over at most its 64 KiB buffer at a time.
+    assert BATCH_LIMIT < detail["body_bytes"] <= BATCH_LIMIT + (64 << 10) + len(chunk)
+    assert f"exceeds {BATCH_LIMIT} bytes" in detail["detail"]
+
+
+def padded_body(size: int) -> bytes:
+    """A valid native body of exactly `size` bytes: JSON allows trailing whitespace."""
+    body = json.dumps({"requests": [{"statement": GOOD.statement, "proof": GOOD.proof, "header": HEADER}]}).encode()
+    assert len(body) < size
+    return body + b" " * (size - len(body))
+
+
+def test_the_batch_limit_is_inclusive_and_a_refused_client_can_go_on(limited_url):
+    with httpx.Client(timeout=60) as client:
+        headers = {"content-type": "application/json"}
+        over = client.post(limited_url + "/check", content=padded_body(BATCH_LIMIT + 1), headers=headers)
+        assert over.status_code == 413 and over.json()["body_bytes"] == BATCH_LIMIT + 1
+        # The same connection is still usable: the refused body was discarded, not left in the stream.
+        at_limit = client.post(limited_url + "/check", content=padded_body(BATCH_LIMIT), headers=headers)
+    assert at_limit.status_code == 200
+    assert [r["status"] for r in at_limit.json()["results"]] == ["passed"]
+
+
+def test_health_reports_the_size_limits(limited_url):
+    health = httpx.get(limited_url + "/health").json()
+    assert (health["max_request_bytes"], health["max_batch_bytes"]) == (REQUEST_LIMIT, BATCH_LIMIT)
+
+
+def test_one_request_over_the_request_limit_is_rejected_alone(limited_url):
+    # 8 KiB + 1 byte of proof alone; the statement and header come on top.
+    big_proof = "  omega" + " " * (REQUEST_LIMIT - len("  omega") + 1)
+    body = {
+        "requests": [
+            {"statement": GOOD.statement, "proof": GOOD.proof, "header": HEADER},
+            {"statement": GOOD.statement, "proof": big_proof, "header": HEADER},
+            {"file": "x" * (REQUEST_LIMIT + 1)},
+        ]
+    }
+    response = post(limited_url, body)
+    assert response.status_code == 200
+    good, big, big_file = response.json()["results"]
+    assert good["status"] == "passed"
+    for result in (big, big_file):
+        assert result["status"] == "rejected" and result["tactics"] == []
+        assert str(REQUEST_LIMIT) in result["reason"] and "max_request_bytes" in result["reason"]
+    snippets = {"snippets": [{"id": "small", "code": as_file(GOOD)}, {"id": "huge", "code": "y" * (REQUEST_LIMIT + 1)}]}
+    small, huge = post(limited_url, snippets, path="/api/check").json()["results"]
+    assert (small["id"], small["status"]) == ("small", "passed")
+    assert (huge["id"], huge["status"]) == ("huge", "rejected")
+    assert huge["error"].startswith("rejected: ") and str(REQUEST_LIMIT) in huge["error"]

@@ -6,12 +6,28 @@ scripts work against this server, and answers in kimina's result shape with our 
 reason) merged into each result. A kimina result's `response` is the Lean REPL's own answer (with `env`,
 `sorries`, messages) in the snippet's coordinates, as kimina reports it (see
 `LeanServer.verify_with_responses`), so kimina's SDK judges it as it would on kimina. The native form
-`{"requests": [...]}` answers with the verdicts only.
+`{"requests": [...]}` takes `{"statement", "proof", "header"?}` objects (`ProofRequest`), `{"file",
+"statement"?, "header"?}` objects (`FileRequest`: an untrusted file held to a trusted statement/header) and plain
+file strings, and answers with the verdicts only.
+
+Size limits (`LeanServerConfig.max_batch_bytes` / `max_request_bytes`, flags `--max-batch-bytes` /
+`--max-request-bytes`):
+
+- A POST body over `max_batch_bytes` is refused with HTTP 413 and a JSON `detail` naming the limit, the body's
+  size and the setting to raise, before the app reads it: from `Content-Length` without reading a byte, and for a
+  body without one (chunked) as soon as the bytes read cross the limit. Such a body is never buffered whole nor
+  parsed; the rest of it is discarded by the HTTP server as it arrives.
+- One request over `max_request_bytes` inside an acceptable body is refused by `LeanServer` itself: that item's
+  result is `status: "rejected"` with a reason naming its size and the limit (for kimina's forms also in `error`),
+  and the other items of the batch get their verdicts. A whole-batch 413 would throw away a batch of model outputs
+  because of one overlong sample; per item, the answer is the same as `LeanServer.verify` gives in-process, and
+  the result's position (or snippet `id`) says which item it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from contextlib import asynccontextmanager
 from typing import Any
@@ -23,12 +39,90 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from trl_verigate.lean_server.client import SERVICE_NAME
 from trl_verigate.lean_server.server import LeanServer
-from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, VerificationResult
 
 # How often a running /check looks whether its client hung up, to cancel the work and free the REPLs.
 DISCONNECT_POLL_S = 0.5
 # nginx's code for "client closed request", as kimina-lean-server uses it.
 CLIENT_CLOSED_REQUEST = 499
+PAYLOAD_TOO_LARGE = 413
+
+
+class BodySizeLimit:
+    """ASGI middleware: a request body over `max_bytes()` gets HTTP 413 before the app reads or parses any of it.
+
+    A declared `Content-Length` over the limit is refused without reading the body; otherwise the body is read here,
+    counting bytes, and refused as soon as the count crosses the limit (a chunked body declares no length). A body
+    within the limit is handed to the app unchanged. The 413 keeps the connection open, so the HTTP server discards
+    whatever the client still sends and the client reads the answer instead of a reset.
+    """
+
+    def __init__(self, app, max_bytes):
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_bytes()
+        declared = dict(scope["headers"]).get(b"content-length")
+        # h11 has already refused a malformed Content-Length with 400, so this parses.
+        if declared is not None and int(declared) > limit:
+            await _refuse_body(send, limit, int(declared), complete=True)
+            return
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client hung up before sending its body: nobody to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await _refuse_body(send, limit, size, complete=False)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body = b"".join(chunks)
+        del chunks
+        replayed = False
+
+        async def replay_then_receive():
+            # The body once, then the real channel, where the app's disconnect polling listens.
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay_then_receive, send)
+
+
+async def _refuse_body(send, limit: int, size: int, complete: bool) -> None:
+    measured = f"is {size} bytes" if complete else f"exceeds {limit} bytes (read {size} bytes before stopping)"
+    detail = {
+        "detail": (
+            f"request body {measured}, over this server's limit of {limit} bytes per POST "
+            "(LeanServerConfig.max_batch_bytes, `trl-verigate lean-server --max-batch-bytes`): send fewer or smaller "
+            "requests per POST (LeanClient splits its batches to fit) or start the server with a larger "
+            "--max-batch-bytes"
+        ),
+        "limit_bytes": limit,
+        "body_bytes": size,
+        "body_bytes_complete": complete,
+        "setting": "max_batch_bytes",
+        "flag": "--max-batch-bytes",
+    }
+    payload = json.dumps(detail).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": PAYLOAD_TOO_LARGE,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
 class KiminaSnippet(BaseModel):
@@ -59,12 +153,19 @@ class NativeProof(BaseModel):
     header: str | None = None
 
 
+class NativeFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    file: str
+    statement: str | None = None
+    header: str | None = None
+
+
 class CheckBody(BaseModel):
     """One of three forms: kimina `snippets`, kimina's older `codes`, or native `requests`."""
 
     snippets: list[KiminaSnippet] | None = None
     codes: list[KiminaCode] | None = None
-    requests: list[NativeProof | str] | None = None
+    requests: list[NativeProof | NativeFile | str] | None = None
     timeout: float | None = Field(None, gt=0, description="seconds per proof; default: the server's")
     # Accepted for kimina compatibility: REPL reuse is always on (each proof runs in a fresh env branched
     # off the header's), and debug diagnostics do not exist here.
@@ -80,7 +181,8 @@ class CheckBody(BaseModel):
         if len(given) != 1:
             raise ValueError(
                 "give exactly one of 'snippets' (kimina: [{id, code}]), 'codes' (kimina, older: [{custom_id, proof}]) "
-                f"or 'requests' (native: [{{statement, proof, header}} | file text]); got {given or 'none'}"
+                "or 'requests' (native: [{statement, proof, header} | {file, statement, header} | file text]); "
+                f"got {given or 'none'}"
             )
         if self.snippets is not None:
             if not self.snippets:
@@ -107,6 +209,14 @@ def _kimina_fields(result: VerificationResult, response: dict | None, timeout: f
     return fields
 
 
+def _native_request(item: NativeProof | NativeFile | str):
+    if isinstance(item, NativeProof):
+        return ProofRequest(**item.model_dump())
+    if isinstance(item, NativeFile):
+        return FileRequest(**item.model_dump())
+    return item
+
+
 def create_app(server: LeanServer) -> FastAPI:
     """The FastAPI app serving `server`; starts it if needed, and leaves closing it to its owner."""
     stats = {"in_flight": 0, "proofs_total": 0, "started_at": time.time()}
@@ -117,6 +227,8 @@ def create_app(server: LeanServer) -> FastAPI:
         yield
 
     app = FastAPI(title="trl-verigate Lean server", lifespan=lifespan)
+    # Read at each request, so the limit is the served config's.
+    app.add_middleware(BodySizeLimit, max_bytes=lambda: server.config.max_batch_bytes)
 
     async def verify_until_disconnect(raw: Request, requests: list, timeout: float | None):
         """(verdict, REPL response) pairs, or None when the client hung up first."""
@@ -147,7 +259,7 @@ def create_app(server: LeanServer) -> FastAPI:
         elif body.codes is not None:
             requests = [c.content for c in body.codes]
         else:
-            requests = [r if isinstance(r, str) else ProofRequest(**r.model_dump()) for r in body.requests]
+            requests = [_native_request(r) for r in body.requests]
         pairs = await verify_until_disconnect(raw, requests, timeout)
         if pairs is None:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
@@ -185,6 +297,8 @@ def create_app(server: LeanServer) -> FastAPI:
             "proofs_total": stats["proofs_total"],
             "uptime_s": time.time() - stats["started_at"],
             "timeout": server.config.timeout,
+            "max_request_bytes": server.config.max_request_bytes,
+            "max_batch_bytes": server.config.max_batch_bytes,
             "pool": {k: v for k, v in pool.items() if k != "live_pids"},
         }
 
