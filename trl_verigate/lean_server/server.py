@@ -2,6 +2,8 @@
 
 The pool lives on an asyncio loop in a background thread, so `verify` works from any thread and
 `averify` from the caller's own event loop: a trainer can overlap verification with generation.
+The precheck (`verdict.prepare`) runs in a thread pool, so a slow one cannot stall the loop and the other
+workers' timers; REPL passes can be confirmed outside the REPL by a checker (`lean_server.recheck`).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import logging
 import sys
 import threading
 import time
@@ -19,7 +22,10 @@ from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server import verdict
 from trl_verigate.lean_server.pool import ReplPool
 from trl_verigate.lean_server.process import ReplError
-from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.recheck import Rechecker
+from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
+
+logger = logging.getLogger(__name__)
 
 # A verdict and Lean's own answer to the request, in submitted-source coordinates; None when Lean never answered.
 ResultWithResponse = tuple[VerificationResult, dict | None]
@@ -27,6 +33,16 @@ ResultWithResponse = tuple[VerificationResult, dict | None]
 # Below this many requests a progress bar is noise; above it, a silent wait looks like a hang.
 PROGRESS_MIN_REQUESTS = 64
 CLOSE_TIMEOUT_S = 30.0
+# A precheck that leaves the REPL less than this of the per-proof timeout is a timeout: Lean could not answer.
+MIN_REPL_SECONDS = 0.01
+# Threads for the precheck; it holds the GIL, so more would not check faster, only keep more hostile ones alive.
+PRECHECK_THREADS = 4
+REPL_VERDICT_ALONE_WARNING = (
+    "LeanServer: recheck is 'none', so a `passed` verdict is the REPL's alone, and code run by a proof inside the "
+    "REPL can forge it. Set LeanServerConfig.recheck_command to a checker, e.g. ['trl-verigate', 'lean-recheck', "
+    "'--backend', 'replay', '--project-dir', '/path/to/project'] (CLI: --recheck-command), to confirm passes with "
+    "the Lean kernel outside the REPL; `trl-verigate lean-doctor` lists the backends it finds."
+)
 
 
 def progress_bar(progress: bool | None, total: int, desc: str):
@@ -62,7 +78,9 @@ class LeanServer:
     `verify` returns exactly one `VerificationResult` per request, in request order, whatever
     happens to the REPL workers: "passed"/"failed" from the verdict, "rejected" by the
     precheck (Lean never runs), "timeout", "crashed" (the REPL died, wrote garbage or a truncated
-    answer; it is replaced), "error" (the REPL could not be started or answered with an error object).
+    answer; it is replaced), "error" (the REPL could not be started or answered with an error object, or the
+    recheck checker failed). With `config.recheck` set, passes go to the checker (see `lean_server.recheck`): one it
+    refuses becomes "failed" with a reason starting "recheck: ". `metrics()` counts what it found.
     """
 
     def __init__(self, config: LeanServerConfig | None = None):
@@ -72,6 +90,9 @@ class LeanServer:
         self._pool: ReplPool | None = None
         self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
+        self._precheck_threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self._precheck_slots: asyncio.Semaphore | None = None
+        self._rechecker = Rechecker(self.config)
 
     def __enter__(self) -> LeanServer:
         return self.start()
@@ -95,10 +116,15 @@ class LeanServer:
 
             async def prewarm() -> None:
                 pool.prewarm(self.config.header)
+                # Made on the loop, where it is used.
+                self._precheck_slots = asyncio.Semaphore(PRECHECK_THREADS)
 
             asyncio.run_coroutine_threadsafe(prewarm(), loop).result()
+            self._precheck_threads = concurrent.futures.ThreadPoolExecutor(PRECHECK_THREADS, "lean-precheck")
             self._loop, self._thread, self._pool = loop, thread, pool
             self._finalizer = weakref.finalize(self, _stop_abandoned, pool, loop)
+            if self.config.recheck == "none":
+                logger.warning(REPL_VERDICT_ALONE_WARNING)
         return self
 
     def close(self) -> None:
@@ -118,6 +144,9 @@ class LeanServer:
                 thread.join()
                 loop.close()
                 self._finalizer.detach()
+                # A precheck still running belongs to a request that already timed out: nobody waits for it.
+                self._precheck_threads.shutdown(wait=False, cancel_futures=True)
+                self._precheck_threads = None
 
     def verify(
         self,
@@ -125,11 +154,14 @@ class LeanServer:
         timeout: float | None = None,
         progress: bool | None = None,
     ) -> list[VerificationResult]:
-        """Verify `requests` (ProofRequest or complete-file str), blocking; one result per request, in order.
+        """Verify `requests` (ProofRequest, FileRequest or complete-file str), blocking; one result per request,
+        in order.
 
-        `timeout` (seconds per proof, default `config.timeout`) counts the REPL's work only, not the
-        wait for a free worker. `progress`: True shows a tqdm bar, False never; None shows one for
-        batches of at least 64 requests when stderr is a terminal.
+        `timeout` (seconds per proof, default `config.timeout`) counts the precheck and the REPL's work, not the
+        wait for a free worker, nor the recheck (`config.recheck_timeout` bounds that). A request over
+        `config.max_request_bytes` is "rejected" unrun; a batch over `config.max_batch_bytes` raises ValueError
+        before anything runs. `progress`: True shows a tqdm bar, False never; None shows one for batches of at
+        least 64 requests when stderr is a terminal.
         """
         self._check_not_on_loop("verify()")
         return [result for result, _ in self._submit(requests, timeout, progress, with_responses=False).result()]
@@ -184,9 +216,18 @@ class LeanServer:
         return await asyncio.wrap_future(self._submit(requests, timeout, progress, with_responses=True))
 
     def stats(self) -> dict:
-        """Pool counters (processes started, start failures, recycled, timeouts, crashes) and live REPL pids."""
+        """Pool counters (processes started, start failures, recycled, timeouts, crashes), recheck counters
+        (rechecked, recheck_overturned, recheck_checker_failures, recheck_seconds) and live REPL pids."""
         pool = self._require_started()
-        return {**pool.counters, "live_pids": pool.live_pids()}
+        recheck = {**self._rechecker.counters, "recheck_seconds": self._rechecker.seconds}
+        return {**pool.counters, **recheck, "live_pids": pool.live_pids()}
+
+    def metrics(self) -> dict[str, float]:
+        """Cumulative recheck metrics since this server was made, for a trainer to log per step (the difference
+        between two calls): `lean/rechecked` (passes sent to the checker), `lean/recheck_overturned` (of those, the
+        ones it refused: a policy learning to fool the REPL shows here), `lean/recheck_checker_failures` (failed
+        closed because the checker broke its contract) and `lean/recheck_seconds` (wall time in the checker)."""
+        return self._rechecker.metrics()
 
     def _require_started(self) -> ReplPool:
         pool = self._pool
@@ -202,6 +243,12 @@ class LeanServer:
         self, requests: Sequence[Request], timeout: float | None, progress: bool | None, with_responses: bool
     ) -> concurrent.futures.Future:
         requests = _checked_requests(requests)
+        batch_bytes = sum(request_bytes(request) for request in requests)
+        if batch_bytes > self.config.max_batch_bytes:
+            raise ValueError(
+                f"verify() batch is {batch_bytes} bytes, over LeanServerConfig.max_batch_bytes={self.config.max_batch_bytes}: "
+                "split it into smaller batches or raise max_batch_bytes"
+            )
         if timeout is None:
             timeout = self.config.timeout
         elif not timeout > 0:
@@ -219,40 +266,97 @@ class LeanServer:
     async def _verify_all(
         self, pool: ReplPool, requests: list[Request], timeout: float, bar, with_responses: bool
     ) -> list[ResultWithResponse]:
-        async def one(request: Request) -> ResultWithResponse:
-            pair = await self._verify_one(pool, request, timeout, with_responses)
+        async def one(request: Request) -> tuple[VerificationResult, dict | None, verdict.Prepared | None]:
+            triple = await self._verify_one(pool, request, timeout, with_responses)
             if bar is not None:
                 bar.update(1)
-            return pair
+            return triple
 
         try:
-            return list(await asyncio.gather(*(one(r) for r in requests)))
+            triples = list(await asyncio.gather(*(one(r) for r in requests)))
         finally:
             # Before the caller gets the results, so the bar's last redraw cannot land after verify() returns.
             if bar is not None:
                 bar.close()
+        results = [result for result, _, _ in triples]
+        # All of this call's selected passes in one checker run: they share one import of the header's modules.
+        selected = [
+            index
+            for index, (result, _, prepared) in enumerate(triples)
+            if result.passed and prepared is not None and self._rechecker.selects(requests[index])
+        ]
+        if selected:
+            candidates = [(requests[i], triples[i][2], results[i]) for i in selected]
+            for index, final in zip(selected, await self._rechecker.recheck(candidates), strict=True):
+                results[index] = final
+        return [(result, response) for result, (_, response, _) in zip(results, triples, strict=True)]
 
     async def _verify_one(
         self, pool: ReplPool, request: Request, timeout: float, with_response: bool
-    ) -> ResultWithResponse:
+    ) -> tuple[VerificationResult, dict | None, verdict.Prepared | None]:
+        """The verdict, the REPL's response (when asked for) and what the REPL ran (None when it ran nothing)."""
         started = time.monotonic()
         try:
-            prepared = verdict.prepare(request, self.config.header, self.config.allow_native_decide)
+            size = request_bytes(request)
+            if size > self.config.max_request_bytes:
+                reason = (
+                    f"request too large: {size} bytes, over LeanServerConfig.max_request_bytes="
+                    f"{self.config.max_request_bytes}; Lean did not run"
+                )
+                return VerificationResult(status="rejected", reason=reason), None, None
+            prepared, precheck_s = await self._prepare(request, timeout)
             if isinstance(prepared, VerificationResult):
-                return prepared, None
+                return prepared, None, None
             try:
-                response, time_s = await pool.run(prepared.header, prepared.code, timeout)
+                # The timeout covers the precheck too: the REPL gets what is left of it.
+                response, time_s = await pool.run(prepared.header, prepared.code, timeout - precheck_s)
             except ReplError as error:
-                return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s), None
-            result = verdict.judge(prepared, response, self.config, time_s)
-            return result, submitted_response(prepared, response) if with_response else None
+                reason = str(error)
+                if error.status == "timeout":
+                    reason += f" (the per-proof timeout is {timeout:g} s, of which the precheck took {precheck_s:.3f} s)"
+                result = VerificationResult(status=error.status, reason=reason, time_s=precheck_s + error.time_s)
+                return result, None, None
+            result = verdict.judge(prepared, response, self.config, precheck_s + time_s)
+            return result, submitted_response(prepared, response) if with_response else None, prepared
         except Exception as error:  # noqa: BLE001 - one bad request must not take down the batch
             result = VerificationResult(
                 status="error",
                 reason=f"internal error while verifying this request: {error!r}",
                 time_s=time.monotonic() - started,
             )
-            return result, None
+            return result, None, None
+
+    async def _prepare(self, request: Request, timeout: float) -> tuple[verdict.Prepared | VerificationResult, float]:
+        """`verdict.prepare` in a precheck thread and its seconds, timed from when it starts; a "timeout" result
+        past `timeout`, or when it leaves the REPL less than `MIN_REPL_SECONDS` of it.
+
+        A slot is held until the thread really finishes (a timed-out precheck cannot be interrupted), so the
+        waits of later requests count a busy thread, not their own precheck.
+        """
+        loop = asyncio.get_running_loop()
+        slots = self._precheck_slots
+        await slots.acquire()
+        started = time.monotonic()
+        work = self._precheck_threads.submit(
+            verdict.prepare, request, self.config.header, self.config.allow_native_decide
+        )
+
+        def release(_) -> None:
+            try:
+                loop.call_soon_threadsafe(slots.release)
+            except RuntimeError:  # the server closed while this precheck ran
+                pass
+
+        work.add_done_callback(release)
+        try:
+            prepared = await asyncio.wait_for(asyncio.wrap_future(work), timeout)
+        except asyncio.TimeoutError:
+            prepared = None
+        elapsed = time.monotonic() - started
+        if prepared is None or (not isinstance(prepared, VerificationResult) and timeout - elapsed < MIN_REPL_SECONDS):
+            reason = f"the precheck took {elapsed:.1f} s of the {timeout:g} s timeout; Lean did not run"
+            return VerificationResult(status="timeout", reason=reason, time_s=elapsed), elapsed
+        return prepared, elapsed
 
 
 def submitted_response(prepared: verdict.Prepared, response: dict) -> dict:
@@ -289,14 +393,26 @@ def _with_submitted_positions(prepared: verdict.Prepared, item):
     return item
 
 
+def request_bytes(request: Request) -> int:
+    """A request's size as `max_request_bytes` counts it: the UTF-8 bytes of all its text fields."""
+    if isinstance(request, ProofRequest):
+        parts = (request.statement, request.proof, request.header or "")
+    elif isinstance(request, FileRequest):
+        parts = (request.file, request.statement or "", request.header or "")
+    else:
+        parts = (request,)
+    return sum(len(part.encode("utf-8", "surrogatepass")) for part in parts)
+
+
 def _checked_requests(requests: Sequence[Request]) -> list[Request]:
-    if isinstance(requests, (str, ProofRequest)):
+    if isinstance(requests, (str, ProofRequest, FileRequest)):
         raise TypeError("verify() takes a list of requests; wrap a single request in a list: [request]")
     checked = list(requests)
     for index, request in enumerate(checked):
-        if not isinstance(request, (ProofRequest, str)):
+        if not isinstance(request, (ProofRequest, FileRequest, str)):
             raise TypeError(
                 f"requests[{index}] is a {type(request).__name__}; each request must be a ProofRequest "
-                "(statement, proof) or a str holding a complete Lean file"
+                "(statement, proof), a FileRequest (file, optional trusted statement/header) or a str holding a "
+                "complete Lean file"
             )
     return checked
