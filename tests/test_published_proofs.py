@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.types import MINIF2F_HEADER, FileRequest, ProofRequest, Request, VerificationResult
 from trl_verigate.lean_server.verdict import prepare
 
 CORPUS_DIR = Path(__file__).resolve().parent / "data" / "published"
@@ -91,9 +91,31 @@ def top_level_declarations(row: dict) -> int:
     return len(_TOP_LEVEL_DECLARATION.findall(lean_code(row)))
 
 
-def is_rejected(row: dict, allow_native_decide: bool) -> VerificationResult | None:
-    """The rejection `prepare` gives the row, or None when it goes on to Lean."""
-    prepared = prepare(request_of(row), MINIF2F_HEADER, allow_native_decide=allow_native_decide)
+def collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def states_dataset_statement(row: dict) -> bool:
+    """Whether the file states its miniF2F statement as the dataset writes it (comments and layout aside)."""
+    return collapsed(_LINE_COMMENT.sub("", _BLOCK_COMMENT.sub("", row["minif2f_statement"]))) in collapsed(
+        lean_code(row)
+    )
+
+
+def has_dataset_header(row: dict) -> bool:
+    """Whether the file's header lines (those before its first declaration) are the dataset header's, blank lines aside."""
+    lines = lean_code(row).splitlines()
+    first_declaration = next(
+        i for i, line in enumerate(lines) if _TOP_LEVEL_DECLARATION.match(line) or line.rstrip().endswith(" in")
+    )
+    file_header = [line.strip() for line in lines[:first_declaration] if line.strip()]
+    return file_header == [line.strip() for line in row["minif2f_header"].splitlines() if line.strip()]
+
+
+def is_rejected(row: dict, allow_native_decide: bool, request: Request | None = None) -> VerificationResult | None:
+    """The rejection `prepare` gives the row (sent as `request`, by default its own), or None when it goes on to Lean."""
+    request = request_of(row) if request is None else request
+    prepared = prepare(request, MINIF2F_HEADER, allow_native_decide=allow_native_decide)
     if isinstance(prepared, VerificationResult):
         assert prepared.status == "rejected", prepared
         return prepared
@@ -121,6 +143,7 @@ def test_corpus_rows_are_well_formed(rows):
         assert row["licence"] and row["origin"].startswith("github.com/"), row["id"]
         if row["kind"] == "file":
             assert row["text"].lstrip().startswith("import "), row["id"]
+            assert row["minif2f_statement"].endswith(":= by") and row["minif2f_header"].startswith("import "), row["id"]
         else:
             assert row["kind"] == "proof" and row["statement"].endswith(":= by") and row["proof"].strip(), row["id"]
     assert set(KNOWN_FALSE_REJECTIONS) <= set(ids), "KNOWN_FALSE_REJECTIONS names rows that are not in the corpus"
@@ -164,6 +187,24 @@ def test_known_false_rejections_are_still_rejected(verdicts):
     # Fails when a fix makes one of them pass: then delete it from KNOWN_FALSE_REJECTIONS so that it stays fixed.
     now_accepted = [row_id for row_id in KNOWN_FALSE_REJECTIONS if verdicts[row_id][1] is None]
     assert not now_accepted, f"now accepted, remove from KNOWN_FALSE_REJECTIONS: {now_accepted}"
+
+
+def test_files_held_to_their_dataset_statement_are_judged_as_when_sent_alone(rows, verdicts):
+    # A FileRequest holds the file to the trusted miniF2F statement (and header); for a file that states exactly
+    # those, being held to them must not turn a verdict into a rejection (or a rejection into a pass).
+    held_rows = [row for row in rows if row["kind"] == "file" and states_dataset_statement(row)]
+    assert len(held_rows) > 600, "most published files state their dataset statement verbatim"
+    differ = []
+    for row in held_rows:
+        header = row["minif2f_header"] if has_dataset_header(row) else None
+        request = FileRequest(row["text"], statement=row["minif2f_statement"], header=header)
+        held = is_rejected(row, True, request)
+        alone = verdicts[row["id"]][1]
+        if (held is None) != (alone is None):
+            differ.append(f"{row['id']} (header {'held' if header else 'free'}): alone {alone}, held {held}")
+    assert not differ, f"{len(differ)} files judged differently when held to their dataset statement:\n" + "\n".join(
+        differ
+    )
 
 
 def test_false_rejection_rate(rows, verdicts):
