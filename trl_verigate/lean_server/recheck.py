@@ -195,7 +195,7 @@ def _verdict_of(line: str, number: int) -> CheckerVerdict:
         raise CheckerFailure(f"stdout line {number} is not JSON ({error.msg}): {line[:200]!r}") from None
     if not isinstance(row, dict):
         raise CheckerFailure(f"stdout line {number} is not a JSON object: {line[:200]!r}")
-    item_id, ok, message, axioms = row.get("id"), row.get("ok"), row.get("message", ""), row.get("axioms")
+    item_id, ok, message, axioms = row.get("id"), row.get("ok"), row.get("message"), row.get("axioms")
     if not isinstance(item_id, str) or not isinstance(ok, bool) or not isinstance(message, str):
         raise CheckerFailure(
             f"stdout line {number} needs a string 'id', a boolean 'ok' and a string 'message': {line[:200]!r}"

@@ -1,0 +1,284 @@
+"""The recheck tier against stand-ins: a REPL that forges passes (fake_repl) and a checker (fake_checker).
+
+Covers the contract as `lean_server.recheck` documents it: what the checker receives, verdict mapping, fail-closed
+on every way a checker can break the contract, one run per verify() batch, seeded sampling and the metrics.
+"""
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from fake_checker import checker_command, read_runs, spawned_pids
+from fake_repl import stand_in_config
+
+from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest
+from trl_verigate.lean_server import recheck as recheck_module
+from trl_verigate.lean_server.recheck import CheckerFailure, parse_verdicts
+
+pytestmark = pytest.mark.timeout(120)
+
+HEADER = "import Mathlib\nset_option maxHeartbeats 400000"
+FALSE_STATEMENT = "theorem forged : (1:ℕ) = 2 := by"
+# What the forging payload writes to fd 1: a clean answer at our `#print axioms` line. The REPL's command is the
+# statement (line 1), the proof (line 2), a blank line, then `#print axioms forged` on line 4.
+FORGED_ANSWER = {
+    "match": "(1:ℕ) = 2",
+    "response": {
+        "messages": [
+            {
+                "severity": "info",
+                "pos": {"line": 4, "column": 0},
+                "endPos": {"line": 4, "column": 6},
+                "data": "'forged' does not depend on any axioms",
+            }
+        ],
+        "env": 0,
+    },
+}
+# The precheck refuses the known payloads, so the stand-in REPL plays one that got through: whatever the proof, it
+# answers with FORGED_ANSWER, as a payload writing to fd 1 makes the real REPL do.
+FORGING_PROOF = "  norm_num"
+LINARITH_FAILS = {
+    "match": "linarith",
+    "response": {
+        "messages": [
+            {
+                "severity": "error",
+                "pos": {"line": 2, "column": 2},
+                "endPos": {"line": 2, "column": 10},
+                "data": "linarith failed",
+            }
+        ],
+        "env": 0,
+    },
+}
+
+
+def true_proof(index: int) -> ProofRequest:
+    return ProofRequest(f"theorem t{index} : {index} + 1 = {index + 1} := by", "  norm_num")
+
+
+def config_with_checker(tmp_path: Path, *checker_flags: str, script=(), **overrides):
+    log = tmp_path / "checker.log"
+    overrides.setdefault("header", HEADER)
+    overrides.setdefault("recheck_command", checker_command("--log", str(log), *checker_flags))
+    return stand_in_config(tmp_path, script=script, **overrides)
+
+
+def checker_runs(tmp_path: Path) -> list[dict]:
+    return read_runs(tmp_path / "checker.log")
+
+
+def test_a_forged_pass_fools_the_repl_alone_and_the_checker_overturns_it(tmp_path):
+    forged = ProofRequest(FALSE_STATEMENT, FORGING_PROOF)
+    # Without a checker the forged answer is taken: this is the hole the recheck tier closes.
+    with LeanServer(stand_in_config(tmp_path, script=[FORGED_ANSWER], header=HEADER)) as alone:
+        [fooled] = alone.verify([forged])
+    assert fooled.status == "passed"
+
+    with LeanServer(config_with_checker(tmp_path, script=[FORGED_ANSWER])) as server:
+        assert server.config.recheck == "passed"  # the default once a checker is configured
+        forged_result, honest = server.verify([forged, true_proof(1)])
+        metrics = server.metrics()
+        stats = server.stats()
+    assert forged_result.status == "failed" and not forged_result.passed
+    assert forged_result.reason.startswith("recheck: ") and "1 = 2" in forged_result.reason
+    assert forged_result.first_error_tactic == 0
+    assert honest.status == "passed"
+    assert metrics["lean/rechecked"] == 2
+    assert metrics["lean/recheck_overturned"] == 1
+    assert metrics["lean/recheck_checker_failures"] == 0
+    assert metrics["lean/recheck_seconds"] > 0
+    assert stats["recheck_overturned"] == 1 and stats["rechecked"] == 2
+
+
+def test_the_checker_gets_the_trusted_statement_and_the_submission(tmp_path):
+    file_text = f"{HEADER}\n\ntheorem from_file : 2 + 2 = 4 := by\n  norm_num"
+    held = FileRequest(f"{HEADER}\n\ntheorem held : 3 = 3 := by\n  rfl", statement="theorem held : 3 = 3 := by")
+    example = ProofRequest("example : 5 = 5 := by", "  rfl")
+    with LeanServer(config_with_checker(tmp_path)) as server:
+        results = server.verify([true_proof(7), file_text, held, example])
+    assert [r.status for r in results] == ["passed"] * 4
+    [run] = checker_runs(tmp_path)
+    assert run["payload"]["version"] == 1
+    proof_item, file_item, held_item, example_item = run["payload"]["items"]
+    assert proof_item == {
+        "id": proof_item["id"],
+        "header": HEADER,
+        "statement": "theorem t7 : 7 + 1 = 8 := by",
+        "theorem": "t7",
+        "proof": "  norm_num",
+        "file": None,
+        "axiom_whitelist": ["propext", "Classical.choice", "Quot.sound"],
+    }
+    # A plain file has no trusted statement: its own is sent, and the file as the REPL ran it.
+    assert file_item["statement"] == "theorem from_file : 2 + 2 = 4 := by" and file_item["theorem"] == "from_file"
+    assert file_item["proof"] is None and file_item["file"].startswith(HEADER)
+    assert file_item["file"].rstrip().endswith("norm_num")
+    assert held_item["statement"] == "theorem held : 3 = 3 := by" and held_item["theorem"] == "held"
+    # The REPL ran the example as a named theorem; the checker is told the same name.
+    assert example_item["statement"] == f"theorem {example_item['theorem']} : 5 = 5 := by"
+    assert len({item["id"] for item in run["payload"]["items"]}) == 4
+
+
+def test_one_checker_run_per_verify_batch_with_only_the_passes(tmp_path):
+    requests = [true_proof(i) for i in range(10)]
+    requests += [
+        ProofRequest("theorem bad : 1 = 1 := by", "  linarith"),
+        ProofRequest("theorem r : 1 = 1 := by", "  sorry"),
+    ]
+    with LeanServer(config_with_checker(tmp_path, script=[LINARITH_FAILS], workers=3)) as server:
+        first = server.verify(requests)
+        second = server.verify([true_proof(20), true_proof(21)])
+    assert [r.status for r in first] == ["passed"] * 10 + ["failed", "rejected"]
+    assert [r.status for r in second] == ["passed"] * 2
+    runs = checker_runs(tmp_path)
+    assert [len(run["payload"]["items"]) for run in runs] == [10, 2]
+    assert [item["theorem"] for item in runs[0]["payload"]["items"]] == [f"t{i}" for i in range(10)]
+
+
+def test_a_huge_batch_is_split_into_several_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(recheck_module, "MAX_ITEMS_PER_RUN", 3)
+    with LeanServer(config_with_checker(tmp_path, workers=2)) as server:
+        results = server.verify([true_proof(i) for i in range(7)])
+    assert [r.status for r in results] == ["passed"] * 7
+    # ceil(7 / 3) runs, in order.
+    assert [len(run["payload"]["items"]) for run in checker_runs(tmp_path)] == [3, 3, 1]
+
+
+def test_refusals_by_id_pattern_and_axioms_map_to_failed(tmp_path):
+    requests = [true_proof(1), ProofRequest("theorem uses_cheat : 2 = 2 := by", "  exact cheat_lemma"), true_proof(3)]
+    with LeanServer(config_with_checker(tmp_path, "--refuse", "cheat_lemma")) as server:
+        fine, refused, also_fine = server.verify(requests)
+    assert fine.passed and also_fine.passed
+    assert refused.status == "failed" and refused.reason == "recheck: kernel rejects: matched 'cheat_lemma'"
+
+    # ok=true with an axiom outside the whitelist is still no pass.
+    other = tmp_path / "other"
+    other.mkdir()
+    with LeanServer(config_with_checker(other, "--axioms", "propext,sorryAx")) as server:
+        [result] = server.verify([true_proof(1)])
+        assert server.metrics()["lean/recheck_overturned"] == 1
+    assert result.status == "failed" and "sorryAx" in result.reason and result.reason.startswith("recheck: ")
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "reason_part"),
+    [
+        ("crash", "exit status 3"),
+        ("garbage", "not JSON"),
+        ("missing", "no verdict for 1 of 3"),
+        ("extra", "'not-sent', which was not sent"),
+        ("duplicate", "a second time"),
+        ("exit-nonzero", "exit status 1"),
+    ],
+)
+def test_a_checker_that_breaks_the_contract_fails_closed(tmp_path, behaviour, reason_part):
+    with LeanServer(config_with_checker(tmp_path, "--behaviour", behaviour)) as server:
+        results = server.verify([true_proof(i) for i in range(3)])
+        metrics = server.metrics()
+    for result in results:
+        assert result.status == "error" and not result.passed
+        assert result.reason.startswith("recheck: checker failed: ") and reason_part in result.reason
+    assert metrics["lean/recheck_checker_failures"] == 3 and metrics["lean/recheck_overturned"] == 0
+
+
+@pytest.mark.parametrize("behaviour", ["hang", "spawn-hang"])
+def test_a_hanging_checker_is_killed_at_recheck_timeout_and_fails_closed(tmp_path, behaviour):
+    config = config_with_checker(tmp_path, "--behaviour", behaviour, recheck_timeout=1.5)
+    with LeanServer(config) as server:
+        started = time.monotonic()
+        results = server.verify([true_proof(1), true_proof(2)])
+        elapsed = time.monotonic() - started
+        assert server.metrics()["lean/recheck_seconds"] >= 1.5
+    assert [r.status for r in results] == ["error", "error"]
+    assert "recheck_timeout=1.5 s" in results[0].reason
+    assert elapsed < 1.5 + 5
+    [run] = checker_runs(tmp_path)
+    # The whole process group is gone, the checker and anything it started.
+    deadline = time.monotonic() + 5
+    pids = [run["pid"], *spawned_pids(tmp_path / "checker.log")]
+    while any(Path(f"/proc/{pid}").exists() for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    if behaviour == "spawn-hang":
+        assert len(pids) == 2
+
+
+def test_a_missing_checker_executable_fails_closed(tmp_path):
+    config = config_with_checker(tmp_path, recheck_command=[str(tmp_path / "no-such-checker")])
+    with LeanServer(config) as server:
+        [result] = server.verify([true_proof(1)])
+    assert result.status == "error" and "cannot start recheck_command" in result.reason
+
+
+def sampled_theorems(tmp_path: Path, requests, seed: int) -> set[str]:
+    config = config_with_checker(tmp_path, recheck="sample", recheck_fraction=0.25, recheck_seed=seed, workers=2)
+    with LeanServer(config) as server:
+        results = server.verify(requests)
+        rechecked = server.metrics()["lean/rechecked"]
+    assert [r.status for r in results] == ["passed"] * len(requests)
+    runs = checker_runs(tmp_path)
+    (tmp_path / "checker.log").unlink(missing_ok=True)
+    names = {item["theorem"] for run in runs for item in run["payload"]["items"]}
+    assert rechecked == len(names)
+    return names
+
+
+def test_sample_mode_is_reproducible_order_independent_and_near_the_fraction(tmp_path):
+    requests = [true_proof(i) for i in range(200)]
+    first = sampled_theorems(tmp_path, requests, seed=7)
+    again = sampled_theorems(tmp_path, list(reversed(requests)), seed=7)
+    other_seed = sampled_theorems(tmp_path, requests, seed=8)
+    assert first == again
+    assert first != other_seed
+    # Binomial(200, 0.25): mean 50, sd 6.1; these bounds are 4 sd out.
+    for picked in (first, other_seed):
+        assert 25 <= len(picked) <= 75, len(picked)
+
+
+def test_recheck_none_logs_one_warning_at_start_and_runs_no_checker(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="trl_verigate.lean_server.server")
+    with LeanServer(stand_in_config(tmp_path, header=HEADER)) as server:
+        server.verify([true_proof(1)])
+        server.verify([true_proof(2)])
+        assert server.metrics()["lean/rechecked"] == 0
+    warnings = [r.getMessage() for r in caplog.records if "REPL's alone" in r.getMessage()]
+    assert len(warnings) == 1 and "recheck_command" in warnings[0]
+
+    caplog.clear()
+    checked = tmp_path / "checked"
+    checked.mkdir()
+    with LeanServer(config_with_checker(checked)) as server:
+        server.verify([true_proof(3)])
+    assert not [r for r in caplog.records if "REPL's alone" in r.getMessage()]
+
+
+def verdict_line(item_id: str, ok: bool = True, **extra) -> str:
+    return json.dumps({"id": item_id, "ok": ok, "axioms": ["propext"], "message": "m", **extra})
+
+
+def test_parse_verdicts_takes_exactly_one_line_per_id_in_any_order():
+    verdicts = parse_verdicts(f"{verdict_line('1', ok=False)}\n\n{verdict_line('0')}\n", ["0", "1"])
+    assert verdicts["0"].ok and not verdicts["1"].ok and verdicts["0"].axioms == ["propext"]
+    no_axioms = parse_verdicts(json.dumps({"id": "0", "ok": True, "axioms": None, "message": ""}), ["0"])
+    assert no_axioms["0"].axioms is None
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        "",
+        "[1, 2]",
+        json.dumps({"id": 0, "ok": True, "message": ""}),
+        json.dumps({"id": "0", "ok": "yes", "message": ""}),
+        json.dumps({"id": "0", "ok": True, "message": "", "axioms": "propext"}),
+        json.dumps({"id": "0", "ok": True}),
+    ],
+    ids=["empty", "not-an-object", "int-id", "string-ok", "axioms-not-a-list", "no-message"],
+)
+def test_parse_verdicts_refuses_malformed_output(stdout):
+    with pytest.raises(CheckerFailure):
+        parse_verdicts(stdout, ["0"])
