@@ -22,7 +22,7 @@ from fake_repl import repl_command, write_script
 from fastapi import FastAPI
 from launch import free_port
 
-from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
+from trl_verigate.lean_server import FileRequest, LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.http import create_app
 from trl_verigate.lean_server.process import ReplProcess
 from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS
@@ -390,7 +390,7 @@ REQUEST_LIMIT = 8 << 10
 
 
 @pytest.fixture(scope="module")
-def limited_url(tmp_path_factory, script_path):
+def limited_server(tmp_path_factory, script_path):
     config = LeanServerConfig(
         repl_command=repl_command("--script", script_path),
         project_dir=str(tmp_path_factory.mktemp("project")),
@@ -401,7 +401,31 @@ def limited_url(tmp_path_factory, script_path):
         max_request_bytes=REQUEST_LIMIT,
         max_batch_bytes=BATCH_LIMIT,
     )
-    with LeanServer(config) as server, serving(create_app(server)) as base_url:
+    with LeanServer(config) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def post_sizes() -> list[int]:
+    """Content-Length of every POST the limited server received, in order (tests clear it first)."""
+    return []
+
+
+@pytest.fixture(scope="module")
+def limited_url(limited_server, post_sizes):
+    app = create_app(limited_server)
+
+    def record_post_sizes(inner):
+        async def middleware(scope, receive, send):
+            if scope["type"] == "http" and scope["method"] == "POST":
+                post_sizes.append(int(dict(scope["headers"]).get(b"content-length", b"-1")))
+            await inner(scope, receive, send)
+
+        return middleware
+
+    # Added last, so outermost: it sees every POST, the refused ones too.
+    app.add_middleware(record_post_sizes)
+    with serving(app) as base_url:
         yield base_url
 
 
@@ -510,3 +534,96 @@ def test_one_request_over_the_request_limit_is_rejected_alone(limited_url):
     assert (small["id"], small["status"]) == ("small", "passed")
     assert (huge["id"], huge["status"]) == ("huge", "rejected")
     assert huge["error"].startswith("rejected: ") and str(REQUEST_LIMIT) in huge["error"]
+
+
+# ---------------------------------------------------------------- FileRequest over the wire, client batch sizes
+
+MISSTATED = "theorem good_add (a b : Nat) : a + b = a + b := by"
+
+
+def file_requests() -> list[FileRequest]:
+    """GOOD as a complete file: held to its own statement and header, to another statement, and to nothing."""
+    return [
+        FileRequest(as_file(GOOD), statement=GOOD.statement, header=HEADER),
+        FileRequest(as_file(GOOD), statement=MISSTATED, header=HEADER),
+        FileRequest(as_file(GOOD)),
+    ]
+
+
+def test_native_form_takes_file_requests(url):
+    body = {
+        "requests": [
+            {"file": as_file(GOOD), "statement": GOOD.statement, "header": HEADER},
+            {"file": as_file(GOOD), "statement": MISSTATED, "header": HEADER},
+            {"file": as_file(GOOD)},
+        ]
+    }
+    response = post(url, body)
+    assert response.status_code == 200
+    held, misstated, bare = response.json()["results"]
+    assert (held["status"], bare["status"]) == ("passed", "passed")
+    assert misstated["status"] == "rejected" and "statement" in misstated["reason"]
+    # A file object with a field of neither request kind is bad input, not silently a ProofRequest.
+    bad = post(url, {"requests": [{"file": as_file(GOOD), "proof": "  omega"}]})
+    assert bad.status_code == 422 and "proof" in bad.text
+
+
+def test_client_sends_file_requests_and_kimina_mode_holds_them_to_the_statement(url, lean_server):
+    ours = LeanClient(urls=[url]).verify(file_requests())
+    assert [r.status for r in ours] == ["passed", "rejected", "passed"]
+    with serving(kimina_emulation(lean_server.config)) as kimina_url:
+        client = LeanClient(urls=[kimina_url], config=lean_server.config, protocol="kimina")
+        theirs = client.verify(file_requests())
+    # kimina-lean-server knows no trusted statement: the client refuses the misstated file itself.
+    assert [r.status for r in theirs] == ["passed", "rejected", "passed"]
+    assert theirs[1].reason == ours[1].reason
+    for mine, other in zip(ours, theirs, strict=True):
+        assert (other.tactics, other.axioms, other.messages) == (mine.tactics, mine.axioms, mine.messages)
+
+
+def padded_proof(n_bytes: int) -> ProofRequest:
+    """GOOD with its proof padded by a trailing comment to `n_bytes` of request (statement + proof + header)."""
+    base = GOOD.statement + GOOD.proof + "\n  -- " + HEADER
+    return ProofRequest(GOOD.statement, GOOD.proof + "\n  -- " + "x" * (n_bytes - len(base)), HEADER)
+
+
+def test_client_splits_batches_by_bytes_to_fit_the_servers_limit(limited_url, post_sizes):
+    # 30 requests of 6000 bytes: one batch by count (max_batch=64), about 180 KB, so 3+ POSTs of at most 64 KiB.
+    requests = [padded_proof(6000) for _ in range(30)]
+    config = LeanServerConfig(max_request_bytes=REQUEST_LIMIT, max_batch_bytes=BATCH_LIMIT)
+    client = LeanClient(urls=[limited_url], config=config)
+    post_sizes.clear()
+    assert [r.status for r in client.verify(requests)] == ["passed"] * 30
+    assert len(post_sizes) >= 3 and all(0 < size <= BATCH_LIMIT for size in post_sizes), post_sizes
+    assert sum(post_sizes) > 30 * 6000
+    # No 413 was needed: the client never had to learn the server's limit.
+    assert client.endpoints[0].max_batch_bytes is None
+
+
+def test_client_learns_a_smaller_server_limit_from_a_413(limited_url, post_sizes):
+    requests = [padded_proof(6000) for _ in range(30)]
+    # The client assumes the default 64 MiB, the server was started with 64 KiB.
+    client = LeanClient(urls=[limited_url], config=LeanServerConfig(max_request_bytes=REQUEST_LIMIT))
+    post_sizes.clear()
+    assert [r.status for r in client.verify(requests)] == ["passed"] * 30
+    assert client.endpoints[0].max_batch_bytes == BATCH_LIMIT
+    # One POST of everything, refused; then the same requests again in POSTs that fit.
+    first, *rest = post_sizes
+    assert first > 30 * 6000 and len(rest) >= 3 and all(size <= BATCH_LIMIT for size in rest), post_sizes
+
+
+def test_client_rejects_a_request_over_the_size_limit_without_sending_it():
+    # A dead server: whatever is sent comes back "error", so "rejected" proves the client kept it.
+    dead = f"http://127.0.0.1:{free_port()}"
+    config = LeanServerConfig(max_request_bytes=6000)
+    client = LeanClient(urls=[dead], retries=0, config=config)
+    small, big, big_file = client.verify([GOOD, padded_proof(6001), FileRequest("x" * 6001)])
+    assert small.status == "error"
+    for index, result in ((1, big), (2, big_file)):
+        assert result.status == "rejected"
+        assert f"requests[{index}] is 6001 bytes, over the limit of 6000 bytes" in result.reason
+        assert "max_request_bytes" in result.reason and "not sent" in result.reason
+    # A request within the request limit that no POST may hold (batch limit below it) is refused the same way.
+    tight = LeanClient(urls=[dead], retries=0, config=LeanServerConfig(max_batch_bytes=1000))
+    [alone] = tight.verify([padded_proof(900)])
+    assert alone.status == "rejected" and "more than one POST may hold (1000 bytes" in alone.reason

@@ -5,6 +5,11 @@ switch between a local pool and a fleet of `trl-verigate lean-server` processes 
 kimina-lean-server deployments) by changing one constructor. A server that is down never raises:
 its batches move to another server, and a request that no server could answer comes back with
 `status="error"` and the reason.
+
+Sizes: no POST it sends is larger than `config.max_batch_bytes` (a batch is split by bytes as well as by
+`max_batch`), and a request over `config.max_request_bytes` comes back `status="rejected"` without being sent, as
+`LeanServer` answers it. Both default to the server's defaults; a server that answers 413 with a smaller limit
+(`trl-verigate lean-server --max-batch-bytes`) has its limit remembered and the batch re-split to fit.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import itertools
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -21,8 +27,8 @@ from dataclasses import dataclass
 import httpx
 
 from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.server import progress_bar
-from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.server import progress_bar, request_bytes
+from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
 
 # `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers
 # {"status": "ok"} only, which is how the client tells the two protocols apart.
@@ -31,6 +37,8 @@ PROTOCOLS = ("auto", "verigate", "kimina")
 # Slack on top of the worst case (every proof of a batch timing out one after another) before the
 # client gives up waiting for a server's answer.
 _HTTP_SLACK_S = 60.0
+# Bytes of a POST body besides its items: `{"requests":[`, `],"timeout":…}` (kimina: its snippet keys and options).
+_ENVELOPE_BYTES = 256
 
 
 class _RetryableError(Exception):
@@ -41,6 +49,14 @@ class _RejectedBatchError(Exception):
     """The server refused the batch itself (4xx): sending it elsewhere would not help."""
 
 
+class _PayloadTooLargeError(_RejectedBatchError):
+    """HTTP 413: the POST body is over the server's `max_batch_bytes`, `limit` (None when the answer lacks it)."""
+
+    def __init__(self, message: str, limit: int | None):
+        super().__init__(message)
+        self.limit = limit
+
+
 @dataclass
 class _Endpoint:
     url: str
@@ -48,16 +64,45 @@ class _Endpoint:
     in_flight: int = 0
     consecutive_failures: int = 0
     avoid_until: float = 0.0
+    # The server's own body limit, once a 413 told it; None: assume `config.max_batch_bytes`.
+    max_batch_bytes: int | None = None
 
 
 def _encode_request(index: int, request: Request):
+    """A request as the native `{"requests": [...]}` form of `POST /check` takes it."""
     if isinstance(request, ProofRequest):
         return {"statement": request.statement, "proof": request.proof, "header": request.header}
+    if isinstance(request, FileRequest):
+        fields = {"file": request.file, "statement": request.statement, "header": request.header}
+        return {key: value for key, value in fields.items() if value is not None}
     if isinstance(request, str):
         return request
     raise TypeError(
-        f"requests[{index}] must be a ProofRequest or a str (a complete Lean file), got {type(request).__name__}"
+        f"requests[{index}] must be a ProofRequest, a FileRequest or a str (a complete Lean file), "
+        f"got {type(request).__name__}"
     )
+
+
+def _json_bytes(payload) -> bytes:
+    """The POST body for `payload`; the client sends exactly these bytes, so sizes counted on them hold."""
+    return json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _split_by_bytes(items: list, sizes: list[int], limit: int) -> list[list]:
+    """`items` in order, cut into runs whose sizes plus a separator each and the envelope stay within `limit`.
+
+    An item too large to share a POST with anything sits alone in its run.
+    """
+    runs: list[list] = []
+    total = limit  # forces a new run for the first item
+    for item, size in zip(items, sizes, strict=True):
+        if runs and total + size + 1 <= limit:
+            runs[-1].append(item)
+            total += size + 1
+        else:
+            runs.append([item])
+            total = _ENVELOPE_BYTES + size
+    return runs
 
 
 def _shift_lines(response: dict, delta: int) -> dict:
@@ -90,13 +135,16 @@ class LeanClient:
         retries: how many times a batch that failed on one server (connection error, 5xx) is retried,
             preferring servers it has not failed on yet.
         backoff: base delay in seconds before retrying on a server that already failed; doubles each time.
-        max_batch: most proofs sent in one HTTP request.
+        max_batch: most proofs sent in one HTTP request; a batch is also split so that its POST body stays within
+            `config.max_batch_bytes` (set that to the servers' `--max-batch-bytes` when they were started with a
+            smaller one; a 413 from a server teaches the client its limit anyway).
         concurrency: most HTTP requests in flight at once (default: 2 per server, so each server always
             has its next batch queued while it works on the current one).
         protocol: "verigate" (our `/check` with verdicts computed server-side), "kimina" (kimina-lean-server's
             `/api/check`; verdicts computed here with `verdict.judge`), or "auto" (ask each server's `/health`).
         config: verdict settings used in kimina mode (default header, axiom whitelist, native_decide,
-            tactic granularity); a verigate server applies its own.
+            tactic granularity; a verigate server applies its own), and in every mode the size limits:
+            a request over `config.max_request_bytes` is "rejected" without being sent.
         api_key: sent as `Authorization: Bearer <key>` (kimina-lean-server deployments with LEAN_SERVER_API_KEY).
         http_timeout: seconds to wait for one batch's answer; default: `timeout * batch size + 60`.
     """
@@ -176,12 +224,19 @@ class LeanClient:
         if timeout is not None and timeout <= 0:
             raise ValueError(f"LeanClient.averify timeout must be > 0 seconds or None, got {timeout}")
         requests = list(requests)
-        for index, request in enumerate(requests):
-            _encode_request(index, request)
-        if not requests:
-            return []
-        timeout = timeout if timeout is not None else self.timeout
         results: list[VerificationResult | None] = [None] * len(requests)
+        sendable, wire_sizes = [], []
+        for index, request in enumerate(requests):
+            wire_size = len(_json_bytes(_encode_request(index, request)))
+            refusal = self._size_refusal(index, request, wire_size)
+            if refusal is not None:
+                results[index] = VerificationResult(status="rejected", reason=refusal)
+            else:
+                sendable.append(index)
+                wire_sizes.append(wire_size)
+        if not sendable:
+            return results  # type: ignore[return-value]
+        timeout = timeout if timeout is not None else self.timeout
         gate = asyncio.Semaphore(self.concurrency)
         bar = progress_bar(progress, len(requests), "Lean verify (remote)")
 
@@ -195,21 +250,39 @@ class LeanClient:
 
         try:
             async with httpx.AsyncClient(headers=self.headers) as http:
-                await asyncio.gather(*(run(batch, http) for batch in self._batches(len(requests))))
+                await asyncio.gather(*(run(batch, http) for batch in self._batches(sendable, wire_sizes)))
         finally:
             if bar is not None:
                 bar.close()
         return results  # type: ignore[return-value]
 
-    def _batches(self, n: int) -> list[list[int]]:
+    def _size_refusal(self, index: int, request: Request, wire_size: int) -> str | None:
+        """Why `request` must not be sent (over a size limit), or None. Counted as `LeanServer` counts it."""
+        size, limit = request_bytes(request), self.config.max_request_bytes
+        if size > limit:
+            return (
+                f"request too large: requests[{index}] is {size} bytes, over the limit of {limit} bytes per request "
+                "(LeanClient's config.max_request_bytes; servers: --max-request-bytes); not sent"
+            )
+        if wire_size + _ENVELOPE_BYTES > self.config.max_batch_bytes:
+            return (
+                f"request too large: requests[{index}] takes {wire_size} bytes as JSON, more than one POST may hold "
+                f"({self.config.max_batch_bytes} bytes: LeanClient's config.max_batch_bytes; servers: "
+                "--max-batch-bytes); not sent"
+            )
+        return None
+
+    def _batches(self, indices: list[int], wire_sizes: list[int]) -> list[list[int]]:
         # At least one batch per server so a small call still uses the whole fleet, and even sizes so
         # the last batch is not a straggler that keeps one server busy alone.
+        n = len(indices)
         n_batches = max(math.ceil(n / self.max_batch), min(n, len(self.endpoints)))
         size, extra = divmod(n, n_batches)
         batches, start = [], 0
         for b in range(n_batches):
             end = start + size + (1 if b < extra else 0)
-            batches.append(list(range(start, end)))
+            # Then by bytes, so no POST is refused by the server's max_batch_bytes.
+            batches += _split_by_bytes(indices[start:end], wire_sizes[start:end], self.config.max_batch_bytes)
             start = end
         return batches
 
@@ -268,12 +341,19 @@ class LeanClient:
     async def _post(self, http: httpx.AsyncClient, url: str, payload: dict, n_proofs: int, timeout: float) -> dict:
         wait = self.http_timeout or timeout * n_proofs + _HTTP_SLACK_S
         try:
-            response = await http.post(url, json=payload, timeout=httpx.Timeout(wait, connect=10.0))
+            response = await http.post(
+                url,
+                content=_json_bytes(payload),
+                headers={"content-type": "application/json"},
+                timeout=httpx.Timeout(wait, connect=10.0),
+            )
         except httpx.HTTPError as exc:
             raise _RetryableError(f"{type(exc).__name__}: {exc}") from exc
         # 429 is kimina-lean-server's "No available REPLs": another server may have some.
         if response.status_code >= 500 or response.status_code == 429:
             raise _RetryableError(f"HTTP {response.status_code}: {response.text[:300]}")
+        if response.status_code == 413:
+            raise _PayloadTooLargeError(f"HTTP 413: {response.text[:300]}", _limit_of_413(response))
         if response.status_code >= 400:
             raise _RejectedBatchError(f"HTTP {response.status_code}: {response.text[:300]}")
         try:
@@ -297,10 +377,42 @@ class LeanClient:
     async def _send_verigate(
         self, http: httpx.AsyncClient, endpoint: _Endpoint, requests: list[Request], timeout: float | None
     ) -> list[VerificationResult]:
-        payload: dict = {"requests": [_encode_request(i, r) for i, r in enumerate(requests)]}
+        items = [_encode_request(i, r) for i, r in enumerate(requests)]
+        if endpoint.max_batch_bytes is None:
+            return await self._post_verigate(http, endpoint, requests, items, timeout)
+        # The server's limit is below config.max_batch_bytes: re-split the batch to fit it, in order.
+        sizes = [len(_json_bytes(item)) for item in items]
+        results: list[VerificationResult] = []
+        for run in _split_by_bytes(list(range(len(items))), sizes, endpoint.max_batch_bytes):
+            if len(run) == 1 and sizes[run[0]] + _ENVELOPE_BYTES > endpoint.max_batch_bytes:
+                reason = (
+                    f"request too large: it takes {sizes[run[0]]} bytes as JSON, more than {endpoint.url} accepts in "
+                    f"one POST ({endpoint.max_batch_bytes} bytes, its --max-batch-bytes); not sent"
+                )
+                results.append(VerificationResult(status="rejected", reason=reason))
+                continue
+            results += await self._post_verigate(
+                http, endpoint, [requests[i] for i in run], [items[i] for i in run], timeout
+            )
+        return results
+
+    async def _post_verigate(
+        self, http: httpx.AsyncClient, endpoint: _Endpoint, requests: list[Request], items: list, timeout: float | None
+    ) -> list[VerificationResult]:
+        payload: dict = {"requests": items}
         if timeout is not None:
             payload["timeout"] = timeout
-        data = await self._post(http, f"{endpoint.url}/check", payload, len(requests), timeout or self.config.timeout)
+        try:
+            data = await self._post(
+                http, f"{endpoint.url}/check", payload, len(requests), timeout or self.config.timeout
+            )
+        except _PayloadTooLargeError as exc:
+            body_size = len(_json_bytes(payload))
+            if exc.limit is None or exc.limit >= body_size:
+                raise
+            # The server was started with a smaller --max-batch-bytes than config.max_batch_bytes: learn it.
+            endpoint.max_batch_bytes = exc.limit
+            return await self._send_verigate(http, endpoint, requests, timeout)
         if len(data["results"]) != len(requests):
             raise _RetryableError(f"sent {len(requests)} requests, got {len(data['results'])} results")
         try:
@@ -356,3 +468,12 @@ class LeanClient:
             return VerificationResult(
                 status="error", time_s=time_s, reason=f"cannot judge kimina-lean-server's response: {error!r}"
             )
+
+
+def _limit_of_413(response: httpx.Response) -> int | None:
+    """`limit_bytes` of a trl-verigate 413 answer; None from servers that do not say it."""
+    try:
+        limit = response.json().get("limit_bytes")
+    except (ValueError, AttributeError):
+        return None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
