@@ -112,7 +112,7 @@ def has_dataset_header(row: dict) -> bool:
     return file_header == [line.strip() for line in row["minif2f_header"].splitlines() if line.strip()]
 
 
-def is_rejected(row: dict, allow_native_decide: bool, request: Request | None = None) -> VerificationResult | None:
+def rejection_of(row: dict, allow_native_decide: bool, request: Request | None = None) -> VerificationResult | None:
     """The rejection `prepare` gives the row (sent as `request`, by default its own), or None when it goes on to Lean."""
     request = request_of(row) if request is None else request
     prepared = prepare(request, MINIF2F_HEADER, allow_native_decide=allow_native_decide)
@@ -130,7 +130,7 @@ def rows() -> list[dict]:
 @pytest.fixture(scope="module")
 def verdicts(rows) -> dict[str, tuple[VerificationResult | None, VerificationResult | None]]:
     """Row id -> (rejection without native evaluation, rejection with allow_native_decide=True)."""
-    return {row["id"]: (is_rejected(row, False), is_rejected(row, True)) for row in rows}
+    return {row["id"]: (rejection_of(row, False), rejection_of(row, True)) for row in rows}
 
 
 def test_corpus_rows_are_well_formed(rows):
@@ -198,7 +198,7 @@ def test_files_held_to_their_dataset_statement_are_judged_as_when_sent_alone(row
     for row in held_rows:
         header = row["minif2f_header"] if has_dataset_header(row) else None
         request = FileRequest(row["text"], statement=row["minif2f_statement"], header=header)
-        held = is_rejected(row, True, request)
+        held = rejection_of(row, True, request)
         alone = verdicts[row["id"]][1]
         if (held is None) != (alone is None):
             differ.append(f"{row['id']} (header {'held' if header else 'free'}): alone {alone}, held {held}")
