@@ -14,7 +14,7 @@ import pytest
 from adversarial import fake_repl_script, load_corpus, request_of
 from fake_repl import read_log, repl_command, stand_in_config
 
-from trl_verigate.lean_server import LeanServer, LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server import FileRequest, LeanServer, LeanServerConfig, ProofRequest, VerificationResult
 from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS, progress_bar
 
 pytestmark = pytest.mark.timeout(120)
@@ -494,3 +494,103 @@ def test_verify_draws_its_progress_bar_on_request(tmp_path, capsys):
         assert "Lean verify: 100%" in capsys.readouterr().err
         server.verify([numbered(i) for i in range(PROGRESS_MIN_REQUESTS)])  # stderr is no terminal here
         assert "Lean verify" not in capsys.readouterr().err
+
+
+def test_a_request_over_max_request_bytes_is_rejected_unrun_naming_the_limit(tmp_path):
+    limit = 200
+    big_proof = "  norm_num" + " " * 300  # statement + proof: 33 + 310 = 343 bytes
+    big = ProofRequest("theorem big_one : 1 + 1 = 2 := by", big_proof)
+    # Multi-byte characters count as bytes: 34 (statement) + 5 + 60 × 3 ("ℕ" is 3 bytes) + 6 = 225, though 105 characters.
+    wide = ProofRequest("theorem wide_one : 1 + 1 = 2 := by", "  -- " + "ℕ" * 60 + "\n  rfl")
+    with LeanServer(fake_config(tmp_path, max_request_bytes=limit)) as server:
+        rejected, wide_rejected, fine = server.verify([big, wide, proof("small")])
+    expected_size = len(big.statement) + len(big_proof)
+    assert expected_size == 343
+    assert rejected.status == "rejected"
+    assert f"max_request_bytes={limit}" in rejected.reason and f"{expected_size} bytes" in rejected.reason
+    assert wide_rejected.status == "rejected" and "225 bytes" in wide_rejected.reason
+    assert fine.status == "passed"
+    assert not any(
+        "big_one" in row["request"]["cmd"] or "wide_one" in row["request"]["cmd"] for row in log_rows(tmp_path)
+    )
+
+
+def test_a_batch_over_max_batch_bytes_raises_before_anything_runs(tmp_path):
+    requests = [proof(f"batch{i}") for i in range(4)]
+    size = sum(len(r.statement) + len(r.proof) for r in requests)
+    with LeanServer(fake_config(tmp_path, max_batch_bytes=size - 1)) as server:
+        with pytest.raises(ValueError, match=rf"{size} bytes, over LeanServerConfig.max_batch_bytes={size - 1}"):
+            server.verify(requests)
+        assert not [row for row in log_rows(tmp_path) if "env" in row["request"]]
+        assert [r.status for r in server.verify(requests[:3])] == ["passed"] * 3
+
+
+def _slow_prepare(original, seconds: float):
+    """verdict.prepare, made to spin for `seconds` (holding the GIL as CPU work does) on requests naming SLOW."""
+
+    def prepare(request, *args, **kwargs):
+        if isinstance(request, ProofRequest) and "SLOW" in request.statement:
+            deadline = time.monotonic() + seconds
+            while time.monotonic() < deadline:
+                pass
+        return original(request, *args, **kwargs)
+
+    return prepare
+
+
+def test_a_slow_precheck_does_not_stall_other_requests(tmp_path, monkeypatch):
+    from trl_verigate.lean_server import verdict
+
+    monkeypatch.setattr(verdict, "prepare", _slow_prepare(verdict.prepare, 3.0))
+    with LeanServer(fake_config(tmp_path, workers=2)) as server:
+        server.verify([proof("warmup")])
+        slow_results = {}
+        slow = threading.Thread(target=lambda: slow_results.update(r=server.verify([proof("SLOW")], timeout=10)))
+        slow.start()
+        time.sleep(0.3)
+        started = time.monotonic()
+        [fast] = server.verify([proof("fast")])
+        fast_s = time.monotonic() - started
+        slow_still_running = slow.is_alive()
+        slow.join()
+    assert fast.status == "passed"
+    # On the event loop, the slow precheck would have held `fast` back until it finished, 2.7 s later.
+    assert slow_still_running and fast_s < 2.0, fast_s
+    assert slow_results["r"][0].status == "passed"
+
+
+def test_the_per_proof_timeout_covers_the_precheck(tmp_path, monkeypatch):
+    from trl_verigate.lean_server import verdict
+
+    monkeypatch.setattr(verdict, "prepare", _slow_prepare(verdict.prepare, 3.0))
+    with LeanServer(fake_config(tmp_path)) as server:
+        started = time.monotonic()
+        slow, fine = server.verify([proof("SLOW"), proof("fine")], timeout=1)
+        elapsed = time.monotonic() - started
+    assert slow.status == "timeout" and "precheck" in slow.reason and "1 s" in slow.reason
+    assert fine.status == "passed"
+    assert elapsed < 2.5
+    assert not any("SLOW" in row["request"]["cmd"] for row in log_rows(tmp_path))
+
+
+def test_file_requests_reach_prepare_whole_and_are_verified(tmp_path, monkeypatch):
+    from trl_verigate.lean_server import verdict
+
+    seen = []
+    original = verdict.prepare
+
+    def spy(request, *args, **kwargs):
+        seen.append(request)
+        return original(request, *args, **kwargs)
+
+    monkeypatch.setattr(verdict, "prepare", spy)
+    file_text = f"{HEADER}\n\ntheorem held_file : 2 = 2 := by\n  rfl"
+    held = FileRequest(file_text, statement="theorem held_file : 2 = 2 := by", header=HEADER)
+    with LeanServer(fake_config(tmp_path)) as server:
+        [result] = server.verify([held])
+        with pytest.raises(TypeError, match="wrap a single request"):
+            server.verify(held)
+    assert result.status == "passed"
+    # The trusted statement and header travel with the file to the precheck, which holds the file to them.
+    assert seen == [held]
+    assert sum("held_file" in row["request"]["cmd"] for row in log_rows(tmp_path)) == 1
