@@ -612,13 +612,15 @@ def test_client_learns_a_smaller_server_limit_from_a_413(limited_url, post_sizes
     assert first > 30 * 6000 and len(rest) >= 3 and all(size <= BATCH_LIMIT for size in rest), post_sizes
 
 
-def test_client_rejects_a_request_over_the_size_limit_without_sending_it():
+def test_client_rejects_a_request_over_the_size_limit_without_sending_it(capsys):
     # A dead server: whatever is sent comes back "error", so "rejected" proves the client kept it.
     dead = f"http://127.0.0.1:{free_port()}"
     config = LeanServerConfig(max_request_bytes=6000)
     client = LeanClient(urls=[dead], retries=0, config=config)
-    small, big, big_file = client.verify([GOOD, padded_proof(6001), FileRequest("x" * 6001)])
+    small, big, big_file = client.verify([GOOD, padded_proof(6001), FileRequest("x" * 6001)], progress=True)
     assert small.status == "error"
+    # The bar counts the requests refused unsent too.
+    assert "Lean verify (remote): 100%" in capsys.readouterr().err
     for index, result in ((1, big), (2, big_file)):
         assert result.status == "rejected"
         assert f"requests[{index}] is 6001 bytes, over the limit of 6000 bytes" in result.reason

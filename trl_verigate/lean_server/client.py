@@ -239,6 +239,8 @@ class LeanClient:
         timeout = timeout if timeout is not None else self.timeout
         gate = asyncio.Semaphore(self.concurrency)
         bar = progress_bar(progress, len(requests), "Lean verify (remote)")
+        if bar is not None:
+            bar.update(len(requests) - len(sendable))  # refused unsent: already answered
 
         async def run(batch: list[int], http: httpx.AsyncClient) -> None:
             async with gate:
