@@ -495,6 +495,19 @@ def test_a_malformed_messages_field_is_an_error_verdict(messages, where):
     assert f"malformed REPL response: {where}" in result.reason, result.reason
 
 
+@pytest.mark.parametrize(
+    "sorries,where",
+    [(5, "sorries is a int"), ("sorry", "sorries is a str"), ({"pos": {}}, "sorries is a dict"), ([7], "sorries[0]")],
+)
+def test_a_malformed_sorries_field_is_an_error_verdict_naming_it(sorries, where):
+    prepared = clean_prepared()
+    # Next to a clean axioms answer, so only the malformed field can keep it from passing.
+    response = {"messages": [axioms_message(prepared, CLEAN_AXIOMS)], "sorries": sorries, "env": 1}
+    result = judge(prepared, response, CONFIG, 0.0)
+    assert result.status == "error" and not result.passed
+    assert f"malformed REPL response: {where}" in result.reason, result.reason
+
+
 def test_passed_is_exactly_status_passed():
     assert VerificationResult("passed").passed is True
     assert VerificationResult("failed").passed is False

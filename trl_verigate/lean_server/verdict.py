@@ -226,15 +226,15 @@ def is_axioms_answer(prepared: Prepared, raw) -> bool:
     return at_print and parse_axioms_message(str(raw.get("data", ""))) is not None
 
 
-def _malformed_messages(raw) -> str | None:
-    """Why a response's `messages` field is not a list of message objects, or None when it is (or is absent)."""
+def _malformed_list(raw, field: str, item_name: str) -> str | None:
+    """Why a response's `field` (`messages`, `sorries`) is not a list of objects, or None when it is (or is absent)."""
     if raw is None:
         return None
     if not isinstance(raw, list):
-        return f"malformed REPL response: messages is a {type(raw).__name__}, not a list of message objects"
+        return f"malformed REPL response: {field} is a {type(raw).__name__}, not a list of {item_name} objects"
     for index, item in enumerate(raw):
         if not isinstance(item, dict):
-            return f"malformed REPL response: messages[{index}] is a {type(item).__name__}, not a message object"
+            return f"malformed REPL response: {field}[{index}] is a {type(item).__name__}, not a {item_name} object"
     return None
 
 
@@ -253,7 +253,9 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     if "message" in response and "messages" not in response and "env" not in response:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
 
-    malformed = _malformed_messages(response.get("messages"))
+    malformed = _malformed_list(response.get("messages"), "messages", "message") or _malformed_list(
+        response.get("sorries"), "sorries", "sorry"
+    )
     if malformed is not None:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=malformed)
 
@@ -295,7 +297,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
                 errors.append((len(prepared.proof), text))
     sorries = response.get("sorries") or []
     for sorry in sorries:
-        start = repl_position(sorry.get("pos")) if isinstance(sorry, dict) else None
+        start = repl_position(sorry.get("pos"))
         if start is not None:
             offset = tactic_split.offset_of(prepared.code, *start)
             if offset < prepared.proof_end:
