@@ -261,3 +261,148 @@ def test_unknown_subcommand_is_an_argparse_error(capsys):
         cli.main(["no-such-command"])
     assert exit_info.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_relative_repl_paths_are_read_from_the_callers_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "repl").write_text("")
+    project = tmp_path / "elsewhere"
+    # A lone path, and a path inside an argv: both from the cwd, not from the project the REPL runs in.
+    assert cli.resolve_repl_command("bin/repl", project)[-1] == str(tmp_path / "bin" / "repl")
+    argv = cli.resolve_repl_command("python3 ./scripts/run.py --log out/log.jsonl --flag", project)
+    assert argv == [
+        "python3",
+        str(tmp_path / "scripts" / "run.py"),
+        "--log",
+        str(tmp_path / "out" / "log.jsonl"),
+        "--flag",
+    ]
+
+
+def test_doctor_refuses_a_repl_path_that_does_not_exist_without_pointing_at_itself(
+    bare_machine, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    code, marks, out = doctor_lines(
+        capsys, "--project-dir", str(bare_machine), "--repl-command", f"{shlex.quote(sys.executable)} ./no/repl.py"
+    )
+    assert code == 1
+    assert marks["REPL"] == "✗"
+    assert f"{tmp_path / 'no' / 'repl.py'} does not exist" in out
+    # Nothing was run, so nothing downstream gets a mark or an unrelated fix.
+    assert marks["header"] == marks["proof"] == "-"
+    assert "lean-doctor" not in out
+
+
+@pytest.mark.slow
+def test_doctor_runs_a_repl_given_by_a_relative_path_from_another_directory(
+    bare_machine, tmp_path, capsys, monkeypatch
+):
+    # The stand-in sits at a path relative to the cwd; the REPL runs with the project (elsewhere) as its cwd.
+    here = tmp_path / "caller"
+    (here / "tools").mkdir(parents=True)
+    (here / "tools" / "fake_repl.py").write_text(FAKE_REPL.read_text())
+    monkeypatch.chdir(here)
+    header_file = tmp_path / "header.lean"
+    header_file.write_text("")
+    code, marks, out = doctor_lines(
+        capsys,
+        "--project-dir",
+        str(bare_machine),
+        "--repl-command",
+        f"{shlex.quote(sys.executable)} tools/fake_repl.py",
+        "--header-file",
+        str(header_file),
+        "--sandbox",
+        "none",
+    )
+    assert marks["REPL"] == "✓" and marks["header"] == "✓" and marks["proof"] == "✓", out
+
+
+def test_doctor_says_training_uses_the_repl_alone_without_a_checker(bare_machine, capsys):
+    _, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine))
+    assert marks["recheck"] == "-"
+    recheck_line = next(line for line in out.splitlines() if line.startswith("- recheck: "))
+    assert "REPL verdict alone" in recheck_line and "--recheck-command" in recheck_line
+    assert marks["backend replay"] == "-" and "lake and lean not on PATH" in out
+    assert marks["backend comparator"] == "-" and "comparator not on PATH" in out
+
+
+FAKE_CHECKER = Path(__file__).resolve().parent / "fake_checker.py"
+
+
+@pytest.mark.parametrize(
+    ("flags", "mark", "text"),
+    [
+        ((), "✓", "confirmed `theorem doctor_check"),
+        (("--behaviour", "crash"), "✗", "exit status 3"),
+        (("--refuse-id", "doctor"), "✗", "refused id doctor"),
+    ],
+    ids=["confirms", "crashes", "refuses"],
+)
+def test_doctor_runs_the_configured_checker_on_its_proof(bare_machine, tmp_path, capsys, flags, mark, text):
+    log = tmp_path / "checker.log"
+    command = shlex.join([sys.executable, str(FAKE_CHECKER), "--log", str(log), *flags])
+    code, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine), "--recheck-command", command)
+    assert marks["recheck"] == mark and text in out
+    [run] = [json.loads(line) for line in log.read_text().splitlines() if "payload" in line]
+    [item] = run["payload"]["items"]
+    assert item["statement"] == cli.DOCTOR_STATEMENT and item["proof"] == cli.DOCTOR_PROOF
+
+
+def write_executable(directory: Path, name: str, body: str = "#!/bin/sh\nexit 0\n") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(body)
+    path.chmod(0o755)
+    return path
+
+
+def test_doctor_lists_the_backends_whose_tools_it_finds(bare_machine, tmp_path, capsys):
+    tools = tmp_path / "bin"  # the bare machine's PATH
+    for name in ("lake", "lean", "comparator", "landrun"):
+        write_executable(tools, name)
+    _, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine))
+    # Found, but they print no version: the toolchain lines must not claim a working lake/lean.
+    assert marks["lake"] == marks["lean"] == "✗" and "printed nothing" in out
+    assert marks["backend replay"] == "✓" and f"lake ({tools / 'lake'})" in out
+    assert marks["backend comparator"] == "✓"
+    assert "landrun found, lean4export NOT on PATH" in out
+
+
+def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(
+        [
+            "lean-server",
+            "--repl-command",
+            "python3 repl.py",
+            "--project-dir",
+            str(tmp_path),
+            "--sandbox",
+            "none",
+            "--recheck-command",
+            "./check --fast",
+            "--recheck",
+            "sample",
+            "--recheck-fraction",
+            "0.5",
+            "--max-request-bytes",
+            "1000",
+            "--max-batch-bytes",
+            "5000",
+        ]
+    )
+    config = cli._config_from_args(args, workers=1)
+    assert config.sandbox == "none"
+    assert config.recheck == "sample" and config.recheck_fraction == 0.5
+    assert config.recheck_command == [str(tmp_path / "check"), "--fast"]
+    assert config.max_request_bytes == 1000 and config.max_batch_bytes == 5000
+    defaults = cli._config_from_args(cli.build_parser().parse_args(["lean-server", "--repl-command", "x"]), 1)
+    assert defaults.recheck == "none" and defaults.recheck_command is None
+    with_checker = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck-command", "c"])
+    assert cli._config_from_args(with_checker, 1).recheck == "passed"
+    bad = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck", "passed"])
+    with pytest.raises(SystemExit, match="needs recheck_command"):
+        cli._config_from_args(bad, 1)

@@ -18,9 +18,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server import recheck, recheck_backends, verdict
 from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
-from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.types import (
+    MINIF2F_HEADER,
+    RECHECKS,
+    SANDBOXES,
+    LeanServerConfig,
+    ProofRequest,
+    VerificationResult,
+)
 
 REPL_ENV = "TRL_VERIGATE_LEAN_REPL"
 PROJECT_ENV = "TRL_VERIGATE_LEAN_PROJECT"
@@ -28,6 +35,9 @@ REPL_BUILD_PATH = Path(".lake") / "build" / "bin" / "repl"
 ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
 DOCTOR_STATEMENT = "theorem doctor_check : 1 + 1 = 2 := by"
 DOCTOR_PROOF = "  decide"
+RECHECK_EXAMPLE = "trl-verigate lean-recheck --backend replay --project-dir /path/to/project"
+# Where a message from the process module points at the doctor; the doctor is already running.
+_DOCTOR_HINT = re.compile(r"[;,]?\s*\(?`trl-verigate lean-doctor`(?: checks the setup)?\)?")
 
 
 def resolve_project_dir(project_dir: str | None) -> Path:
@@ -56,11 +66,21 @@ def resolve_repl_command(repl: str | None, project_dir: Path) -> list[str] | Non
         if binary is None:
             return None
         text = shlex.quote(str(binary))
-    argv = shlex.split(text)
-    if len(argv) == 1 and Path(argv[0]).expanduser().is_file():
-        binary_path = str(Path(argv[0]).expanduser().resolve())
-        return ["lake", "env", binary_path] if shutil.which("lake") else [binary_path]
+    # Paths are read as a shell would, from the caller's directory: the REPL itself runs in the project directory.
+    argv = [_absolute_if_path(arg) for arg in shlex.split(text)]
+    if len(argv) == 1 and Path(argv[0]).is_file():
+        return ["lake", "env", argv[0]] if shutil.which("lake") else [argv[0]]
     return argv
+
+
+def _absolute_if_path(arg: str) -> str:
+    """`arg` made absolute from the current directory when it is a relative path (it holds a `/`); `~` expanded."""
+    if arg.startswith("-"):
+        return arg
+    expanded = os.path.expanduser(arg)
+    if os.sep in expanded and not os.path.isabs(expanded):
+        return os.path.abspath(expanded)
+    return expanded
 
 
 def repl_binary_of(argv: list[str]) -> Path | None:
@@ -91,14 +111,32 @@ def _config_from_args(args: argparse.Namespace, workers: int) -> LeanServerConfi
             f"no Lean REPL configured: pass --repl-command or set {REPL_ENV}=/path/to/repl/.lake/build/bin/repl "
             "(run `trl-verigate lean-doctor` to check the setup)"
         )
-    return LeanServerConfig(
-        repl_command=repl_command,
-        project_dir=str(project_dir),
-        header=_read_header(args.header_file),
-        workers=workers,
-        timeout=args.timeout,
-        memory_limit_mb=args.memory_limit_mb or None,
-    )
+    try:
+        return LeanServerConfig(
+            repl_command=repl_command,
+            project_dir=str(project_dir),
+            header=_read_header(args.header_file),
+            workers=workers,
+            timeout=args.timeout,
+            memory_limit_mb=args.memory_limit_mb or None,
+            **_safety_settings(args),
+        )
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+
+
+def _safety_settings(args: argparse.Namespace) -> dict:
+    """The sandbox, recheck and size-limit settings from the flags, for LeanServerConfig."""
+    settings = {
+        "sandbox": args.sandbox,
+        "recheck": args.recheck,
+        "recheck_command": shlex.split(args.recheck_command) if args.recheck_command else None,
+        "max_request_bytes": args.max_request_bytes,
+        "max_batch_bytes": args.max_batch_bytes,
+    }
+    if args.recheck_fraction is not None:
+        settings["recheck_fraction"] = args.recheck_fraction
+    return settings
 
 
 def _add_lean_options(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +151,40 @@ def _add_lean_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds per proof (default: 15)")
     parser.add_argument(
         "--memory-limit-mb", type=int, default=8192, help="address-space limit per REPL; 0 for none (default: 8192)"
+    )
+    defaults = LeanServerConfig()
+    parser.add_argument(
+        "--sandbox",
+        choices=SANDBOXES,
+        default=defaults.sandbox,
+        help="run each REPL in bubblewrap: auto (when it works here), bwrap (required) or none (default: auto)",
+    )
+    parser.add_argument(
+        "--recheck-command",
+        help=f"argv of a checker that confirms REPL passes outside the REPL, e.g. '{RECHECK_EXAMPLE}' "
+        "(default: none: the REPL's verdict alone)",
+    )
+    parser.add_argument(
+        "--recheck",
+        choices=RECHECKS,
+        help="which passes the checker confirms: none, passed (all; the default with --recheck-command) or sample",
+    )
+    parser.add_argument(
+        "--recheck-fraction",
+        type=float,
+        help=f"fraction of passes rechecked with --recheck sample (default: {defaults.recheck_fraction})",
+    )
+    parser.add_argument(
+        "--max-request-bytes",
+        type=int,
+        default=defaults.max_request_bytes,
+        help=f"largest request in UTF-8 bytes; larger ones are rejected unrun (default: {defaults.max_request_bytes})",
+    )
+    parser.add_argument(
+        "--max-batch-bytes",
+        type=int,
+        default=defaults.max_batch_bytes,
+        help=f"largest batch of requests in UTF-8 bytes (default: {defaults.max_batch_bytes})",
     )
 
 
@@ -168,7 +240,10 @@ def _tool_version(tool: str, fix: str) -> Check:
         return Check(tool, False, f"{path} --version failed: {exc}", fix)
     if run.returncode != 0:
         return Check(tool, False, f"{path} --version exited {run.returncode}: {run.stderr.strip()[:200]}", fix)
-    return Check(tool, True, f"{(run.stdout or run.stderr).strip().splitlines()[0]} ({path})")
+    version = (run.stdout or run.stderr).strip()
+    if not version:
+        return Check(tool, False, f"{path} --version printed nothing: it is not {tool}", fix)
+    return Check(tool, True, f"{version.splitlines()[0]} ({path})")
 
 
 def _read_toolchain(directory: Path) -> str | None:
@@ -196,6 +271,10 @@ def run_doctor(
     timeout: float,
     startup_timeout: float,
     memory_limit_mb: int | None = LeanServerConfig.memory_limit_mb,
+    sandbox: str = LeanServerConfig.sandbox,
+    recheck_command: list[str] | None = None,
+    recheck_mode: str | None = None,
+    recheck_timeout: float = LeanServerConfig.recheck_timeout,
 ) -> list[Check]:
     """Every check of `trl-verigate lean-doctor`, in order; never raises for a broken setup."""
     checks = [
@@ -229,22 +308,24 @@ def run_doctor(
         f"cp {toolchain_source} . && lake build; then export {REPL_ENV}=$PWD/{REPL_BUILD_PATH}"
     )
     binary = repl_binary_of(repl_command) if repl_command else None
+    repl_problem = _repl_command_problem(repl_command) if repl_command else None
     if repl_command is None:
         checks.append(
             Check("REPL", False, f"none configured (--repl-command, ${REPL_ENV}) or found near the project", build_fix)
         )
-    elif binary is not None:
-        checks.append(Check("REPL", True, f"{binary} (run as: {shlex.join(repl_command)})"))
-    else:
-        executable = shutil.which(repl_command[0])
+    elif repl_problem is not None:
         checks.append(
             Check(
                 "REPL",
-                executable is not None,
-                f"command {shlex.join(repl_command)}",
-                f"{repl_command[0]} is not executable; {build_fix}",
+                False,
+                f"{repl_problem} (command: {shlex.join(repl_command)}; relative paths are read from the directory "
+                "you run this in)",
+                f"point --repl-command at the built REPL; to build one: {build_fix}",
             )
         )
+    else:
+        found = f"REPL binary {binary}" if binary is not None else f"executable {shutil.which(repl_command[0])}"
+        checks.append(Check("REPL", True, f"{found} exists (run as: {shlex.join(repl_command)})"))
 
     repl_toolchain = _read_toolchain(binary.parents[3]) if binary is not None and len(binary.parents) > 3 else None
     if project_toolchain is None or repl_toolchain is None:
@@ -281,12 +362,103 @@ def run_doctor(
     else:
         checks.append(Check("Mathlib", True, f"cache present ({olean})"))
 
-    if repl_command is None:
-        checks.append(Check("header", None, "no REPL to run it in"))
-        checks.append(Check("proof", None, "no REPL to run it in"))
-        return checks
-    checks.extend(_run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb))
+    if repl_command is None or repl_problem is not None:
+        checks.append(Check("header", None, "not run: no runnable REPL (see `REPL`)"))
+        checks.append(Check("proof", None, "not run: no runnable REPL (see `REPL`)"))
+    else:
+        checks.extend(
+            _run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb, sandbox)
+        )
+    checks.extend(_backend_checks(recheck_command))
+    checks.append(_recheck_check(header, recheck_command, recheck_mode, recheck_timeout))
     return checks
+
+
+def _repl_command_problem(argv: list[str]) -> str | None:
+    """Why `argv` cannot run as given, or None: its program is neither an executable file nor on PATH, or the first
+    path among its arguments (what a wrapper such as `lake env X` or `python X` runs) does not exist. Later paths
+    may be outputs (a log file) and are not checked. resolve_repl_command made every path argument absolute."""
+    if shutil.which(argv[0]) is None:
+        return f"{argv[0]} is neither an executable file nor a program on PATH"
+    run_path = next((arg for arg in argv[1:] if os.path.isabs(arg)), None)
+    if run_path is not None and not os.path.exists(run_path):
+        return f"{run_path} does not exist"
+    return None
+
+
+def _backend_checks(recheck_command: list[str] | None) -> list[Check]:
+    """Which `lean-recheck` backends this machine has the tools for (found, not run: `recheck` runs the configured one)."""
+    from trl_verigate.lean_server import sandbox
+
+    tools = {tool: shutil.which(tool) for tool in ("lake", "lean", "bwrap", "comparator", "landrun", "lean4export")}
+    if tools["bwrap"] is None:
+        bubblewrap = "bubblewrap not on PATH (compiles would run unsandboxed; install bubblewrap)"
+    else:
+        problem = sandbox.probe(tools["bwrap"])
+        bubblewrap = "bubblewrap works" if problem is None else f"bubblewrap does not run here: {problem}"
+    if tools["lake"] and tools["lean"]:
+        replay = Check("backend replay", True, f"lake ({tools['lake']}) and lean ({tools['lean']}) found; {bubblewrap}")
+    else:
+        missing = " and ".join(tool for tool in ("lake", "lean") if not tools[tool])
+        replay = Check("backend replay", None, f"unavailable: {missing} not on PATH (it needs the Lean toolchain)")
+    configured = recheck_command is not None and "comparator" in " ".join(recheck_command)
+    if tools["comparator"]:
+        helpers = ", ".join(
+            f"{tool} {'found' if tools[tool] else 'NOT on PATH'}" for tool in ("landrun", "lean4export")
+        )
+        comparator = Check("backend comparator", True, f"{tools['comparator']} found; {helpers}")
+    elif configured:
+        comparator = Check("backend comparator", None, "not on PATH, but named in --recheck-command (see `recheck`)")
+    else:
+        comparator = Check(
+            "backend comparator", None, "unavailable: comparator not on PATH (https://github.com/leanprover/comparator)"
+        )
+    return [replay, comparator]
+
+
+def _recheck_check(
+    header: str, recheck_command: list[str] | None, recheck_mode: str | None, recheck_timeout: float
+) -> Check:
+    """The configured checker run on the doctor's proof (✓ only when it confirms it), or the REPL-alone notice."""
+    if not recheck_command or recheck_mode == "none":
+        return Check(
+            "recheck",
+            None,
+            "none configured: training will use the REPL verdict alone, which a proof that runs code can forge; "
+            f"to confirm passes with the kernel outside the REPL pass --recheck-command '{RECHECK_EXAMPLE}'",
+        )
+    item = recheck.RecheckItem(
+        id="doctor",
+        header=header,
+        statement=DOCTOR_STATEMENT,
+        theorem="doctor_check",
+        axiom_whitelist=LeanServerConfig.axiom_whitelist,
+        proof=DOCTOR_PROOF,
+    )
+    started = time.monotonic()
+    try:
+        verdicts = asyncio.run(recheck.run_checker(recheck_command, [item], recheck_timeout))
+    except recheck.CheckerFailure as error:
+        return Check(
+            "recheck",
+            False,
+            f"{shlex.join(recheck_command)} failed: {error}",
+            "fix what the message names; `trl-verigate lean-recheck --help` lists the backends' options",
+        )
+    verdict = verdicts["doctor"]
+    if not verdict.ok:
+        return Check(
+            "recheck",
+            False,
+            f"{shlex.join(recheck_command)} refused `{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}`: {verdict.message}",
+            "the checker must accept a trivial proof: check its --project-dir and toolchain",
+        )
+    return Check(
+        "recheck",
+        True,
+        f"{recheck_mode}: {shlex.join(recheck_command)} confirmed `{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` in "
+        f"{time.monotonic() - started:.1f}s",
+    )
 
 
 _PROOF_FIXES = {
@@ -304,6 +476,7 @@ def _run_checks_in_repl(
     timeout: float,
     startup_timeout: float,
     memory_limit_mb: int | None,
+    sandbox: str,
 ) -> list[Check]:
     config = LeanServerConfig(
         repl_command=repl_command,
@@ -313,6 +486,7 @@ def _run_checks_in_repl(
         timeout=timeout,
         startup_timeout=startup_timeout,
         memory_limit_mb=memory_limit_mb,
+        sandbox=sandbox,
     )
     return asyncio.run(_header_and_proof_checks(config))
 
@@ -327,15 +501,10 @@ async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
         try:
             await process.start(config.header)
         except ReplStartError as exc:
+            message = _DOCTOR_HINT.sub("", str(exc))
             return [
-                Check(
-                    "header",
-                    False,
-                    str(exc),
-                    "fix what the message names; a missing module usually means `lake exe cache get` was not run "
-                    "in the project, or the REPL was built for another toolchain",
-                ),
-                Check("proof", None, "skipped: the header does not elaborate"),
+                Check("header", False, message, _header_fix(message)),
+                Check("proof", None, "not run: the header did not load"),
             ]
         first_line = config.header.splitlines()[0] if config.header else "empty header"
         header_check = Check("header", True, f"loaded in {process.startup_s:.1f}s ({first_line})")
@@ -349,6 +518,20 @@ async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
         return [header_check, _proof_check(result)]
     finally:
         await process.close()
+
+
+def _header_fix(message: str) -> str:
+    """The fix for a REPL that did not load the header, by what its message says went wrong."""
+    if "rejected the header" in message:
+        return (
+            "a missing module usually means `lake exe cache get` was not run in the project, or the REPL was built "
+            "for another toolchain; otherwise fix the header's imports/options"
+        )
+    if "startup_timeout" in message:
+        return "raise --startup-timeout (importing Mathlib from a cold disk cache takes minutes)"
+    if "sandbox" in message or "bubblewrap" in message:
+        return "install bubblewrap (`apt-get install bubblewrap`) or pass --sandbox none"
+    return "fix what the message names (the REPL's exit status and stderr are quoted above)"
 
 
 async def _doctor_proof(process: ReplProcess, config: LeanServerConfig) -> VerificationResult:
@@ -384,11 +567,18 @@ def _add_lean_doctor(subparsers) -> None:
     parser.add_argument(
         "--startup-timeout", type=float, default=600.0, help="seconds for the REPL to load the header (default: 600)"
     )
+    parser.add_argument(
+        "--recheck-timeout",
+        type=float,
+        default=LeanServerConfig.recheck_timeout,
+        help=f"seconds for the checker's run on the doctor's proof (default: {LeanServerConfig.recheck_timeout:g})",
+    )
     parser.set_defaults(func=_run_lean_doctor)
 
 
 def _run_lean_doctor(args: argparse.Namespace) -> int:
     project_dir = resolve_project_dir(args.project_dir)
+    recheck_command = [_absolute_if_path(arg) for arg in shlex.split(args.recheck_command or "")] or None
     checks = run_doctor(
         project_dir=project_dir,
         repl_command=resolve_repl_command(args.repl_command, project_dir),
@@ -396,6 +586,10 @@ def _run_lean_doctor(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         startup_timeout=args.startup_timeout,
         memory_limit_mb=args.memory_limit_mb or None,
+        sandbox=args.sandbox,
+        recheck_command=recheck_command,
+        recheck_mode=args.recheck or ("passed" if recheck_command else "none"),
+        recheck_timeout=args.recheck_timeout,
     )
     for check in checks:
         print(check.render())
@@ -404,9 +598,22 @@ def _run_lean_doctor(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# ---------------------------------------------------------------- lean-recheck
+
+
+def _add_lean_recheck(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "lean-recheck",
+        help="confirm REPL passes with the Lean kernel outside the REPL: the recheck contract's checker "
+        "(a JSON batch on stdin, one verdict line per item on stdout; see trl_verigate.lean_server.recheck)",
+    )
+    recheck_backends.add_arguments(parser)
+    parser.set_defaults(func=recheck_backends.run)
+
+
 # ---------------------------------------------------------------- entry point
 
-_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor)
+_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_lean_recheck)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,140 @@
+/-
+VerigateReplay: the kernel step of `trl-verigate lean-recheck --backend replay`.
+
+Run OUTSIDE any sandbox, as `lake env lean --run VerigateReplay.lean MANIFEST.json` in the Lean project, after
+the Python side compiled, each in its own sandbox, the trusted challenges (header + statement + `sorry`) and the
+untrusted submissions to `.olean` files. No submitted code runs here: a submission's `.olean` is read as data, and
+each of its declarations is re-checked by the kernel (`Lean.Environment.replay`, as lean4checker and SafeVerify do)
+on top of the header's imports, which are loaded once per distinct import list for the whole batch.
+
+MANIFEST.json: {"items": [{"id", "theorem", "challenge": PATH.olean, "submission": PATH.olean,
+                           "axiom_whitelist": [NAME, ...]}, ...]}
+stdout: one line per item, {"id", "ok", "axioms", "message"}, the recheck contract's verdict line.
+
+An item is ok only when: the submission imports exactly the challenge's modules; every declaration of the
+submission replays through the kernel; it declares a theorem named `theorem` whose type and universe parameters
+are identical (`==` on the kernel expressions) to the challenge's; and every axiom that theorem depends on is in
+the whitelist.
+
+Written against the Lean core sources of `Lean.Replay` (`Environment.replay` taking and returning a
+`Kernel.Environment`), `readModuleData` and `importModules`; it was NOT compiled or run where it was written
+(no Lean there), so a toolchain whose signatures differ needs this file adapted.
+Known limit (comparator avoids it by exporting terms as text): reading an `.olean` trusts Lean's compacted-region
+loader with bytes the sandboxed compile could have written.
+-/
+import Lean
+
+open Lean
+
+namespace VerigateReplay
+
+structure Item where
+  id : String
+  theoremName : Name
+  challenge : System.FilePath
+  submission : System.FilePath
+  allowed : Array Name
+
+def parseItem (json : Json) : Except String Item := do
+  let id ← json.getObjValAs? String "id"
+  let theoremName ← json.getObjValAs? String "theorem"
+  let challenge ← json.getObjValAs? String "challenge"
+  let submission ← json.getObjValAs? String "submission"
+  let allowed ← json.getObjValAs? (Array String) "axiom_whitelist"
+  return {
+    id, theoremName := theoremName.toName, challenge := ⟨challenge⟩, submission := ⟨submission⟩,
+    allowed := allowed.map String.toName }
+
+def verdictLine (id : String) (ok : Bool) (axioms : Array Name) (message : String) : String :=
+  (Json.mkObj [
+    ("id", Json.str id),
+    ("ok", Json.bool ok),
+    ("axioms", Json.arr (axioms.map fun name => Json.str name.toString)),
+    ("message", Json.str message)]).compress
+
+/-- The constant `name` as the module itself declares it (not an import's). -/
+def declaredIn (module : ModuleData) (name : Name) : Option ConstantInfo := Id.run do
+  for constName in module.constNames, info in module.constants do
+    if constName == name then
+      return some info
+  return none
+
+/-- The axioms `name` depends on in `env`, in the order they are reached. -/
+partial def collectAxioms (env : Kernel.Environment) (name : Name) : StateM (NameSet × Array Name) Unit := do
+  if (← get).1.contains name then
+    return
+  modify fun (seen, found) => (seen.insert name, found)
+  match env.find? name with
+  | some (.axiomInfo _) => modify fun (seen, found) => (seen, found.push name)
+  | some info =>
+    for used in info.getUsedConstantsAsSet do
+      collectAxioms env used
+  | none => pure ()
+
+abbrev BaseCache := IO.Ref (Array (Array Name × Kernel.Environment))
+
+/-- The kernel environment of `imports`, imported once per distinct import list. -/
+def baseEnvironment (cache : BaseCache) (imports : Array Import) : IO Kernel.Environment := do
+  let key := imports.map (·.module)
+  if let some (_, env) := (← cache.get).find? (·.1 == key) then
+    return env
+  let env := (← importModules imports {} 0).toKernelEnv
+  cache.modify (·.push (key, env))
+  return env
+
+def refuse (message : String) : IO (Bool × Array Name × String) :=
+  return (false, #[], message)
+
+/-- The verdict on a submission whose declarations the kernel accepted into `env`, against the challenge's `target`. -/
+def judgeReplayed (item : Item) (target : ConstantInfo) (env : Kernel.Environment) :
+    IO (Bool × Array Name × String) := do
+  let some (.thmInfo proved) := env.find? item.theoremName
+    | refuse s!"{item.theoremName} is not a theorem the kernel accepted"
+  unless proved.levelParams == target.levelParams && proved.type == target.type do
+    return ← refuse s!"{item.theoremName} does not state the trusted statement (its type differs from the challenge's)"
+  let ((), (_, axioms)) := (collectAxioms env item.theoremName).run ({}, #[])
+  let outside := axioms.filter fun axiomName => !item.allowed.contains axiomName
+  unless outside.isEmpty do
+    return (false, axioms, s!"{item.theoremName} depends on axioms outside the whitelist: {outside}")
+  return (true, axioms, "the kernel accepts the replayed proof of the trusted statement")
+
+def checkItem (cache : BaseCache) (item : Item) : IO (Bool × Array Name × String) := do
+  let (challenge, _) ← readModuleData item.challenge
+  let some target := declaredIn challenge item.theoremName
+    | refuse s!"the trusted challenge declares no {item.theoremName}"
+  let (submission, _) ← readModuleData item.submission
+  let expectedImports := challenge.imports.map (·.module)
+  let imports := submission.imports.map (·.module)
+  unless imports == expectedImports do
+    return ← refuse s!"the submission imports {imports}, the trusted header {expectedImports}"
+  let mut newConstants : Std.HashMap Name ConstantInfo := {}
+  for name in submission.constNames, info in submission.constants do
+    newConstants := newConstants.insert name info
+  unless newConstants.contains item.theoremName do
+    return ← refuse s!"the submission declares no {item.theoremName}"
+  let base ← baseEnvironment cache challenge.imports
+  match ← (Lean.Environment.replay newConstants base).toBaseIO with
+  | .error error => refuse s!"the kernel rejects the submission: {error}"
+  | .ok env => judgeReplayed item target env
+
+end VerigateReplay
+
+open VerigateReplay in
+def main (args : List String) : IO UInt32 := do
+  let [manifestPath] := args
+    | do
+      IO.eprintln "usage: lean --run VerigateReplay.lean MANIFEST.json"
+      return 2
+  initSearchPath (← findSysroot)
+  let manifest ← IO.ofExcept (Json.parse (← IO.FS.readFile manifestPath))
+  let items ← IO.ofExcept (manifest.getObjValAs? (Array Json) "items")
+  let cache : BaseCache ← IO.mkRef #[]
+  let stdout ← IO.getStdout
+  for json in items do
+    let item ← IO.ofExcept (parseItem json)
+    -- One item's failure (an unreadable .olean, an import error) refuses that item only.
+    let (ok, axioms, message) ← tryCatch (checkItem cache item)
+      fun error => pure (false, #[], s!"replay failed: {error}")
+    stdout.putStrLn (verdictLine item.id ok axioms message)
+    stdout.flush
+  return 0
