@@ -78,6 +78,9 @@ SCRIPT = [
         },
     },
 ]
+# The stand-in never answers this one, so only a cancelled request frees its worker before the timeout.
+HANGS = ProofRequest(statement="theorem hangs : True := by", proof="  exact hang_marker", header=HEADER)
+SCRIPT.append({"match": "hang_marker", "behaviour": "hang"})
 # The corpus's complete-file attacks, which is how every kimina snippet arrives.
 FILE_ATTACKS = [row for row in load_corpus() if is_file_row(row)]
 
@@ -245,6 +248,22 @@ def test_bad_input_is_a_422_naming_the_field(url, body, field):
     response = post(url, body)
     assert response.status_code == 422
     assert field in response.text
+
+
+def test_a_client_that_hangs_up_cancels_its_work(url):
+    # Through the body-size middleware, which reads the body itself and hands the app the rest of the channel.
+    body = json.dumps({"requests": [{"statement": HANGS.statement, "proof": HANGS.proof}], "timeout": 120}).encode()
+    with open_post(url, f"content-length: {len(body)}\r\n") as sock:
+        sock.sendall(body)
+        deadline = time.monotonic() + 30
+        while httpx.get(url + "/health").json()["in_flight"] != 1:
+            assert time.monotonic() < deadline, "the request never started"
+            time.sleep(0.05)
+    # Hung up: the server notices within its polling interval and cancels, long before the 120 s timeout.
+    deadline = time.monotonic() + 30
+    while httpx.get(url + "/health").json()["in_flight"] != 0:
+        assert time.monotonic() < deadline, "the abandoned request kept its worker"
+        time.sleep(0.05)
 
 
 def test_health_reports_workers_and_the_service(url, lean_server):
