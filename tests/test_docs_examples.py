@@ -226,7 +226,7 @@ def documented_flags() -> set[str]:
 def test_every_trl_verigate_command_and_flag_in_the_guide_exists():
     parser = cli.build_parser()
     commands = [line for line in shell_lines(GUIDE) if line.lstrip().startswith("trl-verigate")]
-    assert len(commands) == 2
+    assert len(commands) == 3
     for line in commands:
         argv = shlex.split(line, comments=True)[1:]
         try:
@@ -236,7 +236,7 @@ def test_every_trl_verigate_command_and_flag_in_the_guide_exists():
     subparsers = next(a for a in parser._actions if a.dest == "command").choices
     known = {flag for sub in subparsers.values() for flag in sub._option_string_actions}
     flags = documented_flags()
-    assert {"--max-batch-bytes", "--max-request-bytes", "--startup-timeout", "--header-file"} <= flags
+    assert {"--max-batch-bytes", "--max-request-bytes", "--sandbox", "--recheck-command", "--backend"} <= flags
     assert flags - known == set(), "flags the guide names that no trl-verigate command has"
 
 
