@@ -6,6 +6,11 @@ on every way a checker can break the contract, one run per verify() batch, seede
 
 import json
 import logging
+import os
+import shlex
+import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,7 +18,7 @@ import pytest
 from fake_checker import checker_command, read_runs, spawned_pids
 from fake_repl import stand_in_config
 
-from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest
+from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest, recheck_backends, sandbox
 from trl_verigate.lean_server import recheck as recheck_module
 from trl_verigate.lean_server.recheck import CheckerFailure, parse_verdicts
 
@@ -282,3 +287,223 @@ def test_parse_verdicts_takes_exactly_one_line_per_id_in_any_order():
 def test_parse_verdicts_refuses_malformed_output(stdout):
     with pytest.raises(CheckerFailure):
         parse_verdicts(stdout, ["0"])
+
+
+# ---------------------------------------------------------------- the lean-recheck backends, with stand-in tools
+
+FAKE_TOOLS = Path(__file__).resolve().parent / "fake_lean_tools.py"
+WHITELIST = ["propext", "Classical.choice", "Quot.sound"]
+
+
+def bubblewrap_or_skip() -> None:
+    bwrap = shutil.which("bwrap")
+    problem = "bwrap not on PATH" if bwrap is None else sandbox.probe(bwrap)
+    if problem is not None:
+        pytest.skip(f"bubblewrap cannot run here: {problem}")
+
+
+def contract_item(item_id: str, statement: str, proof: str | None = None, file: str | None = None) -> dict:
+    theorem = statement.split()[1]
+    return {
+        "id": item_id,
+        "header": HEADER,
+        "statement": statement,
+        "theorem": theorem,
+        "proof": proof,
+        "file": file,
+        "axiom_whitelist": WHITELIST,
+    }
+
+
+def lean_recheck_argv(project: Path, *flags: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "trl_verigate.cli",
+        "lean-recheck",
+        "--project-dir",
+        str(project),
+        "--lean-command",
+        shlex.join([sys.executable, str(FAKE_TOOLS), "lean"]),
+        "--comparator-command",
+        shlex.join([sys.executable, str(FAKE_TOOLS), "comparator"]),
+        *flags,
+    ]
+
+
+def run_lean_recheck(tmp_path: Path, items: list[dict], *flags: str) -> tuple[int, dict[str, dict], str]:
+    project = tmp_path / "project"
+    project.mkdir(exist_ok=True)
+    done = subprocess.run(
+        lean_recheck_argv(project, *flags),
+        input=json.dumps({"version": 1, "items": items}),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LEAN_FAKE_LOG": str(tmp_path / "tools.log")},
+    )
+    verdicts = {row["id"]: row for row in map(json.loads, done.stdout.splitlines())} if done.returncode == 0 else {}
+    return done.returncode, verdicts, done.stderr
+
+
+def tool_runs(tmp_path: Path) -> list[dict]:
+    log = tmp_path / "tools.log"
+    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def test_replay_compiles_each_module_in_a_sandbox_then_replays_the_batch_in_one_process(tmp_path):
+    bubblewrap_or_skip()
+    project = tmp_path / "project"
+    project.mkdir()
+    items = [
+        contract_item("good", "theorem good : 2 + 2 = 4 := by", proof="  norm_num"),
+        contract_item("forged", "theorem forged : (1:ℕ) = 2 := by", proof="  norm_num"),
+        contract_item("sorry", "theorem uses_sorry : 3 = 3 := by", proof="  sorry"),
+        # A file claiming another statement than the trusted one, and one whose compile tries to escape.
+        contract_item("other", "theorem other : 5 = 5 := by", file=f"{HEADER}\n\ntheorem other : 6 = 6 := by\n  rfl"),
+        contract_item(
+            "escape",
+            "theorem escape : 7 = 7 := by",
+            proof=f"  rfl\n-- ESCAPE_WRITE {project / 'pwned'}\n-- ESCAPE_WRITE {tmp_path / 'outside'}",
+        ),
+        contract_item("broken", "theorem broken : 8 = 8 := by", proof="  exact COMPILE_ERROR"),
+    ]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "bwrap")
+    assert rc == 0, stderr
+    assert {item_id: row["ok"] for item_id, row in verdicts.items()} == {
+        "good": True,
+        "forged": False,
+        "sorry": False,
+        "other": False,
+        "escape": True,
+        "broken": False,
+    }
+    assert verdicts["good"]["axioms"] == ["propext"]
+    assert "1 = 2, which is false" in verdicts["forged"]["message"]
+    assert "does not state the trusted statement" in verdicts["other"]["message"]
+    assert "does not compile" in verdicts["broken"]["message"] and "COMPILE_ERROR" in verdicts["broken"]["message"]
+    # The compile ran sandboxed: the project and everything outside its output directory were read-only.
+    assert not (project / "pwned").exists() and not (tmp_path / "outside").exists()
+    # One replay process for the whole batch, given every item that compiled, with the shipped program.
+    [replay] = tool_runs(tmp_path)
+    assert replay["tool"] == "lean --run" and Path(replay["program"]) == recheck_backends.REPLAY_PROGRAM
+    assert replay["ids"] == ["good", "forged", "sorry", "other", "escape"]
+
+
+def test_without_the_sandbox_the_same_escape_succeeds(tmp_path):
+    # The control for the test above: it is bubblewrap that stops the write, not the stand-in.
+    project = tmp_path / "project"
+    project.mkdir()
+    item = contract_item("escape", "theorem escape : 7 = 7 := by", proof=f"  rfl\n-- ESCAPE_WRITE {project / 'pwned'}")
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, [item], "--backend", "replay", "--sandbox", "none")
+    assert rc == 0 and verdicts["escape"]["ok"]
+    assert (project / "pwned").exists()
+    assert "WITHOUT a sandbox" in stderr
+
+
+def test_every_challenge_is_compiled_before_any_submission(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    compiled = []
+    real_compile = recheck_backends.compile_module
+
+    def recording(options, bwrap, source, olean):
+        problem = real_compile(options, bwrap, source, olean)
+        compiled.append(json.loads(olean.read_text())["time_ns"] if problem is None else None)
+        compiled[-1] = (source.name, compiled[-1])
+        return problem
+
+    monkeypatch.setattr(recheck_backends, "compile_module", recording)
+    items = [contract_item(f"i{n}", f"theorem t{n} : {n} = {n} := by", proof="  rfl") for n in range(4)]
+    options = recheck_backends.options_from(
+        recheck_backends_parser().parse_args(lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")[4:])
+    )
+    monkeypatch.setenv("LEAN_FAKE_LOG", str(tmp_path / "tools.log"))
+    lines = recheck_backends.check_replay(options, items)
+    assert [json.loads(line)["ok"] for line in lines] == [True] * 4
+    challenge_times = [t for name, t in compiled if "Challenge" in name]
+    submission_times = [t for name, t in compiled if "Submission" in name]
+    assert len(challenge_times) == len(submission_times) == 4
+    assert max(challenge_times) < min(submission_times)
+
+
+def recheck_backends_parser():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    recheck_backends.add_arguments(parser)
+    return parser
+
+
+def test_a_replay_that_dies_is_retried_item_by_item_so_only_the_culprit_is_refused(tmp_path):
+    items = [
+        contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl"),
+        contract_item("crafted", "theorem crafted : 2 = 2 := by", proof="  rfl -- CRASH_REPLAY"),
+        contract_item("c", "theorem c : 3 = 3 := by", proof="  rfl"),
+    ]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none")
+    assert rc == 0, stderr
+    assert verdicts["a"]["ok"] and verdicts["c"]["ok"]
+    assert not verdicts["crafted"]["ok"] and "replay failed on this submission alone" in verdicts["crafted"]["message"]
+    assert [run["ids"] for run in tool_runs(tmp_path)] == [["a", "crafted", "c"], ["a"], ["crafted"], ["c"]]
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [
+        ("not json", "stdin is not JSON"),
+        (json.dumps({"version": 2, "items": []}), "version 1"),
+        (json.dumps({"version": 1, "items": [{"id": "x"}]}), "items[0] needs"),
+    ],
+)
+def test_lean_recheck_refuses_a_malformed_batch_with_a_non_zero_exit(tmp_path, stdin, message):
+    done = subprocess.run(
+        lean_recheck_argv(tmp_path, "--backend", "replay"), input=stdin, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1 and message in done.stderr and done.stdout == ""
+
+
+def test_comparator_gets_one_run_per_item_with_its_config_and_the_modules_are_removed(tmp_path):
+    project = tmp_path / "project"
+    (project / "VerigateRecheck").mkdir(parents=True)
+    items = [
+        contract_item("good", "theorem good : 2 + 2 = 4 := by", proof="  norm_num"),
+        contract_item(
+            "forged", "theorem forged : (1:ℕ) = 2 := by", file=f"{HEADER}\n\ntheorem forged : (1:ℕ) = 2 := by\n  simp"
+        ),
+    ]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "comparator")
+    assert rc == 0, stderr
+    assert verdicts["good"] == {"id": "good", "ok": True, "axioms": None, "message": "comparator accepts the solution"}
+    assert not verdicts["forged"]["ok"] and "1 = 2, which is false" in verdicts["forged"]["message"]
+    runs = tool_runs(tmp_path)
+    assert [run["tool"] for run in runs] == ["comparator", "comparator"]
+    config = runs[0]["config"]
+    assert config["theorem_names"] == ["good"] and config["permitted_axioms"] == WHITELIST
+    assert config["challenge_module"].startswith("VerigateRecheck.Challenge_")
+    assert config["solution_module"].startswith("VerigateRecheck.Solution_")
+    assert runs[0]["cwd"] == str(project)
+    # Fresh module names per item, and nothing left in the project afterwards.
+    assert runs[0]["config"]["solution_module"] != runs[1]["config"]["solution_module"]
+    assert list((project / "VerigateRecheck").iterdir()) == []
+
+
+def test_comparator_without_its_lean_lib_says_what_to_add(tmp_path):
+    rc, _, stderr = run_lean_recheck(
+        tmp_path, [contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl")], "--backend", "comparator"
+    )
+    assert rc == 1 and "lean_lib VerigateRecheck" in stderr
+
+
+def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path):
+    bubblewrap_or_skip()
+    project = tmp_path / "project"
+    project.mkdir()
+    checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "bwrap")
+    config = stand_in_config(tmp_path, script=[FORGED_ANSWER], header=HEADER, recheck_command=checker)
+    with LeanServer(config) as server:
+        forged, honest = server.verify([ProofRequest(FALSE_STATEMENT, FORGING_PROOF), true_proof(4)])
+        metrics = server.metrics()
+    assert forged.status == "failed" and forged.reason.startswith("recheck: the kernel rejects the submission")
+    assert honest.status == "passed"
+    assert metrics["lean/recheck_overturned"] == 1 and metrics["lean/rechecked"] == 2
