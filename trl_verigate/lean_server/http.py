@@ -85,7 +85,7 @@ class BodySizeLimit:
             if not message.get("more_body", False):
                 break
         body = b"".join(chunks)
-        del chunks
+        del chunks  # one copy of the body while the app runs, not two
         replayed = False
 
         async def replay_then_receive():
@@ -100,7 +100,7 @@ class BodySizeLimit:
 
 
 async def _refuse_body(send, limit: int, size: int, complete: bool) -> None:
-    measured = f"is {size} bytes" if complete else f"exceeds {limit} bytes (read {size} bytes before stopping)"
+    measured = f"is {size} bytes" if complete else f"is at least {size} bytes (reading stopped there)"
     detail = {
         "detail": (
             f"request body {measured}, over this server's limit of {limit} bytes per POST "
