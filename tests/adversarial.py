@@ -8,7 +8,11 @@ A row is one attack, of one of two kinds:
 Both kinds carry `id`, `attack` (what it tries), `expect` ("rejected" by the precheck before Lean runs,
 "failed" once Lean's answer is judged, or "timeout"), `behaviour` (null, "hang": Lean spins, or "oom":
 Lean exhausts memory) and, unless rejected, `lean_response`: what real Lean answers to the full command
-sent to the REPL, the prepared code including the appended `#print axioms`.
+sent to the REPL, the prepared code including the appended `#print axioms`. Newer rows add `why`: the reason
+the attack must not pass.
+
+The file is append-only (several people add rows at once), so a row that a policy change makes wrong is not
+edited: a later row names it in `supersedes`, and `load_corpus` leaves the superseded row out.
 """
 
 import json
@@ -20,9 +24,16 @@ from trl_verigate.lean_server.verdict import Prepared, prepare
 CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
 
 
-def load_corpus() -> list[dict]:
-    """Every row of the corpus, in file order."""
+def load_raw_corpus() -> list[dict]:
+    """Every row of the file in file order, superseded ones included."""
     return [json.loads(line) for line in CORPUS.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def load_corpus() -> list[dict]:
+    """Every row of the corpus in file order, less the rows a later row `supersedes`."""
+    rows = load_raw_corpus()
+    superseded = {row["supersedes"] for row in rows if "supersedes" in row}
+    return [row for row in rows if row["id"] not in superseded]
 
 
 def is_file_row(row: dict) -> bool:

@@ -11,7 +11,7 @@ so the server reports "crashed"; their `lean_response` is what Lean says when it
 """
 
 import pytest
-from adversarial import fake_repl_script, is_file_row, load_corpus, request_of
+from adversarial import fake_repl_script, is_file_row, load_corpus, load_raw_corpus, request_of
 
 from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
 from trl_verigate.lean_server.verdict import Prepared, is_axioms_answer, judge, parse_axioms_message, prepare
@@ -29,7 +29,7 @@ def test_the_corpus_is_large_and_well_formed():
     ids = [row["id"] for row in ROWS]
     assert len(ids) == len(set(ids))
     # `why`: the reason the attack must not pass (newer rows carry it; `attack` says what each row tries).
-    common = {"id", "attack", "why", "expect", "lean_response", "behaviour"}
+    common = {"id", "attack", "why", "supersedes", "expect", "lean_response", "behaviour"}
     for row in ROWS:
         request_fields = {"file"} if is_file_row(row) else {"statement", "proof"}
         assert request_fields <= set(row) <= common | request_fields, row["id"]
@@ -40,6 +40,14 @@ def test_the_corpus_is_large_and_well_formed():
         assert isinstance(row.get("why", "-"), str) and row.get("why", "-").strip(), row["id"]
         assert ("lean_response" in row) == (row["expect"] != "rejected"), row["id"]
         assert (row["behaviour"] == "hang") == (row["expect"] == "timeout"), row["id"]
+    raw = load_raw_corpus()
+    raw_ids = [row["id"] for row in raw]
+    assert len(raw_ids) == len(set(raw_ids))
+    for index, row in enumerate(raw):
+        if "supersedes" in row:
+            # Only an earlier row can be superseded, and only once.
+            assert row["supersedes"] in raw_ids[:index], row["id"]
+            assert [r.get("supersedes") for r in raw].count(row["supersedes"]) == 1, row["id"]
     behaviours = [row["behaviour"] for row in ROWS]
     assert behaviours.count("hang") >= 2 and behaviours.count("oom") >= 1
     assert sum(row["expect"] == "failed" for row in ROWS) >= 10

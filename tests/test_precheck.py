@@ -1,5 +1,6 @@
 """The precheck of proof bodies (precheck.py, over lexer.py's tokens): what `prepare` refuses and why."""
 
+import json
 import random
 
 import pytest
@@ -63,7 +64,6 @@ REJECTED = [
     ("  admit", "`admit`"),
     ("  norm_num\n  stop\n  simp", "`stop`"),
     ("  apply?", "`apply?`"),
-    ("  exact?", "`exact?`"),
     ("  exact sorryAx _ false", "sorryAx"),
     ("  exact _root_.«sorryAx» _ false", "sorryAx"),
     ("  norm_num\naxiom cheat : False", "column 0"),
@@ -358,8 +358,6 @@ NATIVE_SPELLINGS = [
     "  decide (config := { Lean.Meta.DecideConfig.native := true })",
     "  decide (config := { «native» := true })",
     "  decide (config := Lean.Meta.DecideConfig.mk false true true false)",
-    "  decide (config := ⟨false, true, true, false⟩)",
-    "  decide (config := .mk false true true false)",
     "  decide +«native»",
     "  bv_decide?",
     '  bv_check "proof.lrat"',
@@ -574,3 +572,243 @@ def test_a_proof_and_a_file_preamble_accept_the_same_scoped_prefixes(prefix, is_
 def test_an_identifiers_name_components_are_split_at_lexing(code, components):
     (token,) = lexer.lex(code)
     assert token.kind == "ident" and token.components == components
+
+
+# ------------------------------------------------------------ code-running elaborators, IO, configs, options
+
+# Each reaches Lean today only if the precheck misses it; each runs code of the proof's choosing while Lean
+# elaborates (or is a command that leaves the `by` block).
+CODE_RUNNING = [
+    ("  have h := eval% (2 ^ 10 : ℕ)\n  simp", "`eval%`"),
+    ("  have h := eval%(2 ^ 10 : ℕ)\n  simp", "`eval%`"),
+    ('  have s : String := include_str "/proc/self/environ"\n  simp', "`include_str`"),
+    ('  have h := from_lrat "p cnf 1 1  1 0" "1 0"\n  simp', "`from_lrat`"),
+    ("  success_if_fail_with_msg (toString 1) simp", "`success_if_fail_with_msg`"),
+    ("  with_panel_widgets [w] simp", "`with_panel_widgets`"),
+    ('  rfl\n  lrat_proof foo "p cnf 1 1  1 0" "1 0"', "command `lrat_proof`"),
+    ("  rfl\n  show_panel_widgets [w]", "command `show_panel_widgets`"),
+    ('  rfl\n  extend_docs Nat.add after "x"', "command `extend_docs`"),
+    ("  rfl\n  register_linter_set linter.x := []", "command `register_linter_set`"),
+    ("  rfl\n  with_weak_namespace Foo", "command `with_weak_namespace`"),
+    ("    rfl\n  with_weak_namespace Foo", "command `with_weak_namespace`"),
+]
+
+
+@pytest.mark.parametrize("proof,reason", CODE_RUNNING)
+def test_code_running_elaborators_and_commands_are_rejected(proof, reason):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  simp [Polynomial.eval_add]",
+        "  have h : 7 % 2 = 1 := by norm_num\n  omega",
+        "  have h : (7%2) = 1 := by norm_num\n  omega",
+        "  have eval := 3\n  simp",
+        "  norm_num [Nat.succ_eq_add_one]",
+    ],
+)
+def test_eval_as_a_name_or_modulo_is_not_eval_percent(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+
+
+UNSAFE_AND_IO = [
+    ("  exact (unsafeIO (pure 1)).toOption.get!", "`unsafeIO`"),
+    ("  exact unsafeBaseIO (pure rfl)", "`unsafeBaseIO`"),
+    ("  exact (unsafeEIO (pure rfl)).toOption.get!", "`unsafeEIO`"),
+    ("  exact unsafeCast ()", "`unsafeCast`"),
+    ("  exact (ptrAddrUnsafe 1).toNat", "`ptrAddrUnsafe`"),
+    ('  exact (EStateM.run\' (IO.FS.readFile "x") ()).getD ""', "`EStateM`"),
+    ('  have h := (IO.getEnv "HOME" ()).toOption\n  simp', "`IO`"),
+    ("  have h := IO.RealWorld\n  simp", "`IO`"),
+    ("  have h : BaseIO Unit := pure ()\n  simp", "`BaseIO`"),
+    ("  have h : EIO Unit Unit := pure ()\n  simp", "`EIO`"),
+    ('  have h := System.FilePath.readDir "/"\n  simp', "`System`"),
+    ("  have h := runST (fun _ => pure 1)\n  simp", "`runST`"),
+    ("  have h := ST.Ref.get\n  simp", "`ST`"),
+    ("  open IO in\n  simp", "`IO`"),
+    ("  exact «unsafeIO» (pure rfl)", "`unsafeIO`"),
+]
+
+
+@pytest.mark.parametrize("proof,reason", UNSAFE_AND_IO)
+def test_unsafe_code_and_io_names_are_rejected(proof, reason):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+def test_no_published_prover_output_names_io_or_unsafe_code():
+    """The IO/unsafe names are refused on the claim that proofs never use them: 730 published outputs don't."""
+    import gzip
+    import json
+    from pathlib import Path
+
+    rows = [
+        json.loads(line)
+        for path in sorted((Path(__file__).parent / "data" / "published").glob("*.jsonl.gz"))
+        for line in gzip.open(path, "rt", encoding="utf-8")
+        if line.strip()
+    ]
+    texts = [row["text"] if "text" in row else row["statement"] + "\n" + row["proof"] for row in rows]
+    assert len(texts) >= 700
+    words = set(precheck.IO_WORDS)
+    for text in texts:
+        for token in lexer.lex(text):
+            if token.kind == "ident":
+                assert not words & set(token.components), token.text
+                assert not any("unsafe" in part.lower() for part in token.components), token.text
+
+
+CONFIG_LITERALS = [
+    "  simp (config := { maxSteps := 100000 })",
+    "  simp (config := {zeta := false, decide := true})",
+    "  simp (config := {\n    zeta := false\n    decide := true })",
+    "  simp_all (config := {decide := true})",
+    "  omega (splitDisjunctions := false)",
+    "  simp +arith -zeta",
+    "  simp +arith (maxSteps := 500)",
+    "  decide (config := { maxRecDepth := 4000 })",
+    "  decide (config := {kernel := true})",
+    "  decide (config := {})",
+    "  rw (occs := .pos [1, 2]) [Nat.add_comm]",
+    "  simp (config := { maxSteps := (100000) })",
+    "  linarith (config := { splitNe := true })",
+    '  simp (config := .default) [show "a" = "a" from rfl]',
+    "  simp (disch := positivity) [Nat.add_comm]",
+    "  aesop (rule_sets := [-default, Foo])",
+    # Named arguments of a qualified function are elaborated, never evaluated.
+    "  exact Nat.le_induction (m := 2) (P := fun n _ => 2 ≤ n) le_rfl (fun _ _ h => h.trans (by omega))",
+    "  exact h.trans (b := x + 1) (by omega)",
+]
+
+
+@pytest.mark.parametrize("proof", CONFIG_LITERALS)
+def test_configuration_items_with_literal_values_pass(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+
+
+CONFIG_CODE = [
+    "  simp (config := Simp.neutralConfig)",
+    "  simp (maxSteps := Nat.succ 100)",
+    "  omega (splitDisjunctions := h)",
+    "  linarith (splitNe := (fun _ => true) ())",
+    "  rw (offsetCnstrs := Id.run do pure true) [h]",
+    "  simp (config := let c := {}; c)",
+    "  simp (config := { c with zeta := false })",
+    "  simp (config := { maxSteps := (unsafeIO (pure 5)).toOption.get! })",
+    "  simp (config := { maxSteps := 2 ^ 10 })",
+    "  simp (config := {maxSteps := 10}) (contextual := ((fun x => x) true))",
+    "  decide (config := ⟨false, true, true, false⟩)",
+    "  decide (config := .mk false true true false)",
+    "  aesop (config := { maxRuleApplications := id 200 })",
+    "  grind (splits := default)",
+    "  exact foo (x := by simp)",
+]
+
+
+@pytest.mark.parametrize("proof", CONFIG_CODE)
+def test_configuration_items_with_code_are_rejected(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
+    assert result.status == "rejected", result.reason
+    assert "literal" in result.reason or "unsafe" in result.reason or "DecideConfig" in result.reason, result.reason
+    assert not isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  decide (config := { kernel := true, native := true })",
+        "  decide (config := {\n    kernel := false\n    native := true })",
+        "  decide (native := true)",
+    ],
+)
+def test_native_stays_refused_inside_a_literal_configuration(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected" and "native" in result.reason, result.reason
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  have native := Nat.le_refl 2\n  exact native",
+        "  let native := 3\n  simp",
+        "  exact?",
+        "  rw [_root_.add_comm]",
+        "  exact _root_.Nat.le_refl 2",
+    ],
+)
+def test_proof_level_false_rejections_are_fixed(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+
+
+RESOURCE_OPTIONS = [
+    ("  set_option maxRecDepth 100000 in\n  simp", "at most 10000"),
+    ("  set_option maxRecDepth 0x100000 in\n  simp", "at most 10000"),
+    ("  set_option maxRecDepth 1e9 in\n  simp", "natural number"),
+    ("  set_option exponentiation.threshold 100000 in\n  norm_num", "at most 4096"),
+    ("  set_option trace.Meta.synthInstance true in\n  simp", "trace.Meta.synthInstance"),
+    ("  set_option trace.profiler true in\n  simp", "trace.profiler"),
+    ("  set_option profiler true in\n  simp", "profiler"),
+    ("  set_option profiler.threshold 0 in\n  simp", "profiler.threshold"),
+    ("  set_option diagnostics true in\n  simp", "diagnostics"),
+    ("  set_option tactic.simp.trace true in\n  simp", "tactic.simp.trace"),
+]
+
+
+@pytest.mark.parametrize("proof,reason", RESOURCE_OPTIONS)
+def test_resource_options_are_refused_or_bounded(proof, reason):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+    # The same prefix in a file's preamble is refused the same way.
+    file_text = "import Mathlib\n" + proof.split("\n")[0].strip() + "\ntheorem t : 2 + 2 = 4 := by\n  norm_num"
+    in_file = prepare(file_text, MINIF2F_HEADER)
+    assert in_file.status == "rejected" and reason in in_file.reason, in_file.reason
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "maxRecDepth 10000",
+        "maxRecDepth 0x2710",
+        "maxHeartbeats 0",
+        "maxHeartbeats 400000",
+        "synthInstance.maxHeartbeats 100000",
+        "exponentiation.threshold 4096",
+        "linter.unusedVariables false",
+    ],
+)
+def test_resource_options_within_bounds_pass(option):
+    result = prepare(ProofRequest(T, f"  set_option {option} in\n  simp"), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+
+
+def test_a_trace_option_in_a_files_header_is_refused():
+    file_text = "import Mathlib\nset_option trace.Meta.Tactic.simp true\ntheorem t : 2 + 2 = 4 := by\n  norm_num"
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert result.status == "rejected" and "trace.Meta.Tactic.simp" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof,corrected",
+    [
+        ("omega", '"  omega"'),
+        ("intro x\nsimp at x", '"  intro x\\n  simp at x"'),
+        ("  intro x\nsimp", '"  simp"'),
+    ],
+)
+def test_a_body_not_indented_under_the_statement_is_shown_indented(proof, corrected):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected" and "closes the `by` block" in result.reason, result.reason
+    assert result.reason.endswith(f"e.g. {corrected}"), result.reason
+    # The shown form is accepted.
+    assert isinstance(prepare(ProofRequest(T, json.loads(corrected)), MINIF2F_HEADER), Prepared)

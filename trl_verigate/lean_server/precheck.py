@@ -22,6 +22,7 @@ forbidden word.
 from __future__ import annotations
 
 import bisect
+import json
 import re
 import unicodedata
 from collections.abc import Sequence
@@ -34,12 +35,49 @@ from trl_verigate.lean_server.types import Tactic
 # means the proof left its `by` block or adds syntax/declarations.
 COMMAND_WORDS = tactic_split.COMMAND_WORDS
 # Tactics that close goals without proving them, or search tactics: `apply?` has closed goals
-# with sorry without the warning (DeepSeek-Prover-V2), `exact?` is `apply?`'s sibling.
+# with sorry without the warning (DeepSeek-Prover-V2). `exact?` is allowed: it fails when it finds nothing, and a
+# goal it closes with `sorryAx` is caught by the axioms check like any other.
 # `hint` and `observe` run library search too; `plausible`/`slim_check` test a goal on examples and have admitted
 # it when they found no counterexample.
 TACTIC_WORDS = frozenset(
-    {"sorry", "admit", "stop", "exact?", "apply?", "library_search", "hint", "observe", "observe?", "plausible"}
-    | {"slim_check"}
+    {"sorry", "admit", "stop", "apply?", "library_search", "hint", "observe", "observe?", "plausible", "slim_check"}
+)
+# Elaborators and commands that run code of the proof's choosing while Lean elaborates it (found by reading Lean
+# core and Mathlib for `evalTerm`/`evalExpr`/`evalConst` in term, tactic and command elaborators). Code running
+# inside the REPL can forge the REPL's answer, so none of them may appear anywhere in a proof or file:
+# - `include_str e` (core) evaluates `e` with `evalTerm` and reads that file into the term;
+# - `from_lrat e e'` (Mathlib.Tactic.Sat.FromLRAT) evaluates both strings with `evalTerm`; `lrat_proof` is its
+#   command form;
+# - `success_if_fail_with_msg e tac` (Mathlib.Tactic.SuccessIfFailWithMsg) evaluates `e` with `evalTerm`;
+# - `with_panel_widgets [e]` and `show_panel_widgets [e]` (core, Lean.Widget.UserWidget) evaluate widget
+#   instances `e` with `evalExpr`;
+# - `extend_docs`, `register_linter_set` and `with_weak_namespace` are commands (Mathlib, core, Mathlib): a proof
+#   that reaches Lean's command level has left its `by` block, and these change the environment.
+# `eval% e` (Mathlib.Tactic.Eval: `evalExpr` with unsafe safety) is one token `eval%`, see `PERCENT_ELABORATORS`.
+# Already refused elsewhere: `#eval`/`#`-commands, `run_tac`/`run_elab`/`run_meta`/`by_elab`, `elab`/`macro`
+# (COMMAND_WORDS), `native_decide`/`bv_decide`/`decide +native` (NATIVE_WORDS), `plausible` (it compiles and runs
+# the goal's `Testable` instance), and every `declare_config_elab` config, which `check_config_values` holds to
+# literals.
+CODE_RUNNING_WORDS = frozenset({"include_str", "from_lrat", "success_if_fail_with_msg", "with_panel_widgets"})
+# Commands missing from the splitter's COMMAND_WORDS (`lrat_proof` and `show_panel_widgets` also run code), refused
+# here as command words wherever they appear.
+EXTRA_COMMAND_WORDS = frozenset(
+    {"lrat_proof", "show_panel_widgets", "extend_docs", "register_linter_set", "with_weak_namespace"}
+)
+# `NAME%` tokens (no space before `%`) whose elaborator runs code: Mathlib's `eval% e` compiles `e` and runs it in
+# the interpreter. Lean reads `eval%` as one keyword, so `Polynomial.eval` and `eval % n` are unaffected.
+PERCENT_ELABORATORS = frozenset({"eval"})
+# Name components that reach IO or mutable state. Compiled or interpreted code (allow_native_decide, or an
+# elaborator that slipped through) could run an IO action from safe code: `IO.RealWorld` is `Unit`, so
+# `(EStateM.run' act ()).getD d`, or applying an `IO` action to `()`, performs it. Refusing the names that denote
+# IO actions and their runners closes that without touching mathematics: none of them occurs in the 730 published
+# prover outputs of tests/data/published, and a theorem about numbers has no use for them.
+# `IO`/`EIO`/`BaseIO`: the IO monads and the namespace of every IO primitive (`IO.FS.readFile`, `IO.Process.spawn`,
+# `IO.getEnv`); `EStateM`: the state monad IO is built on and its runners (`EStateM.run`, `.run'`); `ST`/`EST`/
+# `runST`/`runEST`/`StateRefT`: mutable references and their runners; `System`: `System.FilePath.readDir`,
+# `pathExists`, `walkDir` return IO actions outside the `IO` namespace.
+IO_WORDS = frozenset(
+    {"IO", "EIO", "BaseIO", "EStateM", "ST", "EST", "runST", "runEST", "StateRefT", "StateRefT'", "System"}
 )
 # Constants that are axioms or unchecked evaluation, under any spelling of their name.
 CONSTANT_WORDS = frozenset({"sorryAx", "trustCompiler"})
@@ -51,6 +89,22 @@ NATIVE_WORDS = frozenset(
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
 # `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
 FORBIDDEN_OPTIONS = frozenset({"allowUnsafeReducibility", "warn.sorry"})
+# Options that only add output (traces, profiles, counters): a proof has no use for them, and
+# `set_option trace.Meta.synthInstance true in` floods the response. (`pp.*` options only change how the messages
+# Lean writes anyway are printed, and legitimate files set them.)
+OUTPUT_OPTION_PREFIXES = ("trace.", "profiler.", "diagnostics.")
+OUTPUT_OPTIONS = frozenset({"trace", "profiler", "diagnostics"})
+# Numeric options that bound Lean's own work, and the largest value a proof may set. Lean documents defaults, not
+# maxima, so the bounds are ours: each is far above what a legitimate proof needs and below what turns the option
+# into a weapon.
+# - `maxRecDepth` (default 512): deep recursion past it overflows Lean's native stack and kills the REPL; 10000
+#   (20x the default) is the value proofs that need more use (`set_option maxRecDepth 10000 in`).
+# - `exponentiation.threshold` (default 256): the largest exponent Lean evaluates `a ^ n` with; 4096 keeps each
+#   power evaluated small enough to stay within the memory limit.
+# `maxHeartbeats` and `synthInstance.maxHeartbeats` are not bounded: they only turn a long elaboration into an error
+# earlier, the per-request timeout bounds time whatever they say, and `set_option maxHeartbeats 0` (no limit)
+# heads 661 of the 730 published prover outputs.
+OPTION_MAXIMA = {"maxRecDepth": 10000, "exponentiation.threshold": 4096}
 
 # Cyrillic/Greek/Latin letters that look like ASCII ones; NFKC leaves them alone.
 _CONFUSABLES = str.maketrans(
@@ -85,10 +139,12 @@ def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[st
 
     `components`: the word's dotted name components when its token has them already (`Token.components`).
     """
-    if word in COMMAND_WORDS:
+    if word in COMMAND_WORDS or word in EXTRA_COMMAND_WORDS:
         return f"command `{word}`"
     if word in TACTIC_WORDS:
         return f"`{word}`"
+    if word in CODE_RUNNING_WORDS:
+        return f"`{word}` (it runs code while Lean elaborates the proof)"
     if not allow_native_decide and word in NATIVE_WORDS:
         return f"`{word}` (native evaluation; allowed only with allow_native_decide=True)"
     parts = split_name(word) if components is None else components
@@ -99,12 +155,50 @@ def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[st
             return f"`{part}` (in `{word}`; native evaluation, allowed only with allow_native_decide=True)"
         if len(parts) > 1 and part in ("implemented_by", "extern"):
             return f"`{part}` (in `{word}`)"
+        if part in IO_WORDS:
+            return f"`{part}` (in `{word}`; IO and mutable state are out of a proof's reach)"
+        # `unsafeIO`, `unsafeCast`, `unsafeBaseIO`, `ptrAddrUnsafe`, …: unsafe code runs IO or breaks types.
+        # The bare word `unsafe` is a command word, allowed only as an Aesop rule phase (`_is_keyword_argument`).
+        if "unsafe" in part.lower() and part != "unsafe":
+            return f"`{part}` (in `{word}`; unsafe code)"
     return None
 
 
 def forbidden_option(name: str) -> bool:
-    """Whether `set_option NAME` changes how Lean checks or reports a proof (`debug.skipKernelTC`, `warn.sorry`)."""
-    return name in FORBIDDEN_OPTIONS or name.startswith(FORBIDDEN_OPTION_PREFIXES)
+    """Whether `set_option NAME` changes how Lean checks or reports a proof (`debug.skipKernelTC`, `warn.sorry`), or
+    only adds output (`trace.*`, `profiler`, `diagnostics`), whatever its value."""
+    return (
+        name in FORBIDDEN_OPTIONS
+        or name.startswith(FORBIDDEN_OPTION_PREFIXES)
+        or name in OUTPUT_OPTIONS
+        or name.startswith(OUTPUT_OPTION_PREFIXES)
+        or "trace" in name.split(".")
+    )
+
+
+def _option_harm(name: str) -> str:
+    """What a forbidden option would do, for the rejection reason."""
+    if name in FORBIDDEN_OPTIONS or name.startswith(FORBIDDEN_OPTION_PREFIXES):
+        return " (it changes how Lean checks or reports the proof)"
+    return " (it only adds output, and floods the response)"
+
+
+def option_value_refusal(name: str, value: str) -> str | None:
+    """Why `set_option NAME VALUE` must not run (VALUE as written), or None; for options `forbidden_option` allows.
+
+    The numeric options of `OPTION_MAXIMA` take a natural number up to their maximum (decimal, `0x`, `0b` or `0o`,
+    as Lean reads a numeral).
+    """
+    maximum = OPTION_MAXIMA.get(name)
+    if maximum is None:
+        return None
+    try:
+        number = int(value, 10) if value.isdigit() else int(value, 0)
+    except ValueError:
+        return f"`set_option {name} {value}`: the value must be a natural number up to {maximum}"
+    if number > maximum:
+        return f"`set_option {name} {value}`: at most {maximum} (a larger value lets one proof exhaust Lean)"
+    return None
 
 
 def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_commands=frozenset()) -> None:
@@ -121,7 +215,14 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
             if token.text == "set_option" and following is not None and following.kind == "ident":
                 option = ".".join(following.components)
                 if forbidden_option(option):
-                    raise PrecheckError(f"`set_option {option}`", token.start)
+                    raise PrecheckError(f"`set_option {option}`", token.start, _option_harm(option))
+                # Only a numeral can set a numeric option; any other value is Lean's error or the prefix check's.
+                value = code[k + 2] if k + 2 < len(code) and code[k + 2].kind == "number" else None
+                refusal = None if value is None else option_value_refusal(option, value.text)
+                if refusal:
+                    raise PrecheckError(refusal, token.start)
+            if token.text in PERCENT_ELABORATORS and adjacent and following.text == "%":
+                raise PrecheckError(f"`{token.text}%` (it runs code while Lean elaborates the proof)", token.start)
         elif token.kind == "symbol":
             if token.text == "#" and adjacent and following.kind == "ident":
                 raise PrecheckError(f"command `#{following.text}`", token.start)
@@ -131,18 +232,155 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
                 raise PrecheckError("`+native` (native evaluation)", token.start)
     if not allow_native_decide:
         for k, token in enumerate(code[:-2]):
-            texts = [t.text for t in code[k + 1 : k + 5]]
-            assigns = texts[:2] == [":", "="] and code[k + 2].start == code[k + 1].end
-            # Any value counts (`Bool.true`, `!false`, `(true)`): only the field name is certain.
-            if _is_native(token) and assigns:
+            assigns = code[k + 1].text == ":" and code[k + 2].text == "=" and code[k + 2].start == code[k + 1].end
+            # Any value counts (`Bool.true`, `!false`, `(true)`): only the field name is certain. A local named
+            # `native` (`have native := h`) sets no field. A whole config written positionally (`⟨false, true, …⟩`,
+            # `.mk …`) is no literal, so `check_config_values` refuses it.
+            binds = k > 0 and code[k - 1].text in _BINDING_WORDS
+            if _is_native(token) and assigns and not binds:
                 raise PrecheckError("`native :=` (native evaluation)", token.start)
-            # A whole config (`⟨false, true, …⟩`, `.mk …`) can set `native` positionally; `decide +kernel` remains.
-            if token.text == "decide" and texts == ["(", "config", ":", "="]:
-                raise PrecheckError(
-                    "`decide (config := …)`",
-                    token.start,
-                    " can turn on native evaluation; write `decide` or `decide +kernel`",
-                )
+    check_config_values(code)
+
+
+# Words after which `NAME :=` names a local, not a configuration field.
+_BINDING_WORDS = frozenset({"have", "haveI", "let", "letI", "set", "replace"})
+# Config-shaped items whose value is a tactic sequence, elaborated as tactics (and checked as the proof's own code),
+# never evaluated: `simp (disch := positivity)`, `field_simp (discharger := norm_num)`.
+_TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger"})
+
+
+def check_config_values(code: list[Token]) -> None:
+    """Every `(NAME := VALUE)` configuration item must have a literal VALUE (see `_is_literal`).
+
+    Tactic configurations built with `declare_config_elab` (`simp`, `omega`, `linarith`, `rw`, `decide`, `aesop`,
+    `grind`, …) elaborate VALUE, compile it and run it: a non-literal value is code of the proof's choosing,
+    running inside the REPL. Literal values (`simp (config := { maxSteps := 100000 })`, `omega
+    (splitDisjunctions := false)`, `rw (occs := .all)`) only set fields; `+opt`/`-opt` flags are literals too.
+
+    The same shape is a named argument after a function (`Nat.le_induction (m := 2)`), which Lean only elaborates.
+    A configuration item follows a tactic keyword, and a keyword is never a dotted name, so an item after a dotted
+    identifier (or after further items of it) is taken for a named argument. After an undotted name the two cannot
+    be told apart without knowing every tactic of every library, so a non-literal value is refused there, with the
+    rewrite in the reason.
+    """
+    closers = _matching_closers(code)
+    openers = {close: open_ for open_, close in closers.items()}
+    for k, token in enumerate(code):
+        if not _is_config_item(code, k):
+            continue
+        name = code[k + 1]
+        close = closers.get(k, len(code))
+        value = code[k + 4 : close]
+        if name.text in _TACTIC_VALUED_ITEMS or _is_literal(value) or _is_named_argument(code, k, openers):
+            continue
+        if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
+            continue
+        head = code[k - 1].text if k > 0 else ""
+        raise PrecheckError(
+            f"`({name.text} := …)`",
+            token.start,
+            f" after `{head}` has a non-literal value: a tactic configuration is compiled and run while Lean "
+            "elaborates the proof, so its values must be literals (numbers, strings, `true`/`false`, `.constructor`, "
+            "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
+            "qualified name (`Nat.foo (x := e)`) or written positionally",
+        )
+
+
+def _is_config_item(code: list[Token], k: int) -> bool:
+    """Whether `code[k]` opens `(NAME := …`, the shape of a configuration item (and of a named argument)."""
+    if code[k].text != "(" or k + 3 >= len(code) or code[k + 1].kind != "ident":
+        return False
+    colon, equals = code[k + 2], code[k + 3]
+    return colon.text == ":" and equals.text == "=" and equals.start == colon.end
+
+
+def _matching_closers(code: list[Token]) -> dict[int, int]:
+    """Index of each opening bracket's matching closer, for the brackets that are closed."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for k, token in enumerate(code):
+        if token.kind != "symbol":
+            continue
+        if token.text in tactic_split.OPENERS:
+            stack.append(k)
+        elif token.text in tactic_split.CLOSERS and stack:
+            pairs[stack.pop()] = k
+    return pairs
+
+
+def _is_named_argument(code: list[Token], k: int, openers: dict[int, int]) -> bool:
+    """Whether the item opening at `code[k]` follows a dotted identifier, possibly across earlier items."""
+    j = k - 1
+    while j >= 0 and code[j].text == ")" and j in openers and _is_config_item(code, openers[j]):
+        j = openers[j] - 1
+    return j >= 0 and code[j].kind == "ident" and len(code[j].components) > 1
+
+
+def _is_literal(value: list[Token]) -> bool:
+    """Whether `value` is exactly one literal: a number, `-number`, string, character, `true`/`false`, `.ctor`
+    (optionally applied to list literals, `.pos [1, 2]`), a list of literals, a parenthesized literal, or a
+    structure instance `{ f := literal, … }` (fields separated by commas or line breaks)."""
+    end = _literal_end(value, 0)
+    return end is not None and end == len(value)
+
+
+def _literal_end(tokens: list[Token], i: int) -> int | None:
+    """The index after the literal starting at `tokens[i]`, or None if none starts there."""
+    if i >= len(tokens):
+        return None
+    token = tokens[i]
+    if token.kind in ("number", "string", "char") or token.text in ("true", "false"):
+        return i + 1
+    if token.text == "-" and i + 1 < len(tokens) and tokens[i + 1].kind == "number":
+        return i + 2
+    if token.text == "." and i + 1 < len(tokens) and tokens[i + 1].kind == "ident":
+        if tokens[i + 1].start != token.end or len(tokens[i + 1].components) != 1:
+            return None
+        i += 2
+        while i < len(tokens) and tokens[i].text == "[":
+            end = _literal_end(tokens, i)
+            if end is None:
+                return None
+            i = end
+        return i
+    if token.text == "(":
+        end = _literal_end(tokens, i + 1)
+        return end + 1 if end is not None and end < len(tokens) and tokens[end].text == ")" else None
+    if token.text == "[":
+        return _sequence_end(tokens, i + 1, "]", _literal_end)
+    if token.text == "{":
+        return _sequence_end(tokens, i + 1, "}", _field_end, separator_optional=True)
+    return None
+
+
+def _field_end(tokens: list[Token], i: int) -> int | None:
+    """The index after `name := literal` starting at `tokens[i]`, or None."""
+    if i + 2 >= len(tokens) or tokens[i].kind != "ident" or [t.text for t in tokens[i + 1 : i + 3]] != [":", "="]:
+        return None
+    return _literal_end(tokens, i + 3)
+
+
+def _sequence_end(tokens, i: int, closer: str, element, separator_optional: bool = False) -> int | None:
+    """The index after `element (, element)* [,] closer` (or an empty sequence) starting at `tokens[i]`, or None."""
+    while i < len(tokens) and tokens[i].text != closer:
+        end = element(tokens, i)
+        if end is None:
+            return None
+        i = end
+        if i < len(tokens) and tokens[i].text == ",":
+            i += 1
+        elif not separator_optional and i < len(tokens) and tokens[i].text != closer:
+            return None
+    return i + 1 if i < len(tokens) else None
+
+
+def _is_name_list(value: list[Token]) -> bool:
+    """Whether `value` is `[A, -B, …]`: Aesop's rule-set names, optionally negated."""
+    if len(value) < 2 or value[0].text != "[" or value[-1].text != "]":
+        return False
+    inner = [token for token in value[1:-1] if token.text != "-"]
+    names, commas = inner[0::2], inner[1::2]
+    return all(t.kind == "ident" for t in names) and all(t.text == "," for t in commas)
 
 
 def _is_keyword_argument(code: list[Token], k: int) -> bool:
@@ -233,13 +471,35 @@ def _check_columns(text: str, tokens: list[Token], first_line_at_line_start: boo
         # A stray closer leaves the depth below 0, where columns are still checked.
         if depth <= 0 and token.start == line_start and (line_start > 0 or first_line_at_line_start):
             raise PrecheckError(
-                f"`{token.text}`", token.start, " closes the `by` block: indent every line of the proof body"
+                f"`{token.text}`",
+                token.start,
+                " closes the `by` block: indent every line of the proof body, e.g. "
+                + json.dumps(_indented(text, tokens, token), ensure_ascii=False),
             )
         if token.kind == "symbol":
             if token.text in tactic_split.OPENERS:
                 depth += 1
             elif token.text in tactic_split.CLOSERS:
                 depth -= 1
+
+
+def _indented(text: str, tokens: list[Token], dedented: Token) -> str:
+    """The corrected form of the proof whose `dedented` token sits at column 0 (shortened to a few lines).
+
+    A body sent flush-left (`"omega"` after a statement ending in `:= by`) is shown indented by two spaces; a later
+    line at column 0 is shown at the column of the block's first tactic.
+    """
+    first = next(t for t in tokens if t.kind != "comment")
+    if first is dedented:
+        corrected = [("  " + line) if line.strip() else line for line in text.split("\n")]
+    else:
+        column = first.start - (text.rfind("\n", 0, first.start) + 1)
+        line_end = text.find("\n", dedented.start)
+        corrected = [" " * column + text[dedented.start : len(text) if line_end < 0 else line_end]]
+    while corrected and not corrected[0].strip():  # a file's proof starts with the rest of the `by` line
+        corrected.pop(0)
+    shown = "\n".join(corrected[:3]) + ("\n…" if len(corrected) > 3 else "")
+    return shown if len(shown) <= 200 else shown[:200] + "…"
 
 
 def _check_block(text: str, tokens: list[Token], start_column: int) -> list[Tactic]:
