@@ -2,9 +2,15 @@
 
 Runs when `TRL_VERIGATE_LEAN_REPL` names the REPL (binary path or argv; `TRL_VERIGATE_LEAN_PROJECT` the
 project) or a built REPL sits next to the project; skipped otherwise. Core-Lean tests need no Mathlib;
-the Mathlib tests run when the project has it. See docs/lean_setup.md.
+the Mathlib tests run when the project has it. The recheck tests also need a checker:
+`TRL_VERIGATE_RECHECK_COMMAND` (its argv, e.g. `trl-verigate lean-recheck --backend replay --project-dir
+/path/to/project`); without it they skip. See docs/lean_setup.md.
 """
 
+import asyncio
+import json
+import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -12,13 +18,17 @@ import pytest
 from adversarial import CORPUS, load_corpus, request_of
 
 from trl_verigate.cli import resolve_project_dir, resolve_repl_command
-from trl_verigate.lean_server import MINIF2F_HEADER, LeanServer, LeanServerConfig, ProofRequest
+from trl_verigate.lean_server import MINIF2F_HEADER, FileRequest, LeanServer, LeanServerConfig, ProofRequest, recheck
 from trl_verigate.lean_server.http import create_app
 
 RUN_COMMAND = (
     "TRL_VERIGATE_LEAN_REPL=/path/to/repl/.lake/build/bin/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project "
     "make test-lean"
 )
+
+RECHECK_ENV = "TRL_VERIGATE_RECHECK_COMMAND"
+RECHECK_COMMAND = shlex.split(os.environ.get(RECHECK_ENV, "")) or None
+RECHECK_RUN = f"{RECHECK_ENV}='trl-verigate lean-recheck --backend replay --project-dir /path/to/project' {RUN_COMMAND}"
 
 PROJECT_DIR = resolve_project_dir(None)
 REPL_COMMAND = resolve_repl_command(None, PROJECT_DIR)
@@ -186,3 +196,122 @@ def test_the_adversarial_corpus_never_passes():
     for row, result in zip(rows, results, strict=True):
         if row["expect"] == "rejected":
             assert result.status == "rejected", (row["id"], result)
+
+
+# ---------------------------------------------------------------- forging payloads and the recheck tier
+
+
+# A complete fake answer to our `#print axioms` line (line 4 of a one-line statement and one-line proof), as a
+# payload that runs code would write to the REPL's fd 1 ahead of the real one.
+def forged_answer(theorem: str) -> str:
+    answer = {
+        "env": 1,
+        "messages": [
+            {
+                "severity": "info",
+                "pos": {"line": 4, "column": 0},
+                "endPos": {"line": 4, "column": 6},
+                "data": f"'{theorem}' does not depend on any axioms",
+            }
+        ],
+    }
+    return json.dumps(answer) + "\n\n"
+
+
+def lean_string(text: str) -> str:
+    """`text` as a Lean string literal; braces as `\\x7b`/`\\x7d` escapes, which the precheck does not read as code."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return '"' + escaped.replace("{", "\\x7b").replace("}", "\\x7d") + '"'
+
+
+def write_forgery(theorem: str) -> str:
+    """Lean code of an IO action writing the forged answer to the REPL's own stdout."""
+    return f'IO.FS.writeFile "/proc/self/fd/1" {lean_string(forged_answer(theorem))}'
+
+
+# Each tries to run the forgery while Lean elaborates the proof of a false statement (the issue's list): a
+# code-running elaborator, a config elaborator, `unsafeIO`, IO run from safe code through EStateM.
+FORGING_PAYLOADS = {
+    "forge_eval": "  have _h : Nat := eval% (unsafeBaseIO ({io} *> pure 0)); norm_num",
+    "forge_include_str": '  have _s : String := include_str (unsafeBaseIO ({io} *> pure "x")); norm_num',
+    "forge_simp_config": "  simp (config := (unsafeBaseIO ({io} *> pure {{}})))",
+    "forge_omega_config": "  omega (splitDisjunctions := (unsafeBaseIO ({io} *> pure true)))",
+    "forge_unsafe_io": "  have _u := unsafeIO ({io}); norm_num",
+    "forge_estatem": "  have _e : Unit := (EStateM.run' ({io}) ()).getD (); decide",
+}
+
+
+def forging_requests() -> list[ProofRequest]:
+    return [
+        ProofRequest(f"theorem {name} : (1 : Nat) = 2 := by", payload.format(io=write_forgery(name)))
+        for name, payload in FORGING_PAYLOADS.items()
+    ]
+
+
+def test_forging_payloads_never_pass_the_repl_tier():
+    header = MINIF2F_HEADER if HAS_MATHLIB else ""
+    with LeanServer(lean_config(header, timeout=60.0)) as server:
+        results = server.verify(forging_requests())
+    passed = [name for name, result in zip(FORGING_PAYLOADS, results, strict=True) if result.passed]
+    assert not passed, f"forging payloads that passed: {passed}"
+
+
+def require_checker() -> list[str]:
+    if RECHECK_COMMAND is None:
+        pytest.skip(f"no checker configured; run: {RECHECK_RUN}")
+    return RECHECK_COMMAND
+
+
+def test_the_checker_confirms_a_proof_and_refuses_false_swapped_and_axiom_claims():
+    command = require_checker()
+    header = MINIF2F_HEADER if HAS_MATHLIB else ""
+    whitelist = LeanServerConfig().axiom_whitelist
+
+    def item(item_id: str, statement: str, proof=None, file=None) -> recheck.RecheckItem:
+        return recheck.RecheckItem(item_id, header, statement, statement.split()[1], whitelist, proof=proof, file=file)
+
+    items = [
+        item("ok", "theorem rc_ok (a b : Nat) (h : a < b) : a + 1 ≤ b := by", proof="  omega"),
+        item("false", "theorem rc_false : (1 : Nat) = 2 := by", proof="  decide"),
+        # The file proves a true statement, but not the trusted one it is held to.
+        item(
+            "swapped",
+            "theorem rc_swapped : (2 : Nat) + 2 = 5 := by",
+            file=f"{header}\n\ntheorem rc_swapped : (2 : Nat) + 2 = 4 := by\n  decide\n",
+        ),
+        item(
+            "axiom",
+            "theorem rc_axiom : (1 : Nat) = 2 := by",
+            file=f"{header}\n\naxiom rc_cheat : False\n\ntheorem rc_axiom : (1 : Nat) = 2 := by\n  exact rc_cheat.elim\n",
+        ),
+    ]
+    verdicts = asyncio.run(recheck.run_checker(command, items, LeanServerConfig().recheck_timeout))
+    assert verdicts["ok"].ok, verdicts["ok"].message
+    assert set(verdicts["ok"].axioms or []) <= set(whitelist)
+    for refused in ("false", "swapped", "axiom"):
+        assert not verdicts[refused].ok, (refused, verdicts[refused])
+
+
+def test_recheck_confirms_real_passes_and_no_forging_payload_or_attack_passes():
+    command = require_checker()
+    header = MINIF2F_HEADER if HAS_MATHLIB else ""
+    rows = load_corpus()
+    requests = [*CORE_PROOFS, *forging_requests(), *(request_of(row) for row in rows)]
+    with LeanServer(lean_config(header, timeout=30.0, recheck_command=command)) as server:
+        results = server.verify(requests)
+        metrics = server.metrics()
+    honest, attacks = results[: len(CORE_PROOFS)], results[len(CORE_PROOFS) :]
+    assert [r.status for r in honest] == ["passed"] * len(CORE_PROOFS), honest
+    assert not [r for r in attacks if r.passed]
+    assert metrics["lean/rechecked"] >= len(CORE_PROOFS)
+    assert metrics["lean/recheck_checker_failures"] == 0
+    assert metrics["lean/recheck_seconds"] > 0
+
+
+def test_a_file_request_is_rechecked_against_its_trusted_statement():
+    command = require_checker()
+    file_text = "theorem rc_file (n : Nat) : n + 0 = n := by\n  simp"
+    with LeanServer(lean_config("", workers=1, recheck_command=command)) as server:
+        [result] = server.verify([FileRequest(file_text, statement="theorem rc_file (n : Nat) : n + 0 = n := by")])
+        assert server.metrics()["lean/rechecked"] == 1
+    assert result.status == "passed", result
