@@ -8,8 +8,11 @@ from trl_verigate.advantages import (
     future_cumulated_rewards,
     gated_groups,
     group_normalized_step_advantages,
+    lean_process_advantages,
     process_step_advantages,
     step_advantages_to_tokens,
+    tactic_advantages_to_tokens,
+    tactic_scores,
 )
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -256,3 +259,138 @@ def test_no_step_column_at_all_gives_empty_advantages(normalization):
     step_mask = torch.zeros(4, 0, dtype=torch.bool)
     advantages = process_step_advantages(step_rewards, step_mask, num_generations=2, normalization=normalization)
     assert advantages.shape == (4, 0)
+
+
+# ---------------------------------------------------------------- Lean process GRPO
+# d1 = -0.05, d2 = -0.1 (paper defaults); the expected tables below are written out from the rules, not computed.
+D1, D2 = -0.05, -0.1
+
+
+def test_tactic_scores_passed_failed_incomplete_timeout_and_no_tactics():
+    passed = torch.tensor([True, False, False, False, False])
+    num_tactics = torch.tensor([3, 4, 2, 3, 0])
+    # passed; fails at tactic 1 of 4; incomplete (first_error == num_tactics); timeout (0); no proof at all
+    first_error = torch.tensor([3, 1, 2, 0, 0])
+    scores, mask = tactic_scores(passed, num_tactics, first_error)
+    expected = torch.tensor(
+        [
+            [1.0, 1.0, 1.0, 0.0],
+            [D1, D2, D2, D2],
+            [D1, D1, 0.0, 0.0],
+            [D2, D2, D2, 0.0],
+            [0.0, 0.0, 0.0, 0.0],
+        ]
+    )
+    expected_mask = torch.tensor(
+        [[1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 0]], dtype=torch.bool
+    )
+    assert torch.equal(mask, expected_mask)
+    assert torch.allclose(scores, expected)
+
+
+def test_tactic_scores_custom_scores_and_all_rows_without_tactics():
+    scores, mask = tactic_scores(
+        torch.tensor([False, False]), torch.tensor([0, 0]), torch.tensor([0, 0]), partial_score=-1.0, error_score=-2.0
+    )
+    assert scores.shape == mask.shape == (2, 1)  # M = max(1, max num_tactics)
+    assert not mask.any() and torch.equal(scores, torch.zeros(2, 1))
+    scores, _ = tactic_scores(torch.tensor([False]), torch.tensor([3]), torch.tensor([2]), -1.0, -2.0)
+    assert scores.tolist() == [[-1.0, -1.0, -2.0]]
+
+
+def test_tactic_scores_without_propagation_marks_only_error_tactics():
+    passed = torch.tensor([False, False, True])
+    num_tactics = torch.tensor([4, 2, 2])
+    first_error = torch.tensor([1, 2, 2])
+    # row 0: errors start in tactics 1 and 3 only; row 1: incomplete, no error tactic; row 2 passed (flags ignored)
+    error_tactics = torch.tensor(
+        [[False, True, False, True, False], [False, False, False, False, False], [True, True, False, False, False]]
+    )
+    scores, _ = tactic_scores(passed, num_tactics, first_error, error_tactics=error_tactics)
+    expected = torch.tensor([[D1, D2, D1, D2], [D1, D1, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]])
+    assert torch.allclose(scores, expected)
+    # With propagation the same verdict gives d2 to every tactic from the first error on.
+    propagated, _ = tactic_scores(passed, num_tactics, first_error)
+    assert torch.allclose(propagated[0], torch.tensor([D1, D2, D2, D2]))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(passed=torch.tensor([1, 0]), num_tactics=torch.tensor([1, 1]), first_error=torch.tensor([0, 0])), "bool"),
+        (dict(passed=torch.tensor([True]), num_tactics=torch.tensor([1.0]), first_error=torch.tensor([0])), "long"),
+        (dict(passed=torch.tensor([True]), num_tactics=torch.tensor([2, 2]), first_error=torch.tensor([0])), "rows"),
+        (dict(passed=torch.tensor([False]), num_tactics=torch.tensor([2]), first_error=torch.tensor([3])), "first_e"),
+        (dict(passed=torch.tensor([False]), num_tactics=torch.tensor([-1]), first_error=torch.tensor([0])), ">= 0"),
+        (
+            dict(
+                passed=torch.tensor([False]),
+                num_tactics=torch.tensor([3]),
+                first_error=torch.tensor([0]),
+                error_tactics=torch.tensor([[True, False]]),
+            ),
+            "columns",
+        ),
+    ],
+)
+def test_tactic_scores_bad_inputs(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        tactic_scores(**kwargs)
+
+
+def test_lean_process_advantages_subtracts_the_group_mean_of_g():
+    # Two groups of 2. Group 0: g = (1, 0), mean 0.5. Group 1: g = (0, 0), mean 0.
+    scores = torch.tensor([[1.0, 1.0, 0.0], [D1, D2, D2], [D2, 0.0, 0.0], [D1, D1, D1]])
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]], dtype=torch.bool)
+    advantages = lean_process_advantages(scores, mask, torch.tensor([1.0, 0.0, 0.0, 0.0]), num_generations=2)
+    expected = torch.tensor([[0.5, 0.5, 0.0], [-0.55, -0.6, -0.6], [D2, 0.0, 0.0], [D1, D1, D1]])
+    assert torch.allclose(advantages, expected)
+
+
+def test_lean_process_advantages_ragged_group_all_passed():
+    # A ragged group that all passed: g mean 1, so phi - 1 = 0 everywhere (outcome-only credit, as GRPO).
+    scores, mask = tactic_scores(torch.tensor([True, True, True]), torch.tensor([1, 3, 2]), torch.tensor([1, 3, 2]))
+    advantages = lean_process_advantages(scores, mask, torch.ones(3), num_generations=3)
+    assert torch.equal(advantages, torch.zeros(3, 3))
+
+
+def test_lean_process_advantages_bad_inputs():
+    scores, mask = torch.zeros(3, 2), torch.ones(3, 2, dtype=torch.bool)
+    with pytest.raises(ValueError, match="multiple of `num_generations`"):
+        lean_process_advantages(scores, mask, torch.zeros(3), num_generations=2)
+    with pytest.raises(ValueError, match="one per completion"):
+        lean_process_advantages(scores, mask, torch.zeros(4), num_generations=1)
+
+
+# Completion 0 has tactics on tokens [1, 3) and [3, 6); completion 1 one tactic on [2, 3) and a padding entry.
+TOKEN_SPANS = torch.tensor([[[1, 3], [3, 6]], [[2, 3], [-1, -1]]])
+TACTIC_ADVANTAGES = torch.tensor([[0.5, -0.25], [2.0, 9.0]])
+
+
+@pytest.mark.parametrize(
+    "assignment, expected",
+    [
+        ("first", [[0, 0.5, 0, -0.25, 0, 0, 0], [0, 0, 2.0, 0, 0, 0, 0]]),
+        ("last", [[0, 0, 0.5, 0, 0, -0.25, 0], [0, 0, 2.0, 0, 0, 0, 0]]),
+        ("all", [[0, 0.5, 0.5, -0.25, -0.25, -0.25, 0], [0, 0, 2.0, 0, 0, 0, 0]]),
+    ],
+)
+def test_tactic_advantages_to_tokens_each_assignment(assignment, expected):
+    tokens = tactic_advantages_to_tokens(TACTIC_ADVANTAGES, TOKEN_SPANS, num_tokens=7, assignment=assignment)
+    assert torch.allclose(tokens, torch.tensor(expected))
+
+
+def test_tactic_advantages_to_tokens_shared_token_gets_both():
+    # Two tactics begin in token 2 (e.g. "simp;ring" in one token): both credits land there.
+    spans = torch.tensor([[[2, 3], [2, 4]]])
+    tokens = tactic_advantages_to_tokens(torch.tensor([[1.0, 0.25]]), spans, num_tokens=4, assignment="first")
+    assert tokens.tolist() == [[0.0, 0.0, 1.25, 0.0]]
+
+
+def test_tactic_advantages_to_tokens_bad_inputs():
+    with pytest.raises(ValueError, match="assignment"):
+        tactic_advantages_to_tokens(TACTIC_ADVANTAGES, TOKEN_SPANS, 7, assignment="middle")
+    with pytest.raises(ValueError, match="tactic_token_spans"):
+        tactic_advantages_to_tokens(TACTIC_ADVANTAGES, TOKEN_SPANS[:, :1], 7)
+    with pytest.raises(ValueError, match="num_tokens"):
+        tactic_advantages_to_tokens(TACTIC_ADVANTAGES, TOKEN_SPANS, -1)

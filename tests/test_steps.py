@@ -9,6 +9,8 @@ import trl_verigate.steps as steps_module
 from trl_verigate.steps import (
     StepSpan,
     completion_step_token_ids,
+    decode_with_offsets,
+    span_token_ranges,
     split_steps,
     token_char_offsets,
     token_step_ids,
@@ -324,3 +326,36 @@ def test_completion_step_token_ids_bad_inputs(byte_level_tokenizer):
         completion_step_token_ids(byte_level_tokenizer, torch.zeros(3, dtype=torch.long), torch.ones(3))
     with pytest.raises(ValueError, match="`completion_mask` must be a tensor with the shape"):
         completion_step_token_ids(byte_level_tokenizer, torch.zeros(2, 3, dtype=torch.long), torch.ones(2, 4))
+
+
+# ---------------------------------------------------------------- span_token_ranges (tactics)
+
+
+def test_span_token_ranges_hand_computed():
+    # Tokens tile "  intro n\n  simp" as ["  ", "intro", " n", "\n ", " simp"]; tactics "intro n" and "simp".
+    offsets = [(0, 2), (2, 7), (7, 9), (9, 11), (11, 16)]
+    tactics = [(2, 9), (12, 16)]
+    # "simp" starts at character 12, inside the token " simp" (11, 16): that token begins the tactic.
+    assert span_token_ranges(offsets, tactics) == [(1, 3), (4, 5)]
+    # Text outside every tactic (leading "  ", the "\n " token) belongs to no span.
+    assert span_token_ranges(offsets, [StepSpan("intro", 2, 7)]) == [(1, 2)]
+
+
+def test_span_token_ranges_skips_zero_width_tokens_and_rejects_empty_or_outside_spans():
+    # "ℕ" split over two byte tokens: the first holds its leading bytes (zero-width), the second owns it.
+    offsets = [(0, 1), (1, 1), (1, 2), (2, 3)]
+    assert span_token_ranges(offsets, [(1, 3)]) == [(2, 4)]
+    assert span_token_ranges(offsets, [(2, 2), (2, 9), (-1, 1)]) == [(-1, -1)] * 3
+    assert span_token_ranges([], [(0, 1)]) == [(-1, -1)]
+
+
+def test_span_token_ranges_on_a_unicode_proof_with_byte_tokens(byte_level_tokenizer):
+    text = "  intro n\n  exact Nat.le_of_lt (h : n ≤ m → ℕ)"
+    ids = byte_token_ids(byte_level_tokenizer, text)  # one token per UTF-8 byte
+    decoded, offsets = decode_with_offsets(byte_level_tokenizer, ids)
+    assert decoded == text
+    second = text.index("exact")
+    ranges = span_token_ranges(offsets, [(2, 9), (second, len(text))])
+    # Byte tokens: the token owning character c is the one holding its last byte, i.e. the byte index of c's end - 1.
+    byte_end = [len(text[: index + 1].encode("utf-8")) for index in range(len(text))]
+    assert ranges == [(byte_end[2] - 1, byte_end[8]), (byte_end[second] - 1, byte_end[len(text) - 1])]

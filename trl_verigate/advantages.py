@@ -205,3 +205,180 @@ def step_advantages_to_tokens(step_advantages: torch.Tensor, token_step_ids: tor
     has_step = token_step_ids >= 0
     gathered = step_advantages.gather(1, token_step_ids.clamp(min=0))
     return torch.where(has_step, gathered, torch.zeros_like(gathered))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Process-verified GRPO for Lean (Kim & Yun, ICLR 2026): tactic scores from the Lean verdict, process advantages
+# against the group's outcome mean, and their placement on the tokens of each tactic.
+#
+# Notation. Completion i holds tactics T_{i,1..N_i}; tactic tensors are padded to (N, M) with M = max(1, max_i N_i),
+# and ``mask`` marks j < N_i. g_i in {0, 1} is the Lean outcome (1 exactly when the proof passed).
+
+TACTIC_ASSIGNMENTS = ("first", "all", "last")
+
+
+def _check_long_vector(values, name: str, num_rows: int | None = None) -> None:
+    if not isinstance(values, torch.Tensor) or values.dim() != 1 or values.dtype != torch.long:
+        raise ValueError(f"`{name}` must be a 1-D torch.long tensor of shape (N,), got {_describe(values)}.")
+    if num_rows is not None and values.shape[0] != num_rows:
+        raise ValueError(f"`{name}` has {values.shape[0]} rows but `passed` has {num_rows}; give one per completion.")
+
+
+def tactic_scores(
+    passed: torch.Tensor,
+    num_tactics: torch.Tensor,
+    first_error: torch.Tensor,
+    partial_score: float = -0.05,
+    error_score: float = -0.1,
+    error_tactics: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tactic scores phi_{i,j} of the Lean verdict, with first-error propagation.
+
+    With d1 = ``partial_score`` and d2 = ``error_score``:
+
+    - a passed proof: phi_{i,j} = 1 for every tactic;
+    - otherwise phi_{i,j} = d1 for j < first_error[i] and d2 for j >= first_error[i]: the first failing tactic and
+      every tactic after it count as wrong. ``first_error[i] == num_tactics[i]`` (no tactic failed, the proof is
+      incomplete) gives every tactic d1; ``first_error[i] == 0`` (timeout, crash, rejection, error) every tactic d2.
+
+    Without first-error propagation, pass ``error_tactics`` (N, >= max num_tactics) bool, True for the tactics an
+    error message starts in: a failed proof's tactic then gets d2 exactly when it carries an error, d1 otherwise
+    (``first_error`` is then only checked for range). A verdict other than passed/failed marks every tactic.
+
+    Args:
+        passed: (N,) bool, g_i == 1.
+        num_tactics: (N,) long, N_i >= 0.
+        first_error: (N,) long, in [0, N_i].
+        partial_score: d1 (paper: -0.05).
+        error_score: d2 (paper: -0.1).
+        error_tactics: optional (N, K) bool with K >= max N_i; entries past N_i are ignored.
+
+    Returns:
+        (scores, mask): (N, M) float32 and bool on the input's device, M = max(1, max N_i); scores are 0 outside
+        mask.
+    """
+    if not isinstance(passed, torch.Tensor) or passed.dim() != 1 or passed.dtype != torch.bool:
+        raise ValueError(f"`passed` must be a 1-D torch.bool tensor of shape (N,), got {_describe(passed)}.")
+    num_rows = passed.shape[0]
+    _check_long_vector(num_tactics, "num_tactics", num_rows)
+    _check_long_vector(first_error, "first_error", num_rows)
+    if num_rows and int(num_tactics.min()) < 0:
+        raise ValueError(f"`num_tactics` must be >= 0, got minimum {int(num_tactics.min())}.")
+    if num_rows and ((first_error < 0) | (first_error > num_tactics)).any():
+        row = int(((first_error < 0) | (first_error > num_tactics)).nonzero()[0])
+        raise ValueError(
+            f"`first_error[{row}]` = {int(first_error[row])} must lie in [0, num_tactics[{row}]] = "
+            f"[0, {int(num_tactics[row])}] (num_tactics means no tactic failed)."
+        )
+    width = max(1, int(num_tactics.max()) if num_rows else 1)
+    columns = torch.arange(width, device=passed.device)
+    mask = columns.unsqueeze(0) < num_tactics.unsqueeze(1)
+    if error_tactics is None:
+        wrong = columns.unsqueeze(0) >= first_error.unsqueeze(1)
+    else:
+        if (
+            not isinstance(error_tactics, torch.Tensor)
+            or error_tactics.dtype != torch.bool
+            or error_tactics.dim() != 2
+            or error_tactics.shape[0] != num_rows
+        ):
+            raise ValueError(f"`error_tactics` must be a (N, K) torch.bool tensor, got {_describe(error_tactics)}.")
+        if num_rows and int(num_tactics.max()) > error_tactics.shape[1]:
+            raise ValueError(
+                f"`error_tactics` has {error_tactics.shape[1]} columns but a completion has {int(num_tactics.max())} "
+                "tactics; give one column per tactic."
+            )
+        wrong = torch.zeros(num_rows, width, dtype=torch.bool, device=passed.device)
+        kept = min(width, error_tactics.shape[1])
+        wrong[:, :kept] = error_tactics[:, :kept].to(passed.device)
+    failed_scores = torch.where(wrong, float(error_score), float(partial_score))
+    scores = torch.where(passed.unsqueeze(1), torch.ones_like(failed_scores), failed_scores)
+    return torch.where(mask, scores, torch.zeros_like(scores)), mask
+
+
+def lean_process_advantages(
+    scores: torch.Tensor, mask: torch.Tensor, outcome_rewards: torch.Tensor, num_generations: int
+) -> torch.Tensor:
+    """Process advantages A_proc[i, j] = phi[i, j] - mean_{k in group(i)} g_k, and 0 where ``mask`` is False.
+
+    The mean is over the G outcome rewards of the completion's group (rows grouped as in TRL, G per prompt), the
+    Lean outcome alone, whatever other rewards are trained on.
+
+    Args:
+        scores: (N, M) float, phi from `tactic_scores`.
+        mask: (N, M) bool, valid tactics.
+        outcome_rewards: (N,) g (0/1).
+        num_generations: G; N must be a multiple of it.
+
+    Returns:
+        (N, M) tensor with the dtype and device of ``scores``.
+    """
+    _check_step_tensors(scores, mask, "scores")
+    if not isinstance(outcome_rewards, torch.Tensor) or outcome_rewards.dim() != 1:
+        raise ValueError(f"`outcome_rewards` must be a 1-D tensor of shape (N,), got {_describe(outcome_rewards)}.")
+    if outcome_rewards.shape[0] != scores.shape[0]:
+        raise ValueError(
+            f"`outcome_rewards` has {outcome_rewards.shape[0]} rows but `scores` has {scores.shape[0]}; give one "
+            "per completion."
+        )
+    _check_num_generations(scores.shape[0], num_generations, "scores")
+    group_mean = outcome_rewards.to(scores.dtype).view(-1, num_generations).mean(dim=1)
+    advantages = scores - group_mean.repeat_interleave(num_generations).unsqueeze(1).to(scores.device)
+    return torch.where(mask, advantages, torch.zeros_like(advantages))
+
+
+def tactic_advantages_to_tokens(
+    tactic_advantages: torch.Tensor,
+    tactic_token_spans: torch.Tensor,
+    num_tokens: int,
+    assignment: str = "first",
+) -> torch.Tensor:
+    """Place tactic advantages on the completion tokens.
+
+    Tactic j of completion i covers tokens [a, b) = ``tactic_token_spans[i, j]`` (a: the token holding the tactic's
+    first character, b - 1: the one holding its last). Token t of completion i gets sum_j A[i, j] * [t in S_j] with
+
+    - ``"first"`` (paper): S_j = {a}, the token at which the tactic begins;
+    - ``"all"``: S_j = {a, ..., b - 1}, every token of the tactic;
+    - ``"last"``: S_j = {b - 1}.
+
+    A tactic without tokens (a < 0 or b <= a, e.g. a padding entry) places nothing; tokens outside every tactic get
+    0. Two tactics that begin (or end) in one token both place their advantage on it.
+
+    Args:
+        tactic_advantages: (N, M) float.
+        tactic_token_spans: (N, M, 2) long [a, b) token ranges.
+        num_tokens: T, the completion width.
+        assignment: "first", "all" or "last".
+
+    Returns:
+        (N, T) tensor with the dtype and device of ``tactic_advantages``.
+    """
+    if assignment not in TACTIC_ASSIGNMENTS:
+        raise ValueError(f"`assignment` must be one of {TACTIC_ASSIGNMENTS}, got {assignment!r}.")
+    if not isinstance(tactic_advantages, torch.Tensor) or tactic_advantages.dim() != 2:
+        raise ValueError(f"`tactic_advantages` must be a 2-D tensor (N, M), got {_describe(tactic_advantages)}.")
+    if (
+        not isinstance(tactic_token_spans, torch.Tensor)
+        or tactic_token_spans.dtype != torch.long
+        or tactic_token_spans.shape != (*tactic_advantages.shape, 2)
+    ):
+        raise ValueError(
+            f"`tactic_token_spans` must be a torch.long tensor of shape {(*tactic_advantages.shape, 2)} (a [start, end) "
+            f"token range per tactic), got {_describe(tactic_token_spans)}."
+        )
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens < 0:
+        raise ValueError(f"`num_tokens` must be a non-negative int, got {num_tokens!r}.")
+    spans = tactic_token_spans.to(tactic_advantages.device)
+    first, end = spans[..., 0], spans[..., 1]
+    has_tokens = (first >= 0) & (end > first)
+    if assignment == "first":
+        low, high = first, first + 1
+    elif assignment == "last":
+        low, high = end - 1, end
+    else:
+        low, high = first, end
+    positions = torch.arange(num_tokens, device=tactic_advantages.device).view(1, 1, -1)
+    covered = (positions >= low.unsqueeze(2)) & (positions < high.unsqueeze(2)) & has_tokens.unsqueeze(2)
+    placed = torch.where(covered, tactic_advantages.unsqueeze(2), torch.zeros((), dtype=tactic_advantages.dtype))
+    return placed.sum(dim=1)

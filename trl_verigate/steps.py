@@ -1,9 +1,16 @@
-"""Reasoning steps of a completion and the policy tokens that belong to each step.
+"""Character spans of a completion (reasoning steps, Lean tactics) and the policy tokens that belong to each span.
 
-A completion's text is what TRL scores: ``tokenizer.batch_decode(completion_ids, skip_special_tokens=True)``.
-`split_steps` cuts that text into steps with character spans; `token_char_offsets` gives every policy token its
-character span in the same text; `token_step_ids` joins the two, so that each token can receive the advantage of
-its step. Only the POLICY tokenizer is involved here: a process reward model re-tokenizes the step texts itself.
+This is the one span-to-token layer of both process trainers. A completion's text is what TRL scores:
+``tokenizer.batch_decode(completion_ids, skip_special_tokens=True)``. `token_char_offsets` (or `decode_with_offsets`)
+gives every policy token its character span in that text; two rules then join tokens and spans:
+
+- steps TILE the completion (`token_step_ids`, VeriGate): every token belongs to a step, the one whose start is the
+  last at or before the token's start -- leading text to step 0, separators to the step before them;
+- tactics do NOT (`span_token_ranges`, Lean process GRPO): a span covers exactly the tokens holding its first to
+  last character, so the statement echo, reasoning prose and code fences around the tactics belong to no span.
+
+`split_steps` cuts a completion into steps with character spans. Only the POLICY tokenizer is involved here: a process
+reward model re-tokenizes the step texts itself, and Lean reads the text.
 
 Character ownership rule (`token_char_offsets`). Byte-level BPE tokenizers (GPT-2, Qwen, Llama 3) can split one
 character over several tokens (``ℕ`` is three UTF-8 bytes, an emoji four). A character belongs to the token that
@@ -209,6 +216,36 @@ def token_char_offsets(tokenizer, token_ids, skip_special_tokens: bool = True) -
         skip_special_tokens: as in ``tokenizer.decode``; TRL decodes completions with True.
     """
     return _decode_with_offsets(tokenizer, token_ids, skip_special_tokens)[1]
+
+
+def decode_with_offsets(tokenizer, token_ids, skip_special_tokens: bool = True) -> tuple[str, list[tuple[int, int]]]:
+    """``tokenizer.decode(token_ids, skip_special_tokens=...)`` and each token's character span in it (as
+    `token_char_offsets`), from one decode."""
+    return _decode_with_offsets(tokenizer, token_ids, skip_special_tokens)
+
+
+def span_token_ranges(offsets: Sequence[tuple[int, int]], spans: Sequence) -> list[tuple[int, int]]:
+    """The [first, end) token range of each character span: ``first`` holds the span's first character and
+    ``end - 1`` its last (the token that owns a character is the one holding its last byte, see the module
+    docstring).
+
+    ``spans`` holds objects with ``start``/``end`` character offsets (`StepSpan`, `lean_server.Tactic`) or
+    ``(start, end)`` pairs, into the text ``offsets`` tile. An empty span, or one past the decoded text, gets
+    (-1, -1): it has no token.
+    """
+    ends = [end for _, end in offsets]
+    text_length = ends[-1] if ends else 0
+    ranges = []
+    for span in spans:
+        start, end = (span.start, span.end) if hasattr(span, "start") else span
+        if not 0 <= start < end <= text_length:
+            ranges.append((-1, -1))
+            continue
+        # The owner of character c is the first token ending after c; zero-width tokens (end == start) never are.
+        first = bisect.bisect_right(ends, start)
+        last = bisect.bisect_right(ends, end - 1)
+        ranges.append((first, last + 1))
+    return ranges
 
 
 def token_step_ids(
