@@ -709,6 +709,9 @@ CONFIG_CODE = [
     "  aesop (config := { maxRuleApplications := id 200 })",
     "  grind (splits := default)",
     "  exact foo (x := by simp)",
+    # A bracket inside a string's `{…}` must not close the item early and make its value look literal.
+    '  simp (config := "{)}" ++ toString (dbgTrace "x" fun _ => 1))',
+    '  simp "{Nat.succ}" (config := Simp.neutralConfig)',
 ]
 
 

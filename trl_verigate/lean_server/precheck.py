@@ -263,6 +263,9 @@ def check_config_values(code: list[Token]) -> None:
     be told apart without knowing every tactic of every library, so a non-literal value is refused there, with the
     rewrite in the reason.
     """
+    # The code inside a string's `{…}` follows the string in the token list; reading it here could pair a bracket
+    # inside the literal with one outside (`(config := "{)}" ++ e)` would look like a literal value).
+    code = _outside_literals(code)
     closers = _matching_closers(code)
     openers = {close: open_ for open_, close in closers.items()}
     for k, token in enumerate(code):
@@ -284,6 +287,19 @@ def check_config_values(code: list[Token]) -> None:
             "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
             "qualified name (`Nat.foo (x := e)`) or written positionally",
         )
+
+
+def _outside_literals(code: list[Token]) -> list[Token]:
+    """`code` less the tokens lexed from inside string literals (interpolation segments)."""
+    kept: list[Token] = []
+    literal_end = 0
+    for token in code:
+        if token.start < literal_end:
+            continue
+        if token.kind == "string":
+            literal_end = token.end
+        kept.append(token)
+    return kept
 
 
 def _is_config_item(code: list[Token], k: int) -> bool:
@@ -461,13 +477,14 @@ def _check_columns(text: str, tokens: list[Token], first_line_at_line_start: boo
     """
     depth = 0
     literal_end = 0
+    line_start = scanned = 0  # tokens come in text order: each stretch of text is searched for a line break once
     for token in tokens:
         if token.kind == "comment" or token.start < literal_end:
             # Code inside an interpolated string's braces is part of the literal for layout, as for the splitter.
             continue
         if token.kind == "string":
             literal_end = token.end
-        line_start = text.rfind("\n", 0, token.start) + 1
+        line_start, scanned = text.rfind("\n", scanned, token.start) + 1 or line_start, token.start
         # A stray closer leaves the depth below 0, where columns are still checked.
         if depth <= 0 and token.start == line_start and (line_start > 0 or first_line_at_line_start):
             raise PrecheckError(
