@@ -8,13 +8,33 @@ without "env" starts from a fresh environment, a command with an unknown env get
 
 Answers, first match wins:
 1. a `--script` row whose "match" is a substring of the cmd: its "response" (env renumbered)
-   and/or its "behaviour": hang | crash | garbage | truncate | oom | sleep:SECONDS;
+   and/or its "behaviour": hang | crash | garbage | truncate | oom | sleep:SECONDS, or one of the
+   attacks below (a row may give both: the behaviour runs, then the response is the real answer);
 2. the recorded answer of the real REPL for the same cmd (and options) in the transcripts
    folder, env renumbered; trailing `#print axioms NAME` lines are split off before the
    lookup and answered as in 3;
 3. a generic answer: `{"env": n}`, plus an info message "'NAME' depends on axioms: [...]"
    for each `#print axioms NAME` line, plus a real-shaped `sorries` entry and the
    "declaration uses `sorry`" warning when the cmd contains `sorry`.
+
+Attacks, as code running inside a real REPL could make them (see `ATTACKS`); each reports what
+happened in an info message "attack KIND: OUTCOME" at line 1 of its real answer:
+- forge: write a complete passing answer (the `#print axioms` line answered "does not depend on
+  any axioms") to /proc/self/fd/1 with the env of the request (a stale id), then the real answer;
+  forge-env: the same with the right next env; forge-exit: the right env, then exit;
+  forge-child: leave a child (double-forked, own session) that takes the next request from stdin
+  and answers it with a forged pass, or writes one unasked after 2 s, then lingers;
+- escape:fd: write a forged answer into /proc/PID/fd/1 of the worker named by `target_pid=PID` in the cmd;
+- escape:net: connect to 127.0.0.1:PORT named by `port=PORT` in the cmd;
+- escape:write: create a file in the cwd (the project), append to every `*.olean` under it and to the
+  REPL program itself when that lies in the cwd;
+- escape:environ: read /proc/self/environ, the parent's and every other readable /proc/*/environ
+  into the message.
+
+Logging: `--log FILE` appends each request to FILE, which a sandboxed stand-in cannot write;
+`repl_command` therefore turns `--log FILE` into `--log-socket SOCKET`, served by a thread of the
+calling process that appends each row to FILE, with the pid the kernel reports for the peer (its
+pid outside any PID namespace), and acknowledges it before the stand-in answers.
 
 Run as a program it imports nothing from trl_verigate: it plays an independent program. Only the test-side
 helper `stand_in_config` imports the package, when a test calls it.
@@ -27,7 +47,11 @@ import json
 import mmap
 import os
 import re
+import socket
+import struct
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -39,11 +63,94 @@ SORRY = re.compile(r"\bsorry\b")
 # instead of exhausting the machine; the memory is reserved, never touched, so RSS stays small.
 OOM_GIVE_UP_BYTES = 64 << 30
 OOM_BLOCK_BYTES = 256 << 20
+ATTACKS = (
+    "forge",
+    "forge-env",
+    "forge-exit",
+    "forge-child",
+    "escape:fd",
+    "escape:net",
+    "escape:write",
+    "escape:environ",
+)
+CHILD_MARKER = "fake-repl-child:"
+CHILD_UNASKED_AFTER_S = 2.0
+CHILD_LINGER_S = 120.0
+TARGET_PID = re.compile(r"target_pid=(\d+)")
+PORT = re.compile(r"port=(\d+)")
+# The child left by forge-child: it races its parent for the next request on stdin and answers it with a pass.
+CHILD_PROGRAM = """
+import json, os, select, sys, time
+env, unasked_after, linger = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+ready, _, _ = select.select([0], [], [], unasked_after)
+messages = []
+if ready:
+    request = os.read(0, 1 << 20).decode("utf-8", "replace")
+    try:
+        cmd = json.loads(request.strip().split("\\n\\n")[0]).get("cmd", "")
+    except ValueError:
+        cmd = ""
+    lines = cmd.split("\\n")
+    for number, line in enumerate(lines, 1):
+        if line.startswith("#print axioms "):
+            name = line.split()[-1]
+            messages.append({"severity": "info", "pos": {"line": number, "column": 0},
+                             "endPos": {"line": number, "column": 6},
+                             "data": f"'{name}' does not depend on any axioms"})
+answer = {"env": env, "messages": messages} if messages else {"env": env}
+os.write(1, (json.dumps(answer) + "\\n\\n").encode())
+time.sleep(linger)
+"""
 
 
 def repl_command(*flags: str) -> list[str]:
-    """The argv that runs this stand-in under the current interpreter (for LeanServerConfig.repl_command)."""
-    return [sys.executable, str(Path(__file__).resolve()), *flags]
+    """The argv that runs this stand-in under the current interpreter (for LeanServerConfig.repl_command).
+
+    The transcripts folder is named in the argv, so a sandbox that binds the REPL's paths shows it; `--log FILE`
+    becomes `--log-socket` (see the module docstring), so the log works inside a sandbox too.
+    """
+    flags = list(flags)
+    if "--log" in flags:
+        at = flags.index("--log")
+        flags[at : at + 2] = ["--log-socket", log_socket(flags[at + 1])]
+    return [sys.executable, str(Path(__file__).resolve()), "--transcripts", str(DEFAULT_TRANSCRIPTS), *flags]
+
+
+_log_sockets: dict[str, str] = {}
+_log_sockets_lock = threading.Lock()
+
+
+def log_socket(log_path: str | Path) -> str:
+    """The UNIX socket whose rows a thread of this process appends to `log_path`; one per log file."""
+    key = str(Path(log_path).resolve())
+    with _log_sockets_lock:
+        if key not in _log_sockets:
+            # A short folder of its own: socket paths are limited to 108 bytes.
+            address = os.path.join(tempfile.mkdtemp(prefix="fake-repl-log-"), "log.sock")
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            server.bind(address)
+            server.listen()
+            write_lock = threading.Lock()
+            threading.Thread(target=_accept_log_rows, args=(server, key, write_lock), daemon=True).start()
+            _log_sockets[key] = address
+        return _log_sockets[key]
+
+
+def _accept_log_rows(server: socket.socket, log_path: str, write_lock: threading.Lock) -> None:
+    while True:
+        connection, _ = server.accept()
+        threading.Thread(target=_serve_log_rows, args=(connection, log_path, write_lock), daemon=True).start()
+
+
+def _serve_log_rows(connection: socket.socket, log_path: str, write_lock: threading.Lock) -> None:
+    credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    peer_pid = struct.unpack("3i", credentials)[0]
+    with connection, connection.makefile("rb") as rows:
+        for line in rows:
+            row = {"pid": peer_pid, "request": json.loads(line)["request"]}
+            with write_lock, open(log_path, "a", encoding="utf-8") as log:
+                log.write(json.dumps(row, ensure_ascii=False) + "\n")
+            connection.sendall(b"\n")
 
 
 def write_script(path: str | Path, rows: list[dict]) -> str:
@@ -84,6 +191,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--startup-delay", type=float, default=0.0, help="seconds to sleep before reading stdin")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds to sleep before each answer")
     parser.add_argument("--log", help="append every request, with this process's pid, as a JSON line")
+    parser.add_argument("--log-socket", help="send every request to this UNIX socket and wait for its ack")
     parser.add_argument("--exit-after", type=int, help="answer N commands, then exit with status 1 on the next one")
     return parser.parse_args(argv)
 
@@ -222,16 +330,33 @@ class FakeRepl:
         self.next_env = 0
         self.next_proof_state = 0
         self.commands = 0
+        self.log_connection: socket.socket | None = None
+        # Reports of attacks, put into the real answer as info messages.
+        self.attack_reports: list[str] = []
 
     def log(self, request_text: str) -> None:
-        if not self.args.log:
+        if not (self.args.log or self.args.log_socket):
             return
         try:
             request = json.loads(request_text, strict=False)
         except json.JSONDecodeError:
             request = request_text
         line = json.dumps({"pid": os.getpid(), "request": request}, ensure_ascii=False) + "\n"
-        fd = os.open(self.args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if self.args.log_socket:
+            if self.log_connection is None:
+                self.log_connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self.log_connection.connect(self.args.log_socket)
+            self.log_connection.sendall(line.encode("utf-8"))
+            # The row is in the log before the answer leaves, so a test reads every row of every answered request.
+            self.log_connection.recv(1)
+            return
+        try:
+            fd = os.open(self.args.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise SystemExit(
+                f"fake_repl: cannot write the --log file ({error}); inside a sandbox run the stand-in through "
+                "fake_repl.repl_command(), which logs through a socket"
+            ) from None
         try:
             os.write(fd, line.encode("utf-8"))
         finally:
@@ -322,7 +447,87 @@ class FakeRepl:
         if behaviour.startswith("sleep:"):
             time.sleep(float(behaviour[len("sleep:") :]))
             return True
+        if behaviour in ATTACKS:
+            outcome = self.attack(behaviour, request)
+            self.attack_reports.append(f"attack {behaviour}: {outcome}")
+            return True
         raise SystemExit(f"fake_repl: unknown behaviour {behaviour!r}")
+
+    def forged_answer(self, cmd: str, env) -> dict:
+        """A clean answer to `cmd`: its `#print axioms` lines answered "does not depend on any axioms"."""
+        _, axiom_lines = split_print_axioms(cmd)
+        messages = [axioms_message(line, name, []) for line, name in axiom_lines]
+        return {"env": env, "messages": messages} if messages else {"env": env}
+
+    def attack(self, kind: str, request: dict) -> str:
+        """Try the attack `kind` from inside the REPL; a sentence saying what happened."""
+        cmd = request.get("cmd", "")
+        if kind.startswith("forge") and kind != "forge-child":
+            # The real answer will get self.next_env; a naive forger reuses the env the request names.
+            env = request.get("env") if kind == "forge" else self.next_env
+            fd = os.open("/proc/self/fd/1", os.O_WRONLY)
+            try:
+                os.write(fd, (json.dumps(self.forged_answer(cmd, env)) + "\n\n").encode("utf-8"))
+            finally:
+                os.close(fd)
+            if kind == "forge-exit":
+                os._exit(0)
+            return f"forged an answer with env {env}"
+        if kind == "forge-child":
+            return self.leave_child()
+        if kind == "escape:fd":
+            pid = int(TARGET_PID.search(cmd).group(1))
+            forged = json.dumps({"env": 1, "messages": [{"severity": "info", "data": "forged by escape:fd"}]}) + "\n\n"
+            return attempt(lambda: f"wrote {write_file(f'/proc/{pid}/fd/1', forged)} bytes")
+        if kind == "escape:net":
+            port = int(PORT.search(cmd).group(1))
+            return attempt(lambda: socket.create_connection(("127.0.0.1", port), timeout=2).close() or "connected")
+        if kind == "escape:write":
+            return "; ".join(self.write_attempts())
+        if kind == "escape:environ":
+            return "; ".join(read_environs())
+        raise SystemExit(f"fake_repl: unknown attack {kind!r}")
+
+    def leave_child(self) -> str:
+        # The next request will be answered with env next_env + 1: this request takes next_env.
+        child_argv = [
+            sys.executable,
+            "-c",
+            CHILD_PROGRAM,
+            str(self.next_env + 1),
+            str(CHILD_UNASKED_AFTER_S),
+            str(CHILD_LINGER_S),
+            CHILD_MARKER + str(self.args.script),
+        ]
+        first = os.fork()
+        if first == 0:
+            # Double fork in a new session: the child is nobody's child and outside the REPL's process group.
+            os.setsid()
+            if os.fork() == 0:
+                os.execv(sys.executable, child_argv)
+            os._exit(0)
+        os.waitpid(first, 0)
+        return "left a child to answer the next request"
+
+    def write_attempts(self) -> list[str]:
+        cwd = Path.cwd()
+        targets = [cwd / "escape-written.txt", *sorted(cwd.rglob("*.olean"))]
+        program = Path(sys.argv[0]).resolve()
+        if cwd in program.parents:  # never the stand-in's own source outside a test's project
+            targets.append(program)
+        return [
+            f"{target}: " + attempt(lambda t=target: f"wrote {write_file(t, 'PWNED', 'a')} bytes") for target in targets
+        ]
+
+    def with_reports(self, response: dict) -> dict:
+        if self.attack_reports:
+            reports = [
+                {"severity": "info", "pos": {"line": 1, "column": 0}, "endPos": None, "data": report}
+                for report in self.attack_reports
+            ]
+            response["messages"] = reports + list(response.get("messages", []))
+            self.attack_reports = []
+        return response
 
     def serve(self) -> None:
         time.sleep(self.args.startup_delay)
@@ -347,7 +552,34 @@ class FakeRepl:
             behaviours = [row["behaviour"] for row in self.script if "behaviour" in row and row["match"] in cmd]
             if behaviours and not self.behave(behaviours[0], request):
                 continue
-            write_response(self.answer(request))
+            write_response(self.with_reports(self.answer(request)))
+
+
+def attempt(action) -> str:
+    """What `action` returned, or "failed: " and the error it raised."""
+    try:
+        return action()
+    except OSError as error:
+        return f"failed: {error}"
+
+
+def write_file(path: str | Path, text: str, mode: str = "w") -> int:
+    with open(path, mode, encoding="utf-8") as target:
+        return target.write(text)
+
+
+def read_environs() -> list[str]:
+    """Every environment this process can read from /proc: its own, its parent's, then all others."""
+    pids = ["self", str(os.getppid())] + sorted(name for name in os.listdir("/proc") if name.isdigit())
+    found = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                text = environ.read().replace(b"\0", b" ").decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        found.append(f"/proc/{pid}/environ: {text}")
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:

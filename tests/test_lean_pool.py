@@ -152,10 +152,14 @@ for line in sys.stdin:
 
 
 def test_the_repl_runs_isolated_in_its_own_session_with_a_private_home_and_a_memory_limit(tmp_path, monkeypatch):
+    # Without the sandbox, so the pids it reports are this machine's (tests/test_sandbox.py checks the sandbox).
     monkeypatch.setenv("LEAN_PATH", "/opt/lean/lib")
     monkeypatch.setenv("SECRET_API_TOKEN", "do-not-leak")
     config = LeanServerConfig(
-        repl_command=[sys.executable, "-c", PROBE_REPL], project_dir=str(tmp_path), memory_limit_mb=1024
+        repl_command=[sys.executable, "-c", PROBE_REPL],
+        project_dir=str(tmp_path),
+        memory_limit_mb=1024,
+        sandbox="none",
     )
 
     async def main():

@@ -4,7 +4,9 @@
   is its own; when none is idle, a free slot gets a new process, else the least recently used idle
   process of another header is evicted. A batch therefore spreads over all slots.
 - A process is retired after `max_uses_per_repl` commands (every command adds an env, so memory
-  only grows), after a timeout and after a crash. Its slot immediately starts a replacement in the
+  only grows), after a timeout, after a crash and when its output breaks the framing rules
+  (`process.ReplCompromised`, counted as "compromised"; a request that found its REPL already
+  compromised by an earlier one runs again on the replacement). Its slot immediately starts a replacement in the
   background, so the restart overlaps whatever the caller does next (e.g. generation).
 - A failed start fails only the request that waited for it. After two consecutive failed starts
   for a header, requests for it fail fast with the same reason for a growing back-off (2 s to
@@ -17,7 +19,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.process import ReplCompromised, ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig
 
 MAX_START_BACKOFF_S = 60.0
@@ -55,7 +57,14 @@ class ReplPool:
         self._cleanups: set[asyncio.Task] = set()
         self._start_failures: dict[str, _StartFailures] = {}
         self._closed = False
-        self.counters = {"started": 0, "start_failures": 0, "recycled": 0, "timeouts": 0, "crashes": 0}
+        self.counters = {
+            "started": 0,
+            "start_failures": 0,
+            "recycled": 0,
+            "timeouts": 0,
+            "crashes": 0,
+            "compromised": 0,
+        }
 
     def _semaphore(self) -> asyncio.Semaphore:
         # Created lazily so it binds to the loop the pool runs on.
@@ -76,31 +85,44 @@ class ReplPool:
 
         The time and the timeout cover only the REPL's work, not waiting for a free process.
 
-        Raises ReplTimeout, ReplCrashed or ReplStartError (subclasses of ReplError, each with the
+        Raises ReplTimeout, ReplCrashed, ReplCompromised or ReplStartError (subclasses of ReplError, each with the
         `status` its request gets); the pool stays usable either way.
         """
         self._check_open()
         async with self._semaphore():
             slot = self._claim(header)
             try:
-                process = await self._ready(slot)
-                started = time.monotonic()
                 try:
-                    response = await process.run({"cmd": code, "env": process.header_env}, timeout)
-                except ReplError as error:
-                    self.counters["timeouts" if error.status == "timeout" else "crashes"] += 1
-                    self._replace(slot)
-                    raise
-                except asyncio.CancelledError:
-                    self._replace(slot)
-                    raise
-                if process.uses >= self.config.max_uses_per_repl:
-                    self.counters["recycled"] += 1
-                    self._replace(slot)
-                return response, time.monotonic() - started
+                    return await self._run_in(slot, code, timeout)
+                except ReplCompromised as error:
+                    if error.request_sent:
+                        raise
+                # The REPL was compromised by an earlier request before this one was written: this one is
+                # innocent, so it runs on the replacement.
+                return await self._run_in(slot, code, timeout)
             finally:
                 slot.busy = False
                 slot.last_used = time.monotonic()
+
+    async def _run_in(self, slot: _Slot, code: str, timeout: float) -> tuple[dict, float]:
+        process = await self._ready(slot)
+        started = time.monotonic()
+        try:
+            response = await process.run({"cmd": code, "env": process.header_env}, timeout)
+        except ReplError as error:
+            if isinstance(error, ReplCompromised):
+                self.counters["compromised"] += 1
+            else:
+                self.counters["timeouts" if error.status == "timeout" else "crashes"] += 1
+            self._replace(slot)
+            raise
+        except asyncio.CancelledError:
+            self._replace(slot)
+            raise
+        if process.uses >= self.config.max_uses_per_repl:
+            self.counters["recycled"] += 1
+            self._replace(slot)
+        return response, time.monotonic() - started
 
     def live_pids(self) -> list[int]:
         return sorted(p.pid for p in self._processes if p.alive and p.pid is not None)

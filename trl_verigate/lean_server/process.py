@@ -2,14 +2,38 @@
 
 Isolation: the REPL runs in its own session (so one `killpg` reaches `lake env`, the REPL and
 anything they spawn), under RLIMIT_AS, with a private scratch HOME/TMPDIR that is deleted on
-close and an environment reduced to PATH, locale and the Lean/Lake/elan variables.
+close and an environment reduced to PATH, locale and the Lean/Lake/elan variables; with
+`LeanServerConfig.sandbox` "bwrap" (or "auto" where bubblewrap works) inside the bubblewrap sandbox
+that `sandbox` describes (own PID and network namespace, read-only toolchain and project).
+
+Framing integrity: an answer is taken as the REPL's answer to the request only if
+- its `env` is the next env id this process should hand out (the header load gives the first,
+  every answered command one more; error objects such as {"message": "Unknown environment."}
+  carry no env and create none),
+- no byte follows it on stdout, within a short grace period after it and until the next request,
+- the REPL is still alive after the grace period, and
+- no process was added to the REPL's process tree since its header load (a child left running
+  could answer a later request first).
+Otherwise the REPL is compromised: it is killed and its request gets "error" (ReplCompromised);
+when the breach shows before a request is written, that request is innocent and the pool runs it
+on a fresh REPL.
+
+What this tier cannot stop: code running inside the REPL can always forge its own answer, with the
+right env and no extra bytes, e.g. by writing it to its stdout and then keeping the real answer
+from ever being written (a thread that blocks the REPL after the forgery, or that takes the next
+request from stdin). Only the recheck tier, which checks the proof outside any process the
+submission ran in, catches that; this tier stops the forgeries that leave a trace (a wrong env, a
+second answer, an exit, a process left behind) and keeps one compromised worker from answering
+for the requests of others.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import os
+import platform
 import shutil
 import signal
 import sys
@@ -17,6 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from trl_verigate.lean_server import sandbox
 from trl_verigate.lean_server.protocol import ProtocolError, encode_request, read_response
 from trl_verigate.lean_server.types import LeanServerConfig
 
@@ -24,10 +49,26 @@ STDERR_TAIL_BYTES = 16 << 10
 STDOUT_BUFFER_BYTES = 64 << 20
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 INHERITED_ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
+# After an answer the REPL must be back reading its stdin: its main thread blocked in read(0, ...), seen
+# in /proc/<pid>/task/<tid>/syscall. An honest REPL gets there microseconds after writing its answer; one
+# whose answer was forged mid-command is still working and writes its real answer first.
+READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}.get(platform.machine().lower())
+READY_WAIT_S = 1.0
+READY_POLL_S = (0.0002, 0.01)  # first and longest pause between looks
+# Once the REPL reads again, its last bytes (if any) are in the pipe: the event loop's selector, the pipe
+# transport and the stdout reader task each take one loop turn to see them.
+SETTLE_LOOP_TURNS = 4
+# Without a known stdin reader (no /proc syscall file, another architecture, a REPL that polls), a fixed
+# wait after each answer catches only output right behind it.
+RESPONSE_GRACE_S = 0.02
+STDIN_READER_SEARCH_S = 0.5
+STRAY_SAMPLE_BYTES = 200
 
 # Sets the limits in the child and execs the REPL. A wrapper rather than `preexec_fn`: the pool's
 # event loop runs beside trainer threads, and Python code between fork and exec can deadlock there.
-# PR_SET_PDEATHSIG kills the REPL if the thread that started it dies without closing it.
+# PR_SET_PDEATHSIG (1) kills the REPL (or bubblewrap) if the thread that started it dies without closing it.
+# PR_SET_CHILD_SUBREAPER (36) makes orphans of the REPL's children its own children, so a double-forked
+# child stays in the REPL's process tree where the framing checks see it and the kill reaches it.
 _LAUNCHER = """
 import os, resource, sys
 limit = int(sys.argv[1])
@@ -35,7 +76,9 @@ if limit > 0:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 try:
     import ctypes, signal
-    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, int(signal.SIGKILL))
+    libc.prctl(36, 1)
 except Exception:
     pass
 try:
@@ -72,6 +115,19 @@ class ReplCrashed(ReplError):
     status = "crashed"
 
 
+class ReplCompromised(ReplError):
+    """The REPL's output broke the framing rules (see the module docstring): it was killed, no answer is trusted.
+
+    `request_sent` is False when the breach showed before the request was written: the request itself is innocent.
+    """
+
+    status = "error"
+
+    def __init__(self, reason: str, time_s: float = 0.0, request_sent: bool = True):
+        super().__init__(reason, time_s)
+        self.request_sent = request_sent
+
+
 def _scratch_env(scratch: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_ENV_PREFIXES)}
     # elan finds its toolchains under $HOME/.elan; the private HOME must not hide them.
@@ -81,6 +137,56 @@ def _scratch_env(scratch: Path) -> dict[str, str]:
     env["HOME"] = str(scratch)
     env["TMPDIR"] = str(scratch / "tmp")
     return env
+
+
+def process_tree(root: int) -> set[int]:
+    """`root` and every live descendant of it, from the parent pids in /proc (one pass over it)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                data = stat.read()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses; the fields after its last ")" are plain.
+        fields = data[data.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(name))
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid not in tree:
+            tree.add(pid)
+            todo.extend(children.get(pid, ()))
+    return tree
+
+
+def _syscall_state(task: tuple[int, int]) -> str | None:
+    """ "reading" when the thread is blocked in read() on fd 0, "busy" otherwise, None when it no longer exists."""
+    pid, tid = task
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as syscall:
+            fields = syscall.read().split()
+    except OSError:
+        return None
+    # A blocked thread shows "NR arg0 arg1 ...": read's number and fd 0; a running one shows "running".
+    reading = len(fields) > 1 and fields[0] == str(READ_SYSCALL).encode() and int(fields[1], 16) == 0
+    return "reading" if reading else "busy"
+
+
+def _bytes_read(task: tuple[int, int]) -> int | None:
+    """The bytes the thread has read through read() and its kind (rchar), or None when it no longer exists."""
+    pid, tid = task
+    try:
+        with open(f"/proc/{pid}/task/{tid}/io", "rb") as io:
+            for line in io:
+                if line.startswith(b"rchar:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def _resolve_executable(program: str, cwd: str, env: dict[str, str]) -> str | None:
@@ -98,12 +204,23 @@ class ReplProcess:
         self.header: str | None = None
         self.header_env: int | None = None
         self.uses = 0
+        # The launcher's pid: bubblewrap's outside the sandbox, else the REPL's own (the launcher execs it).
         self.pid: int | None = None
+        self.sandboxed = False
         self._process: asyncio.subprocess.Process | None = None
         self._scratch: Path | None = None
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._stderr_size = 0
         self._stderr_task: asyncio.Task | None = None
+        self._stdout_task: asyncio.Task | None = None
+        # The request in flight waits on this; the stdout reader resolves it with the next framed answer.
+        self._answer: asyncio.Future | None = None
+        # Why the REPL's output can no longer be trusted (bytes nobody asked for, stdout closed), or None.
+        self._breach: str | None = None
+        self._next_env: int | None = None
+        self._baseline_tree: set[int] = set()
+        # The (pid, tid) blocked reading stdin between requests, found after the header load; None if not found.
+        self._stdin_reader: tuple[int, int] | None = None
         self._dead = False
         self.startup_s: float | None = None
 
@@ -134,11 +251,16 @@ class ReplProcess:
                 f"LeanServerConfig.project_dir {cwd!r} is not a directory: set it to the Lean project "
                 "(with Mathlib built) the REPL runs in"
             )
+        try:
+            bwrap = sandbox.choose(config.sandbox)
+        except sandbox.SandboxUnavailable as error:
+            raise ReplStartError(str(error)) from None
         self._scratch = Path(tempfile.mkdtemp(prefix="lean-repl-"))
         (self._scratch / "tmp").mkdir()
         env = _scratch_env(self._scratch)
         program = config.repl_command[0]
-        if _resolve_executable(program, cwd, env) is None:
+        found = _resolve_executable(program, cwd, env)
+        if found is None:
             self.remove_scratch()
             raise ReplStartError(
                 f"REPL executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r}): set "
@@ -146,6 +268,11 @@ class ReplProcess:
                 "['lake', 'env', '/path/to/repl/.lake/build/bin/repl'], with project_dir the Lean project; "
                 "`trl-verigate lean-doctor` checks the setup"
             )
+        argv = list(config.repl_command)
+        if bwrap is not None:
+            read_only = sandbox.read_only_paths(config.repl_command, os.path.abspath(found), cwd, env)
+            argv = sandbox.bwrap_argv(bwrap, argv, read_only=read_only, writable=str(self._scratch), cwd=cwd, env=env)
+            self.sandboxed = True
         limit_bytes = (config.memory_limit_mb or 0) << 20
         try:
             self._process = await asyncio.create_subprocess_exec(
@@ -155,7 +282,7 @@ class ReplProcess:
                 "-c",
                 _LAUNCHER,
                 str(limit_bytes),
-                *config.repl_command,
+                *argv,
                 cwd=cwd,
                 env=env,
                 stdin=asyncio.subprocess.PIPE,
@@ -169,6 +296,7 @@ class ReplProcess:
             raise ReplStartError(f"cannot start the REPL {config.repl_command!r}: {error}") from None
         self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        self._stdout_task = asyncio.ensure_future(self._read_stdout())
         started = time.monotonic()
         try:
             response = await asyncio.wait_for(self._exchange({"cmd": header}), config.startup_timeout)
@@ -179,17 +307,22 @@ class ReplProcess:
                 "raise LeanServerConfig.startup_timeout (importing Mathlib takes minutes on a cold cache) "
                 "or check that the project's oleans are built (`lake build` in project_dir)"
             ) from None
-        except (ProtocolError, BrokenPipeError, ConnectionResetError) as error:
+        except (ProtocolError, ReplCompromised, BrokenPipeError, ConnectionResetError) as error:
             await self._kill()
             detail = self.describe_exit()
             await self.close()
-            problem = f"{error.kind}: {error.detail}" if isinstance(error, ProtocolError) else "it closed its input"
+            if isinstance(error, ProtocolError):
+                problem = f"{error.kind}: {error.detail}"
+            elif isinstance(error, ReplCompromised):
+                problem = str(error)
+            else:
+                problem = "it closed its input"
             raise ReplStartError(
                 f"the REPL failed while loading the header ({problem}; {detail}): "
                 "check LeanServerConfig.repl_command and project_dir (`trl-verigate lean-doctor`)"
             ) from None
         errors = [m.get("data", "") for m in response.get("messages", []) if m.get("severity") == "error"]
-        if not isinstance(response.get("env"), int) or errors:
+        if type(response.get("env")) is not int or errors:
             await self.close()
             problem = "; ".join(errors) or response.get("message") or f"unexpected response {response!r}"
             raise ReplStartError(
@@ -198,13 +331,17 @@ class ReplProcess:
             )
         self.header = header
         self.header_env = response["env"]
+        self._next_env = response["env"] + 1
+        self._baseline_tree = process_tree(self.pid)
+        self._stdin_reader = await self._find_stdin_reader()
         self.startup_s = time.monotonic() - started
 
     async def run(self, request: dict, timeout: float) -> dict:
         """Send one request and return the REPL's response.
 
         ReplTimeout after `timeout` seconds (the process group is killed), ReplCrashed on early
-        exit, garbage or truncated output (the process is killed). Either way the process is dead.
+        exit, garbage or truncated output, ReplCompromised when the answer breaks the framing rules
+        (the process is killed). Either way the process is dead.
         """
         if not self.alive:
             raise ReplCrashed(f"the REPL is not running ({self.describe_exit()})")
@@ -222,6 +359,13 @@ class ReplProcess:
             raise ReplCrashed(
                 f"REPL output {error.kind}: {error.detail} ({self.describe_exit()})", time.monotonic() - started
             ) from None
+        except ReplCompromised as error:
+            await self._kill()
+            raise ReplCompromised(
+                f"the REPL is compromised: {error}; it was killed and its answer discarded",
+                time.monotonic() - started,
+                error.request_sent,
+            ) from None
         except (BrokenPipeError, ConnectionResetError):
             await self._kill()
             raise ReplCrashed(
@@ -233,9 +377,136 @@ class ReplProcess:
             raise
 
     async def _exchange(self, request: dict) -> dict:
-        self._process.stdin.write(encode_request(request))
+        problem = self._idle_breach()
+        if problem is not None:
+            raise ReplCompromised(problem, request_sent=False)
+        data = encode_request(request)
+        read_before = _bytes_read(self._stdin_reader) if self._stdin_reader is not None else None
+        answer = self._answer = asyncio.get_running_loop().create_future()
+        self._process.stdin.write(data)
         await self._process.stdin.drain()
-        return await read_response(self._process.stdout)
+        response = await answer
+        problem = await self._wait_until_reading()
+        if problem is None and read_before is not None:
+            read_after = _bytes_read(self._stdin_reader)
+            if read_after is None or read_after - read_before < len(data):
+                problem = (
+                    f"its reading thread took {'none' if read_after is None else read_after - read_before} of the "
+                    f"request's {len(data)} bytes, so someone else read the request and answered it"
+                )
+        problem = problem or self._answer_breach(response)
+        if problem is not None:
+            raise ReplCompromised(problem)
+        return response
+
+    async def _wait_until_reading(self) -> str | None:
+        """Wait until the REPL reads its stdin again (or the fixed grace without a known reader); why not, or None."""
+        if self._stdin_reader is None:
+            await asyncio.sleep(RESPONSE_GRACE_S)
+            return None
+        deadline = time.monotonic() + READY_WAIT_S
+        pause = READY_POLL_S[0]
+        while True:
+            state = _syscall_state(self._stdin_reader)
+            if state is None or self._process.returncode is not None:
+                return f"it exited right after answering ({self.describe_exit()})"
+            if state == "reading":
+                # Its last write is in the pipe; these loop turns hand any bytes after the answer to the reader.
+                for _ in range(SETTLE_LOOP_TURNS):
+                    await asyncio.sleep(0)
+                return None
+            if time.monotonic() > deadline:
+                return (
+                    f"it was still working {READY_WAIT_S:g} s after its answer arrived, so that answer was written "
+                    "by someone else (a REPL answers after its command is done)"
+                )
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, READY_POLL_S[1])
+
+    async def _find_stdin_reader(self) -> tuple[int, int] | None:
+        """The (pid, tid) of the REPL thread blocked reading stdin right after the header load, or None."""
+        if READ_SYSCALL is None:
+            return None
+        deadline = time.monotonic() + STDIN_READER_SEARCH_S
+        while time.monotonic() < deadline:
+            for pid in sorted(process_tree(self.pid)):
+                try:
+                    tids = os.listdir(f"/proc/{pid}/task")
+                except OSError:
+                    continue
+                for tid in tids:
+                    if _syscall_state((pid, int(tid))) == "reading":
+                        return pid, int(tid)
+            await asyncio.sleep(READY_POLL_S[1])
+        return None
+
+    def _idle_breach(self) -> str | None:
+        """Why the REPL cannot be trusted with a new request, judged from what it did since its last answer."""
+        if self._breach is not None:
+            return self._breach
+        if self._process.returncode is not None:
+            return f"it exited while idle ({self.describe_exit()})"
+        return None
+
+    def _answer_breach(self, response: dict) -> str | None:
+        """Why `response` is not this REPL's real answer to the request just sent, or None."""
+        if self._breach is not None:
+            return self._breach
+        if self._process.returncode is not None:
+            return f"it exited right after answering ({self.describe_exit()})"
+        if self._next_env is None:
+            # The header load: no submitted code ran yet; its answer gives the first env and the process baseline.
+            return None
+        env = response.get("env")
+        if "env" in response:
+            if type(env) is not int or env != self._next_env:
+                return f"its answer has env {env!r} where this REPL's next env is {self._next_env}"
+            self._next_env += 1
+        elif not isinstance(response.get("message"), str):
+            return "its answer has neither an env nor an error message"
+        return self._new_processes()
+
+    def _new_processes(self) -> str | None:
+        added = process_tree(self.pid) - self._baseline_tree
+        if added:
+            return f"{len(added)} process(es) it started are still running (pids {sorted(added)})"
+        return None
+
+    async def _read_stdout(self) -> None:
+        """The only reader of the REPL's stdout: hands each framed answer to the request waiting for it.
+
+        Any byte that arrives while no request waits (after an answer and before the next request) is a breach.
+        """
+        stdout = self._process.stdout
+        while True:
+            first = await stdout.read(1)
+            answer = self._answer
+            waiting = answer is not None and not answer.done()
+            if not first:
+                if waiting:
+                    answer.set_exception(ProtocolError("eof", "output ended before a response"))
+                elif self._breach is None:
+                    self._breach = "it closed its stdout after answering"
+                return
+            if not waiting:
+                await self._record_stray(first)
+                continue
+            try:
+                response = await read_response(stdout, first=first)
+            except ProtocolError as error:
+                answer.set_exception(error)
+                return
+            if not answer.done():
+                answer.set_result(response)
+
+    async def _record_stray(self, first: bytes) -> None:
+        if self._breach is not None:
+            return
+        self._breach = f"it wrote to stdout when no answer was due: {first!r}"
+        # The first bytes make the reason readable; the breach itself is already recorded.
+        with contextlib.suppress(asyncio.TimeoutError):
+            more = await asyncio.wait_for(self._process.stdout.read(STRAY_SAMPLE_BYTES), RESPONSE_GRACE_S)
+            self._breach = f"it wrote to stdout when no answer was due: {(first + more)[:STRAY_SAMPLE_BYTES]!r}"
 
     async def _drain_stderr(self) -> None:
         # Keeps reading so a chatty REPL never blocks on a full stderr pipe; only the tail is kept.
@@ -249,31 +520,34 @@ class ReplProcess:
                 self._stderr_size -= len(self._stderr_tail.popleft())
 
     def kill_now(self) -> None:
-        """SIGKILL the process group without awaiting it (for interpreter exit paths)."""
+        """SIGKILL the process group and every descendant, without awaiting them (for interpreter exit paths)."""
         self._dead = True
         if self._process is not None:
+            # Descendants first seen, then killed: one that left the session (setsid) is out of the group's reach.
+            tree = process_tree(self._process.pid) if self._process.returncode is None else set()
             # The whole group, even when the leader already exited: `lake env` may leave the REPL behind.
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
     async def _kill(self) -> None:
         self.kill_now()
         if self._process is not None:
             await self._process.wait()
-            if self._stderr_task is not None:
-                # The group is dead, so stderr reaches EOF; bounded anyway against a leaked descendant.
-                try:
-                    await asyncio.wait_for(asyncio.shield(self._stderr_task), 1.0)
-                except asyncio.TimeoutError:
-                    pass
+            # The group is dead, so both pipes reach EOF; bounded anyway against a leaked descendant.
+            for task in (self._stderr_task, self._stdout_task):
+                if task is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(task), 1.0)
 
     async def close(self) -> None:
         """Kill the process group and delete the scratch directory; idempotent."""
         await self._kill()
-        if self._stderr_task is not None and not self._stderr_task.done():
-            self._stderr_task.cancel()
+        for task in (self._stderr_task, self._stdout_task):
+            if task is not None and not task.done():
+                task.cancel()
         if self._process is not None and self._process.stdin is not None:
             self._process.stdin.close()
         self.remove_scratch()

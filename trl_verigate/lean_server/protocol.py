@@ -3,6 +3,9 @@
 Requests and responses are JSON objects separated by blank lines. A response may span several
 lines (the REPL pretty-prints), but JSON escapes newlines inside strings, so a blank line only
 ever appears between objects.
+
+This module only frames; `process` decides whether a framed answer is the REPL's real one (its env,
+nothing after it, the REPL still alive).
 """
 
 from __future__ import annotations
@@ -61,13 +64,21 @@ def split_responses(text: str) -> list[dict]:
     return [decode_response(block) for block in blocks]
 
 
-async def read_response(reader: asyncio.StreamReader, max_bytes: int = MAX_RESPONSE_BYTES) -> dict:
-    """Read the lines up to the next blank line and parse them as one response."""
+async def read_response(reader: asyncio.StreamReader, max_bytes: int = MAX_RESPONSE_BYTES, first: bytes = b"") -> dict:
+    """Read the lines up to the next blank line and parse them as one response.
+
+    `first`: bytes of the response already taken from `reader` (the process module reads one byte to
+    learn that output began).
+    """
     lines: list[bytes] = []
     size = 0
     while True:
         try:
-            line = await reader.readline()
+            if first:
+                line = first if first.endswith(b"\n") else first + await reader.readline()
+                first = b""
+            else:
+                line = await reader.readline()
         except (asyncio.LimitOverrunError, ValueError) as error:
             raise ProtocolError("garbage", f"a line longer than the reader's buffer ({error})") from None
         if not line:
