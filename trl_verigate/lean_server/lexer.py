@@ -18,6 +18,10 @@ from dataclasses import dataclass
 from trl_verigate.lean_server import tactics as tactic_split
 
 _CHAR_LITERAL = re.compile(tactic_split.CHAR_LITERAL, re.DOTALL)
+# Matched at an offset (`pattern.match(text, i)`), never on `text[i:]`: a slice per token copies the rest of the
+# text, which makes lexing quadratic.
+_RAW_STRING_START = re.compile(r'r(#*)"')
+_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 
 
 class PrecheckError(ValueError):
@@ -126,8 +130,8 @@ def lex(text: str) -> list[Token]:
                 raise PrecheckError("unterminated block comment `/-`", i, " swallows the rest")
             tokens.append(Token("comment", i, j, text[i:j]))
             i = j
-        elif c == "r" and re.match(r'r#*"', text[i:]):
-            hashes = len(re.match(r"r(#*)", text[i:]).group(1))
+        elif c == "r" and (raw_start := _RAW_STRING_START.match(text, i)):
+            hashes = len(raw_start.group(1))
             closing = '"' + "#" * hashes
             end = text.find(closing, i + 2 + hashes)
             if end < 0:
@@ -204,9 +208,9 @@ def lex(text: str) -> list[Token]:
             tokens.append(Token("ident", i, j, name, tuple(split_name(name))))
             i = j
         elif "0" <= c <= "9":
-            match = re.match(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?", text[i:])
-            tokens.append(Token("number", i, i + match.end(), match.group(0)))
-            i += match.end()
+            match = _NUMBER.match(text, i)
+            tokens.append(Token("number", i, match.end(), match.group(0)))
+            i = match.end()
         else:
             tokens.append(Token("symbol", i, i + 1, c))
             i += 1
@@ -220,3 +224,21 @@ def _ambiguous_braces(offset: int) -> PrecheckError:
         ': in an interpolated string (`s!"…"`) `{…}` is code, and with unpaired braces the code\'s extent is '
         "ambiguous; pair the braces or drop them",
     )
+
+
+def enclosing_openers(code: list[Token]) -> list[int]:
+    """For each token of `code`, the index of the innermost bracket opened before it and still open there, or -1.
+
+    A closer closes the nearest open bracket of any kind, as a backward scan counting brackets would pair them; one
+    pass for all tokens, where a scan per token would be quadratic.
+    """
+    enclosing: list[int] = []
+    open_brackets: list[int] = []
+    for k, token in enumerate(code):
+        enclosing.append(open_brackets[-1] if open_brackets else -1)
+        if token.kind == "symbol":
+            if token.text in tactic_split.OPENERS:
+                open_brackets.append(k)
+            elif token.text in tactic_split.CLOSERS and open_brackets:
+                open_brackets.pop()
+    return enclosing
