@@ -24,6 +24,7 @@ happened in an info message "attack KIND: OUTCOME" at line 1 of its real answer:
   forge-env: the same with the right next env; forge-exit: the right env, then exit;
   forge-child: leave a child (double-forked, own session) that takes the next request from stdin
   and answers it with a forged pass, or writes one unasked after 2 s, then lingers;
+  forge-later:SECONDS: a thread of the stand-in writes a forged answer SECONDS later, while idle;
 - escape:fd: write a forged answer into /proc/PID/fd/1 of the worker named by `target_pid=PID` in the cmd;
 - escape:net: connect to 127.0.0.1:PORT named by `port=PORT` in the cmd;
 - escape:write: create a file in the cwd (the project), append to every `*.olean` under it and to the
@@ -447,7 +448,7 @@ class FakeRepl:
         if behaviour.startswith("sleep:"):
             time.sleep(float(behaviour[len("sleep:") :]))
             return True
-        if behaviour in ATTACKS:
+        if behaviour in ATTACKS or behaviour.startswith("forge-later:"):
             outcome = self.attack(behaviour, request)
             self.attack_reports.append(f"attack {behaviour}: {outcome}")
             return True
@@ -462,7 +463,7 @@ class FakeRepl:
     def attack(self, kind: str, request: dict) -> str:
         """Try the attack `kind` from inside the REPL; a sentence saying what happened."""
         cmd = request.get("cmd", "")
-        if kind.startswith("forge") and kind != "forge-child":
+        if kind in ("forge", "forge-env", "forge-exit"):
             # The real answer will get self.next_env; a naive forger reuses the env the request names.
             env = request.get("env") if kind == "forge" else self.next_env
             fd = os.open("/proc/self/fd/1", os.O_WRONLY)
@@ -475,6 +476,13 @@ class FakeRepl:
             return f"forged an answer with env {env}"
         if kind == "forge-child":
             return self.leave_child()
+        if kind.startswith("forge-later:"):
+            # A thread of the REPL itself (no process to find) forges an answer for the next request while idle.
+            forged = json.dumps(self.forged_answer("", self.next_env + 1)) + "\n\n"
+            timer = threading.Timer(float(kind.split(":", 1)[1]), os.write, (1, forged.encode("utf-8")))
+            timer.daemon = True
+            timer.start()
+            return "a thread will write a forged answer while the REPL is idle"
         if kind == "escape:fd":
             pid = int(TARGET_PID.search(cmd).group(1))
             forged = json.dumps({"env": 1, "messages": [{"severity": "info", "data": "forged by escape:fd"}]}) + "\n\n"

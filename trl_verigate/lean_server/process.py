@@ -450,21 +450,21 @@ class ReplProcess:
 
     def _answer_breach(self, response: dict) -> str | None:
         """Why `response` is not this REPL's real answer to the request just sent, or None."""
+        header_load = self._next_env is None
+        if not header_load:
+            env = response.get("env")
+            if "env" in response:
+                if type(env) is not int or env != self._next_env:
+                    return f"its answer has env {env!r} where this REPL's next env is {self._next_env}"
+                self._next_env += 1
+            elif not isinstance(response.get("message"), str):
+                return "its answer has neither an env nor an error message"
         if self._breach is not None:
             return self._breach
         if self._process.returncode is not None:
             return f"it exited right after answering ({self.describe_exit()})"
-        if self._next_env is None:
-            # The header load: no submitted code ran yet; its answer gives the first env and the process baseline.
-            return None
-        env = response.get("env")
-        if "env" in response:
-            if type(env) is not int or env != self._next_env:
-                return f"its answer has env {env!r} where this REPL's next env is {self._next_env}"
-            self._next_env += 1
-        elif not isinstance(response.get("message"), str):
-            return "its answer has neither an env nor an error message"
-        return self._new_processes()
+        # The header load (no submitted code ran yet) sets the first env and the process baseline instead.
+        return None if header_load else self._new_processes()
 
     def _new_processes(self) -> str | None:
         added = process_tree(self.pid) - self._baseline_tree
