@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from transformers import PreTrainedModel
-from trl import GRPOConfig, GRPOTrainer
+from trl import GRPOConfig
 from trl.extras.profiling import profiling_context
 from trl.models import prepare_deepspeed
 from trl.trainer.utils import get_config_model_id
@@ -29,6 +29,7 @@ from trl_verigate.advantages import (
 )
 from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, build_step_scorer, resolve_device, resolve_dtype
 from trl_verigate.steps import completion_step_token_ids
+from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
 
 
 @dataclass
@@ -201,7 +202,7 @@ def question_text(prompt: str | list[dict[str, Any]]) -> str:
     return "".join(part.get("text", "") for part in content if part.get("type") == "text")
 
 
-class VeriGateGRPOTrainer(GRPOTrainer):
+class VeriGateGRPOTrainer(ProcessGRPOTrainer):
     """GRPO with verifier-gated process-reward fallback (VeriGate; Agrawal, Liu, Huang, 2026, arXiv:2605.30451).
 
     Takes every argument of [`trl.GRPOTrainer`] (with `args` a [`VeriGateConfig`]) plus `process_reward_model`: a
@@ -289,8 +290,6 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         self._prm_is_sharded = self._shard_prm_under_zero3(process_reward_model)
         self.process_reward_model = as_step_scorer(process_reward_model)
         self._reward_failures_seen = self._local_reward_failures()
-        self._scored_prompts: list | None = None
-        self._scored_rewards_per_func: torch.Tensor | None = None
 
     def _shard_prm_under_zero3(self, process_reward_model) -> bool:
         """Put a model PRM into a DeepSpeed inference engine under ZeRO-3; True when it is now sharded."""
@@ -316,31 +315,12 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             )
         return [self.reward_func_names.index(name) for name in names]
 
-    def _local_reward_failures(self) -> int:
-        return sum(int(getattr(func, "failures", 0) or 0) for func in self.reward_funcs)
-
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        # TRL does not return the gathered rewards or the final prompts; keep them for the gate.
-        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
-        self._scored_prompts = prompts
-        self._scored_rewards_per_func = rewards_per_func
-        return rewards_per_func
-
-    def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
-        prompts, rewards_per_func = self._scored_prompts, self._scored_rewards_per_func
-        self._scored_prompts = self._scored_rewards_per_func = None
-        output["advantages"] = self._verigate_advantages(output, prompts, rewards_per_func)
-        return output
-
-    def _verigate_advantages(self, output: dict, prompts: list, rewards_per_func: torch.Tensor) -> torch.Tensor:
-        mode = "train" if self.model.training else "eval"
-        metrics = self._metrics[mode]
-        num_generations = self.num_generations if mode == "train" else self.num_generations_eval
-        local_size = len(prompts)
-        process_slice = slice(
-            self.accelerator.process_index * local_size, (self.accelerator.process_index + 1) * local_size
-        )
+    def _process_advantages(self, batch: ScoredBatch, output: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Gated rows: their GRPO advantage is replaced by the PRM's token advantages; None when no group is gated."""
+        prompts, rewards_per_func = batch.prompts, batch.rewards_per_func
+        metrics = self._metrics[batch.mode]
+        num_generations = batch.num_generations
+        process_slice = batch.process_slice
 
         weights = self.reward_weights.to(rewards_per_func.device)[self._gate_func_indices]
         verifier_rewards = (rewards_per_func[:, self._gate_func_indices] * weights).nansum(dim=1)
@@ -355,12 +335,12 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         if not scored_rows.any():
             metrics["verigate/prm_completions_scored"].append(0.0)
             metrics["verigate/prm_seconds"].append(0.0)
-            return output["advantages"]
+            return None
 
         spans, token_step_ids = self._local_step_spans(output, scored_rows[process_slice])
         step_rewards, step_mask, seconds = self._score_local_steps(prompts, spans)
-        step_rewards = self.accelerator.gather(self.accelerator.pad_across_processes(step_rewards, dim=1))
-        step_mask = self.accelerator.gather(self.accelerator.pad_across_processes(step_mask.long(), dim=1)).bool()
+        step_rewards = self._gather_padded(step_rewards)
+        step_mask = self._gather_padded(step_mask)
 
         steps_per_row = step_mask.sum(dim=1)
         sent_to_prm = steps_per_row > 0
@@ -379,7 +359,7 @@ class VeriGateGRPOTrainer(GRPOTrainer):
 
         gated_rows = gated.repeat_interleave(num_generations)
         if not gated_rows.any():  # only audited groups were scored: GRPO's advantages stand
-            return output["advantages"]
+            return None
         step_advantages = torch.zeros_like(step_rewards)
         # Gated rows are whole groups in order, so the selection still reshapes into (groups, num_generations).
         step_advantages[gated_rows] = process_step_advantages(
@@ -391,12 +371,9 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         )
         local_gated = gated_rows[process_slice]
         token_advantages = step_advantages_to_tokens(step_advantages[process_slice], token_step_ids)
-        advantages = output["advantages"].unsqueeze(1).expand_as(token_advantages).clone()
-        advantages[local_gated] = token_advantages[local_gated].to(advantages.dtype)
-        completion_mask = output["completion_mask"].to(advantages.dtype)
-        advantages = advantages * completion_mask
-        self._log_completion_advantages(advantages, completion_mask)
-        return advantages
+        # Audited (non-gated) rows have step ids too; only gated rows take the PRM's advantages.
+        token_advantages = token_advantages * local_gated.unsqueeze(1).to(token_advantages.device)
+        return token_advantages, local_gated
 
     def _local_step_spans(self, output: dict, scored: torch.Tensor) -> tuple[list, torch.Tensor]:
         """Step spans of this process's `scored` completions ([] for the others) and each token's step id (-1: none).
@@ -434,12 +411,6 @@ class VeriGateGRPOTrainer(GRPOTrainer):
         draw = torch.randperm(len(candidate_ids), generator=generator)[:num_audited]
         audited[candidate_ids[draw.to(candidate_ids.device)]] = True
         return audited
-
-    def _reward_failures_delta(self) -> float:
-        current = self._local_reward_failures()
-        delta = torch.tensor([float(current - self._reward_failures_seen)], device=self.accelerator.device)
-        self._reward_failures_seen = current
-        return self.accelerator.gather(delta).sum().item()
 
     def _score_local_steps(self, prompts: list, spans: list) -> tuple[torch.Tensor, torch.Tensor, float]:
         """PRM step rewards (B, S) and mask for this process's completions that have steps, and the seconds spent."""
@@ -492,12 +463,3 @@ class VeriGateGRPOTrainer(GRPOTrainer):
             return None
         prm_agrees = comparable & (prm.unsqueeze(2) > prm.unsqueeze(1))
         return prm_agrees.sum().item() / num_pairs
-
-    def _log_completion_advantages(self, advantages: torch.Tensor, completion_mask: torch.Tensor) -> None:
-        # TRL logged one scalar per completion (0 for gated groups); show the token mean the loss actually uses.
-        # `advantages` is already 0 on padding.
-        per_completion = advantages.sum(dim=1) / completion_mask.sum(dim=1).clamp(min=1)
-        values = self.accelerator.gather(per_completion).tolist()
-        logged = self._logs["advantages"]
-        for offset in range(1, min(len(values), len(logged)) + 1):
-            logged[-offset] = values[-offset]
