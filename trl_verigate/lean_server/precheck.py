@@ -274,7 +274,10 @@ def check_config_values(code: list[Token]) -> None:
         name = code[k + 1]
         close = closers.get(k, len(code))
         value = code[k + 4 : close]
-        if name.text in _TACTIC_VALUED_ITEMS or _is_literal(value) or _is_named_argument(code, k, openers):
+        if _is_literal(value):
+            _check_options_in_config(name, value)
+            continue
+        if name.text in _TACTIC_VALUED_ITEMS or _is_named_argument(code, k, openers):
             continue
         if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
             continue
@@ -287,6 +290,30 @@ def check_config_values(code: list[Token]) -> None:
             "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
             "qualified name (`Nat.foo (x := e)`) or written positionally",
         )
+
+
+def _check_options_in_config(name: Token, value: list[Token]) -> None:
+    """Hold options set through a configuration to the `set_option` rules.
+
+    Config elaborators may set Lean options from items or fields named after them (`decide (config :=
+    { maxRecDepth := 4000 })`, `(maxRecDepth := 4000)`), possibly under a prefix, so every dotted suffix of each
+    item and field name is checked as an option name, with the literal after its `:=`.
+    """
+    assignments = [(name, value[0] if value else None)]
+    for j, token in enumerate(value[:-3]):
+        if token.kind == "ident" and value[j + 1].text == ":" and value[j + 2].text == "=":
+            assignments.append((token, value[j + 3]))
+    for field, literal in assignments:
+        parts = field.components
+        for i in range(len(parts)):
+            option = ".".join(parts[i:])
+            if forbidden_option(option):
+                raise PrecheckError(f"`{field.text} :=` sets the option `{option}`", field.start, _option_harm(option))
+            refusal = (
+                None if literal is None or literal.kind != "number" else option_value_refusal(option, literal.text)
+            )
+            if refusal:
+                raise PrecheckError(refusal, field.start)
 
 
 def _outside_literals(code: list[Token]) -> list[Token]:
