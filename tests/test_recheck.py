@@ -507,3 +507,26 @@ def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path):
     assert forged.status == "failed" and forged.reason.startswith("recheck: the kernel rejects the submission")
     assert honest.status == "passed"
     assert metrics["lean/recheck_overturned"] == 1 and metrics["lean/rechecked"] == 2
+
+
+def test_concurrent_batches_each_get_their_run_and_a_restarted_server_still_rechecks(tmp_path):
+    import threading
+
+    server = LeanServer(config_with_checker(tmp_path, "--latency", "0.3", workers=2))
+    for start in range(2):
+        server.start()
+        results = {}
+
+        def verify(k: int, first: int = 10 * start, into: dict = results) -> None:
+            into[k] = server.verify([true_proof(first + k)])
+
+        threads = [threading.Thread(target=verify, args=(k,)) for k in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [results[k][0].status for k in range(2)] == ["passed", "passed"]
+        # Two batches, two runs, each at least the checker's latency long.
+        assert server.metrics()["lean/recheck_seconds"] >= 0.6 * (start + 1)
+        server.close()
+    assert len(checker_runs(tmp_path)) == 4
