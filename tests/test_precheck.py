@@ -712,6 +712,8 @@ CONFIG_CODE = [
     # A bracket inside a string's `{…}` must not close the item early and make its value look literal.
     '  simp (config := "{)}" ++ toString (dbgTrace "x" fun _ => 1))',
     '  simp "{Nat.succ}" (config := Simp.neutralConfig)',
+    # Nesting deep enough to exhaust a recursive parser is refused, not crashed on.
+    "  simp (config := " + "[" * 5000 + "1" + "]" * 5000 + ")",
 ]
 
 

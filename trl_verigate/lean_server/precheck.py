@@ -362,9 +362,25 @@ def _is_named_argument(code: list[Token], k: int, openers: dict[int, int]) -> bo
 def _is_literal(value: list[Token]) -> bool:
     """Whether `value` is exactly one literal: a number, `-number`, string, character, `true`/`false`, `.ctor`
     (optionally applied to list literals, `.pos [1, 2]`), a list of literals, a parenthesized literal, or a
-    structure instance `{ f := literal, … }` (fields separated by commas or line breaks)."""
+    structure instance `{ f := literal, … }` (fields separated by commas or line breaks).
+
+    Nesting deeper than `_MAX_LITERAL_DEPTH` brackets is no literal: the parser below recurses per bracket.
+    """
+    depth = deepest = 0
+    for token in value:
+        if token.kind == "symbol" and token.text in tactic_split.OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token.kind == "symbol" and token.text in tactic_split.CLOSERS:
+            depth -= 1
+    if deepest > _MAX_LITERAL_DEPTH:
+        return False
     end = _literal_end(value, 0)
     return end is not None and end == len(value)
+
+
+# No configuration needs more: `{ f := .ctor [[1]] }` is three levels.
+_MAX_LITERAL_DEPTH = 8
 
 
 def _literal_end(tokens: list[Token], i: int) -> int | None:
