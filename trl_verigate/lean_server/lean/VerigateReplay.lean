@@ -16,9 +16,13 @@ submission replays through the kernel; it declares a theorem named `theorem` who
 are identical (`==` on the kernel expressions) to the challenge's; and every axiom that theorem depends on is in
 the whitelist.
 
-Written against the Lean core sources of `Lean.Replay` (`Environment.replay` taking and returning a
-`Kernel.Environment`), `readModuleData` and `importModules`; it was NOT compiled or run where it was written
-(no Lean there), so a toolchain whose signatures differ needs this file adapted.
+Written against the Lean core sources of `readModuleData`, `importModules`, `Environment.toKernelEnv` and
+`Lean.Replay` as of Lean v4.33 (the toolchain of the project's REPL transcripts), where the replay is
+`Lean.Environment.replay (newConstants) (env : Kernel.Environment) : IO Kernel.Environment`; Lean v4.34.0-rc1 moved
+it to `Lean.Kernel.Environment.replay` (lean4#14391): on such a toolchain change that one call in `checkItem`.
+This file was NOT compiled or run where it was written (no Lean there).
+Axioms are collected by walking the replayed kernel environment, not with `collectAxioms`, so nothing an `.olean`
+claims about its own axioms is taken on trust.
 Known limit (comparator avoids it by exporting terms as text): reading an `.olean` trusts Lean's compacted-region
 loader with bytes the sandboxed compile could have written.
 -/
