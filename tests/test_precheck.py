@@ -804,6 +804,36 @@ def test_resource_options_within_bounds_pass(option):
     assert isinstance(result, Prepared), result.reason
 
 
+@pytest.mark.parametrize(
+    "header,reason",
+    [
+        ("import Mathlib\nopen IO.FS\n", "`IO`"),
+        ("import Mathlib\nopen System\n", "`System`"),
+        ("import Mathlib\nopen Real renaming sqrt → unsafeIO\n", "`unsafeIO`"),
+        ("import Mathlib\nset_option maxRecDepth 1000000\n", "at most 10000"),
+        ("import Mathlib\nset_option trace.Meta.synthInstance true\n", "trace.Meta.synthInstance"),
+        ("import Mathlib\nset_option debug.skipKernelTC true\n", "debug.skipKernelTC"),
+    ],
+)
+def test_check_header_holds_open_names_and_options_to_the_proof_rules(header, reason):
+    with pytest.raises(lexer.PrecheckError) as refused:
+        precheck.check_header(header, allow_native_decide=False)
+    assert reason in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        MINIF2F_HEADER + "\n",
+        "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\nopen BigOperators Real Nat Topology Rat\n",
+        "import Mathlib\nopen scoped BigOperators\nopen Real renaming sqrt → rt\nopen Nat hiding succ\n"
+        "open Finset (range sum)\nset_option maxRecDepth 10000\nopen Lean\n",
+    ],
+)
+def test_check_header_accepts_ordinary_headers(header):
+    precheck.check_header(header, allow_native_decide=False)
+
+
 def test_a_trace_option_in_a_files_header_is_refused():
     file_text = "import Mathlib\nset_option trace.Meta.Tactic.simp true\ntheorem t : 2 + 2 = 4 := by\n  norm_num"
     result = prepare(file_text, MINIF2F_HEADER)

@@ -207,20 +207,14 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
         following = code[k + 1] if k + 1 < len(code) else None
         adjacent = following is not None and following.start == token.end
         if token.kind == "ident":
+            # Before the allowed-command exemption: a file header allows `set_option` but not every option.
+            if token.text == "set_option" and following is not None and following.kind == "ident":
+                _check_option(code, k)
             if token.text in allowed_commands or _is_keyword_argument(code, k):
                 continue
             reason = forbidden_word(token.text, allow_native_decide, token.components)
             if reason:
                 raise PrecheckError(reason, token.start)
-            if token.text == "set_option" and following is not None and following.kind == "ident":
-                option = ".".join(following.components)
-                if forbidden_option(option):
-                    raise PrecheckError(f"`set_option {option}`", token.start, _option_harm(option))
-                # Only a numeral can set a numeric option; any other value is Lean's error or the prefix check's.
-                value = code[k + 2] if k + 2 < len(code) and code[k + 2].kind == "number" else None
-                refusal = None if value is None else option_value_refusal(option, value.text)
-                if refusal:
-                    raise PrecheckError(refusal, token.start)
             if token.text in PERCENT_ELABORATORS and adjacent and following.text == "%":
                 raise PrecheckError(f"`{token.text}%` (it runs code while Lean elaborates the proof)", token.start)
         elif token.kind == "symbol":
@@ -240,6 +234,26 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
             if _is_native(token) and assigns and not binds:
                 raise PrecheckError("`native :=` (native evaluation)", token.start)
     check_config_values(code)
+
+
+def _check_option(code: list[Token], k: int) -> None:
+    """The option rules for `set_option NAME VALUE` starting at `code[k]`."""
+    option = ".".join(code[k + 1].components)
+    if forbidden_option(option):
+        raise PrecheckError(f"`set_option {option}`", code[k].start, _option_harm(option))
+    # Only a numeral can set a numeric option; any other value is Lean's error or the prefix check's.
+    value = code[k + 2] if k + 2 < len(code) and code[k + 2].kind == "number" else None
+    refusal = None if value is None else option_value_refusal(option, value.text)
+    if refusal:
+        raise PrecheckError(refusal, code[k].start)
+
+
+def check_header(header: str, allow_native_decide: bool) -> None:
+    """A complete file's header lines (`import`, `open`, `set_option` commands, as `files.split_header` cuts them)
+    under the proof's rules: no forbidden name in an `open` (`open IO.FS` would make `readFile` reachable
+    unqualified; `open Lean` is harmless, its forbidden constants are caught by name component), and the option
+    rules with their bounds. Offsets are relative to `header`."""
+    check_tokens(lex(header), allow_native_decide, allowed_commands=PREFIX_COMMANDS)
 
 
 # Words after which `NAME :=` names a local, not a configuration field.
