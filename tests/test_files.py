@@ -2,8 +2,16 @@
 
 import pytest
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult
-from trl_verigate.lean_server.verdict import Prepared, prepare, split_header
+from trl_verigate.lean_server.files import normalize_header
+from trl_verigate.lean_server.lexer import PrecheckError
+from trl_verigate.lean_server.types import (
+    MINIF2F_HEADER,
+    FileRequest,
+    LeanServerConfig,
+    ProofRequest,
+    VerificationResult,
+)
+from trl_verigate.lean_server.verdict import Prepared, judge, prepare, split_header
 
 # ------------------------------------------------------------ files (str requests)
 
@@ -41,8 +49,7 @@ def test_a_file_request_shares_the_default_headers_worker_and_counts_header_line
 @pytest.mark.parametrize(
     "file_text,reason",
     [
-        ("import Mathlib\ndef h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl", "exactly one theorem"),
-        ("import Mathlib\ntheorem t : 1 = 1 := by\n  rfl\ntheorem u : 1 = 1 := by\n  rfl", "column 0"),
+        ("import Mathlib\ntheorem t : 1 = 1 := by\n  rfl\n theorem u : 1 = 1 := by\n  rfl", "command `theorem`"),
         ("import Mathlib\ntheorem t : 1 = 1 := rfl", "no top-level `:= by`"),
         ("import Mathlib\nset_option debug.skipKernelTC true\ntheorem t : 1 = 1 := by\n  rfl", "debug.skipKernelTC"),
         ("import Mathlib\nset_option debug.skipKernelTC true in\ntheorem t : 1 = 1 := by\n  rfl", "debug.skipKernelTC"),
@@ -52,7 +59,7 @@ def test_a_file_request_shares_the_default_headers_worker_and_counts_header_line
         ("import Mathlib\ntheorem t : 1 = 1 := by\r  rfl", "carriage return"),
     ],
 )
-def test_file_requests_hold_one_theorem_and_are_untrusted_throughout(file_text, reason):
+def test_file_requests_are_untrusted_throughout(file_text, reason):
     result = prepare(file_text, MINIF2F_HEADER)
     assert result.status == "rejected" and reason in result.reason, result.reason
 
@@ -129,9 +136,11 @@ def test_every_form_of_open_is_a_header_line(line):
     )
     prepared = prepare(f"import Mathlib\n{line}\n\ntheorem t : True := by\n  trivial", MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
-    assert prepared.header == f"import Mathlib\n{line}"
+    # The header runs normalized: a trailing comment is no part of the key.
+    expected_header = "import Mathlib\n" + line.split(" --")[0]
+    assert prepared.header == expected_header
     crlf = prepare(f"import Mathlib\r\n{line}\r\n\r\ntheorem t : True := by\r\n  trivial", MINIF2F_HEADER)
-    assert isinstance(crlf, Prepared) and crlf.header == f"import Mathlib\r\n{line}\r", crlf.reason
+    assert isinstance(crlf, Prepared) and crlf.header == expected_header, crlf.reason
 
 
 @pytest.mark.parametrize("line", NOT_OPEN_HEADER_LINES)
@@ -211,7 +220,10 @@ def test_a_file_proof_on_the_by_line_cannot_be_followed_by_a_dedented_command():
         ),
         ("import Mathlib\ntheorem t : True := by trivial\n  open Nat in simp", "`open` at line 3, column 2"),
         ("import Mathlib\nset_option warn.sorry false\ntheorem t : True := by\n  trivial", "at line 2, column 0"),
-        ("import Mathlib\n\ndef h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl", "`def` at line 3, column 0"),
+        (
+            "import Mathlib\n\ninstance : Fact (1 = 1) := ⟨rfl⟩\ntheorem t : 1 = 1 := by\n  rfl",
+            "`instance` at line 3, column 0",
+        ),
         ("import Mathlib\ntheorem t : True := trivial\nmy_cmd s := by\n  simp", "`:=` at line 2, column 17"),
         ("import Mathlib\nexample : True := by\n  trivial\naxiom c : False", "`axiom` at line 4, column 0"),
     ],
@@ -225,3 +237,348 @@ def test_a_file_proof_may_continue_the_by_line():
     prepared = prepare("import Mathlib\ntheorem t : 1 = 1 := by rfl", MINIF2F_HEADER)
     assert prepared.proof == " rfl" and prepared.separator == ""
     assert prepared.code == "theorem t : 1 = 1 := by rfl\n\n#print axioms t"
+
+
+# ------------------------------------------------------------ the header key
+
+
+def test_normalize_header_keeps_a_normalized_header_as_it_is():
+    assert normalize_header(MINIF2F_HEADER) == MINIF2F_HEADER
+    assert normalize_header("") == ""
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        MINIF2F_HEADER + "\n",
+        "-- the miniF2F header\n" + MINIF2F_HEADER,
+        "import Mathlib\n\n\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat",
+        "import Mathlib -- all of it\nimport Aesop\n/- options\n   and opens -/\nset_option maxHeartbeats 400000\n"
+        "open BigOperators Real Nat Topology Rat -- notations",
+        "  import Mathlib\nimport   Aesop\nset_option  maxHeartbeats   400000  \nopen BigOperators Real Nat Topology Rat",
+        "import Mathlib\r\nimport Aesop\r\nset_option maxHeartbeats 400000\r\nopen BigOperators Real Nat Topology Rat\r\n",
+        # An indented line that starts no command continues the command above.
+        "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real\n  Nat Topology Rat",
+    ],
+)
+def test_headers_that_differ_in_comments_and_whitespace_share_one_key(variant):
+    assert normalize_header(variant) == MINIF2F_HEADER
+
+
+@pytest.mark.parametrize(
+    "header,key",
+    [
+        # Glued tokens stay glued, strings keep their spaces, each command keeps its line.
+        ("open Nat renaming factorial -> fact", "open Nat renaming factorial -> fact"),
+        ('set_option pp.proofs  "a  -- b"', 'set_option pp.proofs "a  -- b"'),
+        ("import Mathlib\n  import Aesop", "import Mathlib\nimport Aesop"),
+        ("open  Nat (factorial   choose )", "open Nat (factorial choose )"),
+    ],
+)
+def test_normalize_header_keeps_what_lean_reads(header, key):
+    assert normalize_header(header) == key
+
+
+def test_headers_that_differ_in_what_lean_reads_keep_different_keys():
+    keys = {normalize_header(h) for h in ("import Mathlib\nopen Real", "import Mathlib\nopen Nat", "import Mathlib")}
+    assert len(keys) == 3
+
+
+def test_normalize_header_refuses_what_it_cannot_read():
+    with pytest.raises(PrecheckError, match="header: unterminated block comment"):
+        normalize_header("import Mathlib\n/- never closed")
+    with pytest.raises(TypeError, match="normalize_header"):
+        normalize_header(None)
+
+
+def test_a_comment_between_header_lines_does_not_make_a_new_header():
+    # Both files run in the default header's environment: one cached REPL, no fresh `import Mathlib`.
+    commented = FILE.replace("import Aesop\n", "import Aesop\n-- a note\n\n/- and a block -/\n")
+    for text in (FILE, commented):
+        prepared = prepare(text, MINIF2F_HEADER)
+        assert isinstance(prepared, Prepared), prepared.reason
+        assert prepared.header == MINIF2F_HEADER
+    assert prepare(commented, MINIF2F_HEADER).line_offset == 7
+
+
+# ------------------------------------------------------------ helper declarations
+
+HELPER_FILES = [
+    # A `def` the main statement uses (a plain str request: the file is its own claim).
+    "import Mathlib\ndef h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl",
+    # Two theorems: the first is a helper, the last the main theorem.
+    "import Mathlib\ntheorem t : 1 = 1 := by\n  rfl\ntheorem u : 1 = 1 := by\n  exact t",
+    # Modifiers, docstrings, `open … in` and `set_option … in` on helpers; lemma and theorem alike.
+    "import Mathlib\nopen Real\n\n/-- A helper. -/\nprivate lemma l1 (x : ℝ) (h : 0 ≤ x) : sqrt x ^ 2 = x := by\n"
+    "  exact sq_sqrt h\n\nopen Finset in\nset_option maxRecDepth 2000 in\nnoncomputable def l2 : ℝ := sqrt 4\n\n"
+    "theorem t : l2 ^ 2 = 4 := by\n  unfold l2\n  exact l1 4 (by norm_num)",
+    # Term-mode helpers: on the `:=` line, or starting on the next one.
+    "import Mathlib\ntheorem l1 : (2 : ℕ) + 2 = 4 := rfl\ndef l2 (n : ℕ) : ℕ :=\n  n + 1\n"
+    "theorem t : l2 1 = 2 := by\n  rfl",
+    "import Mathlib\ntheorem l1 (p q : Prop) (hp : p) (hq : q) : p ∧ q :=\n  ⟨hp,\n    hq⟩\n"
+    "theorem t : True ∧ True := by\n  exact l1 _ _ trivial trivial",
+    # `_root_.` names and a `:=` bound by `let` in a helper's statement.
+    "import Mathlib\ntheorem _root_.l1 : (let a := 2; a + a) = 4 := by\n  rfl\ntheorem t : 2 + 2 = 4 := by\n  exact l1",
+]
+
+
+@pytest.mark.parametrize("file_text", HELPER_FILES)
+def test_helper_declarations_before_the_main_theorem_are_accepted(file_text):
+    prepared = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    main_at = file_text.rindex("\ntheorem ") + 1
+    main_name = file_text[main_at:].split()[1]
+    assert prepared.theorem_name == main_name
+    # The helpers are sent with the main theorem, whose proof alone is the body checked and split into tactics.
+    assert prepared.proof == file_text.rsplit(":= by", 1)[1]
+    body = file_text[len(split_header(file_text)[0]) :]
+    assert prepared.code == body + f"\n\n#print axioms {main_name}"
+
+
+@pytest.mark.parametrize(
+    "file_text,reason",
+    [
+        ("import Mathlib\naxiom cheat : (1 : ℕ) = 2\ntheorem t : (1 : ℕ) = 2 := by\n  exact cheat", "`axiom`"),
+        ("import Mathlib\nopaque c : ℕ\ntheorem t : c = c := by\n  rfl", "`opaque`"),
+        ("import Mathlib\nlemma h : (1 : ℕ) = 2 := by\n  sorry\ntheorem t : (1 : ℕ) = 2 := by\n  exact h", "`sorry`"),
+        ("import Mathlib\ndef h : (1 : ℕ) = 2 := sorry\ntheorem t : (1 : ℕ) = 2 := by\n  exact h", "`sorry`"),
+        ("import Mathlib\ninstance : OfNat ℕ 2 := ⟨1⟩\ntheorem t : (1 : ℕ) = 2 := by\n  rfl", "`instance`"),
+        ('import Mathlib\nmacro "cheat" : tactic => `(tactic| sorry)\ntheorem t : False := by\n  cheat', "`macro`"),
+        ('import Mathlib\nnotation "two" => (1 : ℕ)\ntheorem t : two = 1 := by\n  rfl', "`notation`"),
+        ("import Mathlib\n@[simp] lemma h : (1 : ℕ) = 1 := by\n  rfl\ntheorem t : (1 : ℕ) = 1 := by\n  simp", "`@[`"),
+        ("import Mathlib\ntheorem t : 1 = 1 := by\n  rfl\ntheorem t : 1 = 1 := by\n  rfl", "declared twice"),
+        ("import Mathlib\ntheorem _root_.t : 1 = 1 := by\n  rfl\ntheorem t : 1 = 1 := by\n  rfl", "declared twice"),
+        ("import Mathlib\nabbrev h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl", "helper declarations are `theorem`"),
+        ("import Mathlib\nexample : 1 = 1 := rfl\ntheorem t : 1 = 1 := by\n  rfl", "helper declarations are `theorem`"),
+        ("import Mathlib\nunsafe def h : ℕ := 1\ntheorem t : 1 = 1 := by\n  rfl", "`unsafe`"),
+        ("import Mathlib\npartial def h (n : ℕ) : ℕ := h n\ntheorem t : 1 = 1 := by\n  rfl", "`partial`"),
+        ("import Mathlib\nstructure S where\n  x : ℕ\ntheorem t : 1 = 1 := by\n  rfl", "`structure`"),
+        ("import Mathlib\n@[implemented_by f] def h : ℕ := 1\ntheorem t : h = 1 := by\n  rfl", "`@[`"),
+        (
+            "import Mathlib\nset_option debug.skipKernelTC true in\ntheorem h : (1 : ℕ) = 2 := by\n  decide\n"
+            "theorem t : (1 : ℕ) = 2 := by\n  exact h",
+            "debug.skipKernelTC",
+        ),
+        # A command the word lists do not know, at column 0 after a term-mode value: Lean would run it.
+        ("import Mathlib\ndef h : ℕ := 1\nmy_command x\ntheorem t : h = 1 := by\n  rfl", "`my_command` at line 3"),
+        ("import Mathlib\ndef h : ℕ := 1 #eval 2\ntheorem t : h = 1 := by\n  rfl", "`#eval`"),
+        ("import Mathlib\ndef h : ℕ\n  | _ => 1\ntheorem t : h 0 = 1 := by\n  rfl", "no top-level `:=`"),
+        ("import Mathlib\ndef h : ℕ :=\ntheorem t : 1 = 1 := by\n  rfl", "no value"),
+        ("import Mathlib\nlemma h : 2 ^ 10 = 1024 := by\n  native_decide\ntheorem t : True := by\n  trivial", "native"),
+    ],
+)
+def test_helper_declarations_get_the_checks_a_proof_gets(file_text, reason):
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+def test_native_evaluation_in_a_helper_passes_only_when_allowed():
+    file_text = "import Mathlib\nlemma h : 2 ^ 10 = 1024 := by\n  native_decide\ntheorem t : True := by\n  trivial"
+    prepared = prepare(file_text, MINIF2F_HEADER, allow_native_decide=True)
+    assert isinstance(prepared, Prepared), prepared.reason
+
+
+def test_a_helper_rejection_is_positioned_in_the_file():
+    result = prepare("import Mathlib\n\nlemma h : 1 = 1 := by\n  exact sorry\ntheorem t : 1 = 1 := by\n  rfl", "")
+    assert "`sorry` at line 4, column 8" in result.reason, result.reason
+
+
+# ------------------------------------------------------------ `_root_` names
+
+
+def test_a_root_prefixed_main_theorem_is_named_without_it_and_passes_on_leans_answer():
+    prepared = prepare("import Mathlib\ntheorem _root_.x : 1 = 1 := by\n  rfl", MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.theorem_name == "x"
+    assert prepared.code.endswith("\n\n#print axioms _root_.x")
+    # Lean names the constant it resolved: `x`.
+    answer = {
+        "severity": "info",
+        "pos": {"line": prepared.print_line, "column": 0},
+        "data": "'x' does not depend on any axioms",
+    }
+    result = judge(prepared, {"env": 1, "messages": [answer]}, LeanServerConfig(), 0.0)
+    assert result.status == "passed", result.reason
+    request = ProofRequest("theorem _root_.x : 1 = 1 := by", "  rfl")
+    assert prepare(request, MINIF2F_HEADER).theorem_name == "x"
+
+
+# ------------------------------------------------------------ a file held to a trusted statement
+
+STATEMENT = "theorem mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 4 := by"
+HELPER = "lemma helper_1 (y : ℕ) (h : y = 3) : y + 1 = 4 := by\n  subst h\n  rfl\n\n"
+
+
+@pytest.mark.parametrize(
+    "file_text",
+    [
+        FILE,
+        # Comments and layout are not compared; `lemma` is `theorem`, and `_root_.mathd_t` is `mathd_t`.
+        MINIF2F_HEADER
+        + "\n\nlemma mathd_t (x : ℕ) -- the unknown\n    (h₀ : x = 3) :\n    x + 1 = 4 := by\n  subst h₀\n  rfl",
+        MINIF2F_HEADER + "\ntheorem _root_.mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 /- sum -/ = 4 := by\n  subst h₀\n  rfl",
+        MINIF2F_HEADER + "\n" + HELPER + STATEMENT + "\n  exact helper_1 x h₀",
+        MINIF2F_HEADER + "\nset_option maxHeartbeats 0 in\n" + STATEMENT + "\n  subst h₀\n  rfl",
+    ],
+)
+def test_a_file_that_states_the_trusted_statement_is_accepted(file_text):
+    prepared = prepare(FileRequest(file_text, statement=STATEMENT), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.theorem_name == "mathd_t"
+
+
+@pytest.mark.parametrize(
+    "main,differs_at",
+    [
+        ("theorem mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 5 := by", "`5`"),  # the type
+        ("theorem mathd_t (x : ℕ) (h₀ : x = 3) (h₁ : x = 4) : x + 1 = 4 := by", "`(`"),  # an added hypothesis
+        ("theorem mathd_t (x : ℤ) (h₀ : x = 3) : x + 1 = 4 := by", "`ℤ`"),  # a binder's type
+        ("theorem mathd_t {x : ℕ} (h₀ : x = 3) : x + 1 = 4 := by", "`{`"),  # a binder's kind
+        ("theorem mathd_t (x : ℕ) (h₀ : x = 3) : (x + 1 = 4) := by", "`(`"),  # brackets
+        ("theorem mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 4 ∨ True := by", "`∨`"),  # a longer type
+        ("def mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 4 := by", "`def`"),  # not a theorem
+    ],
+)
+def test_a_file_that_states_something_else_is_rejected_with_the_expected_statement(main, differs_at):
+    result = prepare(FileRequest(MINIF2F_HEADER + "\n" + main + "\n  omega", statement=STATEMENT), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and "does not state the trusted statement" in result.reason, result.reason
+    assert f"differs at {differs_at} at line 5" in result.reason, result.reason
+    assert result.reason.endswith(f"expected `{STATEMENT}`"), result.reason
+
+
+def test_glued_tokens_must_stay_glued():
+    statement = "theorem t (p : ℕ × ℕ) (h : p.1 = 2) : p.1 + 1 = 3 := by"
+    spaced = "theorem t (p : ℕ × ℕ) (h : p.1 = 2) : p .1 + 1 = 3 := by\n  omega"
+    result = prepare(FileRequest("import Mathlib\n" + spaced, statement=statement), "")
+    assert result.status == "rejected" and "differs at `.1`" not in result.reason and "differs at" in result.reason
+
+
+@pytest.mark.parametrize(
+    "file_text,reason",
+    [
+        # Another name, or the statement's theorem not last.
+        (MINIF2F_HEADER + "\ntheorem other (x : ℕ) (h₀ : x = 3) : x + 1 = 4 := by\n  omega", "`other` at line 5"),
+        (MINIF2F_HEADER + "\nexample (x : ℕ) (h₀ : x = 3) : x + 1 = 4 := by\n  omega", "`example` at line 5"),
+        (
+            MINIF2F_HEADER + "\n" + STATEMENT + "\n  omega\ntheorem extra : True := by\n  trivial",
+            "`extra` at line 7",
+        ),
+    ],
+)
+def test_the_main_theorem_is_the_last_declaration_under_the_statements_name(file_text, reason):
+    result = prepare(FileRequest(file_text, statement=STATEMENT), MINIF2F_HEADER)
+    assert result.status == "rejected" and reason in result.reason, result.reason
+    assert "is not the trusted statement's `mathd_t`" in result.reason and STATEMENT in result.reason
+
+
+@pytest.mark.parametrize(
+    "helper_name",
+    [
+        "x",  # a binder of the statement
+        "h₀",
+        "Nat.succ_ne_zero'",  # accepted below: not a component of the statement
+    ][:2],
+)
+def test_a_helper_may_not_declare_a_name_the_statement_uses(helper_name):
+    file_text = MINIF2F_HEADER + f"\ndef {helper_name} : ℕ := 3\n" + STATEMENT + "\n  subst h₀\n  rfl"
+    result = prepare(FileRequest(file_text, statement=STATEMENT), MINIF2F_HEADER)
+    assert result.status == "rejected" and "declares a name the trusted statement uses" in result.reason
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "def f (n : ℕ) : ℕ := n + 1",  # the statement's `f`
+        "def sqrt (x : ℝ) : ℝ := x",  # `sqrt` of `Real.sqrt`
+        "noncomputable def Real.sqrt' (x : ℝ) : ℝ := x\ndef Nat.foo (n : ℕ) : ℕ := n",  # `.foo` in `n.foo`
+    ],
+)
+def test_helpers_cannot_shadow_what_the_statement_names(helper):
+    statement = "theorem t (f : ℕ → ℕ) (n : ℕ) (h : f n = Real.sqrt 4) : n.foo = 1 := by"
+    file_text = "import Mathlib\n" + helper + "\n" + statement + "\n  sorry"
+    result = prepare(FileRequest(file_text, statement=statement), "")
+    assert result.status == "rejected" and "declares a name the trusted statement uses" in result.reason, result.reason
+
+
+def test_helpers_with_fresh_names_are_accepted_under_a_statement():
+    file_text = MINIF2F_HEADER + "\ndef Nat.succ_helper (n : ℕ) : ℕ := n + 1\n" + HELPER + STATEMENT
+    prepared = prepare(FileRequest(file_text + "\n  exact helper_1 x h₀", statement=STATEMENT), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+
+
+@pytest.mark.parametrize(
+    "opening",
+    ["open Real renaming sqrt → cos", "open Real hiding sqrt", "open Nat renaming sqrt -> cos, log → exp"],
+)
+def test_held_to_a_statement_the_header_may_not_rename_or_hide_names(opening):
+    statement = "theorem t : Real.cos 0 = 1 := by"
+    file_text = f"import Mathlib\n{opening}\n{statement}\n  simp"
+    result = prepare(FileRequest(file_text, statement=statement), "")
+    assert result.status == "rejected" and "line 2" in result.reason and "`renaming` and `hiding`" in result.reason
+    # Sent alone the file is its own claim, and the same header is allowed.
+    assert isinstance(prepare(file_text, ""), Prepared)
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    ["open Real renaming sqrt → cos in", "open Real in", "set_option autoImplicit true in"],
+)
+def test_held_to_a_statement_the_main_theorem_takes_no_new_prefix(prefix):
+    statement = "theorem t (x : ℝ) : Real.cos x ≤ 1 := by"
+    result = prepare(FileRequest(f"import Mathlib\n{prefix}\n{statement}\n  simp", statement=statement), "")
+    assert result.status == "rejected" and "prefixes at line 2" in result.reason, result.reason
+    # A prefix the trusted statement has itself is the statement's.
+    prefixed = f"{prefix}\n{statement}"
+    assert isinstance(prepare(FileRequest(f"import Mathlib\n{prefixed}\n  simp", statement=prefixed), ""), Prepared)
+
+
+def test_a_malformed_trusted_statement_is_named():
+    result = prepare(FileRequest(FILE, statement="theorem mathd_t : True"), MINIF2F_HEADER)
+    assert result.status == "rejected" and result.reason.startswith("FileRequest.statement must be"), result.reason
+    with pytest.raises(TypeError, match="FileRequest.statement"):
+        prepare(FileRequest(FILE, statement=3), MINIF2F_HEADER)
+
+
+# ------------------------------------------------------------ a file held to a trusted header
+
+
+def test_a_file_with_the_trusted_header_runs_the_trusted_header():
+    commented = "-- note\n" + MINIF2F_HEADER.replace("\n", "\n\n") + " -- opens\n"
+    file_text = commented + STATEMENT + "\n  subst h₀\n  rfl"
+    prepared = prepare(FileRequest(file_text, statement=STATEMENT, header=MINIF2F_HEADER), "import Lean")
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == MINIF2F_HEADER and prepared.line_offset == commented.count("\n")
+
+
+def test_a_file_header_may_be_a_subset_of_the_trusted_header_in_any_order():
+    file_text = "open BigOperators Real Nat Topology Rat\nimport Mathlib\n" + STATEMENT + "\n  subst h₀\n  rfl"
+    trusted = MINIF2F_HEADER.replace("\n", "\n-- c\n")
+    prepared = prepare(FileRequest(file_text, header=trusted), "import Lean")
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == MINIF2F_HEADER  # the trusted header runs, normalized
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "open Real renaming sqrt → cos",
+        "open Nat Finset",
+        "set_option maxHeartbeats 0",
+        "import Mathlib.Tactic",
+        "set_option autoImplicit true",
+    ],
+)
+def test_a_header_line_not_in_the_trusted_header_is_rejected(line):
+    file_text = f"import Mathlib\n{line}\n" + STATEMENT + "\n  subst h₀\n  rfl"
+    result = prepare(FileRequest(file_text, statement=STATEMENT, header=MINIF2F_HEADER), "")
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.header!r}"
+    assert f"header line `{line}` at line 2, column 0 is not a line of the trusted header" in result.reason
+
+
+def test_a_malformed_trusted_header_is_named():
+    result = prepare(FileRequest(FILE, header="import Mathlib\n/- open"), "")
+    assert result.status == "rejected" and result.reason.startswith("FileRequest.header: unterminated"), result.reason
+    with pytest.raises(TypeError, match="FileRequest.header"):
+        prepare(FileRequest(FILE, header=["import Mathlib"]), "")

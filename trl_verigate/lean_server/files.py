@@ -1,19 +1,22 @@
-"""Complete files (str requests): the header split, the header-line rules, and the checks on the file's body.
+"""Complete files (`str` and `FileRequest` requests): the header split, the header-line rules, and the checks on
+the file's declarations, the trusted statement and header a `FileRequest` holds the file to, and the header key.
 
-A complete file is untrusted throughout (kimina snippets are model output): its header lines must each be one
-`import M`, `set_option NAME VALUE` or `open …` command (see `split_header`); only comments, modifiers and
-`open … in` / `set_option NAME VALUE in` may precede the one theorem, proved with `:= by`, whose proof body gets
-the same precheck as a `ProofRequest`'s.
+A complete file is untrusted throughout (kimina snippets are model output). Its header lines must each be one
+`import M`, `set_option NAME VALUE` or `open …` command (see `split_header`). Its body is a run of declarations:
+helper `theorem`/`lemma`/`def` declarations, then the main theorem, the last declaration, proved with `:= by`
+(see `prepare_file` for the rules each must meet).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
 from trl_verigate.lean_server.precheck import (
     COMMAND_WORDS,
+    EXTRA_COMMAND_WORDS,
     PREFIX_COMMANDS,
     check_characters,
     check_tokens,
@@ -21,7 +24,7 @@ from trl_verigate.lean_server.precheck import (
     precheck_proof,
     scoped_prefix_in,
 )
-from trl_verigate.lean_server.prepared import DECLARATIONS, Prepared, assemble, declaration, located_at
+from trl_verigate.lean_server.prepared import DECLARATIONS, Prepared, assemble, declared_name, located_at
 
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
 _DECLARING_WORDS = frozenset(
@@ -130,48 +133,6 @@ def split_header(file_text: str) -> tuple[str, str]:
     return file_text[:header_end], file_text[header_end:]
 
 
-def _split_file_body(body: str) -> tuple[str, str]:
-    """(statement, proof) of a file body: the statement runs through the declaration's first top-level `:= by`."""
-    tokens = lex(body)
-    code = [t for t in tokens if t.kind != "comment"]
-    declarations = [t for t in code if t.kind == "ident" and t.text in DECLARATIONS]
-    if not declarations:
-        raise PrecheckError("the file declares no theorem: expected `theorem NAME … := by` after the imports")
-    depth = 0
-    for k, token in enumerate(code):
-        if token.start < declarations[0].start:
-            continue
-        if token.text in tactic_split.OPENERS:
-            depth += 1
-        elif token.text in tactic_split.CLOSERS:
-            depth -= 1
-        elif (
-            depth == 0
-            and token.text == "by"
-            and k >= 2
-            and code[k - 1].text == "="
-            and code[k - 2].text == ":"
-            and code[k - 2].end == code[k - 1].start
-        ):
-            return body[: token.end], body[token.end :]
-    raise PrecheckError(
-        "a str request is one theorem proved in tactic mode: no top-level `:= by` found "
-        "(write `theorem NAME … := by` followed by the tactics)"
-    )
-
-
-def _check_file_statement(tokens: list[Token], keyword: Token, allow_native_decide: bool) -> None:
-    """A file's statement is untrusted too: one declaration, nothing that changes how Lean checks it."""
-    for token in tokens:
-        if token.kind == "ident" and token.text in _DECLARING_WORDS and token is not keyword:
-            raise PrecheckError(
-                f"a str request holds exactly one theorem; found `{token.text}`",
-                token.start,
-                f" besides the `{keyword.text}` theorem",
-            )
-    check_tokens(tokens, allow_native_decide, allowed_commands=frozenset({keyword.text}) | _MODIFIERS)
-
-
 def _check_header_options(header: str) -> None:
     for match in re.finditer(r"^[^\n]*$", header, re.MULTILINE):
         line = _HEADER_LINE.fullmatch(match.group(0))
@@ -180,48 +141,166 @@ def _check_header_options(header: str) -> None:
             raise PrecheckError(f"header: `set_option {option}`", match.start())
 
 
-def _check_file_preamble(statement: str, tokens: list[Token], keyword: Token) -> None:
-    """Before its declaration keyword a file's body may hold only comments, modifiers and `open … in` /
-    `set_option NAME VALUE in` prefixes; anything else is another command, which the precheck would have to know.
+# ---------------------------------------------------------------- the header key
+
+
+def _header_lines(header: str) -> list[tuple[int, str]]:
+    """(offset of its first token, normalized text) of each command line of `header`; see `normalize_header`."""
+    try:
+        tokens = lex(header)
+    except PrecheckError as error:
+        raise PrecheckError(f"header: {error.before}", None, error.after) from None
+    lines: list[tuple[int, list[str]]] = []
+    previous: Token | None = None
+    literal_end = 0
+    for token in tokens:
+        if token.kind == "comment" or token.start < literal_end:
+            continue  # code inside an interpolated string's braces is part of the string token
+        if token.kind == "string":
+            literal_end = token.end
+        column = token.start - (header.rfind("\n", 0, token.start) + 1)
+        if previous is None:
+            lines.append((token.start, [token.text]))
+        elif "\n" not in header[previous.end : token.start]:
+            lines[-1][1].append(token.text if token.start == previous.end else " " + token.text)
+        elif column > 0 and token.text not in _COMMAND_STARTS:
+            lines[-1][1].append(" " + token.text)  # an indented continuation of the command above
+        else:
+            lines.append((token.start, [token.text]))
+        previous = token
+    return [(offset, "".join(parts)) for offset, parts in lines]
+
+
+# Words (and `#`) that start a command: a line starting with one is a command of its own, not a continuation.
+_COMMAND_STARTS = COMMAND_WORDS | EXTRA_COMMAND_WORDS | PREFIX_COMMANDS | _DECLARING_WORDS | {"#"}
+
+
+def normalize_header(header: str) -> str:
+    """`header` with comments, blank lines, indentation and spacing that Lean does not read removed: the key the
+    worker pool caches header environments by, and the text the REPL runs.
+
+    Two headers that differ only in comments and whitespace get the same key, so a comment between header lines
+    neither costs a fresh `import Mathlib` nor evicts other headers' REPLs. What Lean reads is kept: tokens stay in
+    order, glued tokens stay glued (`->`, `pp.all`), separated ones get one space, and each command keeps its own
+    line; an indented line that starts no command continues the command above and is joined to it with a space.
+    Raises PrecheckError (without a position) when the header cannot be lexed, e.g. an unterminated comment.
     """
-    code = [t for t in tokens if t.kind != "comment" and t.start < keyword.start]
-    k = 0
-    while k < len(code):
-        token = code[k]
-        if token.text in _MODIFIERS:
-            k += 1
-            continue
-        # A forbidden option was refused by `check_tokens` already; only the prefix's form is checked here.
-        in_at = scoped_prefix_in(code, k)
-        if in_at is not None:
-            k = in_at + 1
-            continue
-        line_start = statement.rfind("\n", 0, token.start) + 1
-        line_end = statement.find("\n", token.start)
-        line = statement[line_start : len(statement) if line_end < 0 else line_end].strip()
-        if token.text in PREFIX_COMMANDS and not statement[line_start : token.start].strip():
-            raise PrecheckError(
-                f"`{line}`",
-                token.start,
-                f" is neither a header line nor an `open … in`/`set_option … in` prefix of the theorem: {HEADER_RULE}",
-            )
-        raise PrecheckError(
-            f"`{token.text}`",
+    if not isinstance(header, str):
+        raise TypeError(f"normalize_header(header) needs the header text as a str, got {type(header).__name__}")
+    return "\n".join(line for _, line in _header_lines(header))
+
+
+# ---------------------------------------------------------------- the file's declarations
+
+# What a helper declaration may be. Anything else before the main theorem (`instance`, `axiom`, `opaque`,
+# `structure`, `notation`, `macro`, `abbrev`, an attribute, …) is refused: those change how the main theorem's
+# statement or proof elaborates, or assume what should be proved.
+_HELPER_KEYWORDS = frozenset({"theorem", "lemma", "def"})
+# The `set_option … in` prefixes a main theorem held to a trusted statement may carry beyond the statement's own:
+# they bound Lean's work and cannot change what the statement means.
+_RESOURCE_OPTIONS = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats", "maxRecDepth"})
+_STATEMENT_PREVIEW = 400
+
+
+@dataclass
+class _Declaration:
+    """One declaration of a file's body; offsets are in the body, indices in its code tokens."""
+
+    first: int  # index of its first code token (a modifier, a prefix or the keyword)
+    keyword: Token
+    name: Token | None  # None for `example`
+    signature_end: int  # index of the `=` of the `:=` that ends the signature
+    end: int  # index one past its last code token
+    end_offset: int  # where the next declaration's first token starts (or the body's end)
+
+    @property
+    def declared_name(self) -> str | None:
+        return None if self.name is None else declared_name(self.name)
+
+
+def _line_text(text: str, offset: int) -> str:
+    line_start = text.rfind("\n", 0, offset) + 1
+    line_end = text.find("\n", offset)
+    return text[line_start : len(text) if line_end < 0 else line_end].strip()
+
+
+def _declaration_start_error(body: str, code: list[Token], k: int, allow_native_decide: bool) -> PrecheckError:
+    """Why `code[k]` cannot start a declaration: the token checks' reason when the text from there on holds
+    something they refuse (`@[`, `#eval`, a forbidden option), else what a declaration may start with."""
+    try:
+        check_tokens(code[k:], allow_native_decide, allowed_commands=frozenset(DECLARATIONS) | _MODIFIERS)
+    except PrecheckError as error:
+        return error
+    token = code[k]
+    if token.text in PREFIX_COMMANDS and not body[body.rfind("\n", 0, token.start) + 1 : token.start].strip():
+        return PrecheckError(
+            f"`{_line_text(body, token.start)}`",
             token.start,
-            f" before the `{keyword.text}`: a str request is one theorem, preceded only by the header, comments, "
-            "modifiers and `open … in` / `set_option NAME VALUE in`",
+            f" is neither a header line nor an `open … in`/`set_option … in` prefix of a declaration: {HEADER_RULE}",
         )
+    return PrecheckError(
+        f"`{token.text}`",
+        token.start,
+        ": a complete file's body is helper `theorem`/`lemma`/`def` declarations and then the main theorem, each "
+        "preceded only by comments, modifiers and `open … in` / `set_option NAME VALUE in`",
+    )
 
 
-def _check_single_definition(tokens: list[Token], keyword: Token) -> None:
-    """Reject a top-level `:=` before the statement's final `:= by` that no `let`/`have` explains.
+def _is_declaration_start(body: str, token: Token) -> bool:
+    """Whether `token` starts a line at column 0 with a word that starts a command: the previous declaration ends
+    there (Lean ends a term or a `by` block at a column-0 token that cannot continue it)."""
+    at_line_start = token.start == 0 or body[token.start - 1] == "\n"
+    return at_line_start and token.text in _COMMAND_STARTS | _MODIFIERS | {"@"}
 
-    Such a `:=` ends the declaration (`theorem t : P := term`), and the text up to the final `:= by` would be
-    further commands, whose words the token checks could not all know.
+
+def _declarations(body: str, code: list[Token], allow_native_decide: bool) -> list[_Declaration]:
+    """The body's declarations in order; raises PrecheckError where something else stands."""
+    declarations: list[_Declaration] = []
+    k = 0
+    if not code:
+        raise PrecheckError("the file declares no theorem: expected `theorem NAME … := by` after the imports")
+    while k < len(code):
+        first = k
+        while k < len(code):
+            if code[k].text in _MODIFIERS:
+                k += 1
+                continue
+            in_at = scoped_prefix_in(code, k)
+            if in_at is None:
+                break
+            k = in_at + 1
+        if k >= len(code) or code[k].kind != "ident" or code[k].text not in DECLARATIONS:
+            raise _declaration_start_error(body, code, min(k, len(code) - 1), allow_native_decide)
+        keyword = code[k]
+        name = None
+        if keyword.text != "example":
+            if k + 1 >= len(code) or code[k + 1].kind != "ident" or code[k + 1].text in _COMMAND_STARTS:
+                raise PrecheckError(f"the file's `{keyword.text}`", keyword.start, " has no name")
+            name = code[k + 1]
+        end = k + 1
+        literal_end = 0
+        while end < len(code):
+            token = code[end]
+            if token.start >= literal_end and _is_declaration_start(body, token):
+                break
+            if token.kind == "string":
+                literal_end = token.end
+            end += 1
+        end_offset = code[end].start if end < len(code) else len(body)
+        signature_end = _signature_end(code, k, end)
+        declarations.append(_Declaration(first, keyword, name, signature_end, end, end_offset))
+        k = end
+    return declarations
+
+
+def _signature_end(code: list[Token], keyword_index: int, end: int) -> int:
+    """The index of the `=` of the top-level `:=` that ends the signature of the declaration at `keyword_index`.
+
+    A `:=` inside brackets (a default argument) or bound by a `let`/`have` in the statement is not it.
     """
-    code = [t for t in tokens if t.kind != "comment" and t.start >= keyword.end]
     depth, pending_bindings = 0, 0
-    for k, token in enumerate(code[:-3]):
+    for k in range(keyword_index + 1, end - 1):
+        token = code[k]
         if token.text in tactic_split.OPENERS:
             depth += 1
         elif token.text in tactic_split.CLOSERS:
@@ -230,38 +309,324 @@ def _check_single_definition(tokens: list[Token], keyword: Token) -> None:
             pending_bindings += 1
         elif depth == 0 and token.text == ":" and code[k + 1].text == "=" and code[k + 1].start == token.end:
             if not pending_bindings:
-                raise PrecheckError(
-                    "`:=`",
-                    token.start,
-                    f" ends the `{keyword.text}` before its `:= by`: a str request is one theorem proved in tactic mode",
-                )
+                return k + 1
             pending_bindings -= 1
+    keyword = code[keyword_index]
+    raise PrecheckError(
+        f"the `{keyword.text}`",
+        keyword.start,
+        " has no top-level `:=`: write `… := by` and the tactics (definitions by pattern matching, `| … => …`, "
+        "are not accepted in a complete file)",
+    )
+
+
+def _check_declaration_head(code: list[Token], declaration: _Declaration, allow_native_decide: bool) -> None:
+    """The declaration's prefixes, modifiers and signature: nothing that changes how Lean checks it."""
+    head = code[declaration.first : declaration.signature_end + 1]
+    for token in head:
+        if token.kind == "ident" and token.text in _DECLARING_WORDS and token is not declaration.keyword:
+            raise PrecheckError(
+                f"`{token.text}`", token.start, f" inside the signature of the `{declaration.keyword.text}`"
+            )
+    check_tokens(head, allow_native_decide, allowed_commands=frozenset({declaration.keyword.text}) | _MODIFIERS)
+
+
+def _check_helper(body: str, code: list[Token], helper: _Declaration, allow_native_decide: bool) -> None:
+    """A helper declaration: a `theorem`/`lemma`/`def` whose head and value get the checks a proof gets."""
+    if helper.keyword.text not in _HELPER_KEYWORDS:
+        raise PrecheckError(
+            f"`{helper.keyword.text}`",
+            helper.keyword.start,
+            " before the main theorem: helper declarations are `theorem`, `lemma` or `def` (the main theorem is the "
+            "file's last declaration)",
+        )
+    _check_declaration_head(code, helper, allow_native_decide)
+    value_token = code[helper.signature_end + 1] if helper.signature_end + 1 < helper.end else None
+    if value_token is None:
+        raise PrecheckError(f"the `{helper.keyword.text}`", helper.keyword.start, " has no value after `:=`")
+    start_column = value_token.start - (body.rfind("\n", 0, value_token.start) + 1)
+    if value_token.text == "by":
+        value_at = value_token.end
+        with located_at(value_at):
+            precheck_proof(body[value_at : helper.end_offset], allow_native_decide, start_column=start_column + 2)
+        return
+    _check_term_value(body[value_token.start : helper.end_offset], value_token.start, start_column, allow_native_decide)
+
+
+# Prepended to a term-mode value so the tactic precheck reads it as one tactic, `exact VALUE`: the tactic starts at
+# the value's column, so the layout rules (and where the term ends) are the same as for the term in a `by` block.
+_EXACT = "exact "
+
+
+def _check_term_value(value: str, value_at: int, start_column: int, allow_native_decide: bool) -> None:
+    """A term-mode helper value gets a proof body's checks as the tactic `exact VALUE`: the same token checks, and
+    every line of it inside that one tactic (a column-0 token, or one indented less than the value's first line,
+    would end the declaration where Lean could read a command the word lists do not know)."""
+    try:
+        precheck_proof(_EXACT + value, allow_native_decide, start_column=start_column)
+    except PrecheckError as error:
+        offset = None if error.offset is None else max(error.offset - len(_EXACT), 0)
+        raise PrecheckError(error.before, offset, error.after).shifted(value_at) from None
+
+
+def _check_distinct_names(declarations: list[_Declaration]) -> None:
+    seen: dict[str, _Declaration] = {}
+    for declaration in declarations:
+        name = declaration.declared_name
+        if name is None:
+            continue
+        if name in seen:
+            raise PrecheckError(
+                f"`{declaration.name.text}`", declaration.name.start, " is declared twice in the file: rename one"
+            )
+        seen[name] = declaration
+
+
+# ---------------------------------------------------------------- the trusted statement and header
+
+
+@dataclass
+class _TrustedStatement:
+    text: str
+    code: list[Token]
+    keyword_index: int
+
+    @property
+    def name(self) -> str:
+        return declared_name(self.code[self.keyword_index + 1])
+
+    def identifier_components(self) -> frozenset[str]:
+        return frozenset(part for t in self.code if t.kind == "ident" for part in t.components)
+
+
+def _trusted_statement(statement) -> _TrustedStatement:
+    if not isinstance(statement, str):
+        raise TypeError(f"FileRequest.statement must be a str or None, got {type(statement).__name__}")
+    try:
+        code = [t for t in lex(statement) if t.kind != "comment"]
+    except PrecheckError as error:
+        raise PrecheckError(f"FileRequest.statement: {error.before}", None, error.after) from None
+    ends_in_by = len(code) >= 3 and [t.text for t in code[-3:]] == [":", "=", "by"] and code[-3].end == code[-2].start
+    keywords = [k for k, t in enumerate(code) if t.kind == "ident" and t.text in ("theorem", "lemma")]
+    if not ends_in_by or not keywords or keywords[-1] + 1 >= len(code) or code[keywords[-1] + 1].kind != "ident":
+        raise PrecheckError(
+            "FileRequest.statement must be the dataset's `theorem NAME … := by` (the trusted claim the file's main "
+            f"theorem must state); got {statement.strip()[:80]!r}"
+        )
+    return _TrustedStatement(statement, code, keywords[-1])
+
+
+def _units(tokens: list[Token]) -> list[tuple[str, bool]]:
+    """What Lean reads of a token run, whitespace and comments aside: each token's text, and whether it touches the
+    token before it (`x.1` is not `x .1`, `:=` is not `: =`)."""
+    return [(t.text, k > 0 and tokens[k - 1].end == t.start) for k, t in enumerate(tokens)]
+
+
+def _prefixes(code: list[Token], first: int, keyword_index: int) -> list[list[Token]]:
+    """The `open … in` / `set_option … in` prefixes before a keyword, resource options and modifiers dropped."""
+    prefixes, k = [], first
+    while k < keyword_index:
+        in_at = scoped_prefix_in(code, k)
+        if in_at is None:  # a modifier
+            k += 1
+            continue
+        prefix = code[k : in_at + 1]
+        if not (prefix[0].text == "set_option" and ".".join(prefix[1].components) in _RESOURCE_OPTIONS):
+            prefixes.append(prefix)
+        k = in_at + 1
+    return prefixes
+
+
+def _shown(tokens: list[Token]) -> str:
+    """A token run as Lean reads it, on one line (shortened): the expected statement in a rejection's reason."""
+    shown = "".join(
+        t.text if glued or k == 0 else " " + t.text
+        for k, (t, (_, glued)) in enumerate(zip(tokens, _units(tokens), strict=True))
+    )
+    return shown if len(shown) <= _STATEMENT_PREVIEW else shown[:_STATEMENT_PREVIEW] + "…"
+
+
+def _normalized_name_units(tokens: list[Token], name: str) -> list[tuple[str, bool]]:
+    """`_units` of a declaration from its keyword on, with `lemma` read as `theorem` (Mathlib's synonym) and the
+    name as Lean resolves it."""
+    units = _units(tokens)
+    units[0] = ("theorem" if units[0][0] == "lemma" else units[0][0], False)
+    units[1] = (name, False)
+    return units
+
+
+def _check_against_statement(
+    code: list[Token], main: _Declaration, helpers: list[_Declaration], trusted: _TrustedStatement
+) -> None:
+    """The main theorem must state the trusted statement: the same name, binders and type, token for token, with
+    the same `open … in` prefixes; no helper may declare a name the statement's identifiers could resolve to."""
+    expected = trusted.code[trusted.keyword_index :]
+    if main.declared_name != trusted.name:
+        where = main.name if main.name is not None else main.keyword
+        raise PrecheckError(
+            f"the file's main theorem (its last declaration) `{where.text}`",
+            where.start,
+            f" is not the trusted statement's `{trusted.name}`: state it as `{_shown(expected)}`",
+        )
+    keyword_index = code.index(main.keyword)
+    found = code[keyword_index : main.signature_end + 2]
+    mismatch = next(
+        (
+            k
+            for k, (ours, theirs) in enumerate(
+                zip(
+                    _normalized_name_units(found, trusted.name),
+                    _normalized_name_units(expected, trusted.name),
+                    strict=False,
+                )
+            )
+            if ours != theirs
+        ),
+        None,
+    )
+    if mismatch is None and len(found) != len(expected):
+        mismatch = min(len(found), len(expected))
+    if mismatch is not None:
+        at = found[min(mismatch, len(found) - 1)]
+        raise PrecheckError(
+            "the main theorem does not state the trusted statement (compared token by token, comments and "
+            f"whitespace aside): it differs at `{at.text}`",
+            at.start,
+            f"; expected `{_shown(expected)}`",
+        )
+    ours, theirs = _prefixes(code, main.first, keyword_index), _prefixes(trusted.code, 0, trusted.keyword_index)
+    if [_units(p) for p in ours] != [_units(p) for p in theirs]:
+        at = ours[0][0] if ours else main.keyword
+        raise PrecheckError(
+            "the main theorem's `open … in` / `set_option … in` prefixes",
+            at.start,
+            f" are not the trusted statement's ({' '.join(_shown(p) for p in theirs) or 'none'}): they could change "
+            f"what its names mean (only `set_option {'/'.join(sorted(_RESOURCE_OPTIONS))} … in` may be added)",
+        )
+    statement_words = trusted.identifier_components()
+    for helper in helpers:
+        last = helper.declared_name.rsplit(".", 1)[-1]
+        if last in statement_words:
+            raise PrecheckError(
+                f"the helper `{helper.name.text}`",
+                helper.name.start,
+                f" declares a name the trusted statement uses (`{last}`): it could change what the statement means; "
+                "rename the helper",
+            )
+
+
+def _check_header_against(header_text: str, trusted_header) -> str:
+    """The file's header lines must be lines of the trusted header; returns the trusted header's key."""
+    if not isinstance(trusted_header, str):
+        raise TypeError(f"FileRequest.header must be a str or None, got {type(trusted_header).__name__}")
+    try:
+        trusted_lines = normalize_header(trusted_header)
+    except PrecheckError as error:
+        raise PrecheckError(f"FileRequest.{error.before}", None, error.after) from None
+    allowed = set(trusted_lines.split("\n"))
+    for offset, line in _header_lines(header_text):
+        if line not in allowed:
+            raise PrecheckError(
+                f"header line `{line}`",
+                offset,
+                " is not a line of the trusted header: the file's header may only repeat the trusted header's lines "
+                f"(it runs as {trusted_lines!r})",
+            )
+    return trusted_lines
+
+
+def _check_no_renaming(header_text: str) -> None:
+    """Held to a trusted statement without a trusted header, the file's `open` lines may not re-point names."""
+    for offset, line in _header_lines(header_text):
+        words = line.replace(",", " ").split()
+        if words[:1] == ["open"] and ("renaming" in words or "hiding" in words):
+            raise PrecheckError(
+                f"header line `{line}`",
+                offset,
+                ": `renaming` and `hiding` change what the trusted statement's names mean; drop the line, or send "
+                "the dataset's header as FileRequest.header",
+            )
+
+
+# ---------------------------------------------------------------- prepare_file
 
 
 def prepare_file(
     file_text: str, allow_native_decide: bool, statement: str | None = None, header: str | None = None
 ) -> Prepared:
-    """The REPL command for a complete untrusted file (see the module docstring); raises PrecheckError.
+    """The REPL command for a complete untrusted file; raises PrecheckError.
 
-    `statement` and `header`: the trusted statement and header the file is held to (`FileRequest`); not checked
-    yet, accepted so callers pass them already.
+    The file: header lines (see `split_header`), then declarations, each preceded only by comments, modifiers
+    (`private`, `protected`, `noncomputable`, `nonrec`) and `open … in` / `set_option NAME VALUE in`. A new
+    declaration starts at a column-0 line; the last declaration is the main theorem, proved with `:= by`, whose
+    body gets a `ProofRequest` proof's precheck. Those before it are helpers: each a `theorem`, `lemma` or `def`
+    (no `instance`, `axiom`, `opaque`, `abbrev`, `notation`, `macro`, attribute, …), its signature checked like the
+    main statement and its value (`:= by` tactics, or a term) like a proof body, layout included (a term that goes
+    on past its first line starts on the line after `:=`). No name is declared twice. The `#print axioms` of the main theorem covers the helpers it uses, and the recheck
+    tier replays them with it.
+
+    `statement` (a `FileRequest`'s trusted statement, `theorem NAME … := by`): the main theorem must state exactly
+    it, compared token by token with comments and whitespace ignored (glued tokens must stay glued); `lemma` for
+    `theorem` and a `_root_.` prefix on the name are the same to Lean and accepted, a different name is not (the
+    provers restate the dataset's theorem under its own name, and the name is what `#print axioms` and the
+    recheck look up). Its `open … in` prefixes must be the statement's; `set_option maxHeartbeats/
+    synthInstance.maxHeartbeats/maxRecDepth … in` may be added. No helper may declare a name whose last
+    component is an identifier component of the statement, and without a trusted header no header `open` line may
+    use `renaming` or `hiding`: either could make the statement's text mean something else than in the dataset.
+
+    `header` (a `FileRequest`'s trusted header): every header line of the file, comments and whitespace aside,
+    must be a line of it (any order, any subset), and the REPL runs the trusted header itself, normalized.
+    Without it the file's own header runs (normalized, see `normalize_header`), and the statement's names are
+    read in that header's scope.
+
+    Without `statement` (a plain `str` request) the file is its own claim: what its main theorem states, with its
+    helpers' definitions and its header's `open`s, is what a pass certifies.
     """
-    # Offsets in PrecheckErrors are moved to the file: the header starts it, the statement and then the proof follow.
+    # Offsets in PrecheckErrors are moved to the file: the header starts it, the body follows.
+    trusted = None if statement is None else _trusted_statement(statement)
     check_characters(file_text, "file")
     header_text, body = split_header(file_text)
     _check_header_options(header_text)
+    if header is not None:
+        run_header = _check_header_against(header_text, header)
+    else:
+        if trusted is not None:
+            _check_no_renaming(header_text)
+        run_header = normalize_header(header_text)
     with located_at(len(header_text)):
-        statement, proof = _split_file_body(body)
-        tokens = lex(statement)
-        keyword, name = declaration(tokens, "file")
-        _check_file_statement(tokens, keyword, allow_native_decide)
-        _check_file_preamble(statement, tokens, keyword)
-        _check_single_definition(tokens, keyword)
+        tokens = lex(body)
+        code = [t for t in tokens if t.kind != "comment"]
+        declarations = _declarations(body, code, allow_native_decide)
+        *helpers, main = declarations
+        for helper in helpers:
+            _check_helper(body, code, helper, allow_native_decide)
+        _check_declaration_head(code, main, allow_native_decide)
+        _check_distinct_names(declarations)
+        by = code[main.signature_end + 1] if main.signature_end + 1 < main.end else None
+        if by is None or by.text != "by":
+            assign = code[main.signature_end - 1]
+            raise PrecheckError(
+                "`:=`",
+                assign.start,
+                f" ends the main `{main.keyword.text}` in term mode: no top-level `:= by` found; the main theorem is "
+                "proved in tactic mode (write `theorem NAME … := by` followed by the tactics)",
+            )
+        if trusted is not None:
+            _check_against_statement(code, main, helpers, trusted)
+    statement_text, proof = body[: by.end], body[by.end :]
     if not proof.strip():
         raise PrecheckError("empty proof body after `:= by`")
-    header = header_text[:-1] if header_text.endswith("\n") else header_text
-    prepared = assemble(header, statement, "", proof, tokens, keyword, name, line_offset=header_text.count("\n"))
-    with located_at(len(header_text) + len(statement)):
+    prepared = assemble(
+        run_header,
+        statement_text,
+        "",
+        proof,
+        tokens,
+        main.keyword,
+        main.name,
+        line_offset=header_text.count("\n"),
+    )
+    with located_at(len(header_text) + len(statement_text)):
         prepared.outermost_tactics = precheck_proof(
             prepared.proof, allow_native_decide, start_column=prepared.proof_column
         )

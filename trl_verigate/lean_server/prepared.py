@@ -83,6 +83,17 @@ def declaration(tokens: list[Token], what: str) -> tuple[Token, Token | None]:
     return keyword, following[0]
 
 
+def declared_name(name: Token) -> str:
+    """The constant a declaration's name token declares: dotted, guillemets removed, a leading `_root_` dropped.
+
+    `theorem _root_.x` declares `x` (no namespace is open in a submission), and `#print axioms` names it `x`.
+    """
+    components = name.components
+    if components[:1] == ("_root_",) and len(components) > 1:
+        components = components[1:]
+    return ".".join(components)
+
+
 def assemble(
     header: str,
     statement: str,
@@ -102,7 +113,7 @@ def assemble(
         renamed = (keyword.start, len(replacement))
         theorem_name = EXAMPLE_NAME
     else:
-        theorem_name = ".".join(name.components)
+        theorem_name = declared_name(name)
     proof_start = len(code_statement) + len(separator)
     code = code_statement + separator + proof + f"\n\n#print axioms {name.text if name else EXAMPLE_NAME}"
     return Prepared(
