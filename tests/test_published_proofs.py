@@ -34,19 +34,12 @@ SOURCE_SIZES = {
     "deepseek-prover-v1.5-few-shot": 67,
 }
 
-# Row id -> why the precheck still refuses this true proof. Remove a row when a fix makes it pass (the test
-# test_known_false_rejections_are_still_rejected says which). Categories:
-#   helper_lemmas: a complete file proves auxiliary theorems/lemmas before the main theorem (issue 6, point 5).
-KNOWN_FALSE_REJECTIONS = {
-    "kimina-prover-72b-0710/aime_1995_p7": "helper_lemmas",
-    "kimina-prover-72b-0710/algebra_apbmpcneq0_aeq0anbeq0anceq0": "helper_lemmas",
-    "kimina-prover-72b-0710/amc12_2001_p5": "helper_lemmas",
-    "kimina-prover-72b-0710/amc12a_2021_p22": "helper_lemmas",
-    "kimina-prover-72b-0710/imo_1969_p2": "helper_lemmas",
-    "kimina-prover-72b-0710/induction_pord1p1on2powklt5on2": "helper_lemmas",
-    "kimina-prover-72b-0710/numbertheory_3pow2pownm1mod2pownp3eq2pownp2": "helper_lemmas",
-    "kimina-prover-72b-0710/numbertheory_fxeq4powxp6powxp9powx_f2powmdvdf2pown": "helper_lemmas",
-}
+# Row id -> why the precheck still refuses this true proof (a category of CATEGORIES). Remove a row when a fix makes
+# it pass (the test test_known_false_rejections_are_still_rejected says which). None are left: the last 8, complete
+# files with helper lemmas before the main theorem, pass since files.py accepts helper declarations (issue 6).
+KNOWN_FALSE_REJECTIONS: dict[str, str] = {}
+# Category -> what it means; a row's category must be listed here.
+CATEGORIES: dict[str, str] = {}
 
 _BLOCK_COMMENT = re.compile(r"/-.*?-/", re.DOTALL)
 _LINE_COMMENT = re.compile(r"--[^\n]*")
@@ -149,11 +142,17 @@ def test_corpus_rows_are_well_formed(rows):
     assert set(KNOWN_FALSE_REJECTIONS) <= set(ids), "KNOWN_FALSE_REJECTIONS names rows that are not in the corpus"
 
 
-def test_known_false_rejections_match_their_category(rows):
-    by_id = {row["id"]: row for row in rows}
+def test_known_false_rejections_match_their_category():
     for row_id, category in KNOWN_FALSE_REJECTIONS.items():
-        assert category == "helper_lemmas", f"{row_id}: undocumented category {category!r}"
-        assert top_level_declarations(by_id[row_id]) > 1, f"{row_id} has no declaration before its main theorem"
+        assert category in CATEGORIES, f"{row_id}: undocumented category {category!r}"
+
+
+def test_files_with_helper_lemmas_are_accepted(rows, verdicts):
+    # Kimina-Prover-72B's files prove helper lemmas before the main theorem; they are true proofs.
+    helper_files = [row for row in rows if row["kind"] == "file" and top_level_declarations(row) > 1]
+    assert len(helper_files) >= 8, "the corpus should hold files with helper lemmas, or this test checks nothing"
+    refused = [f"{row['id']}: {verdicts[row['id']][1].reason}" for row in helper_files if verdicts[row["id"]][1]]
+    assert not refused, "\n".join(refused)
 
 
 def test_every_rejection_is_native_evaluation_or_a_known_false_rejection(rows, verdicts):
@@ -205,6 +204,19 @@ def test_files_held_to_their_dataset_statement_are_judged_as_when_sent_alone(row
     assert not differ, f"{len(differ)} files judged differently when held to their dataset statement:\n" + "\n".join(
         differ
     )
+
+
+def test_files_held_to_a_statement_they_restate_differently_are_rejected(rows, verdicts):
+    # 23 files restate their theorem other than the dataset does (Kimina's corrected statements, added hypotheses,
+    # changed brackets): held to the dataset's statement, each must be refused, for the statement, not the proof.
+    differing = [row for row in rows if row["kind"] == "file" and not states_dataset_statement(row)]
+    assert len(differing) == 23
+    for row in differing:
+        header = row["minif2f_header"] if has_dataset_header(row) else None
+        held = rejection_of(row, True, FileRequest(row["text"], statement=row["minif2f_statement"], header=header))
+        assert held is not None, f"{row['id']} passed held to a statement it does not state"
+        assert "does not state the trusted statement" in held.reason, f"{row['id']}: {held.reason}"
+        assert collapsed(row["minif2f_statement"]) in held.reason, f"{row['id']}: the expected statement is not shown"
 
 
 def test_false_rejection_rate(rows, verdicts):
