@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from trl_verigate.lean_server.tactics import COMMAND_WORDS, first_error_tactic, offset_of, split_tactics
+from trl_verigate.lean_server.tactics import (
+    COMMAND_WORDS,
+    first_error_tactic,
+    offset_of,
+    split_proof,
+    split_tactics,
+)
 from trl_verigate.lean_server.types import Tactic
 
 TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "lean-repl-transcripts"
@@ -674,6 +680,98 @@ def test_deep_nesting_does_not_exhaust_the_stack():
     assert [t.text for t in split_tactics(chained)] == [chained.strip()]
     assert len(split_tactics("\n  " + "· " * 3000 + "simp", "all")) >= 1
     assert len(split_tactics("\n  " + "(" * 3000 + "simp")) == 1
+
+    # `t <;> t <;> …` nests one node per `<;>`; flattening it for "all" must not recurse that deep either.
+    chain = split_tactics("\n  " + " <;> ".join(["simp"] * 5000), "all")
+    assert len(chain) == 4999 + 5000  # a node per `<;>` (the last one is the whole chain), one per `simp`
+
+
+def _layout(proof: str) -> tuple[list[str], str | None, list[str]]:
+    """(outermost tactic texts, suffix text or None, the suffix keywords as written) of a proof body."""
+    layout = split_proof(proof)
+    suffix = None if layout.suffix is None else proof[layout.suffix[0] : layout.suffix[1]]
+    keywords = [proof[k : k + len("termination_by?")].split()[0] for k in sorted(layout.clause_keywords)]
+    assert split_tactics(proof) == layout.tactics
+    return [t.text for t in layout.tactics], suffix, keywords
+
+
+WHERE_CLAUSE = (
+    "where\n  aux (k : ℕ) : f k = k := by\n    induction k with\n    | zero => rfl\n    | succ j ih => simp [ih]"
+)
+
+
+def test_a_where_clause_is_the_suffix_after_the_tactic_block():
+    # Lean's `declValSimple`: `:= declBody Termination.suffix (whereDecls)?`; `where` ends the tactic block at any
+    # column, and its declarations are no tactics of the proof.
+    for where in (WHERE_CLAUSE, "  " + WHERE_CLAUSE.replace("\n", "\n  ")):
+        assert _layout(f"\n  exact aux n\n{where}") == (["exact aux n"], where.strip(), ["where"])
+    two = "where\n  a : True := trivial\n  b (n : ℕ) :\n  n = n := rfl\n  c : True := by\n    trivial"
+    assert _layout(f"\n  exact a\n{two}") == (["exact a"], two, ["where"])
+    on_one_line = "where a : True := trivial; b : True := trivial"
+    assert _layout(f"\n  exact a {on_one_line}") == (["exact a"], on_one_line, ["where"])
+
+
+def test_termination_hints_after_the_block_and_in_where_declarations():
+    hints = "termination_by n\ndecreasing_by\n  simp_wf\n  omega"
+    proof = f"\n  cases n\n  · simp\n  · exact t k\n{hints}"
+    assert _layout(proof) == (["cases n", "· simp", "· exact t k"], hints, ["termination_by", "decreasing_by"])
+    clause = "where\n  aux : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => aux n\n  termination_by n => n\n  decreasing_by omega"
+    assert _layout(f"\n  exact aux 3\n{clause}") == (
+        ["exact aux 3"],
+        clause,
+        ["where", "termination_by", "decreasing_by"],
+    )
+    both = "termination_by? n\nwhere\n  a : True := trivial"
+    assert _layout(f"\n  exact a\n{both}") == (["exact a"], both, ["termination_by?", "where"])
+
+
+def test_let_rec_hints_belong_to_the_let_rec_tactic():
+    # `letRecDecl` ends in `Termination.suffix`, which checks no column: the hints continue the `let rec` tactic
+    # even at the block's column, and the next tactic follows at that column.
+    let_rec = "let rec go : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => go n\n  termination_by n => n\n  decreasing_by omega"
+    assert _layout(f"\n  {let_rec}\n  exact go 3") == (
+        [let_rec, "exact go 3"],
+        None,
+        ["termination_by", "decreasing_by"],
+    )
+    # A plain `let` or `have` takes no hints: the block ends there and the hints are the theorem's.
+    assert _layout("\n  have h := 1\n  termination_by n") == (["have h := 1"], "termination_by n", ["termination_by"])
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        "#eval IO.println 1",
+        "theorem x : True := trivial",
+        "axiom ax : False",
+        "foo bar",  # dedented code: a command to Lean
+        "@[simp] b : True := trivial",  # not a declaration the clause reads (`@[` is refused anyway)
+    ],
+)
+def test_a_where_clause_ends_where_lean_ends_it(after):
+    # What follows the clause at column 0 (or cannot start a declaration at its column) is a command to Lean: it is
+    # outside both the tactics and the suffix, so the precheck refuses it as code outside the tactic block.
+    clause = "where\n  a : True := trivial"
+    for indent in ("", "  "):
+        proof = f"\n  exact a\n{clause}\n{indent}{after}"
+        if indent and after == "foo bar":
+            # At the declarations' column a name starts the next declaration, to Lean as here (which then fails
+            # to parse it: no `:=`).
+            assert _layout(proof) == (["exact a"], f"{clause}\n  foo bar", ["where"])
+            continue
+        assert _layout(proof) == (["exact a"], clause, ["where"]), proof
+
+
+def test_where_in_a_literal_or_comment_or_no_clause_is_no_keyword():
+    assert _layout('\n  exact "where"\n  simp') == (['exact "where"', "simp"], None, [])
+    assert _layout("\n  simp -- where\n  /- termination_by -/\n  simp") == (["simp", "simp"], None, [])
+    # No tactic before it: Lean's `by` needs one, so nothing is read as a suffix.
+    assert _layout("\nwhere\n  a : True := trivial") == ([], None, [])
+    # Declarations at column 0, or starting with a keyword, are not read: the clause then holds `where` alone.
+    assert _layout("\n  exact a\nwhere\na : True := trivial") == (["exact a"], "where", ["where"])
+    assert _layout("\n  exact a\nwhere\n  theorem a : True := trivial") == (["exact a"], "where", ["where"])
+    # A suffix keyword inside brackets is no suffix: the tactic goes on (Lean fails to parse it).
+    assert _layout("\n  simp [h, where]") == (["simp [h, where]"], None, [])
 
 
 _FRAGMENTS = [

@@ -35,7 +35,15 @@ from typing import NamedTuple
 
 from trl_verigate.lean_server.types import GRANULARITIES, Tactic
 
-__all__ = ["TokenSpan", "first_error_tactic", "offset_of", "split_tactics", "split_tactics_and_tokens"]
+__all__ = [
+    "ProofLayout",
+    "TokenSpan",
+    "first_error_tactic",
+    "offset_of",
+    "split_proof",
+    "split_tactics",
+    "split_tactics_and_tokens",
+]
 
 # Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
 # character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
@@ -73,8 +81,13 @@ MAX_NESTING = 64
 # Brackets, inside which Lean turns layout off; the precheck counts bracket depth with the same sets.
 OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
 CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
+# Keywords of a declaration's suffix (Lean's `Termination.suffix` and `whereDecls`): `termination_by` and
+# `decreasing_by` after the body of the theorem, of a `where` declaration or of a `let rec`, and `where` after the
+# theorem's body. No tactic or term contains them, so wherever they stand the tactic (and its block) has ended.
+_TERMINATION_WORDS = frozenset({"termination_by", "termination_by?", "decreasing_by"})
+SUFFIX_WORDS = _TERMINATION_WORDS | {"where"}
 # The only tokens that change a tactic's structure in the middle of a line; the rest just extend it.
-_STRUCTURAL = OPENERS | CLOSERS | {";", "<;>", ",", "|", "=>", "by", "fun", "λ", "match", "calc"}
+_STRUCTURAL = OPENERS | CLOSERS | SUFFIX_WORDS | {";", "<;>", ",", "|", "=>", "by", "fun", "λ", "match", "calc"}
 # Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring`
 # tries both tactics.
 _SEQUENCE_PREFIXES = frozenset(
@@ -164,6 +177,17 @@ _EXPECTS_MORE = _CONTINUATIONS | frozenset(
         ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
     }
 )  # fmt: skip
+# Words that cannot name a `where` declaration: keywords to Lean, or tokens the splitter gives a structure.
+_NOT_DECLARATION_NAMES = (
+    _BLOCK_ENDING_WORDS
+    | _STRUCTURAL
+    | _EXPECTS_MORE
+    | _SEQUENCE_PREFIXES
+    | _ARROW_HEADS
+    | _ALTERNATIVE_HEADS
+    | _PATTERN_HEADS
+    | {"rec", "only"}
+)
 
 
 class _Node(NamedTuple):
@@ -243,6 +267,8 @@ class _Parser:
         self.text, self.column, self.line_start = tokens.text, tokens.column, tokens.line_start
         self.n = tokens.n
         self.nesting = 0
+        # Token indices of the suffix keywords read as such (`termination_by`, `decreasing_by`, `where`).
+        self.clause_keywords: list[int] = []
 
     def _is_bar(self, i: int) -> bool:
         """A `|` separating alternatives has space on both sides; `|x|` (abs) is written without it."""
@@ -260,6 +286,7 @@ class _Parser:
             or (in_brackets and text == ",")
             or (in_alternative and self._is_bar(i))
             or (self.line_start[i] and text in _BLOCK_ENDING_WORDS)
+            or text in SUFFIX_WORDS
         )
 
     def sequence(self, i: int, parent_column, in_brackets: bool, in_alternative: bool) -> tuple[list[_Node], int]:
@@ -355,6 +382,8 @@ class _Parser:
             if depth == 0:
                 if token == ";" or token == "<;>" or token in CLOSERS or (in_brackets and token == ","):
                     break
+                if token in SUFFIX_WORDS:
+                    break
                 if token == "|" and self._is_bar(i):
                     if head == "first":
                         kids, i = self.sequence(i + 1, None, in_brackets, True)
@@ -390,7 +419,85 @@ class _Parser:
             elif token in CLOSERS:
                 depth -= 1
             i += 1
+        if head == "let" and first + 1 < n and text[first + 1] == "rec":
+            # `let rec f … := … termination_by … decreasing_by …`: the hints belong to the `let rec` (Lean's
+            # `letRecDecl` ends with `Termination.suffix`), at whatever column they start.
+            kids, i = self.termination_suffix(i, block_column)
+            children.extend(kids)
         return _Node(self.tokens.start[first], self.tokens.end[i - 1], children), i
+
+    def termination_suffix(self, i: int, anchor_column: int) -> tuple[list[_Node], int]:
+        """`[termination_by MEASURE] [decreasing_by TACTICS]` at token i (Lean's `Termination.suffix`), if there.
+
+        The measure is a term: it runs on over lines indented past `anchor_column` (the column of what the hints
+        belong to) and ends at `;`, an unmatched closer, another suffix keyword or a line at or left of that column.
+        `decreasing_by`'s tactics form a block indented past `anchor_column`.
+        """
+        text, line_start, n = self.text, self.line_start, self.n
+        children: list[_Node] = []
+        if i < n and text[i] in ("termination_by", "termination_by?"):
+            self.clause_keywords.append(i)
+            i += 1
+            depth = 0
+            while i < n:
+                token = text[i]
+                if depth == 0 and (
+                    token == ";"
+                    or token in SUFFIX_WORDS
+                    or (line_start[i] and (self.column(i) <= anchor_column or token in _BLOCK_ENDING_WORDS))
+                ):
+                    break
+                if token in OPENERS:
+                    depth += 1
+                elif token in CLOSERS:
+                    if depth == 0:
+                        break
+                    depth -= 1
+                i += 1
+        if i < n and text[i] == "decreasing_by":
+            self.clause_keywords.append(i)
+            children, i = self.sequence(i + 1, anchor_column, False, False)
+        return children, i
+
+    def declaration_suffix(self, i: int) -> tuple[list[_Node], int]:
+        """What may follow the theorem's tactic block at token i: its termination hints, then `where` declarations.
+
+        Lean's `declValSimple` is `:= declBody Termination.suffix (whereDecls)?`. The declarations of a `where`
+        form a block: the first one's column (past 0) is the block's, each next one starts at that column or after
+        `;`, and each is `name binders : type := body` (or equations) with its own termination hints; a line left
+        of that column, or a token that cannot start a declaration there, ends the clause. Returns the tactics of
+        the `decreasing_by` and `where` declarations, and the index after the suffix.
+        """
+        text, line_start, column, n = self.text, self.line_start, self.column, self.n
+        children, i = self.termination_suffix(i, 0)
+        if i >= n or text[i] != "where":
+            return children, i
+        self.clause_keywords.append(i)
+        i += 1
+        if i >= n or column(i) == 0 or not self._is_declaration_name(i):
+            return children, i
+        declaration_column = column(i)
+        while True:
+            declaration, i = self.operand(i, declaration_column, False, False)
+            children.append(declaration)
+            kids, i = self.termination_suffix(i, declaration_column)
+            children.extend(kids)
+            if i < n and text[i] == ";":
+                i += 1
+                if i < n and self._is_declaration_name(i) and not (line_start[i] and column(i) != declaration_column):
+                    continue
+                break
+            if i < n and line_start[i] and column(i) == declaration_column and self._is_declaration_name(i):
+                continue
+            break
+        return children, i
+
+    def _is_declaration_name(self, i: int) -> bool:
+        """Whether token i can name a `where` declaration: an identifier that is no keyword the splitter knows."""
+        token = self.text[i]
+        return (
+            (token[0].isalpha() or token[0] in "_«") and not _is_literal(token) and token not in _NOT_DECLARATION_NAMES
+        )
 
     def _continues(self, i: int, block_column: int) -> bool:
         """Whether the line starting at token i, at or left of the block column, still belongs to the tactic before.
@@ -492,6 +599,33 @@ def split_tactics_and_tokens(
     The precheck compares these tokens with its own reading of the proof: the spans are only as right as the
     tokens they were built from.
     """
+    layout = split_proof(proof, granularity, start_column=start_column)
+    return layout.tactics, layout.tokens
+
+
+class ProofLayout(NamedTuple):
+    """How Lean lays out a proof body: its tactics, the declaration suffix after them, and the tokens read.
+
+    `suffix` is the `[start, end)` span of what follows the top-level tactic block as part of the theorem (Lean's
+    `Termination.suffix` and `where` declarations), or None; everything else outside the tactics is, to Lean,
+    further commands. `clause_keywords` are the offsets of the `termination_by`/`termination_by?`/`decreasing_by`/
+    `where` tokens the layout reads as suffix keywords (the theorem's, a `where` declaration's or a `let rec`'s):
+    the only places those words may stand in a proof.
+    """
+
+    tactics: list[Tactic]
+    tokens: list[TokenSpan]
+    suffix: tuple[int, int] | None
+    clause_keywords: frozenset[int]
+
+
+def split_proof(proof: str, granularity: str = "outermost", *, start_column: int = 0) -> ProofLayout:
+    """`split_tactics_and_tokens`, plus the declaration suffix after the tactic block and its keywords.
+
+    A suffix is read only after a block with at least one tactic (Lean's `by` needs one). The tactics of
+    `decreasing_by` and `where` declarations are not the proof's tactics (Lean runs them for other declarations):
+    they are in no granularity.
+    """
     _check_arguments(proof, granularity, start_column)
     tokens = _Tokens(proof, start_column)
     # Built only here: `split_tactics` alone (the judge's call) has no use for them.
@@ -499,7 +633,16 @@ def split_tactics_and_tokens(
         TokenSpan(start, end, _is_literal(text))
         for text, start, end in zip(tokens.text, tokens.start, tokens.end, strict=True)
     ]
-    return _split(tokens, granularity), spans
+    if not tokens.n:
+        return ProofLayout([], spans, None, frozenset())
+    parser = _Parser(tokens)
+    nodes, i = parser.sequence(0, 0, False, False)
+    suffix = None
+    if nodes and i < tokens.n and tokens.text[i] in SUFFIX_WORDS:
+        _, end = parser.declaration_suffix(i)
+        suffix = (tokens.start[i], tokens.end[end - 1])
+    keywords = frozenset(tokens.start[k] for k in parser.clause_keywords)
+    return ProofLayout(_tactics(tokens, nodes, granularity), spans, suffix, keywords)
 
 
 def _check_arguments(proof: str, granularity: str, start_column: int) -> None:
@@ -516,6 +659,10 @@ def _split(tokens: _Tokens, granularity: str) -> list[Tactic]:
         return []
     # The declaration starts at column 0 and Lean requires its `by` block to be indented past it.
     nodes, _ = _Parser(tokens).sequence(0, 0, False, False)
+    return _tactics(tokens, nodes, granularity)
+
+
+def _tactics(tokens: _Tokens, nodes: list[_Node], granularity: str) -> list[Tactic]:
     if granularity == "all":
         nodes = sorted(_flatten(nodes), key=lambda node: (node.start, -node.end))
     proof = tokens.proof
