@@ -20,6 +20,22 @@ def test_trainer_and_lean_names_are_the_real_classes():
     assert issubclass(trl_verigate.VeriGateConfig, GRPOConfig)
     assert trl_verigate.LeanServer is LeanServer
     assert trl_verigate.accuracy_reward.__name__ == "accuracy_reward"
+    assert issubclass(trl_verigate.LeanProcessGRPOTrainer, trl_verigate.ProcessGRPOTrainer)
+    assert issubclass(trl_verigate.VeriGateGRPOTrainer, trl_verigate.ProcessGRPOTrainer)
+    assert issubclass(trl_verigate.LeanProcessConfig, GRPOConfig)
+
+
+def test_lean_server_and_client_share_the_verifier_protocol():
+    import inspect
+
+    from trl_verigate.lean_server import LeanClient, LeanServerConfig
+
+    assert isinstance(trl_verigate.LeanServer(LeanServerConfig(repl_command=["repl"])), trl_verigate.Verifier)
+    assert isinstance(LeanClient(["http://127.0.0.1:1"]), trl_verigate.Verifier)
+    for method in ("verify", "averify"):
+        protocol = inspect.signature(getattr(trl_verigate.Verifier, method)).parameters
+        for implementation in (trl_verigate.LeanServer, LeanClient):
+            assert list(inspect.signature(getattr(implementation, method)).parameters) == list(protocol), method
 
 
 def test_unknown_name_raises_attribute_error():

@@ -1,0 +1,357 @@
+"""LeanProcessGRPOTrainer on CPU with the tiny policy and the stand-in Lean REPL.
+
+Completions are fixed by a `rollout_func` (TRL's hook for custom generation), so every verdict is known: the
+stand-in answers a generic pass, or what a `--script` row forces for a marker in the proof (an error at a given
+position, no answer to `#print axioms`, a hang, a crash, garbage). The (B, T) advantages the loss receives are checked
+against values computed here by hand: g from the verdicts, A_out from GRPO's formula, phi from the paper's rules, and
+the token at which each tactic begins from the tokenizer's own offset mapping (not from trl_verigate's decoding).
+"""
+
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_repl import stand_in_config  # noqa: E402
+
+from trl_verigate.lean_server import LeanServer  # noqa: E402
+from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+G = 4
+D1, D2 = -0.05, -0.1
+UNI = "theorem uni_le (n : ℕ) (h : 0 < n) : n ≤ n * n → True := by"
+TWO = "theorem two_plus : (2 : Nat) + 2 = 4 := by"
+PROMPTS = {UNI: "Complete the following Lean 4 code:\n\n```lean4\n" + UNI, TWO: "Prove:\n```lean4\n" + TWO}
+# Shape (b): reasoning with Unicode, then a block that restates UNI with other whitespace and its own header lines
+# (dropped: the trusted header is used).
+BLOCK = (
+    "Since n ≤ n * n for 0 < n → the goal is trivial.\n```lean4\nimport Mathlib\nopen Nat renaming succ → s\n\n"
+    "theorem uni_le (n : ℕ)  (h : 0 < n) :\n    n ≤ n * n → True := by\n  intro hle\n  exact trivial\n```"
+)
+COMPLETIONS = {
+    UNI: [
+        "\n  intro hle\n  trivial\n```",  # passes: phi = [1, 1]
+        "\n  norm_num\n  nlinarith [sq_nonneg (n - 1)]\n  simp\n```",  # error in tactic 1: [d1, d2, d2]
+        BLOCK,  # shape (b), passes: [1, 1]
+        "\n  intro incomplete_marker\n```",  # no error, no axioms answer: incomplete, [d1]
+    ],
+    TWO: [
+        "\n  simp [hang_marker]\n```",  # timeout: g = 0, no tactics
+        "",  # no proof at all
+        "\n  exact bad_lemma_marker\n  rfl\n```",  # error in tactic 0: [d2, d2]
+        "\n  simp [crash_marker]\n```",  # the REPL dies: crashed
+    ],
+}
+EXPECTED_PHI = {UNI: [[1.0, 1.0], [D1, D2, D2], [1.0, 1.0], [D1]], TWO: [[], [], [D2, D2], []]}
+EXPECTED_G = {UNI: [1.0, 0.0, 1.0, 0.0], TWO: [0.0, 0.0, 0.0, 0.0]}
+EXPECTED_STATUS = {UNI: ["passed", "failed", "passed", "failed"], TWO: ["timeout", "failed", "failed", "crashed"]}
+# Error positions are the REPL's: line 1 is the statement, the proof follows after "\n".
+SCRIPT = [
+    {
+        "match": "nlinarith [sq_nonneg",
+        "response": {
+            "env": 0,
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 4, "column": 2},
+                    "endPos": {"line": 4, "column": 31},
+                    "data": "linarith failed",
+                }
+            ],
+        },
+    },
+    {"match": "incomplete_marker", "response": {"env": 0}},
+    {
+        "match": "bad_lemma_marker",
+        "response": {
+            "env": 0,
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 3, "column": 8},
+                    "endPos": {"line": 3, "column": 24},
+                    "data": "unknown identifier 'bad_lemma_marker'",
+                }
+            ],
+        },
+    },
+    {"match": "hang_marker", "behaviour": "hang"},
+    {"match": "crash_marker", "behaviour": "crash"},
+    {"match": "garbage_marker", "behaviour": "garbage"},
+]
+
+
+def fixed_rollout(prompts, trainer):
+    """Completion k of a group is COMPLETIONS[statement][k]; rows arrive grouped, G per prompt."""
+    tokenizer = trainer.processing_class
+    by_prompt = {prompt: statement for statement, prompt in PROMPTS.items()}
+    prompt_ids, completion_ids = [], []
+    for row, prompt in enumerate(prompts):
+        prompt_ids.append(tokenizer(prompt, add_special_tokens=False)["input_ids"])
+        text = COMPLETIONS[by_prompt[prompt]][row % G]
+        completion_ids.append(tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
+    return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+
+
+@pytest.fixture(scope="module")
+def lean_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("lean")
+    with LeanServer(stand_in_config(folder, script=SCRIPT, workers=2, timeout=2.0)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_models):
+    return AutoTokenizer.from_pretrained(tiny_models["policy"])
+
+
+def dataset(statements=(UNI, TWO)):
+    return Dataset.from_dict(
+        {
+            "prompt": [PROMPTS[s] for s in statements],
+            "formal_statement": list(statements),
+            "header": ["" for _ in statements],  # empty: the server's default header
+        }
+    )
+
+
+def make_trainer(tiny_models, tmp_path, lean_server, reward_funcs=None, rollout=fixed_rollout, **overrides):
+    args = LeanProcessConfig(
+        output_dir=str(tmp_path / "out"),
+        **{
+            "per_device_train_batch_size": 2 * G,
+            "num_generations": G,
+            "max_completion_length": 64,
+            "learning_rate": 1e-5,
+            "beta": 0.0,
+            "report_to": "none",
+            "use_cpu": True,
+            "seed": 0,
+            "save_strategy": "no",
+            "logging_steps": 1,
+            "max_steps": 1,
+            "lean_timeout": 2.0,
+            **overrides,
+        },
+    )
+    trainer = LeanProcessGRPOTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=reward_funcs,
+        args=args,
+        train_dataset=dataset(),
+        rollout_func=rollout,
+        lean_server=lean_server,
+    )
+    trainer.model.train()
+    return trainer
+
+
+def score_batch(trainer, statements=(UNI, TWO)):
+    inputs = [row for row in dataset(statements) for _ in range(G)]
+    return trainer._generate_and_score_completions(inputs)
+
+
+def first_token_of(tokenizer, text: str, char_start: int) -> int:
+    """The token whose offset-mapping range holds character `char_start` (the tokenizer's own offsets)."""
+    offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    return next(index for index, (_, end) in enumerate(offsets) if end > char_start)
+
+
+def tactic_starts(completion: str, tactics: list[str]) -> list[int]:
+    """Character starts of the tactics, found in order in the completion's proof."""
+    starts, position = [], completion.find(":= by") + 5 if "```lean4" in completion else 0
+    for tactic in tactics:
+        position = completion.index(tactic, position)
+        starts.append(position)
+        position += len(tactic)
+    return starts
+
+
+TACTICS = {
+    UNI: [
+        ["intro hle", "trivial"],
+        ["norm_num", "nlinarith [sq_nonneg (n - 1)]", "simp"],
+        ["intro hle", "exact trivial"],
+        ["intro incomplete_marker"],
+    ],
+    TWO: [[], [], ["exact bad_lemma_marker", "rfl"], []],
+}
+
+
+def expected_advantages(tokenizer, output, statements=(UNI, TWO), coef=1.0, assignment="first", phi=None):
+    phi = phi or EXPECTED_PHI
+    rows = []
+    width = output["completion_ids"].shape[1]
+    for statement in statements:
+        g = EXPECTED_G[statement]
+        mean, std = statistics.mean(g), statistics.stdev(g)
+        for k, completion in enumerate(COMPLETIONS[statement]):
+            a_out = (g[k] - mean) / (std + 1e-4)
+            ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
+            row = [0.0] * width
+            for t in range(len(ids) + 1):  # the completion's tokens and its EOS
+                row[t] = a_out
+            for tactic, start, score in zip(
+                TACTICS[statement][k], tactic_starts(completion, TACTICS[statement][k]), phi[statement][k], strict=True
+            ):
+                a_proc = coef * (score - mean)
+                first = first_token_of(tokenizer, completion, start)
+                last = first_token_of(tokenizer, completion, start + len(tactic) - 1)
+                chosen = {"first": [first], "last": [last], "all": range(first, last + 1)}[assignment]
+                for t in chosen:
+                    row[t] += a_proc
+            rows.append(row)
+    return torch.tensor(rows)
+
+
+def test_exact_token_advantages_against_hand_computation(tiny_models, tmp_path, lean_server, tokenizer):
+    trainer = make_trainer(tiny_models, tmp_path, lean_server)
+    output = score_batch(trainer)
+    advantages = output["advantages"]
+    assert advantages.shape == output["completion_ids"].shape
+    expected = expected_advantages(tokenizer, output)
+    assert torch.allclose(advantages, expected, atol=1e-5), ((advantages - expected).abs() > 1e-5).nonzero().tolist()
+    # Padding stays 0 and the logged per-completion advantage is the token mean the loss uses.
+    assert (advantages[output["completion_mask"] == 0] == 0).all()
+    logged = list(trainer._logs["advantages"])[-2 * G :]
+    means = (expected.sum(dim=1) / output["completion_mask"].sum(dim=1)).tolist()
+    assert logged == pytest.approx(means, abs=1e-5)
+
+
+def test_metrics_statuses_and_failures(tiny_models, tmp_path, lean_server):
+    trainer = make_trainer(tiny_models, tmp_path, lean_server)
+    score_batch(trainer)
+    metrics = {name: values[-1] for name, values in trainer._metrics["train"].items()}
+    statuses = EXPECTED_STATUS[UNI] + EXPECTED_STATUS[TWO]
+    assert metrics["lean/pass_rate"] == pytest.approx(2 / 8)
+    for status in ("passed", "failed", "timeout", "crashed", "rejected", "error"):
+        assert metrics[f"lean/status/{status}"] == pytest.approx(statuses.count(status) / 8), status
+    assert metrics["lean/tactics_per_proof"] == pytest.approx((2 + 3 + 2 + 1 + 0 + 0 + 2 + 0) / 8)
+    # Failed proofs with tactics: first_error/num_tactics = 1/3, 1/1 (incomplete), 0/2.
+    assert metrics["lean/first_error_relative"] == pytest.approx((1 / 3 + 1 + 0) / 3)
+    assert metrics["lean/frac_zero_std_outcome"] == pytest.approx(0.5)  # TWO's group is all 0
+    assert metrics["lean/verification_failures"] == 2  # the timeout and the crash
+    assert trainer.lean_reward.failures == 2
+    assert metrics["lean/verify_seconds"] > 0 and metrics["lean/proofs_per_second"] > 0
+    assert 0.0 <= metrics["lean/verify_hidden_fraction"] <= 1.0
+    assert metrics["rewards/lean_proof/mean"] == pytest.approx(2 / 8)
+
+
+@pytest.mark.parametrize("assignment", ["all", "last"])
+def test_assignment_modes(tiny_models, tmp_path, lean_server, tokenizer, assignment):
+    trainer = make_trainer(tiny_models, tmp_path, lean_server, process_token_assignment=assignment)
+    output = score_batch(trainer)
+    expected = expected_advantages(tokenizer, output, assignment=assignment)
+    assert torch.allclose(output["advantages"], expected, atol=1e-5)
+
+
+def test_without_first_error_propagation_only_error_tactics_get_d2(tiny_models, tmp_path, lean_server, tokenizer):
+    trainer = make_trainer(tiny_models, tmp_path, lean_server, first_error_propagation=False)
+    output = score_batch(trainer)
+    # The error message starts in tactic 1 of UNI's second completion only: simp after it gets d1.
+    phi = {UNI: [[1.0, 1.0], [D1, D2, D1], [1.0, 1.0], [D1]], TWO: [[], [], [D2, D1], []]}
+    expected = expected_advantages(tokenizer, output, phi=phi)
+    assert torch.allclose(output["advantages"], expected, atol=1e-5)
+
+
+def test_coefficient_zero_is_outcome_only_grpo(tiny_models, tmp_path, lean_server, tokenizer):
+    trainer = make_trainer(tiny_models, tmp_path, lean_server, process_advantage_coef=0.0)
+    output = score_batch(trainer)
+    expected = expected_advantages(tokenizer, output, coef=0.0)
+    assert torch.allclose(output["advantages"], expected, atol=1e-5)
+
+
+def length_penalty(completions, **kwargs):
+    return [-0.01 * len(completion) for completion in completions]
+
+
+def test_extra_reward_enters_a_out_but_not_the_process_mean(tiny_models, tmp_path, lean_server, tokenizer):
+    trainer = make_trainer(tiny_models, tmp_path, lean_server, reward_funcs=[length_penalty])
+    assert trainer.reward_func_names == ["lean_proof", "length_penalty"]
+    output = score_batch(trainer)
+    # A_out from the summed rewards (TRL); A_proc still phi - mean(g).
+    rows, width = [], output["completion_ids"].shape[1]
+    for statement in (UNI, TWO):
+        g = EXPECTED_G[statement]
+        total = [g[k] - 0.01 * len(c) for k, c in enumerate(COMPLETIONS[statement])]
+        mean, std = statistics.mean(total), statistics.stdev(total)
+        for k, completion in enumerate(COMPLETIONS[statement]):
+            ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
+            row = [(total[k] - mean) / (std + 1e-4) if t <= len(ids) else 0.0 for t in range(width)]
+            for start, score in zip(
+                tactic_starts(completion, TACTICS[statement][k]), EXPECTED_PHI[statement][k], strict=True
+            ):
+                row[first_token_of(tokenizer, completion, start)] += score - statistics.mean(g)
+            rows.append(row)
+    assert torch.allclose(output["advantages"], torch.tensor(rows), atol=1e-4)
+
+
+def test_training_survives_hang_crash_and_garbage(tiny_models, tmp_path, lean_server):
+    faults = [
+        "\n  simp [hang_marker]\n```",
+        "\n  simp [crash_marker]\n```",
+        "\n  simp [garbage_marker]\n```",
+        "\n  rfl\n```",
+    ]
+
+    def faulty_rollout(prompts, trainer):
+        tokenizer = trainer.processing_class
+        return {
+            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
+            "completion_ids": [
+                tokenizer(faults[row % G], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                for row in range(len(prompts))
+            ],
+            "logprobs": None,
+        }
+
+    trainer = make_trainer(tiny_models, tmp_path, lean_server, rollout=faulty_rollout, max_steps=2)
+    trainer.train()
+    history = [entry for entry in trainer.state.log_history if "lean/pass_rate" in entry]
+    assert len(history) == 2
+    for entry in history:
+        assert entry["lean/pass_rate"] == pytest.approx(0.25)  # only `rfl` passes
+        assert entry["lean/verification_failures"] == 6  # hang, crash and garbage in both groups
+        assert entry["lean/status/timeout"] == pytest.approx(0.25)
+        assert entry["lean/status/crashed"] == pytest.approx(0.5)
+    assert trainer.lean_reward.failures == 12
+
+
+def test_unreachable_remote_server_gives_zero_and_counts(tiny_models, tmp_path):
+    from launch import free_port
+
+    from trl_verigate.lean_server import LeanClient
+
+    client = LeanClient([f"http://127.0.0.1:{free_port()}"], retries=0, backoff=0.0, protocol="verigate")
+    trainer = make_trainer(tiny_models, tmp_path, client)
+    output = score_batch(trainer)
+    assert trainer.lean_reward.failures == 2 * G - 1  # every completion but the empty one reached for the server
+    assert torch.equal(output["advantages"], torch.zeros_like(output["advantages"]))  # all g = 0, no tactics
+
+
+def test_config_errors_name_the_field(tmp_path):
+    with pytest.raises(ValueError, match="process_token_assignment"):
+        LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, process_token_assignment="middle")
+    with pytest.raises(ValueError, match="lean_timeout"):
+        LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, lean_timeout=0)
+    with pytest.raises(ValueError, match="not both"):
+        LeanProcessConfig(
+            output_dir=str(tmp_path), use_cpu=True, lean_repl_command=["repl"], lean_server_urls=["http://x:1"]
+        )
+    config = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, lean_repl_command="lake env repl")
+    assert config.lean_repl_command == ["lake", "env", "repl"]
+
+
+def test_no_verifier_configured_raises(tiny_models, tmp_path):
+    args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=2, per_device_train_batch_size=2)
+    with pytest.raises(ValueError, match="lean_repl_command"):
+        LeanProcessGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())

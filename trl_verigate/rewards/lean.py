@@ -1,0 +1,234 @@
+"""Lean as a process oracle, and the Lean outcome reward `lean_proof` (TRL's reward-function signature).
+
+A process oracle answers, for each completion of a batch, the verdict a process trainer needs (`ProcessVerdict`):
+passed or not, the tactic spans as character offsets in the completion, the first failing tactic, the tactics that
+carry an error, and the status. `LeanProcessOracle` is the Lean backend (any `Verifier`: `LeanServer` or
+`LeanClient`); any other object with the same `verify` method (a symbolic checker of arithmetic steps, say) plugs
+into `LeanProofReward` and `LeanProcessGRPOTrainer` unchanged.
+
+`LeanProofReward` verifies in a background thread: `start` begins as soon as the completions are decoded (the trainer
+calls it), and the reward is only awaited when TRL asks for it, so verification overlaps TRL's other per-batch work.
+It keeps the last batch's verdicts for the trainer, so nothing is verified twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from trl_verigate.lean_server import MINIF2F_HEADER, VerificationResult
+from trl_verigate.lean_server.verifier import Verifier
+from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text, extract_proof
+
+# Statuses where verification itself failed (not the proof): counted in `failures`.
+FAILURE_STATUSES = ("timeout", "crashed", "error")
+
+
+@dataclass(frozen=True)
+class ProcessVerdict:
+    """One completion's verdict, in the completion's own character coordinates.
+
+    ``spans[j]`` is tactic j's [start, end) in the completion text. Tactics with index < ``first_error`` are locally
+    valid; ``first_error == len(spans)`` means no tactic failed (passed, or incomplete). ``error_tactics`` are the
+    indices of the tactics an error message starts in. A verdict other than passed/failed has ``first_error == 0``
+    and every tactic in ``error_tactics``.
+    """
+
+    status: str
+    spans: tuple[tuple[int, int], ...] = ()
+    first_error: int = 0
+    error_tactics: tuple[int, ...] = ()
+    reason: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "passed"
+
+
+@runtime_checkable
+class ProcessOracle(Protocol):
+    """Verdicts for a batch: ``rows`` are the dataset rows of the completions (one dict per completion)."""
+
+    def verify(
+        self, prompts: Sequence, rows: Sequence[dict[str, Any]], completions: Sequence
+    ) -> list[ProcessVerdict]: ...
+
+
+def _offset_of(text: str, line: int, column: int) -> int:
+    """Character offset of (1-based line, 0-based column in characters) in ``text``, clamped to the text."""
+    position = 0
+    for _ in range(max(line, 1) - 1):
+        newline = text.find("\n", position)
+        if newline < 0:
+            return len(text)
+        position = newline + 1
+    line_end = text.find("\n", position)
+    line_end = len(text) if line_end < 0 else line_end
+    return min(position + max(column, 0), line_end)
+
+
+class LeanProcessOracle:
+    """The Lean backend of the process oracle: completions to requests (`lean_proofs.extract_proof`), a `Verifier`
+    for the verdicts, verdicts back to completion coordinates.
+
+    Args:
+        verifier: a `LeanServer` (started) or `LeanClient`.
+        completion_format: "auto", "proof_body" or "fenced_block" (see `lean_proofs`).
+        timeout: seconds per proof (None: the verifier's default).
+        statement_field, header_field: the row keys of the trusted statement and header.
+    """
+
+    def __init__(
+        self,
+        verifier: Verifier,
+        completion_format: str = "auto",
+        timeout: float | None = None,
+        statement_field: str = "formal_statement",
+        header_field: str = "header",
+    ):
+        if not isinstance(verifier, Verifier):
+            raise TypeError(
+                f"verifier must have verify()/averify() like LeanServer and LeanClient, got {type(verifier).__name__}"
+            )
+        if completion_format not in COMPLETION_FORMATS:
+            raise ValueError(f"completion_format must be one of {COMPLETION_FORMATS}, got {completion_format!r}")
+        self.verifier = verifier
+        self.completion_format = completion_format
+        self.timeout = timeout
+        self.statement_field = statement_field
+        self.header_field = header_field
+        config = getattr(verifier, "config", None)
+        self.default_header = getattr(config, "header", MINIF2F_HEADER)
+
+    def verify(self, prompts: Sequence, rows: Sequence[dict[str, Any]], completions: Sequence) -> list[ProcessVerdict]:
+        if len(rows) != len(completions):
+            raise ValueError(f"{len(rows)} rows for {len(completions)} completions: give one row per completion")
+        texts = [completion_text(completion) for completion in completions]
+        extracted = []
+        for row, text in zip(rows, texts, strict=True):
+            if self.statement_field not in row:
+                raise ValueError(
+                    f"the dataset row has no `{self.statement_field}` column (its keys: {sorted(row)}); set "
+                    "`statement_field` to the column holding the theorem statement that ends in `:= by`"
+                )
+            header = row.get(self.header_field) or None
+            extracted.append(
+                extract_proof(text, row[self.statement_field], header, self.default_header, self.completion_format)
+            )
+        to_send = [index for index, proof in enumerate(extracted) if proof.request is not None]
+        results: dict[int, VerificationResult] = {}
+        if to_send:
+            answers = self.verifier.verify([extracted[index].request for index in to_send], timeout=self.timeout)
+            if len(answers) != len(to_send):
+                raise RuntimeError(f"the verifier answered {len(answers)} of {len(to_send)} requests")
+            results = dict(zip(to_send, answers, strict=True))
+        verdicts = []
+        for index, (text, proof) in enumerate(zip(texts, extracted, strict=True)):
+            if proof.request is None:
+                verdicts.append(ProcessVerdict(status="failed", reason=proof.reason))
+            else:
+                verdicts.append(self._verdict(text, proof, results[index]))
+        return verdicts
+
+    @staticmethod
+    def _verdict(text: str, proof, result: VerificationResult) -> ProcessVerdict:
+        spans = tuple((proof.proof_start + tactic.start, proof.proof_start + tactic.end) for tactic in result.tactics)
+        if any(text[start:end] != tactic.text for (start, end), tactic in zip(spans, result.tactics, strict=True)):
+            # The verifier split a different text than the one sent: no tactic can be credited safely.
+            spans = ()
+        if result.status not in ("passed", "failed"):
+            return ProcessVerdict(result.status, spans, 0, tuple(range(len(spans))), result.reason)
+        first_error = min(max(int(result.first_error_tactic), 0), len(spans))
+        if result.status == "passed":
+            return ProcessVerdict("passed", spans, len(spans), (), None)
+        error_tactics = set()
+        for message in result.messages:
+            if message.severity != "error":
+                continue
+            offset = _offset_of(proof.submitted, message.line, message.column) - proof.submitted_proof_start
+            for index, (start, end) in enumerate(spans):
+                if proof.proof_start + offset in range(start, end):
+                    error_tactics.add(index)
+        return ProcessVerdict("failed", spans, first_error, tuple(sorted(error_tactics)), result.reason)
+
+
+@dataclass
+class _Verification:
+    completions: list
+    future: concurrent.futures.Future
+    started: float
+    finished: float | None = None
+    waited: float = 0.0
+    verdicts: list[ProcessVerdict] = field(default_factory=list)
+
+
+class LeanProofReward:
+    """The Lean outcome reward g: 1.0 exactly when the proof passed, else 0.0 (TRL reward-function signature; async,
+    so TRL awaits it after its synchronous reward functions).
+
+    Every verification failure (timeout, crash, garbage from the REPL, an unreachable server, the oracle raising)
+    gives 0.0 and is counted in ``failures``; training goes on. ``last_verdicts`` holds the last batch's
+    `ProcessVerdict`s and ``last_timing`` its (verify_seconds, waited_seconds): the wall time of verification and the
+    part of it the caller spent waiting for the reward.
+    """
+
+    __name__ = "lean_proof"
+
+    def __init__(self, oracle: ProcessOracle):
+        if not callable(getattr(oracle, "verify", None)):
+            raise TypeError(f"oracle must have verify(prompts, rows, completions), got {type(oracle).__name__}")
+        self.oracle = oracle
+        self.failures = 0
+        self.last_verdicts: list[ProcessVerdict] | None = None
+        self.last_timing: tuple[float, float] = (0.0, 0.0)
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lean-verify")
+        self._pending: _Verification | None = None
+
+    def start(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
+        """Begin verifying in the background; the next call with the same completions collects the verdicts."""
+        self._pending = self._submit(prompts, completions, rows)
+
+    def _submit(self, prompts, completions, rows) -> _Verification:
+        verification = _Verification(list(completions), None, time.perf_counter())  # type: ignore[arg-type]
+
+        def run() -> list[ProcessVerdict]:
+            try:
+                verdicts = self.oracle.verify(list(prompts), list(rows), list(completions))
+                if len(verdicts) != len(completions):
+                    raise RuntimeError(f"the oracle gave {len(verdicts)} verdicts for {len(completions)} completions")
+            except Exception as error:  # noqa: BLE001 - any failure of verification is a failed, counted completion
+                reason = f"verification failed: {type(error).__name__}: {error}"[:500]
+                verdicts = [ProcessVerdict(status="error", reason=reason) for _ in completions]
+            verification.finished = time.perf_counter()
+            return verdicts
+
+        verification.future = self._executor.submit(run)
+        return verification
+
+    async def __call__(self, prompts, completions, **kwargs) -> list[float]:
+        verification = self._pending
+        self._pending = None
+        if verification is None or verification.completions != list(completions):
+            rows = _rows_from_columns(kwargs, len(completions))
+            verification = self._submit(prompts, completions, rows)
+        waiting_since = time.perf_counter()
+        verdicts = await asyncio.wrap_future(verification.future)
+        done = time.perf_counter()
+        finished = verification.finished or done
+        self.last_timing = (finished - verification.started, max(0.0, min(done, finished) - waiting_since))
+        self.failures += sum(verdict.status in FAILURE_STATUSES for verdict in verdicts)
+        self.last_verdicts = verdicts
+        return [1.0 if verdict.passed else 0.0 for verdict in verdicts]
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _rows_from_columns(columns: dict[str, Any], num_rows: int) -> list[dict[str, Any]]:
+    """Per-completion rows from TRL's reward kwargs (one list per dataset column; other kwargs are not columns)."""
+    lists = {key: value for key, value in columns.items() if isinstance(value, list) and len(value) == num_rows}
+    return [{key: value[index] for key, value in lists.items()} for index in range(num_rows)]

@@ -1,0 +1,361 @@
+"""Process-verified GRPO for Lean: the Lean verdict as outcome reward and as tactic-level process credit.
+
+Kim & Yun (ICLR 2026). Each completion's proof is split into tactics T_1..T_N by `lean_server` (the REPL's own AST
+spans); g_i = 1 exactly when the proof passed. Tactic scores phi (`advantages.tactic_scores`), process advantages
+A_proc[i, j] = coef * (phi[i, j] - mean_group(g)) (`advantages.lean_process_advantages`), and token advantages
+A[i, t] = A_out[i] + sum of A_proc[i, j] over the tactics assigned to token t (`advantages.tactic_advantages_to_tokens`;
+by default the token at which each tactic begins), A_out being TRL's GRPO advantage.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+import torch
+from trl import GRPOConfig
+from trl.trainer.utils import get_config_model_id
+
+from trl_verigate.advantages import (
+    TACTIC_ASSIGNMENTS,
+    lean_process_advantages,
+    tactic_advantages_to_tokens,
+    tactic_scores,
+)
+from trl_verigate.lean_server.types import STATUSES
+from trl_verigate.rewards.lean import LeanProcessOracle, LeanProofReward, ProcessVerdict
+from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text
+from trl_verigate.steps import decode_with_offsets, span_token_ranges
+from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class LeanProcessConfig(GRPOConfig):
+    """Configuration of [`LeanProcessGRPOTrainer`]: every [`trl.GRPOConfig`] field plus the fields below."""
+
+    lean_repl_command: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Argv of one Lean REPL, e.g. ['lake', 'env', '/path/to/repl/.lake/build/bin/repl'] (a string is "
+            "split like a shell). Starts a local LeanServer pool. Unused with `lean_server_urls` or a `lean_server=`."
+        },
+    )
+    lean_project_dir: str | None = field(
+        default=None, metadata={"help": "Lean project the REPLs run in (with Mathlib built)."}
+    )
+    lean_workers: int | None = field(
+        default=None, metadata={"help": "REPL processes in the local pool, per training process. None: CPUs - 1."}
+    )
+    lean_timeout: float = field(
+        default=15.0, metadata={"help": "Seconds of verification per proof (the paper's best: 15)."}
+    )
+    lean_header: str | None = field(
+        default=None,
+        metadata={
+            "help": "Header (imports, options) for rows without a `header` column value. None: miniF2F's header."
+        },
+    )
+    lean_server_urls: list[str] | None = field(
+        default=None,
+        metadata={"help": "Base URLs of remote `trl-verigate lean-server`s (or kimina-lean-server): a LeanClient."},
+    )
+    lean_memory_limit_mb: int | None = field(
+        default=8192, metadata={"help": "Address-space limit of each local REPL, MiB. None: no limit."}
+    )
+    lean_tactic_granularity: str = field(
+        default="outermost",
+        metadata={"help": "Tactics credited: 'outermost' (the top-level sequence, paper) or 'all' (nested too)."},
+    )
+    completion_format: str = field(
+        default="auto",
+        metadata={
+            "help": "'proof_body': the completion continues the statement (DeepSeek-Prover-V1.5, STP). "
+            "'fenced_block': reasoning then a ```lean4 block restating the theorem (Kimina, DeepSeek-Prover-V2). "
+            "'auto': a block when the completion opens a ```lean4 fence, else a proof body.",
+            "choices": list(COMPLETION_FORMATS),
+        },
+    )
+    statement_field: str = field(
+        default="formal_statement", metadata={"help": "Dataset column of the trusted statement (ends in `:= by`)."}
+    )
+    header_field: str = field(default="header", metadata={"help": "Dataset column of the trusted header."})
+    partial_tactic_score: float = field(
+        default=-0.05, metadata={"help": "d1: a failed proof's tactics before the first error."}
+    )
+    error_tactic_score: float = field(
+        default=-0.1, metadata={"help": "d2: a failed proof's first failing tactic and all after it."}
+    )
+    first_error_propagation: bool = field(
+        default=True,
+        metadata={
+            "help": "True (paper): every tactic from the first failing one on gets d2. False: a failed proof's tactic "
+            "gets d2 only when an error message starts inside it, d1 otherwise."
+        },
+    )
+    process_token_assignment: str = field(
+        default="first",
+        metadata={
+            "help": "Tokens that get a tactic's process advantage: 'first' (its first token, paper), 'all' or 'last'.",
+            "choices": list(TACTIC_ASSIGNMENTS),
+        },
+    )
+    process_advantage_coef: float = field(
+        default=1.0, metadata={"help": "Multiplies A_proc: 1.0 is the paper, 0.0 is outcome-only GRPO."}
+    )
+
+    def __post_init__(self):
+        super().__post_init__()
+        if isinstance(self.lean_repl_command, str):
+            self.lean_repl_command = shlex.split(self.lean_repl_command)
+        if isinstance(self.lean_server_urls, str):
+            self.lean_server_urls = [url for url in self.lean_server_urls.replace(",", " ").split() if url]
+        if self.lean_server_urls is not None and len(self.lean_server_urls) == 1 and "," in self.lean_server_urls[0]:
+            self.lean_server_urls = [url.strip() for url in self.lean_server_urls[0].split(",") if url.strip()]
+        if self.lean_repl_command and self.lean_server_urls:
+            raise ValueError(
+                "lean_repl_command and lean_server_urls are both set: give lean_repl_command for a local pool or "
+                "lean_server_urls for remote servers, not both."
+            )
+        if self.completion_format not in COMPLETION_FORMATS:
+            raise ValueError(
+                f"completion_format={self.completion_format!r} is not supported; use one of {list(COMPLETION_FORMATS)}."
+            )
+        if self.process_token_assignment not in TACTIC_ASSIGNMENTS:
+            raise ValueError(
+                f"process_token_assignment={self.process_token_assignment!r} is not supported; use one of "
+                f"{list(TACTIC_ASSIGNMENTS)}."
+            )
+        if self.lean_tactic_granularity not in ("outermost", "all"):
+            raise ValueError(f"lean_tactic_granularity={self.lean_tactic_granularity!r} must be 'outermost' or 'all'.")
+        if not _is_number(self.lean_timeout) or not self.lean_timeout > 0:
+            raise ValueError(f"lean_timeout={self.lean_timeout!r} must be a positive number of seconds, e.g. 15.")
+        if self.lean_workers is not None and (
+            isinstance(self.lean_workers, bool) or not isinstance(self.lean_workers, int) or self.lean_workers < 1
+        ):
+            raise ValueError(f"lean_workers={self.lean_workers!r} must be a positive integer, or None for CPUs - 1.")
+        for name in ("partial_tactic_score", "error_tactic_score", "process_advantage_coef"):
+            if not _is_number(getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)!r} must be a number.")
+
+
+class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
+    """GRPO with Lean as outcome reward and process oracle (process-verified RL for Lean; Kim & Yun, ICLR 2026).
+
+    Takes every argument of [`trl.GRPOTrainer`] (``args`` a [`LeanProcessConfig`]) plus
+
+    - ``lean_server``: a started or unstarted `LeanServer`, or a `LeanClient` (anything with the `Verifier`
+      protocol); without it one is built from the ``lean_*`` config fields;
+    - ``process_oracle``: any object with ``verify(prompts, rows, completions) -> list[ProcessVerdict]``, replacing
+      the Lean backend altogether (e.g. a symbolic checker of arithmetic steps).
+
+    The trainer's own reward function ``lean_proof`` (g, 0/1) comes first in the reward table; ``reward_funcs`` are
+    added after it (a format or length penalty, say) and enter A_out through TRL, weighted by ``reward_weights`` (one
+    weight per function, lean_proof first). A_proc's group mean is over g alone.
+
+    Verification of a batch starts as soon as its completions are decoded and runs while TRL computes the old/ref
+    log-probabilities and the other rewards. Metrics (TRL's, so every ``report_to`` gets them): ``lean/pass_rate``,
+    ``lean/status/<status>``, ``lean/tactics_per_proof`` (mean tactics per completion), ``lean/first_error_relative``
+    (mean first_error / num_tactics over failed proofs with tactics), ``lean/verify_seconds`` (slowest process),
+    ``lean/verify_hidden_fraction`` (share of verification time overlapped with other work),
+    ``lean/proofs_per_second``, ``lean/frac_zero_std_outcome`` and ``lean/verification_failures`` (timeouts,
+    crashes, errors and unreachable servers in the batch, all processes).
+    """
+
+    _tag_names = ["trl", "grpo", "lean", "process-verified"]
+    _name = "LeanProcessGRPO"
+    # The paper's arXiv id and exact title are not recorded here; the card names the method and venue only.
+    _paper = {"title": "Process-verified reinforcement learning for Lean (Kim & Yun, ICLR 2026)", "id": None}
+
+    def __init__(
+        self,
+        model,
+        reward_funcs=None,
+        args: LeanProcessConfig | None = None,
+        *trainer_args,
+        lean_server=None,
+        process_oracle=None,
+        **trainer_kwargs,
+    ):
+        if args is None:
+            model_name = model if isinstance(model, str) else get_config_model_id(model.config)
+            args = LeanProcessConfig(f"{model_name.split('/')[-1]}-LeanProcessGRPO")
+        elif not isinstance(args, LeanProcessConfig):
+            raise TypeError(
+                f"args must be a LeanProcessConfig, got {type(args).__name__}; build it with "
+                "LeanProcessConfig(**your_grpo_kwargs) so the Lean fields have values."
+            )
+        self._owned_lean_server = None
+        if process_oracle is None:
+            verifier = lean_server if lean_server is not None else self._build_verifier(args)
+            if lean_server is None and hasattr(verifier, "start"):
+                self._owned_lean_server = verifier
+            if hasattr(verifier, "start") and not getattr(verifier, "started", True):
+                verifier.start()
+            process_oracle = LeanProcessOracle(
+                verifier,
+                completion_format=args.completion_format,
+                timeout=args.lean_timeout,
+                statement_field=args.statement_field,
+                header_field=args.header_field,
+            )
+        elif lean_server is not None:
+            raise ValueError("give lean_server or process_oracle, not both: the oracle does its own verification.")
+        self.lean_reward = LeanProofReward(process_oracle)
+        if reward_funcs is None:
+            reward_funcs = []
+        elif not isinstance(reward_funcs, list):
+            reward_funcs = [reward_funcs]
+        self._generation_rows: list | None = None
+        super().__init__(model, [self.lean_reward, *reward_funcs], args, *trainer_args, **trainer_kwargs)
+        self._lean_index = 0
+        self._lean_failures_seen = 0
+
+    @staticmethod
+    def _build_verifier(args: LeanProcessConfig):
+        from trl_verigate.lean_server import LeanServerConfig
+
+        server_config = {"timeout": args.lean_timeout, "memory_limit_mb": args.lean_memory_limit_mb}
+        server_config["tactic_granularity"] = args.lean_tactic_granularity
+        if args.lean_header is not None:
+            server_config["header"] = args.lean_header
+        if args.lean_workers is not None:
+            server_config["workers"] = args.lean_workers
+        if args.lean_server_urls:
+            from trl_verigate.lean_server import LeanClient
+
+            return LeanClient(
+                args.lean_server_urls, timeout=args.lean_timeout, config=LeanServerConfig(**server_config)
+            )
+        if not args.lean_repl_command:
+            raise ValueError(
+                "No Lean verifier: set lean_repl_command (and lean_project_dir) for a local pool, lean_server_urls "
+                "for remote servers, or pass lean_server= (a LeanServer or LeanClient) or process_oracle=."
+            )
+        from trl_verigate.lean_server import LeanServer
+
+        server_config["repl_command"] = args.lean_repl_command
+        server_config["project_dir"] = args.lean_project_dir
+        return LeanServer(LeanServerConfig(**server_config))
+
+    def train(self, *args, **kwargs):
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            self.close_lean()
+
+    def close_lean(self) -> None:
+        """Stop the Lean pool this trainer started from its config (a `lean_server=` argument stays the caller's)."""
+        if self._owned_lean_server is not None and hasattr(self._owned_lean_server, "close"):
+            self._owned_lean_server.close()
+
+    # ---------------------------------------------------------------- verification overlapped with TRL's work
+
+    def _generate_and_score_completions(self, inputs):
+        self._generation_rows = inputs
+        try:
+            return super()._generate_and_score_completions(inputs)
+        finally:
+            self._generation_rows = None
+
+    def _generate(self, prompts: list):
+        result = super()._generate(prompts)
+        completions = result[3]
+        owned = self._owned_lean_server
+        if owned is not None and not owned.started:
+            owned.start()  # closed by a previous train()
+        if self._generation_rows is not None and len(self._generation_rows) == len(completions):
+            self.lean_reward.start(prompts, completions, self._generation_rows)
+        return result
+
+    # ---------------------------------------------------------------- advantages
+
+    def _process_advantages(self, batch: ScoredBatch, output: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        verdicts = self.lean_reward.last_verdicts
+        local_size = len(batch.completions)
+        if verdicts is None or len(verdicts) != local_size:
+            raise RuntimeError("the lean_proof reward did not verify this batch; it must be among the reward functions")
+        self.lean_reward.last_verdicts = None
+        device = self.accelerator.device
+        num_tactics = torch.tensor([len(v.spans) for v in verdicts], dtype=torch.long, device=device)
+        first_error = torch.tensor([v.first_error for v in verdicts], dtype=torch.long, device=device)
+        status = torch.tensor([STATUSES.index(v.status) for v in verdicts], dtype=torch.long, device=device)
+        width = max(1, int(num_tactics.max()) if local_size else 1)
+        error_tactics = torch.zeros(local_size, width, dtype=torch.bool)
+        for row, verdict in enumerate(verdicts):
+            error_tactics[row, list(verdict.error_tactics)] = True
+
+        all_num_tactics = self.accelerator.gather(num_tactics)
+        all_first_error = self.accelerator.gather(first_error)
+        all_status = self.accelerator.gather(status)
+        all_error_tactics = self._gather_padded(error_tactics)
+        passed = all_status == STATUSES.index("passed")
+        scores, mask = tactic_scores(
+            passed,
+            all_num_tactics,
+            all_first_error,
+            partial_score=self.args.partial_tactic_score,
+            error_score=self.args.error_tactic_score,
+            error_tactics=None if self.args.first_error_propagation else all_error_tactics,
+        )
+        outcome = torch.nan_to_num(batch.rewards_per_func[:, self._lean_index], nan=0.0).to(scores.device)
+        process = self.args.process_advantage_coef * lean_process_advantages(
+            scores, mask, outcome, batch.num_generations
+        )
+        local_process = process[batch.process_slice]
+        self._log_lean_metrics(batch, all_status, all_num_tactics, all_first_error, outcome)
+
+        token_spans = self._tactic_token_spans(batch, verdicts, local_process.shape[1])
+        num_tokens = output["completion_ids"].shape[1]
+        token_values = tactic_advantages_to_tokens(
+            local_process, token_spans.to(local_process.device), num_tokens, self.args.process_token_assignment
+        )
+        return token_values, torch.zeros(local_size, dtype=torch.bool, device=token_values.device)
+
+    def _tactic_token_spans(self, batch: ScoredBatch, verdicts: list[ProcessVerdict], width: int) -> torch.Tensor:
+        """(B, width, 2) [first, end) token range of each tactic of this process's completions; -1 for none."""
+        spans = torch.full((len(verdicts), width, 2), -1, dtype=torch.long)
+        for row, (verdict, ids, completion) in enumerate(
+            zip(verdicts, batch.completion_ids, batch.completions, strict=True)
+        ):
+            if not verdict.spans:
+                continue
+            text, offsets = decode_with_offsets(self._tokenizer, ids)
+            if text != completion_text(completion):
+                # The reward saw another text than the tokens decode to (a response parser rewrote it): character
+                # spans cannot be placed on these tokens, so the completion gets A_out only.
+                continue
+            for column, token_range in enumerate(span_token_ranges(offsets, verdict.spans)):
+                spans[row, column] = torch.tensor(token_range)
+        return spans
+
+    def _log_lean_metrics(self, batch, status, num_tactics, first_error, outcome) -> None:
+        metrics = self._metrics[batch.mode]
+        metrics["lean/pass_rate"].append(outcome.mean().item())
+        for index, name in enumerate(STATUSES):
+            metrics[f"lean/status/{name}"].append((status == index).float().mean().item())
+        metrics["lean/tactics_per_proof"].append(num_tactics.float().mean().item())
+        failed_with_tactics = (status == STATUSES.index("failed")) & (num_tactics > 0)
+        if failed_with_tactics.any():
+            relative = first_error[failed_with_tactics].float() / num_tactics[failed_with_tactics].float()
+            metrics["lean/first_error_relative"].append(relative.mean().item())
+        grouped = outcome.view(-1, batch.num_generations)
+        metrics["lean/frac_zero_std_outcome"].append((grouped == grouped[:, :1]).all(dim=1).float().mean().item())
+        verify_seconds, waited_seconds = self.lean_reward.last_timing
+        timing = torch.tensor(
+            [[verify_seconds, waited_seconds, float(len(batch.completions))]], device=self.accelerator.device
+        )
+        timing = self.accelerator.gather(timing)
+        slowest = timing[:, 0].max().item()
+        metrics["lean/verify_seconds"].append(slowest)
+        total_verify = timing[:, 0].sum().item()
+        hidden = 1.0 - timing[:, 1].sum().item() / total_verify if total_verify > 0 else 1.0
+        metrics["lean/verify_hidden_fraction"].append(min(1.0, max(0.0, hidden)))
+        metrics["lean/proofs_per_second"].append(timing[:, 2].sum().item() / slowest if slowest > 0 else 0.0)
+        new_failures = self.lean_reward.failures - self._lean_failures_seen
+        self._lean_failures_seen = self.lean_reward.failures
+        failures = self.accelerator.gather(torch.tensor([float(new_failures)], device=self.accelerator.device))
+        metrics["lean/verification_failures"].append(failures.sum().item())
