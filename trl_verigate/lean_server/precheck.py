@@ -28,7 +28,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
+from trl_verigate.lean_server.lexer import PrecheckError, Token, enclosing_openers, lex, split_name
 from trl_verigate.lean_server.types import Tactic
 
 # Command keywords (defined next to the splitter, which ends a tactic block at them): any of them inside a proof
@@ -79,6 +79,11 @@ PERCENT_ELABORATORS = frozenset({"eval"})
 IO_WORDS = frozenset(
     {"IO", "EIO", "BaseIO", "EStateM", "ST", "EST", "runST", "runEST", "StateRefT", "StateRefT'", "System"}
 )
+# Lean's metaprogramming monads: a value of these types is a metaprogram, which may change the environment it runs
+# in (`addDeclWithoutChecking`, `modifyEnv`) and so the answer `#print axioms` gives. A proof never names them; a
+# config field of such a type (`linarith (discharger := …)`, `LinarithConfig.discharger : TacticM Unit`) is one
+# way to have one run.
+META_WORDS = frozenset({"TacticM", "TermElabM", "MetaM", "CoreM", "CommandElabM", "MacroM", "DelabM"})
 # Constants that are axioms or unchecked evaluation, under any spelling of their name.
 CONSTANT_WORDS = frozenset({"sorryAx", "trustCompiler"})
 NATIVE_WORDS = frozenset(
@@ -157,6 +162,8 @@ def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[st
             return f"`{part}` (in `{word}`)"
         if part in IO_WORDS:
             return f"`{part}` (in `{word}`; IO and mutable state are out of a proof's reach)"
+        if part in META_WORDS:
+            return f"`{part}` (in `{word}`; metaprograms are out of a proof's reach)"
         # `unsafeIO`, `unsafeCast`, `unsafeBaseIO`, `ptrAddrUnsafe`, …: unsafe code runs IO or breaks types.
         # The bare word `unsafe` is a command word, allowed only as an Aesop rule phase (`_is_keyword_argument`).
         if "unsafe" in part.lower() and part != "unsafe":
@@ -203,6 +210,7 @@ def option_value_refusal(name: str, value: str) -> str | None:
 
 def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_commands=frozenset()) -> None:
     code = [t for t in tokens if t.kind != "comment"]
+    enclosing = enclosing_openers(code)
     for k, token in enumerate(code):
         following = code[k + 1] if k + 1 < len(code) else None
         adjacent = following is not None and following.start == token.end
@@ -210,7 +218,7 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
             # Before the allowed-command exemption: a file header allows `set_option` but not every option.
             if token.text == "set_option" and following is not None and following.kind == "ident":
                 _check_option(code, k)
-            if token.text in allowed_commands or _is_keyword_argument(code, k):
+            if token.text in allowed_commands or _is_keyword_argument(code, k, enclosing):
                 continue
             reason = forbidden_word(token.text, allow_native_decide, token.components)
             if reason:
@@ -258,9 +266,11 @@ def check_header(header: str, allow_native_decide: bool) -> None:
 
 # Words after which `NAME :=` names a local, not a configuration field.
 _BINDING_WORDS = frozenset({"have", "haveI", "let", "letI", "set", "replace"})
-# Config-shaped items whose value is a tactic sequence, elaborated as tactics (and checked as the proof's own code),
-# never evaluated: `simp (disch := positivity)`, `field_simp (discharger := norm_num)`.
-_TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger"})
+# Config-shaped items whose value is a tactic sequence, elaborated as tactics (and checked as the proof's own code):
+# `simp (disch := positivity)`, `field_simp (discharger := norm_num)`, `linear_combination (norm := ring_nf)`. The
+# same name can be a config field that is evaluated (`linarith (discharger := e)` sets `LinarithConfig.discharger :
+# TacticM Unit`), so only a single name is accepted as their value: a tactic, or a library constant, never code.
+_TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
 
 
 def check_config_values(code: list[Token]) -> None:
@@ -282,6 +292,7 @@ def check_config_values(code: list[Token]) -> None:
     code = _outside_literals(code)
     closers = _matching_closers(code)
     openers = {close: open_ for open_, close in closers.items()}
+    named_arguments: dict[int, bool] = {}
     for k, token in enumerate(code):
         if not _is_config_item(code, k):
             continue
@@ -291,7 +302,9 @@ def check_config_values(code: list[Token]) -> None:
         if _is_literal(value):
             _check_options_in_config(name, value)
             continue
-        if name.text in _TACTIC_VALUED_ITEMS or _is_named_argument(code, k, openers):
+        if name.text in _TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
+            continue
+        if _is_named_argument(code, k, openers, named_arguments):
             continue
         if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
             continue
@@ -365,12 +378,23 @@ def _matching_closers(code: list[Token]) -> dict[int, int]:
     return pairs
 
 
-def _is_named_argument(code: list[Token], k: int, openers: dict[int, int]) -> bool:
-    """Whether the item opening at `code[k]` follows a dotted identifier, possibly across earlier items."""
-    j = k - 1
+def _is_named_argument(code: list[Token], k: int, openers: dict[int, int], known: dict[int, bool]) -> bool:
+    """Whether the item opening at `code[k]` follows a dotted identifier, possibly across earlier items.
+
+    `known` holds the answer for every item walked so far: all items of a chain share it, so a chain of n items is
+    walked once, not once per item (n² steps for `Nat.f (a := x) (a := x) …`).
+    """
+    items, j = [k], k - 1
     while j >= 0 and code[j].text == ")" and j in openers and _is_config_item(code, openers[j]):
         j = openers[j] - 1
-    return j >= 0 and code[j].kind == "ident" and len(code[j].components) > 1
+        if j + 1 in known:
+            answer = known[j + 1]
+            break
+        items.append(j + 1)
+    else:
+        answer = j >= 0 and code[j].kind == "ident" and len(code[j].components) > 1
+    known.update(dict.fromkeys(items, answer))
+    return answer
 
 
 def _is_literal(value: list[Token]) -> bool:
@@ -456,7 +480,7 @@ def _is_name_list(value: list[Token]) -> bool:
     return all(t.kind == "ident" for t in names) and all(t.text == "," for t in commas)
 
 
-def _is_keyword_argument(code: list[Token], k: int) -> bool:
+def _is_keyword_argument(code: list[Token], k: int, enclosing: list[int]) -> bool:
     """Whether `code[k]` is a command word used as an argument: `scoped` right after `open` (`open scoped X in`), or
     `unsafe`, an Aesop rule phase, right after `add` or a `,` in an `(add …)` clause (`aesop (add unsafe 50% …)`).
 
@@ -473,16 +497,10 @@ def _is_keyword_argument(code: list[Token], k: int) -> bool:
         return k >= 2 and code[k - 2].text == "("
     if previous != ",":
         return False
-    depth = 0
-    for j in range(k - 1, 0, -1):
-        text = code[j].text
-        if text in tactic_split.CLOSERS:
-            depth += 1
-        elif text in tactic_split.OPENERS:
-            if depth == 0:
-                return text == "(" and code[j + 1].text in ("add", "erase")
-            depth -= 1
-    return False
+    # The bracket the `,` is in, from `enclosing` (`enclosing_openers(code)`): scanning back to it per `unsafe` made
+    # `aesop (add unsafe h, unsafe h, …)` quadratic.
+    j = enclosing[k]
+    return j > 0 and code[j].text == "(" and code[j + 1].text in ("add", "erase")
 
 
 def _is_native(token: Token) -> bool:
