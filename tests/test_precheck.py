@@ -631,6 +631,9 @@ UNSAFE_AND_IO = [
     ("  have h := runST (fun _ => pure 1)\n  simp", "`runST`"),
     ("  have h := ST.Ref.get\n  simp", "`ST`"),
     ("  open IO in\n  simp", "`IO`"),
+    ("  have d : Lean.Elab.Tactic.TacticM Unit := pure ()\n  simp", "`TacticM`"),
+    ("  have m : Lean.Meta.MetaM Unit := pure ()\n  simp", "`MetaM`"),
+    ("  have c : CoreM Unit := pure ()\n  simp", "`CoreM`"),
     ("  exact «unsafeIO» (pure rfl)", "`unsafeIO`"),
 ]
 
@@ -656,7 +659,7 @@ def test_no_published_prover_output_names_io_or_unsafe_code():
     ]
     texts = [row["text"] if "text" in row else row["statement"] + "\n" + row["proof"] for row in rows]
     assert len(texts) >= 700
-    words = set(precheck.IO_WORDS)
+    words = set(precheck.IO_WORDS) | set(precheck.META_WORDS)
     for text in texts:
         for token in lexer.lex(text):
             if token.kind == "ident":
@@ -680,6 +683,8 @@ CONFIG_LITERALS = [
     "  linarith (config := { splitNe := true })",
     '  simp (config := .default) [show "a" = "a" from rfl]',
     "  simp (disch := positivity) [Nat.add_comm]",
+    "  field_simp (discharger := norm_num)",
+    "  linear_combination (norm := ring_nf) h",
     "  aesop (rule_sets := [-default, Foo])",
     # Named arguments of a qualified function are elaborated, never evaluated.
     "  exact Nat.le_induction (m := 2) (P := fun n _ => 2 ≤ n) le_rfl (fun _ _ h => h.trans (by omega))",
@@ -712,6 +717,10 @@ CONFIG_CODE = [
     # A bracket inside a string's `{…}` must not close the item early and make its value look literal.
     '  simp (config := "{)}" ++ toString (dbgTrace "x" fun _ => 1))',
     '  simp "{Nat.succ}" (config := Simp.neutralConfig)',
+    # The discharger-like names take a single tactic or constant: linarith's `discharger` is an evaluated config field.
+    "  linarith (discharger := do Lean.Elab.Tactic.evalTactic (← `(tactic| rfl)))",
+    "  linarith (discharger := (fun _ => pure ()) ())",
+    "  simp (disch := simp [h]) [h]",
     # Nesting deep enough to exhaust a recursive parser is refused, not crashed on.
     "  simp (config := " + "[" * 5000 + "1" + "]" * 5000 + ")",
 ]
