@@ -594,3 +594,15 @@ def test_file_requests_reach_prepare_whole_and_are_verified(tmp_path, monkeypatc
     # The trusted statement and header travel with the file to the precheck, which holds the file to them.
     assert seen == [held]
     assert sum("held_file" in row["request"]["cmd"] for row in log_rows(tmp_path)) == 1
+
+
+def test_requests_enter_the_pool_in_request_order_even_behind_a_slow_precheck(tmp_path, monkeypatch):
+    from trl_verigate.lean_server import verdict
+
+    monkeypatch.setattr(verdict, "prepare", _slow_prepare(verdict.prepare, 1.0))
+    requests = [proof("SLOW"), proof("second"), proof("third", "native_decide"), proof("fourth")]
+    with LeanServer(fake_config(tmp_path)) as server:
+        results = server.verify(requests)
+    assert [r.status for r in results] == ["passed", "passed", "rejected", "passed"]
+    sent = [row["request"]["cmd"].split()[1] for row in log_rows(tmp_path) if "env" in row["request"]]
+    assert sent == ["SLOW", "second", "fourth"]

@@ -266,14 +266,19 @@ class LeanServer:
     async def _verify_all(
         self, pool: ReplPool, requests: list[Request], timeout: float, bar, with_responses: bool
     ) -> list[ResultWithResponse]:
-        async def one(request: Request) -> tuple[VerificationResult, dict | None, verdict.Prepared | None]:
-            triple = await self._verify_one(pool, request, timeout, with_responses)
+        # Prechecks run at once in threads, but requests enter the pool in request order, as they did when the
+        # precheck ran on the loop: turn i is set once request i has entered the pool or will not.
+        turns = [asyncio.Event() for _ in requests]
+
+        async def one(index: int) -> tuple[VerificationResult, dict | None, verdict.Prepared | None]:
+            previous = turns[index - 1] if index else None
+            triple = await self._verify_one(pool, requests[index], timeout, with_responses, previous, turns[index])
             if bar is not None:
                 bar.update(1)
             return triple
 
         try:
-            triples = list(await asyncio.gather(*(one(r) for r in requests)))
+            triples = list(await asyncio.gather(*(one(index) for index in range(len(requests)))))
         finally:
             # Before the caller gets the results, so the bar's last redraw cannot land after verify() returns.
             if bar is not None:
@@ -292,9 +297,19 @@ class LeanServer:
         return [(result, response) for result, (_, response, _) in zip(results, triples, strict=True)]
 
     async def _verify_one(
-        self, pool: ReplPool, request: Request, timeout: float, with_response: bool
+        self,
+        pool: ReplPool,
+        request: Request,
+        timeout: float,
+        with_response: bool,
+        previous_turn: asyncio.Event | None,
+        my_turn: asyncio.Event,
     ) -> tuple[VerificationResult, dict | None, verdict.Prepared | None]:
-        """The verdict, the REPL's response (when asked for) and what the REPL ran (None when it ran nothing)."""
+        """The verdict, the REPL's response (when asked for) and what the REPL ran (None when it ran nothing).
+
+        It enters the pool after `previous_turn` (the request before it) and then sets `my_turn`. A slow precheck
+        delays only when later requests of its batch start, never their timers, which start in the pool.
+        """
         started = time.monotonic()
         try:
             size = request_bytes(request)
@@ -307,13 +322,19 @@ class LeanServer:
             prepared, precheck_s = await self._prepare(request, timeout)
             if isinstance(prepared, VerificationResult):
                 return prepared, None, None
+            if previous_turn is not None:
+                await previous_turn.wait()
+            # Set before pool.run, which queues this request before it first yields: the next one queues after it.
+            my_turn.set()
             try:
                 # The timeout covers the precheck too: the REPL gets what is left of it.
                 response, time_s = await pool.run(prepared.header, prepared.code, timeout - precheck_s)
             except ReplError as error:
                 reason = str(error)
                 if error.status == "timeout":
-                    reason += f" (the per-proof timeout is {timeout:g} s, of which the precheck took {precheck_s:.3f} s)"
+                    reason += (
+                        f" (the per-proof timeout is {timeout:g} s, of which the precheck took {precheck_s:.3f} s)"
+                    )
                 result = VerificationResult(status=error.status, reason=reason, time_s=precheck_s + error.time_s)
                 return result, None, None
             result = verdict.judge(prepared, response, self.config, precheck_s + time_s)
@@ -325,6 +346,9 @@ class LeanServer:
                 time_s=time.monotonic() - started,
             )
             return result, None, None
+        finally:
+            if not my_turn.is_set():
+                _pass_turn(previous_turn, my_turn)
 
     async def _prepare(self, request: Request, timeout: float) -> tuple[verdict.Prepared | VerificationResult, float]:
         """`verdict.prepare` in a precheck thread and its seconds, timed from when it starts; a "timeout" result
@@ -357,6 +381,25 @@ class LeanServer:
             reason = f"the precheck took {elapsed:.1f} s of the {timeout:g} s timeout; Lean did not run"
             return VerificationResult(status="timeout", reason=reason, time_s=elapsed), elapsed
         return prepared, elapsed
+
+
+_TURN_HANDOVERS: set[asyncio.Future] = set()
+
+
+def _pass_turn(previous_turn: asyncio.Event | None, my_turn: asyncio.Event) -> None:
+    # A request that never enters the pool hands its turn on as soon as the one before it has had its own.
+    if previous_turn is None or previous_turn.is_set():
+        my_turn.set()
+        return
+
+    async def after_previous() -> None:
+        await previous_turn.wait()
+        my_turn.set()
+
+    # The loop holds tasks weakly: keep this one until it has run.
+    task = asyncio.ensure_future(after_previous())
+    _TURN_HANDOVERS.add(task)
+    task.add_done_callback(_TURN_HANDOVERS.discard)
 
 
 def submitted_response(prepared: verdict.Prepared, response: dict) -> dict:
