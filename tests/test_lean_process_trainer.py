@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_repl import stand_in_config  # noqa: E402
 
 from trl_verigate.lean_server import LeanServer  # noqa: E402
+from trl_verigate.rewards.lean import ProcessVerdict  # noqa: E402
 from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -355,3 +356,71 @@ def test_no_verifier_configured_raises(tiny_models, tmp_path):
     args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=2, per_device_train_batch_size=2)
     with pytest.raises(ValueError, match="lean_repl_command"):
         LeanProcessGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())
+
+
+class ArithmeticChecker:
+    """A second process-oracle backend: each line "a+b=c" of a completion is a step, checked by arithmetic."""
+
+    def verify(self, prompts, rows, completions):
+        verdicts = []
+        for completion in completions:
+            spans, position, first_error = [], 0, None
+            for index, line in enumerate(completion.split("\n")):
+                spans.append((position, position + len(line)))
+                left, right = line.split("=")
+                if first_error is None and sum(int(x) for x in left.split("+")) != int(right):
+                    first_error = index
+                position += len(line) + 1
+            status = "passed" if first_error is None else "failed"
+            first_error = len(spans) if first_error is None else first_error
+            verdicts.append(ProcessVerdict(status, tuple(spans), first_error, ()))
+        return verdicts
+
+
+def test_a_second_oracle_backend_plugs_in_unchanged(tiny_models, tmp_path, tokenizer):
+    completions = ["1+1=2\n2+2=4", "1+1=3\n2+2=4", "2+3=5", "9+1=10\n1+1=1\n3+3=6"]
+
+    def rollout(prompts, trainer):
+        return {
+            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
+            "completion_ids": [
+                tokenizer(completions[row % G], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+                for row in range(len(prompts))
+            ],
+            "logprobs": None,
+        }
+
+    args = LeanProcessConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2 * G,
+        num_generations=G,
+        max_completion_length=32,
+        beta=0.0,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        save_strategy="no",
+        max_steps=1,
+    )
+    trainer = LeanProcessGRPOTrainer(
+        model=tiny_models["policy"],
+        args=args,
+        train_dataset=dataset(),
+        rollout_func=rollout,
+        process_oracle=ArithmeticChecker(),
+    )
+    trainer.model.train()
+    output = score_batch(trainer)
+    g = [1.0, 0.0, 1.0, 0.0]
+    phi = [[1.0, 1.0], [D2, D2], [1.0], [D1, D2, D2]]
+    mean, std = statistics.mean(g), statistics.stdev(g)
+    expected = torch.zeros_like(output["advantages"])
+    for row in range(2 * G):
+        k = row % G
+        encoding = tokenizer(completions[k], add_special_tokens=False, return_offsets_mapping=True)
+        expected[row, : len(encoding["input_ids"]) + 1] = (g[k] - mean) / (std + 1e-4)
+        line_starts = [0] + [i + 1 for i, char in enumerate(completions[k]) if char == "\n"]
+        for start, score in zip(line_starts, phi[k], strict=True):
+            first = next(i for i, (_, end) in enumerate(encoding["offset_mapping"]) if end > start)
+            expected[row, first] += score - mean
+    assert torch.allclose(output["advantages"], expected, atol=1e-5)
