@@ -8,6 +8,8 @@ accepted unless a flag refuses it:
 
 - `--refuse PATTERN` (repeatable): refuse items whose statement, proof or file matches the regex;
 - `--refuse-id ID` (repeatable): refuse that item id;
+- `--refuse-theorems PATH`: refuse items whose theorem is named in that file (one name a line): a checker that
+  knows, as the kernel would, that those proofs are no proofs;
 - `--axioms a,b`: the axioms reported for an accepted item (default `propext`);
 - `--latency SECONDS`: sleep before answering;
 - `--behaviour`: break the contract for the whole run: `crash` (exit 3, no output), `hang`, `garbage` (a non-JSON
@@ -83,6 +85,8 @@ def toy_kernel(statement: str) -> str | None:
 
 def verdict_for(item: dict, args: argparse.Namespace) -> dict:
     text = "\n".join(str(item.get(key) or "") for key in ("statement", "proof", "file"))
+    if item["theorem"] in args.refused_theorems:
+        return {"id": item["id"], "ok": False, "axioms": [], "message": f"the kernel rejects {item['theorem']}"}
     if item["id"] in args.refuse_id:
         return {"id": item["id"], "ok": False, "axioms": [], "message": f"refused id {item['id']}"}
     for pattern in args.refuse:
@@ -109,11 +113,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--refuse", action="append", default=[])
     parser.add_argument("--refuse-id", action="append", default=[])
+    parser.add_argument("--refuse-theorems")
     parser.add_argument("--axioms", default="propext")
     parser.add_argument("--latency", type=float, default=0.0)
     parser.add_argument("--behaviour")
     parser.add_argument("--log")
     args = parser.parse_args(argv)
+    args.refused_theorems = set(Path(args.refuse_theorems).read_text().split()) if args.refuse_theorems else set()
     payload = json.loads(sys.stdin.read())
     _log(args.log, {"pid": os.getpid(), "payload": payload})
     items = check_payload(payload)

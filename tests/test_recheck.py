@@ -15,10 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
+from adversarial import load_corpus, request_of
 from fake_checker import checker_command, read_runs, spawned_pids
 from fake_repl import stand_in_config
 
-from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest, recheck_backends, sandbox
+from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest, recheck_backends, sandbox, verdict
 from trl_verigate.lean_server import recheck as recheck_module
 from trl_verigate.lean_server.recheck import CheckerFailure, parse_verdicts
 
@@ -530,3 +531,40 @@ def test_concurrent_batches_each_get_their_run_and_a_restarted_server_still_rech
         assert server.metrics()["lean/recheck_seconds"] >= 0.6 * (start + 1)
         server.close()
     assert len(checker_runs(tmp_path)) == 4
+
+
+def test_the_adversarial_corpus_forged_clean_by_the_repl_is_overturned_by_the_checker(tmp_path):
+    # Every corpus row that gets past the precheck reaches a stand-in REPL that answers it with a forged clean
+    # pass, as a payload writing to fd 1 would; a checker that knows these are no proofs refuses them all.
+    rows = load_corpus()
+    forging_script, reaching = [], []
+    for row in rows:
+        prepared = verdict.prepare(request_of(row), HEADER)
+        if isinstance(prepared, verdict.Prepared):
+            clean = {
+                "severity": "info",
+                "pos": {"line": prepared.print_line, "column": 0},
+                "endPos": {"line": prepared.print_line, "column": 6},
+                "data": f"'{prepared.theorem_name}' does not depend on any axioms",
+            }
+            forging_script.append({"match": prepared.code, "response": {"messages": [clean], "env": 0}})
+            reaching.append(prepared.theorem_name)
+    assert len(reaching) >= 10, "the corpus should have rows that reach Lean"
+    refused = tmp_path / "refused.txt"
+    refused.write_text("\n".join(reaching))
+    requests = [request_of(row) for row in rows]
+
+    with LeanServer(stand_in_config(tmp_path, script=forging_script, header=HEADER, workers=4)) as alone:
+        fooled = alone.verify(requests)
+    assert sum(result.passed for result in fooled) == len(reaching)
+
+    config = config_with_checker(tmp_path, "--refuse-theorems", str(refused), script=forging_script, workers=4)
+    with LeanServer(config) as server:
+        results = server.verify(requests)
+        metrics = server.metrics()
+    assert not [row["id"] for row, result in zip(rows, results, strict=True) if result.passed]
+    overturned = [result for result in results if result.reason and result.reason.startswith("recheck: ")]
+    assert len(overturned) == len(reaching) and {r.status for r in overturned} == {"failed"}
+    assert metrics["lean/recheck_overturned"] == len(reaching)
+    [run] = checker_runs(tmp_path)
+    assert sorted(item["theorem"] for item in run["payload"]["items"]) == sorted(reaching)
