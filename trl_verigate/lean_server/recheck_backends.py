@@ -17,6 +17,9 @@ trusted ``header`` + ``statement`` + ``sorry``; its submission is ``header`` + `
    axioms. Should that process die (a crafted ``.olean``), each item is replayed alone, so only the culprit is
    refused. The replay reads ``.olean`` files the sandboxed compile wrote: it trusts Lean's loader with them.
 
+The project is read-only inside the compile sandbox, so lake must not need to write there: run ``lake build`` (or
+``lake env true``) in it once beforehand. A compile sees the project and the toolchain, so neither may hold secrets.
+
 ``comparator`` (leanprover/comparator, the manual's gold standard): per item, writes ``<Lib>/Challenge_<token>.lean``
 and ``<Lib>/Solution_<token>.lean`` into the project (which must declare ``lean_lib <Lib>`` with
 ``globs = ["<Lib>.+"]``; default ``VerigateRecheck``), a config naming them, the theorem and the permitted axioms,
