@@ -63,6 +63,8 @@ SETTLE_LOOP_TURNS = 4
 RESPONSE_GRACE_S = 0.02
 STDIN_READER_SEARCH_S = 0.5
 STRAY_SAMPLE_BYTES = 200
+# A SIGKILLed process is gone at once unless stuck in the kernel; past this the kill is reported as done anyway.
+KILL_WAIT_S = 5.0
 
 # Sets the limits in the child and execs the REPL. A wrapper rather than `preexec_fn`: the pool's
 # event loop runs beside trainer threads, and Python code between fork and exec can deadlock there.
@@ -534,13 +536,18 @@ class ReplProcess:
 
     async def _kill(self) -> None:
         self.kill_now()
-        if self._process is not None:
-            await self._process.wait()
-            # The group is dead, so both pipes reach EOF; bounded anyway against a leaked descendant.
-            for task in (self._stderr_task, self._stdout_task):
-                if task is not None:
-                    with contextlib.suppress(asyncio.TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(task), 1.0)
+        if self._process is None:
+            return
+        # Not `wait()`: it also waits until every holder of the pipes has closed them, which a descendant
+        # that escaped the kill (possible only without the sandbox) can put off for as long as it lives.
+        deadline = time.monotonic() + KILL_WAIT_S
+        while self._process.returncode is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        # The group is dead, so both pipes reach EOF; bounded anyway against such a descendant.
+        for task in (self._stderr_task, self._stdout_task):
+            if task is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(task), 1.0)
 
     async def close(self) -> None:
         """Kill the process group and delete the scratch directory; idempotent."""
