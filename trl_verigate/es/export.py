@@ -1,0 +1,88 @@
+"""Rebuild an ES-trained model from its base plus es_state.json: `reconstruct` and `trl-verigate es-export`.
+
+trl-verigate es-export --state outputs/run/checkpoint-200/es_state.json --output exported/
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import torch
+
+from trl_verigate.es.state import parameters_sha256, read_state, replay_history
+from trl_verigate.es.update import make_master, write_master
+
+
+def reconstruct(state, model=None, base_model: str | None = None, progress: bool = False):
+    """The trained model: the base weights with the recorded history replayed on an fp32 master.
+
+    `state` is an es_state.json path (or its checkpoint directory) or the loaded dict. `model`, if given, must hold
+    the base weights and is modified in place; otherwise the base is loaded with `AutoModelForCausalLM` from
+    `base_model` or the state's `base_model.name_or_path` (at its revision and dtype). The base parameters' hash must
+    match the one recorded at training time.
+    """
+    if not isinstance(state, dict):
+        state = read_state(os.fspath(state))
+    base = state["base_model"]
+    if base.get("peft"):
+        raise ValueError("this ES run perturbed PEFT adapters; reconstruct() rebuilds full models only")
+    if model is None:
+        from transformers import AutoModelForCausalLM
+
+        source = base_model or base["name_or_path"]
+        if source is None:
+            raise ValueError("the state names no base model; pass base_model= (or --base-model)")
+        model = AutoModelForCausalLM.from_pretrained(
+            source, revision=base.get("revision"), dtype=getattr(torch, base["dtype"])
+        )
+    named = dict(model.named_parameters())
+    missing = [name for name in state["parameters"] if name not in named]
+    if missing:
+        raise ValueError(f"the base model has no parameter(s) {missing[:5]} recorded in the ES state")
+    params = {name: named[name] for name in state["parameters"]}
+    if parameters_sha256(params) != base["parameters_sha256"]:
+        raise ValueError(
+            "the base model's weights differ from the ones ES trained from (parameters_sha256 mismatch); load the "
+            "recorded base model and revision"
+        )
+    master = make_master(params)
+    replay_history(master, state["history"], state["weight_decay"], progress=progress)
+    write_master(params, master)
+    return model
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register `es-export` on the `trl-verigate` command's subparsers."""
+    parser = subparsers.add_parser("es-export", help="rebuild an ES-trained model from its base and es_state.json")
+    parser.add_argument("--state", required=True, help="es_state.json, or the checkpoint directory holding it")
+    parser.add_argument("--output", required=True, help="directory to save_pretrained the model (and tokenizer) into")
+    parser.add_argument("--base-model", default=None, help="base model path/id instead of the recorded one")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    state = read_state(args.state)
+    model = reconstruct(state, base_model=args.base_model, progress=True)
+    model.save_pretrained(args.output)
+    source = args.base_model or state["base_model"]["name_or_path"]
+    try:
+        from transformers import AutoTokenizer
+
+        AutoTokenizer.from_pretrained(source, revision=state["base_model"].get("revision")).save_pretrained(args.output)
+    except (OSError, ValueError) as error:  # a base without a tokenizer still exports its weights
+        print(f"no tokenizer saved ({error})")
+    print(f"rebuilt {len(state['history'])} ES iterations onto {source}; saved to {args.output}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trl-verigate")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

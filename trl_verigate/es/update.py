@@ -1,0 +1,94 @@
+"""Perturb, restore and update the ES parameters through an fp32 master copy.
+
+The master holds θ, the current value of every perturbed parameter, in float32, whatever the model's dtype:
+
+- perturb(s, sign): write round(θ + σ·sign·ε(s)) into the model;
+- restore: write round(θ) back, bit for bit what the model held before the perturbation (no subtraction of noise,
+  which in bf16 does not give the original weights back);
+- update: change θ, then write round(θ) into the model. Updates of size α·ε accumulate in fp32 even when they are
+  below the model dtype's resolution (bf16 would round most of them away).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import torch
+
+from trl_verigate.es.noise import es_noise
+
+
+def _f32(value: float, device) -> torch.Tensor:
+    return torch.tensor(value, dtype=torch.float32, device=device)
+
+
+def make_master(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """θ: a float32 copy of each parameter, on the parameter's device."""
+    return {name: param.detach().to(torch.float32).clone() for name, param in params.items()}
+
+
+@torch.no_grad()
+def write_master(params: dict[str, torch.Tensor], master: dict[str, torch.Tensor]) -> None:
+    """Model ← round(θ) (also the restore after a perturbation)."""
+    for name, param in params.items():
+        param.copy_(master[name])
+
+
+@torch.no_grad()
+def perturb(params: dict[str, torch.Tensor], master: dict[str, torch.Tensor], seed: int, sign: int, sigma: float):
+    """Model ← round(θ + σ·sign·ε(seed)), ε keyed per parameter name; one tensor's noise alive at a time."""
+    for name, param in params.items():
+        theta = master[name]
+        noise = es_noise(seed, name, theta.shape, device=theta.device)
+        noise.mul_(_f32(sigma * sign, theta.device))
+        noise.add_(theta)
+        param.copy_(noise)
+
+
+def seed_coefficients(members: Iterable[tuple[int, int]], fitness) -> list[tuple[int, float]]:
+    """[(s, c_s)] with c_s = Σ_{i: s_i = s} F_i·sign_i, seeds in order of first appearance (an antithetic pair's two
+    members share one noise draw)."""
+    coefficients: dict[int, float] = {}
+    for (seed, sign), value in zip(members, [float(f) for f in fitness], strict=True):
+        coefficients[seed] = coefficients.get(seed, 0.0) + value * sign
+    return list(coefficients.items())
+
+
+@torch.no_grad()
+def es_update(
+    master: dict[str, torch.Tensor],
+    members: list[tuple[int, int]],
+    fitness,
+    learning_rate: float,
+    weight_decay: float = 0.0,
+) -> float:
+    """θ ← θ·(1 − α·wd), then θ ← θ + α·(1/P)·Σ_i F_i·sign_i·ε(s_i); returns ‖Δθ‖₂ of the second step.
+
+    α = `learning_rate`, P = len(members), F = `fitness` (shape_fitness's output), in place on the fp32 master.
+    All F_i = 0 (e.g. equal rewards under z-scoring) means no update at all, weight decay included. Per tensor:
+    acc = Σ_s f32(c_s)·ε(s) in the seeds' order, then θ += f32(α/P)·acc, each a separate rounded fp32 op, so every
+    process and every replay computes the same bits.
+    """
+    fitness = [float(f) for f in fitness]
+    if len(fitness) != len(members):
+        raise ValueError(f"{len(fitness)} fitness values for {len(members)} members")
+    if not any(fitness):
+        return 0.0
+    coefficients = [(seed, c) for seed, c in seed_coefficients(members, fitness) if c != 0.0]
+    step = learning_rate / len(members)
+    squared_norm = 0.0
+    for name, theta in master.items():
+        if weight_decay:
+            theta.mul_(_f32(1.0 - learning_rate * weight_decay, theta.device))
+        if not coefficients:
+            continue
+        accumulated = torch.zeros_like(theta)
+        for seed, coefficient in coefficients:
+            noise = es_noise(seed, name, theta.shape, device=theta.device)
+            noise.mul_(_f32(coefficient, theta.device))
+            accumulated.add_(noise)
+        accumulated.mul_(_f32(step, theta.device))
+        theta.add_(accumulated)
+        squared_norm += float(accumulated.double().square().sum())
+    return math.sqrt(squared_norm)
