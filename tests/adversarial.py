@@ -3,7 +3,8 @@
 A row is one attack, of one of two kinds:
 - a ProofRequest row: `statement` (trusted, ends in `:= by`) and `proof` (the attack);
 - a file row: `file`, a complete Lean file sent as a str request, the way every kimina `/check`
-  snippet arrives, so its header lines are untrusted too.
+  snippet arrives, so its header lines are untrusted too; with `statement` and/or `header` it is sent as a
+  `FileRequest` held to that trusted statement/header (a prover restating the dataset's theorem).
 
 Both kinds carry `id`, `attack` (what it tries), `expect` ("rejected" by the precheck before Lean runs,
 "failed" once Lean's answer is judged, or "timeout"), `behaviour` (null, "hang": Lean spins, or "oom":
@@ -18,7 +19,7 @@ edited: a later row names it in `supersedes`, and `load_corpus` leaves the super
 import json
 from pathlib import Path
 
-from trl_verigate.lean_server.types import ProofRequest, Request
+from trl_verigate.lean_server.types import FileRequest, ProofRequest, Request
 from trl_verigate.lean_server.verdict import Prepared, prepare
 
 CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
@@ -41,8 +42,11 @@ def is_file_row(row: dict) -> bool:
 
 
 def request_of(row: dict) -> Request:
-    """The request a row stands for: the file text for a file row, else a ProofRequest."""
+    """The request a row stands for: the file text (a FileRequest when the row holds a trusted statement or header)
+    for a file row, else a ProofRequest."""
     if is_file_row(row):
+        if "statement" in row or "header" in row:
+            return FileRequest(row["file"], row.get("statement"), row.get("header"))
         return row["file"]
     return ProofRequest(row["statement"], row["proof"])
 

@@ -32,7 +32,8 @@ def test_the_corpus_is_large_and_well_formed():
     common = {"id", "attack", "why", "supersedes", "expect", "lean_response", "behaviour"}
     for row in ROWS:
         request_fields = {"file"} if is_file_row(row) else {"statement", "proof"}
-        assert request_fields <= set(row) <= common | request_fields, row["id"]
+        trusted_fields = {"statement", "header"} if is_file_row(row) else set()
+        assert request_fields <= set(row) <= common | request_fields | trusted_fields, row["id"]
         assert all(isinstance(row[field], str) and row[field].strip() for field in request_fields), row["id"]
         assert row["expect"] in ("rejected", "failed", "timeout"), row["id"]
         assert row["behaviour"] in (None, "hang", "oom"), row["id"]

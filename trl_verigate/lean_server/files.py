@@ -26,6 +26,7 @@ from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
 from trl_verigate.lean_server.precheck import (
     PREFIX_COMMANDS,
     check_characters,
+    check_header,
     check_tokens,
     precheck_proof,
     scoped_prefix_in,
@@ -401,6 +402,8 @@ def prepare_file(
     check_characters(file_text, "file")
     header_text, body = split_header(file_text)
     check_header_options(header_text)
+    # The proof's name and option rules hold on header lines too: `open IO.FS` would make `readFile` reachable.
+    check_header(header_text, allow_native_decide)
     if header is not None:
         run_header = check_header_against(header_text, header)
     else:

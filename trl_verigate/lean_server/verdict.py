@@ -19,7 +19,7 @@ import re
 from typing import Union
 
 from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.files import HEADER_RULE, prepare_file, split_header
+from trl_verigate.lean_server.files import HEADER_RULE, normalize_header, prepare_file, split_header
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, position, split_name
 from trl_verigate.lean_server.precheck import COMMAND_WORDS, precheck_proof
 from trl_verigate.lean_server.prepared import (
@@ -101,7 +101,8 @@ def prepare(
     A `ProofRequest`'s statement is trusted and must end in `:= by`; its proof body is untrusted. Its
     `header` is trusted like the statement (the caller picks both, e.g. from the dataset) and is sent
     unchecked: never fill it from model output.
-    A str request is a complete file holding exactly one theorem proved with `:= by`, all of it untrusted
+    A str request is a complete file: helper theorem/lemma/def declarations, then the main theorem proved with
+    `:= by` (see `files.prepare_file`), all of it untrusted
     (kimina snippets are model output): its header lines must each be one `import M`, `set_option NAME
     VALUE` or `open …` command (see `split_header`); only comments, modifiers and
     `open … in` / `set_option NAME VALUE in` may precede the theorem.
@@ -147,6 +148,8 @@ def _prepare_proof_request(request: ProofRequest, default_header: str, allow_nat
     header = default_header if request.header is None else request.header
     if not isinstance(header, str):
         raise TypeError(f"ProofRequest.header must be a str or None, got {type(header).__name__}")
+    # The pool keys REPLs by header: a comment or blank line must not cost a fresh `import Mathlib`.
+    header = normalize_header(header)
     # Offsets in PrecheckErrors are moved to the submitted source, `statement + "\n" + proof`.
     tokens = _check_statement(request.statement)
     keyword, name = declaration(tokens, "statement")
@@ -176,7 +179,8 @@ def parse_axioms_message(text: str) -> tuple[str, list[str]] | None:
 
 
 def _same_name(printed: str, theorem_name: str) -> bool:
-    name = ".".join(split_name(printed))
+    # Real Lean prints `theorem _root_.x` as `x`; the stand-in echoes the name as written.
+    name = ".".join(split_name(printed)).removeprefix("_root_.")
     # A `private theorem` prints with its mangled name `_private.<module>.0.<name>`.
     return name == theorem_name or (name.startswith("_private.") and name.endswith(".0." + theorem_name))
 
