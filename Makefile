@@ -35,6 +35,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -ra -m "not slow" tests
 
 # Needs a real Lean REPL: TRL_VERIGATE_LEAN_REPL=/path/to/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project make test-lean
+# Add TRL_VERIGATE_RECHECK_COMMAND='trl-verigate lean-recheck --backend replay --project-dir /path/to/project' for the recheck tests.
 test-lean: $(STAMP)
 	$(PY) -m pytest -q -ra tests/test_lean_real.py
 
