@@ -110,3 +110,21 @@ def test_the_async_reader_agrees_with_split_responses_on_every_transcript(transc
         assert read_all(data, len(expected)) == expected, response_file.name
         (after_the_last,) = read_all(data, len(expected) + 1)[-1:]
         assert isinstance(after_the_last, ProtocolError) and after_the_last.kind == "eof"
+
+
+@pytest.mark.parametrize(
+    ("first", "rest"),
+    [
+        (b"{", b'"env": 2}\n\n'),  # the byte that told the caller output began
+        (b'{"env": 2}\n', b"\n"),  # a whole first line
+        (b"\n", b'{"env": 2}\n\n'),  # a leading blank line, skipped as without `first`
+    ],
+)
+def test_read_response_continues_from_bytes_already_taken(first, rest):
+    async def main():
+        reader = asyncio.StreamReader()
+        reader.feed_data(rest + b'{"env": 3}\n\n')
+        reader.feed_eof()
+        return await read_response(reader, first=first), await read_response(reader)
+
+    assert asyncio.run(main()) == ({"env": 2}, {"env": 3})
