@@ -99,13 +99,26 @@ def to_prompts(dataset, args: MathScriptArguments):
     return dataset.map(convert, remove_columns=dataset.column_names)
 
 
-def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_args: ModelConfig):
+def set_model_init_kwargs(training_args, model_args: ModelConfig) -> None:
+    """Load the policy as `model_args` says (revision, attention, dtype); explicit `model_init_kwargs` win."""
     training_args.model_init_kwargs = {
         "revision": model_args.model_revision,
         "attn_implementation": model_args.attn_implementation,
         "dtype": model_args.dtype,
         **(training_args.model_init_kwargs or {}),
     }
+
+
+def train_and_save(trainer, training_args, dataset_name: str | None) -> None:
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    trainer.accelerator.print(f"Model saved to {training_args.output_dir}")
+    if training_args.push_to_hub:
+        trainer.push_to_hub(dataset_name=dataset_name)
+
+
+def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_args: ModelConfig):
+    set_model_init_kwargs(training_args, model_args)
     train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
     eval_dataset = None
     if training_args.eval_strategy != "no":
@@ -120,11 +133,7 @@ def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
     )
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    trainer.save_model(training_args.output_dir)
-    trainer.accelerator.print(f"Model saved to {training_args.output_dir}")
-    if training_args.push_to_hub:
-        trainer.push_to_hub(dataset_name=script_args.dataset_name)
+    train_and_save(trainer, training_args, script_args.dataset_name)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Helpers for tests that launch servers or training processes: loopback ports, an offline environment, configs."""
 
+import json
 import os
 import socket
+import struct
 from pathlib import Path
 
 import yaml
@@ -58,3 +60,59 @@ def write_tiny_recipe_config(tiny_models: dict, run_dir: Path, **overrides) -> P
     path = Path(run_dir) / "verigate_math.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
+
+
+def wandb_offline_history(wandb_dir: Path) -> list[list[dict]]:
+    """History rows of every offline run under `wandb_dir`, decoded from the runs' `.wandb` files.
+
+    wandb >= 0.20 writes no summary file offline and ships no Python reader for its run files, which are LevelDB-style
+    logs (32 KiB blocks of records with a 7-byte header: crc32, length, type) of `wandb_internal_pb2.Record` protos.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    block_size, header_size, full, last = 32768, 7, 1, 4
+    runs = []
+    for run_file in sorted(wandb_dir.glob("wandb/offline-run-*/run-*.wandb")):
+        data = run_file.read_bytes()
+        assert data[:4] == b":W&B", f"{run_file} is not a wandb run file"
+        position, fragments, history = header_size, b"", []
+        while position + header_size <= len(data):
+            if block_size - position % block_size < header_size:  # a block's tail too short for a header is padding
+                position += block_size - position % block_size
+                continue
+            _, length, kind = struct.unpack("<IHB", data[position : position + header_size])
+            if length == 0 and kind == 0:
+                break
+            position += header_size
+            fragments += data[position : position + length]
+            position += length
+            if kind in (full, last):
+                record = wandb_internal_pb2.Record()
+                record.ParseFromString(fragments)
+                fragments = b""
+                if record.WhichOneof("record_type") == "history":
+                    # wandb-core writes "/"-separated names as `nested_key` parts, others as `key`.
+                    history.append(
+                        {
+                            item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                            for item in record.history.item
+                        }
+                    )
+        runs.append(history)
+    return runs
+
+
+def mlflow_metric_histories(tracking_uri: str) -> list[dict[str, list]]:
+    """Per run: metric key -> [(step, value)], through MLflow's own client."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    runs = client.search_runs(experiment_ids=experiments)
+    return [
+        {
+            key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+            for key in run.data.metrics
+        }
+        for run in runs
+    ]

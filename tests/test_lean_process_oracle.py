@@ -187,3 +187,9 @@ def test_any_oracle_plugs_in():
 
     reward = LeanProofReward(EveryOtherPasses())
     assert reward_call(reward, ["a", "b", "c"], [{"x": 1}] * 3) == [1.0, 0.0, 1.0]
+
+
+def test_statement_with_deepseek_trailing_newline_is_sent_ending_at_by():
+    verifier = RecordingVerifier()
+    LeanProcessOracle(verifier).verify([None], [{"formal_statement": STATEMENT + "\n", "header": HEADER}], ["  omega"])
+    assert verifier.requests == [ProofRequest(STATEMENT, "  omega", HEADER)]

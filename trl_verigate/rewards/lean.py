@@ -116,9 +116,10 @@ class LeanProcessOracle:
                     "`statement_field` to the column holding the theorem statement that ends in `:= by`"
                 )
             header = row.get(self.header_field) or None
-            extracted.append(
-                extract_proof(text, row[self.statement_field], header, self.default_header, self.completion_format)
-            )
+            statement = row[self.statement_field]
+            # DeepSeek's rows end the statement with ":= by\n"; the request's statement ends at `by`.
+            statement = statement.rstrip() if isinstance(statement, str) else statement
+            extracted.append(extract_proof(text, statement, header, self.default_header, self.completion_format))
         to_send = [index for index, proof in enumerate(extracted) if proof.request is not None]
         results: dict[int, VerificationResult] = {}
         if to_send:

@@ -1,0 +1,92 @@
+"""Process-verified GRPO for Lean 4 theorem proving: Lean's verdict as outcome reward and tactic-level credit.
+
+    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/lean_process_grpo.py \
+        --config recipes/lean_process_grpo.yaml [--any_field value ...]
+
+Rows in DeepSeek-Prover-V1.5's format (`name`, `split`, `informal_prefix`, `formal_statement`, `goal`, `header`), from
+the hub or a local .json/.jsonl file. Every field of `LeanScriptArguments`, `LeanProcessConfig` and TRL's
+`ModelConfig` can be set in the YAML or overridden on the command line.
+"""
+
+import string
+from dataclasses import dataclass, field
+
+from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
+from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
+
+from trl_verigate import LeanProcessConfig, LeanProcessGRPOTrainer
+
+# DeepSeek-Prover-V1.5's prompt: the model continues the statement inside an open lean4 fence (completion shape
+# "proof_body"); the fields are the row's, missing ones empty.
+DEFAULT_PROMPT_TEMPLATE = "Complete the following Lean 4 code:\n\n```lean4\n{header}{informal_prefix}{formal_statement}"
+
+
+@dataclass
+class LeanScriptArguments(ScriptArguments):
+    prompt_template: str = field(
+        default=DEFAULT_PROMPT_TEMPLATE,
+        metadata={"help": "Python format string over the row's columns (e.g. {header}, {formal_statement})."},
+    )
+    conversational: bool = field(
+        default=False,
+        metadata={
+            "help": "Send the prompt as a user message through the chat template (Kimina-Prover, DeepSeek-Prover-V2) "
+            "instead of as raw text (DeepSeek-Prover-V1.5, STP)."
+        },
+    )
+    split_filter: str | None = field(
+        default=None,
+        metadata={"help": "Keep only rows whose `split` column equals this (miniF2F rows are 'valid' or 'test')."},
+    )
+    dataset_test_split: str = field(
+        default="test",
+        metadata={"help": "Eval split name, or a local .json/.jsonl eval file (used when `eval_strategy` is not no)."},
+    )
+    max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training rows."})
+
+
+def to_prompts(dataset, args: LeanScriptArguments, statement_field: str = "formal_statement"):
+    """Add the `prompt` column; the other columns stay, so the Lean reward gets the trusted statement and header."""
+    if statement_field not in dataset.column_names:
+        raise ValueError(
+            f"Dataset {args.dataset_name} has no column `{statement_field}`; its columns are {dataset.column_names}. "
+            "Set `--statement_field` to the column holding the theorem statement ending in `:= by`."
+        )
+    fields = [name for _, name, _, _ in string.Formatter().parse(args.prompt_template) if name]
+    if args.split_filter is not None:
+        dataset = dataset.filter(lambda row: row.get("split") == args.split_filter)
+    if args.max_train_samples is not None:
+        dataset = dataset.select(range(min(args.max_train_samples, len(dataset))))
+
+    def convert(row):
+        text = args.prompt_template.format(**{name: row.get(name) or "" for name in fields})
+        return {"prompt": [{"role": "user", "content": text}] if args.conversational else text}
+
+    return dataset.map(convert)
+
+
+def main(script_args: LeanScriptArguments, training_args: LeanProcessConfig, model_args: ModelConfig):
+    set_model_init_kwargs(training_args, model_args)
+    statement_field = training_args.statement_field
+    train_dataset = to_prompts(
+        load_math_dataset(script_args, script_args.dataset_train_split), script_args, statement_field
+    )
+    eval_dataset = None
+    if training_args.eval_strategy != "no":
+        eval_dataset = to_prompts(
+            load_math_dataset(script_args, script_args.dataset_test_split), script_args, statement_field
+        )
+    trainer = LeanProcessGRPOTrainer(
+        model=model_args.model_name_or_path,
+        args=training_args,
+        train_dataset=train_dataset,
+        eval_dataset=eval_dataset,
+        quantization_config=get_quantization_config(model_args),
+        peft_config=get_peft_config(model_args),
+    )
+    train_and_save(trainer, training_args, script_args.dataset_name)
+
+
+if __name__ == "__main__":
+    parser = TrlParser((LeanScriptArguments, LeanProcessConfig, ModelConfig))
+    main(*parser.parse_args_and_config())
