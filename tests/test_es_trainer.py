@@ -1,0 +1,322 @@
+"""ESTrainer on the tiny policy: config refusals, metrics, es_state.json in every checkpoint, export and resume
+bitwise, async rewards overlapping the next member's generation, and the per-member vLLM weight sync."""
+
+import asyncio
+import json
+import time
+
+import pytest
+import torch
+from datasets import Dataset
+from safetensors.torch import load_file
+
+from trl_verigate.es import es_noise, population_seeds
+from trl_verigate.es.export import main as es_export_main
+from trl_verigate.es.export import reconstruct
+from trl_verigate.trainers.es import ESConfig, ESTrainer
+
+TARGET = "e"
+
+
+def letter_reward(completions, **kwargs):
+    """Fraction of the completion's characters that are the target letter."""
+    return [text.count(TARGET) / max(len(text), 1) for text in completions]
+
+
+def prompt_dataset():
+    return Dataset.from_list([{"prompt": f"Write about {topic}:"} for topic in ("cats", "dogs", "trees", "the sea")])
+
+
+def es_config(output_dir, **overrides):
+    values = dict(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        seed=0,
+        population_size=4,
+        prompts_per_iteration=2,
+        num_generations=2,
+        max_completion_length=8,
+        max_steps=3,
+        report_to="none",
+        save_strategy="steps",
+        save_steps=1,
+        logging_steps=1,
+        sigma=0.05,
+        learning_rate=0.05,
+    )
+    values.update(overrides)
+    return ESConfig(**values)
+
+
+def model_weights(trainer) -> dict:
+    return {name: param.detach().clone() for name, param in trainer.model.named_parameters()}
+
+
+def assert_bitwise_equal(left: dict, right: dict):
+    assert left.keys() == right.keys()
+    for name in left:
+        assert torch.equal(left[name], right[name]), name
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_models, tmp_path_factory):
+    """Three ES iterations with a checkpoint after each."""
+    output = tmp_path_factory.mktemp("es_run")
+    trainer = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(output),
+        train_dataset=prompt_dataset(),
+    )
+    trainer.train()
+    trainer.save_model(str(output / "final"))
+    return trainer, output
+
+
+# ----- configuration -----
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        ({"population_size": 5}, "population_size=5 is odd but antithetic=true.*even population_size"),
+        ({"sigma": 0.0}, "sigma=0.0"),
+        ({"fitness_shaping": "rank"}, "fitness_shaping='rank'.*zscore, centered_rank, none"),
+        ({"beta": 0.04}, "set beta: 0"),
+        ({"gradient_accumulation_steps": 2}, "gradient_accumulation_steps=2"),
+        ({"per_device_train_batch_size": 3}, "per_device_train_batch_size=3.*prompts_per_iteration"),
+        ({"es_param_regex": "("}, "es_param_regex='\\(' is not a regex"),
+        ({"deepspeed": {"zero_optimization": {"stage": 2}}}, "does not run under DeepSpeed.*ddp.yaml"),
+        ({"fsdp": "full_shard"}, "does not run under FSDP"),
+    ],
+)
+def test_bad_combinations_are_refused_naming_the_fix(tmp_path, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        es_config(tmp_path, **overrides)
+
+
+def test_accelerate_deepspeed_launch_is_refused_before_the_model_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(ValueError, match="does not run under DeepSpeed"):
+        es_config(tmp_path)
+
+
+def test_per_device_batch_is_one_members_completions(tmp_path):
+    config = es_config(tmp_path, prompts_per_iteration=3, num_generations=4)
+    assert config.per_device_train_batch_size == 12
+    assert not es_config(tmp_path, antithetic=False, population_size=5).antithetic
+
+
+def test_field_help_states_default_and_meaning():
+    from dataclasses import fields
+
+    helps = {f.name: f.metadata.get("help", "") for f in fields(ESConfig)}
+    for name in (
+        "population_size",
+        "sigma",
+        "antithetic",
+        "fitness_shaping",
+        "prompts_per_iteration",
+        "es_param_regex",
+    ):
+        assert "default" in helps[name], name
+
+
+def test_reward_models_are_refused(tiny_models, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    reward_model = AutoModelForSequenceClassification.from_pretrained(tiny_models["policy"], num_labels=1)
+    with pytest.raises(TypeError, match="does not support reward models"):
+        ESTrainer(
+            model=tiny_models["policy"],
+            reward_funcs=[reward_model],
+            args=es_config(tmp_path),
+            train_dataset=prompt_dataset(),
+        )
+
+
+# ----- training, checkpoints, export, resume -----
+
+
+def test_metrics_are_logged_every_iteration(trained):
+    trainer, _ = trained
+    rows = [row for row in trainer.state.log_history if "es/reward_mean" in row]
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    for row, entry in zip(rows, trainer.es_history, strict=True):
+        rewards = torch.tensor(entry["rewards"], dtype=torch.float64)
+        assert row["es/reward_mean"] == pytest.approx(float(rewards.mean()))
+        assert row["es/reward_std"] == pytest.approx(float(rewards.std(unbiased=False)))
+        assert row["es/reward_max"] == pytest.approx(float(rewards.max()))
+        assert row["es/best_member"] == int(rewards.argmax())
+        assert row["es/update_norm"] == pytest.approx(entry["update_norm"])
+        assert row["rewards/letter_reward/mean"] == pytest.approx(row["es/reward_mean"])
+        for key in ("es/seconds_perturb", "es/seconds_generate", "es/seconds_update", "es/members_per_second"):
+            assert row[key] > 0, key
+
+
+def test_every_checkpoint_holds_a_small_es_state(trained):
+    trainer, output = trained
+    for step in (1, 2, 3):
+        path = output / f"checkpoint-{step}" / "es_state.json"
+        assert path.stat().st_size < 50_000
+        state = json.loads(path.read_text())
+        assert [entry["iteration"] for entry in state["history"]] == list(range(step))
+        assert state["noise_version"] == "es-noise-v1"
+        assert state["sigma"] == 0.05 and state["learning_rate"] == 0.05 and state["fitness_shaping"] == "zscore"
+        assert state["parameters"] == [name for name, _ in trainer.model.named_parameters()]
+        entry = state["history"][step - 1]
+        members = population_seeds(0, step - 1, 4, True)
+        assert list(zip(entry["seeds"], entry["signs"], strict=True)) == members
+        assert len(entry["rewards"]) == len(entry["fitness"]) == 4
+        assert (output / f"checkpoint-{step}" / "model.safetensors").is_file()  # TRL's weights are saved too
+
+
+def test_the_update_moved_the_weights_by_the_recorded_history(trained, tiny_models):
+    """Replay by hand, in float64, from the base: θ_T = θ_0 + Σ_t α/P Σ_i F_i sign_i ε(s_i) (fp32 rounding aside)."""
+    from transformers import AutoModelForCausalLM
+
+    trainer, _ = trained
+    base = dict(AutoModelForCausalLM.from_pretrained(tiny_models["policy"]).named_parameters())
+    name = "model.layers.0.mlp.up_proj.weight"
+    expected = base[name].detach().double()
+    for entry in trainer.es_history:
+        for seed, sign, fitness in zip(entry["seeds"], entry["signs"], entry["fitness"], strict=True):
+            expected = expected + 0.05 / 4 * fitness * sign * es_noise(seed, name, expected.shape).double()
+    actual = dict(trainer.model.named_parameters())[name].detach().double()
+    assert not torch.equal(actual, base[name].detach().double())
+    assert torch.allclose(actual, expected, atol=1e-5)
+
+
+def test_reconstruct_and_es_export_equal_the_trained_weights_bitwise(trained, tmp_path):
+    trainer, output = trained
+    weights = model_weights(trainer)
+    assert_bitwise_equal({n: p.detach() for n, p in reconstruct(output / "final").named_parameters()}, weights)
+    assert (
+        es_export_main(["es-export", "--state", str(output / "final" / "es_state.json"), "--output", str(tmp_path)])
+        == 0
+    )
+    exported = load_file(str(tmp_path / "model.safetensors"))
+    assert_bitwise_equal({name: exported[name] for name in weights}, weights)
+    # An intermediate checkpoint rebuilds to that checkpoint's saved weights.
+    saved = load_file(str(output / "checkpoint-2" / "model.safetensors"))
+    rebuilt = dict(reconstruct(output / "checkpoint-2").named_parameters())
+    assert_bitwise_equal({name: rebuilt[name].detach() for name in weights}, {name: saved[name] for name in weights})
+
+
+def test_export_refuses_another_base(trained, tiny_models):
+    from transformers import AutoModelForCausalLM
+
+    _, output = trained
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"])
+    with torch.no_grad():
+        model.lm_head.weight[0, 0] += 1.0
+    with pytest.raises(ValueError, match="parameters_sha256 mismatch"):
+        reconstruct(output / "final", model=model)
+
+
+def test_resume_equals_the_uninterrupted_run_bitwise(trained, tiny_models, tmp_path):
+    trainer, output = trained
+    resumed = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(tmp_path),
+        train_dataset=prompt_dataset(),
+    )
+    resumed.train(resume_from_checkpoint=str(output / "checkpoint-1"))
+    assert resumed.es_history == trainer.es_history
+    assert_bitwise_equal(model_weights(resumed), model_weights(trainer))
+
+
+def test_resume_with_other_settings_is_refused(trained, tiny_models, tmp_path):
+    _, output = trained
+    other = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(tmp_path, sigma=0.01),
+        train_dataset=prompt_dataset(),
+    )
+    with pytest.raises(ValueError, match="sigma=0.05 but this run has sigma=0.01"):
+        other.train(resume_from_checkpoint=str(output / "checkpoint-1"))
+
+
+# ----- async rewards overlap the next member's generation -----
+
+
+def test_async_rewards_verify_while_the_next_member_generates(tiny_models, tmp_path):
+    events = []
+
+    async def slow_letter_reward(completions, **kwargs):
+        events.append(("verify_start", time.perf_counter()))
+        await asyncio.sleep(0.3)
+        events.append(("verify_end", time.perf_counter()))
+        return letter_reward(completions)
+
+    trainer = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[slow_letter_reward],
+        args=es_config(tmp_path, max_steps=1, save_strategy="no"),
+        train_dataset=prompt_dataset(),
+    )
+    generate = trainer._generate
+
+    def recording_generate(prompts):
+        events.append(("generate_start", time.perf_counter()))
+        return generate(prompts)
+
+    trainer._generate = recording_generate
+    trainer.train()
+    kinds = [kind for kind, _ in sorted(events, key=lambda event: event[1])]
+    # All four members generate before the first 0.3 s verification ends: nothing waits for its own verification.
+    assert kinds.index("verify_end") > max(i for i, kind in enumerate(kinds) if kind == "generate_start")
+    assert kinds.count("verify_end") == 4
+    sync = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(tmp_path / "sync", max_steps=1, save_strategy="no"),
+        train_dataset=prompt_dataset(),
+    )
+    sync.train()
+    assert trainer.es_history == sync.es_history  # same rewards, same update, whichever way they were computed
+
+
+# ----- vLLM: the member's weights are pushed into the engine before it generates -----
+
+
+class RecordingVLLMGeneration:
+    """Stands in for TRL's `VLLMGeneration`: records each sync (a copy of the weights it would push) and generation."""
+
+    def __init__(self, trainer, completion_ids):
+        self.trainer = trainer
+        self.completion_ids = completion_ids
+        self.calls = []
+
+    def sync_weights(self):
+        self.calls.append(("sync", model_weights(self.trainer)))
+
+    def generate(self, prompts, images, num_generations, profiler):
+        self.calls.append(("generate", len(prompts)))
+        ids = [list(self.completion_ids) for _ in prompts]
+        return None, ids, [[[0.0]] * len(self.completion_ids) for _ in prompts], None
+
+
+def test_vllm_engine_gets_each_members_weights_before_generating(tiny_models, tmp_path):
+    trainer = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(tmp_path, max_steps=1, save_strategy="no"),
+        train_dataset=prompt_dataset(),
+    )
+    base = model_weights(trainer)
+    completion = trainer.processing_class("see the tree", add_special_tokens=False)["input_ids"]
+    fake = RecordingVLLMGeneration(trainer, completion + [trainer.processing_class.eos_token_id])
+    trainer.use_vllm = True
+    trainer.vllm_generation = fake
+    trainer.train()
+    assert [kind for kind, _ in fake.calls] == ["sync", "generate"] * 4
+    members = population_seeds(0, 0, 4, True)
+    for (_, synced), (seed, sign) in zip(fake.calls[0::2], members, strict=True):
+        for name, value in base.items():
+            expected = (value + torch.tensor(0.05 * sign) * es_noise(seed, name, value.shape)).to(value.dtype)
+            assert torch.equal(synced[name], expected), name
+    assert fake.calls[1][1] == 4  # 2 prompts x 2 generations
+    assert trainer.es_history[0]["rewards"] == [pytest.approx(letter_reward(["see the tree"])[0])] * 4

@@ -1,0 +1,401 @@
+"""ESTrainer: evolution strategies on TRL's generation path; the whole training state is a (seeds, rewards) history.
+
+Iteration t (= `state.global_step`):
+
+1. P members (s_i, sign_i) = `population_seeds(args.seed, t, P, antithetic)`.
+2. Every member sees the same `prompts_per_iteration` prompts × `num_generations` completions. Member i generates
+   with weights θ + σ·sign_i·ε(s_i) (written from the fp32 master, see `trl_verigate.es.update`) and TRL's own
+   generation (`_generate`: HF `generate`, or vLLM colocate/server after a per-member weight sync). Sampling is seeded
+   by (args.seed, t), the same for every member (common random numbers), so members differ by their weights only.
+3. r_i = mean over its completions of TRL's weighted reward sum. Async reward functions keep verifying member i while
+   member i+1 generates; the update waits for the last ones.
+4. F = shape_fitness(r, fitness_shaping); θ ← θ·(1 − α·wd); θ ← θ + α·(1/P)·Σ_i F_i·sign_i·ε(s_i), α = the
+   scheduler's learning rate at this step (constant by default); all F_i = 0 → no update.
+
+With several processes, members are split in equal contiguous blocks; only the rewards (floats) are all-gathered and
+every process applies the same update to its own master, so the weights stay bitwise identical without any weight
+broadcast. No backward pass, no optimizer state: the Trainer's optimizer is a placeholder over one empty tensor that
+carries the learning-rate schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils.data import DataLoader
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from trl import GRPOConfig, GRPOTrainer
+from trl.trainer.utils import RepeatSampler
+
+from trl_verigate.es.noise import NOISE_VERSION
+from trl_verigate.es.population import FITNESS_MODES, population_seeds, shape_fitness
+from trl_verigate.es.rewards import member_reward, start_member_rewards
+from trl_verigate.es.state import (
+    STATE_FILENAME,
+    STATE_FORMAT,
+    STATE_FORMAT_VERSION,
+    history_entry,
+    parameters_sha256,
+    read_state,
+    replay_history,
+    write_state,
+)
+from trl_verigate.es.update import es_update, make_master, perturb, write_master
+
+TRAINING_ARGUMENTS_DEFAULT_BATCH_SIZE = 8
+
+
+@dataclass
+class ESConfig(GRPOConfig):
+    """GRPOConfig plus the ES fields. `per_device_train_batch_size` is derived (prompts_per_iteration ×
+    num_generations: one member's completions); gradient accumulation, `num_iterations`, `beta`, DeepSpeed and FSDP
+    do not apply to ES and are refused."""
+
+    population_size: int = field(
+        default=30,
+        metadata={
+            "help": "P, members per iteration (default 30, as in Qiu et al. 2025). Even with `antithetic`, and a "
+            "multiple of the number of processes."
+        },
+    )
+    sigma: float = field(
+        default=1e-3, metadata={"help": "σ, the perturbation scale: member weights θ + σ·sign·ε (default 1e-3)."}
+    )
+    antithetic: bool = field(
+        default=True,
+        metadata={"help": "Members in pairs (s, +1), (s, -1) sharing one noise draw (default true)."},
+    )
+    fitness_shaping: str = field(
+        default="zscore",
+        metadata={
+            "help": "How member rewards become fitness (default zscore): zscore = (r - mean) / (std + 1e-8), "
+            "population std; centered_rank = rank / (P - 1) - 0.5 with average ranks for ties; none = r."
+        },
+    )
+    prompts_per_iteration: int = field(
+        default=8,
+        metadata={"help": "Prompts every member of an iteration answers, each `num_generations` times (default 8)."},
+    )
+    es_param_regex: str | None = field(
+        default=None,
+        metadata={
+            "help": "Perturb only trainable parameters whose name matches this regex (re.search); default "
+            "None = every parameter with requires_grad (with PEFT: the adapters)."
+        },
+    )
+    learning_rate: float = field(
+        default=5e-4,
+        metadata={
+            "help": "α of the ES update θ += α·(1/P)·Σ F_i·sign_i·ε_i, no 1/σ (es-at-scale's convention; "
+            "default 5e-4). A scheduler other than `constant` scales it per iteration."
+        },
+    )
+    lr_scheduler_type: str = field(default="constant", metadata={"help": "Schedule of α (default constant)."})
+    beta: float = field(default=0.0, metadata={"help": "Must stay 0: ES has no KL term."})
+    disable_dropout: bool = field(
+        default=True,
+        metadata={
+            "help": "Turn dropout off in the policy (default true): a member's reward should measure its weights, "
+            "not dropout noise."
+        },
+    )
+    max_grad_norm: float = field(default=0.0, metadata={"help": "Unused by ES (no gradients); 0 skips clipping."})
+
+    def __post_init__(self):
+        self._refuse_distributed_backends()
+        problems = []
+        if self.population_size < 1:
+            problems.append(f"population_size={self.population_size}: set at least 1")
+        if self.antithetic and self.population_size % 2:
+            problems.append(
+                f"population_size={self.population_size} is odd but antithetic=true pairs members (s, +1), (s, -1): "
+                "set an even population_size or antithetic: false"
+            )
+        if not self.sigma > 0:
+            problems.append(f"sigma={self.sigma}: set a positive perturbation scale such as 1e-3")
+        if self.fitness_shaping not in FITNESS_MODES:
+            problems.append(f"fitness_shaping={self.fitness_shaping!r}: set one of {', '.join(FITNESS_MODES)}")
+        if self.prompts_per_iteration < 1:
+            problems.append(f"prompts_per_iteration={self.prompts_per_iteration}: set at least 1")
+        if self.beta != 0.0:
+            problems.append(f"beta={self.beta}: ES has no KL term, set beta: 0")
+        if self.gradient_accumulation_steps != 1:
+            problems.append(
+                f"gradient_accumulation_steps={self.gradient_accumulation_steps}: one ES iteration is one step, set 1"
+            )
+        if self.num_iterations != 1:
+            problems.append(f"num_iterations={self.num_iterations}: ES reuses no generations, set 1")
+        if self.steps_per_generation not in (None, 1) or self.generation_batch_size is not None:
+            problems.append("steps_per_generation/generation_batch_size: ES derives them, leave both unset")
+        if self.es_param_regex is not None:
+            try:
+                re.compile(self.es_param_regex)
+            except re.error as error:
+                problems.append(f"es_param_regex={self.es_param_regex!r} is not a regex ({error})")
+        member_batch = self.prompts_per_iteration * self.num_generations
+        if self.per_device_train_batch_size not in (TRAINING_ARGUMENTS_DEFAULT_BATCH_SIZE, member_batch):
+            problems.append(
+                f"per_device_train_batch_size={self.per_device_train_batch_size}: ES sets it to prompts_per_iteration "
+                f"× num_generations = {member_batch}; set prompts_per_iteration instead"
+            )
+        if problems:
+            raise ValueError("Invalid ESConfig: " + "; ".join(problems))
+        self.per_device_train_batch_size = member_batch
+        super().__post_init__()
+        if self.population_size % self.world_size:
+            raise ValueError(
+                f"population_size={self.population_size} is not divisible by the {self.world_size} processes: each "
+                "process evaluates P / processes members in lockstep (TRL's generation gathers across processes), so "
+                f"set population_size to a multiple of {self.world_size}"
+            )
+
+    def _refuse_distributed_backends(self):
+        if self.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
+            raise ValueError(
+                "ESTrainer does not run under DeepSpeed: ES keeps a full fp32 master of the perturbed parameters on "
+                "every process and never shards them. Launch with recipes/accelerate/ddp.yaml (or cpu.yaml) and "
+                "unset `deepspeed`."
+            )
+        if self.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
+            raise ValueError(
+                "ESTrainer does not run under FSDP: ES keeps a full fp32 master of the perturbed parameters on every "
+                "process. Launch with recipes/accelerate/ddp.yaml and unset `fsdp`."
+            )
+
+
+def generation_seed(base_seed: int, iteration: int) -> int:
+    """The sampling seed of iteration t, shared by all its members (common random numbers)."""
+    digest = hashlib.blake2b(f"es-generation:{base_seed}:{iteration}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+class ESTrainer(GRPOTrainer):
+    """Evolution strategies with TRL's generation, rewards, logging and checkpoints (see the module docstring).
+
+    Takes every `GRPOTrainer` argument; `args` must be an `ESConfig`. The perturbed parameters are those with
+    `requires_grad` whose name matches `args.es_param_regex`. State: `self.es_history`, one dict per iteration
+    (`trl_verigate.es.state` documents the format), written as es_state.json into every checkpoint and by
+    `save_model`.
+    """
+
+    def __init__(self, model, reward_funcs, args: ESConfig | None = None, **kwargs):
+        if not isinstance(args, ESConfig):
+            raise TypeError(f"ESTrainer needs args=ESConfig(...), got {type(args).__name__}")
+        super().__init__(model=model, reward_funcs=reward_funcs, args=args, **kwargs)
+        for func, name in zip(self.reward_funcs, self.reward_func_names, strict=True):
+            if isinstance(func, torch.nn.Module):
+                raise TypeError(
+                    f"ESTrainer does not support reward models ('{name}' is an nn.Module); pass reward functions "
+                    "(prompts, completions, **kwargs) -> list[float]"
+                )
+        self.es_param_names = self._select_parameter_names()
+        params = self._es_parameters()
+        self._es_master = make_master(params)
+        self.es_history: list[dict] = []
+        unwrapped = self.accelerator.unwrap_model(self.model)
+        config = getattr(unwrapped, "config", None)
+        self._es_base_model = {
+            "name_or_path": model if isinstance(model, str) else getattr(config, "_name_or_path", None),
+            "revision": (args.model_init_kwargs or {}).get("revision"),
+            "dtype": str(next(iter(params.values())).dtype).removeprefix("torch."),
+            "parameters_sha256": parameters_sha256(params),
+            "peft": hasattr(unwrapped, "peft_config"),
+        }
+
+    # ----- parameters and state -----
+
+    def _select_parameter_names(self) -> list[str]:
+        pattern = re.compile(self.args.es_param_regex) if self.args.es_param_regex else None
+        names = [
+            name
+            for name, param in self.accelerator.unwrap_model(self.model).named_parameters()
+            if param.requires_grad and (pattern is None or pattern.search(name))
+        ]
+        if not names:
+            raise ValueError(
+                f"No parameter to perturb: none has requires_grad and matches es_param_regex={self.args.es_param_regex!r}"
+            )
+        return names
+
+    def _es_parameters(self) -> dict[str, torch.Tensor]:
+        """The live parameters to perturb, looked up by name each time (a device move may replace the tensors)."""
+        named = dict(self.accelerator.unwrap_model(self.model).named_parameters())
+        return {name: named[name] for name in self.es_param_names}
+
+    def es_state(self) -> dict:
+        """The es_state.json content for the current history (`trl_verigate.es.state`)."""
+        args = self.args
+        return {
+            "format": STATE_FORMAT,
+            "format_version": STATE_FORMAT_VERSION,
+            "noise_version": NOISE_VERSION,
+            "base_model": self._es_base_model,
+            "sigma": args.sigma,
+            "learning_rate": args.learning_rate,
+            "weight_decay": args.weight_decay,
+            "fitness_shaping": args.fitness_shaping,
+            "population_size": args.population_size,
+            "antithetic": args.antithetic,
+            "seed": args.seed,
+            "parameters": self.es_param_names,
+            "history": self.es_history,
+        }
+
+    def _write_es_state(self, directory: str) -> None:
+        if self.args.should_save:
+            os.makedirs(directory, exist_ok=True)
+            write_state(self.es_state(), os.path.join(directory, STATE_FILENAME))
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        folder = f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        self._write_es_state(os.path.join(self._get_output_dir(trial=trial), folder))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False):
+        super().save_model(output_dir, _internal_call)
+        if not _internal_call:
+            self._write_es_state(output_dir or self.args.output_dir)
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        """Load TRL's weights, then rebuild the fp32 master from the base by replaying the checkpoint's history.
+
+        The replayed master, rounded to the model dtype, must equal the checkpoint's saved weights; anything else
+        means the history and the weights disagree, and resuming is refused.
+        """
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        path = os.path.join(resume_from_checkpoint, STATE_FILENAME)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(
+                f"{resume_from_checkpoint} has no {STATE_FILENAME}; it was not written by ESTrainer"
+            )
+        if self.es_history:
+            raise RuntimeError("resume_from_checkpoint needs a fresh ESTrainer (this one has already trained)")
+        state = read_state(path)
+        current = self.es_state()
+        for key in ("sigma", "weight_decay", "fitness_shaping", "population_size", "antithetic", "seed", "parameters"):
+            if state[key] != current[key]:
+                raise ValueError(
+                    f"{path} has {key}={state[key]!r} but this run has {key}={current[key]!r}; resume with the "
+                    "checkpoint's settings"
+                )
+        if state["base_model"]["parameters_sha256"] != self._es_base_model["parameters_sha256"]:
+            raise ValueError(f"{path} was trained from other base weights than this trainer's model (hash mismatch)")
+        replay_history(self._es_master, state["history"], self.args.weight_decay)
+        params = self._es_parameters()
+        for name, param in params.items():
+            if not torch.equal(param.detach(), self._es_master[name].to(param.dtype)):
+                raise ValueError(f"{resume_from_checkpoint}: weight {name} differs from the replay of {STATE_FILENAME}")
+        write_master(params, self._es_master)
+        self.es_history = list(state["history"])
+
+    # ----- data: every process and every member sees the same prompts -----
+
+    def get_train_dataloader(self):
+        dataset = self.train_dataset
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            raise ValueError("ESTrainer needs a map-style train_dataset (every process draws the same prompts)")
+        dataset = self._remove_unused_columns(dataset, description="Training")
+        sampler = RepeatSampler(
+            data_source=dataset,
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.prompts_per_iteration,
+            repeat_count=1,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+        # Not passed through accelerator.prepare: that would give each process different prompts.
+        return DataLoader(
+            dataset,
+            batch_size=self.args.prompts_per_iteration * self.num_generations,
+            sampler=sampler,
+            collate_fn=self.data_collator,
+            drop_last=True,
+        )
+
+    def create_optimizer(self, model=None):
+        """A placeholder optimizer over one empty tensor: it holds the learning-rate schedule, never any state."""
+        if self.optimizer is None:
+            self._es_schedule_holder = torch.nn.Parameter(torch.zeros(0))
+            self.optimizer = torch.optim.SGD([self._es_schedule_holder], lr=self.args.learning_rate)
+        return self.optimizer
+
+    # ----- the ES iteration -----
+
+    def _sync_generation_engine(self):
+        """vLLM keeps its own copy of the weights: push the member's weights into it (TRL only does so per step)."""
+        if self.use_vllm:
+            self.vllm_generation.sync_weights()
+            self._last_loaded_step = self.state.global_step
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        args = self.args
+        model.train()  # as Trainer.training_step does: TRL's generation logs under "train" in training mode
+        iteration = self.state.global_step
+        if len(self.es_history) != iteration:
+            raise RuntimeError(
+                f"ES history has {len(self.es_history)} iterations but the trainer is at step {iteration}"
+            )
+        members = population_seeds(args.seed, iteration, args.population_size, args.antithetic)
+        per_process = args.population_size // self.accelerator.num_processes
+        first = self.accelerator.process_index * per_process
+        params = self._es_parameters()
+        prompts = [example["prompt"] for example in inputs]
+        timings = {"perturb": 0.0, "generate": 0.0, "update": 0.0, "reward_wait": 0.0}
+        started = time.perf_counter()
+        pending = []
+        for seed, sign in members[first : first + per_process]:
+            clock = time.perf_counter()
+            perturb(params, self._es_master, seed, sign, args.sigma)
+            self._sync_generation_engine()
+            timings["perturb"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            torch.manual_seed(generation_seed(args.seed, iteration))
+            _, completion_ids, _, completions, _, _, _, _ = self._generate(prompts)
+            timings["generate"] += time.perf_counter() - clock
+            pending.append(start_member_rewards(self, inputs, prompts, completions, completion_ids))
+        clock = time.perf_counter()
+        write_master(params, self._es_master)  # restore θ
+        timings["perturb"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        per_member = [rewards.result() for rewards in pending]
+        timings["reward_wait"] = time.perf_counter() - clock
+
+        local = torch.tensor(
+            [[member_reward(r, self.reward_weights), *r.double().nanmean(dim=0).tolist()] for r in per_member],
+            dtype=torch.float64,
+            device=self.accelerator.device,
+        )
+        gathered = self.accelerator.gather(local).cpu()  # (P, 1 + functions), member order
+        rewards = gathered[:, 0]
+        fitness = shape_fitness(rewards, args.fitness_shaping)
+        learning_rate = self.optimizer.param_groups[0]["lr"]
+        clock = time.perf_counter()
+        update_norm = es_update(self._es_master, members, fitness.tolist(), learning_rate, args.weight_decay)
+        write_master(params, self._es_master)
+        timings["update"] = time.perf_counter() - clock
+        self.es_history.append(
+            history_entry(iteration, members, rewards.tolist(), fitness.tolist(), learning_rate, update_norm)
+        )
+        self._log_es_metrics(gathered, update_norm, timings, per_process / (time.perf_counter() - started))
+        return torch.tensor(-float(rewards.mean()), device=self.accelerator.device)
+
+    def _log_es_metrics(self, gathered, update_norm, timings, members_per_second):
+        metrics = self._metrics["train"]
+        rewards = gathered[:, 0]
+        metrics["es/reward_mean"].append(float(rewards.mean()))
+        metrics["es/reward_std"].append(float(rewards.std(unbiased=False)))
+        metrics["es/reward_max"].append(float(rewards.max()))
+        metrics["es/best_member"].append(int(torch.argmax(rewards)))
+        metrics["es/update_norm"].append(update_norm)
+        for name in ("perturb", "generate", "update", "reward_wait"):
+            metrics[f"es/seconds_{name}"].append(timings[name])
+        metrics["es/members_per_second"].append(members_per_second)
+        # TRL's reward metrics, over every completion of every member.
+        metrics["reward"].append(float(rewards.mean()))
+        for column, name in enumerate(self.reward_func_names, start=1):
+            metrics[f"rewards/{name}/mean"].append(float(gathered[:, column].nanmean()))
