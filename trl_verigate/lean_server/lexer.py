@@ -13,7 +13,7 @@ is lexed too and checked like the rest of the proof. A `'` that starts no charac
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from trl_verigate.lean_server import tactics as tactic_split
 
@@ -21,7 +21,37 @@ _CHAR_LITERAL = re.compile(tactic_split.CHAR_LITERAL, re.DOTALL)
 # Matched at an offset (`pattern.match(text, i)`), never on `text[i:]`: a slice per token copies the rest of the
 # text, which makes lexing quadratic.
 _RAW_STRING_START = re.compile(r'r(#*)"')
-_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+# Lean's `isLetterLike` (`_is_letter_like`), `isIdFirst` and `isIdRest` as character classes.
+_LETTER_LIKE = (
+    "\u03b1-\u03ba\u03bc-\u03c9"  # α-ω except λ
+    "\u0391-\u039f\u03a1\u03a2\u03a4-\u03a9"  # Α-Ω except Π, Σ
+    "\u03ca-\u03fb"  # Coptic
+    "\u1f00-\u1ffe"  # Polytonic Greek
+    "\u2100-\u214f"  # Letter-like block
+    "\U0001d49c-\U0001d59f"  # Latin script letters
+    "\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u00ff"  # Latin-1 letters except × and ÷
+    "\u0100-\u017f"  # Latin Extended-A
+)
+_ID_FIRST = "a-zA-Z_" + _LETTER_LIKE
+_ID_REST = _ID_FIRST + "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
+_ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
+_NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# The next token after whitespace: a comment, literal, `'` or unterminated `«` (group `special`, lexed by
+# `_lex_special`), an identifier (dotted parts, `«escaped»` ones included), a number, or any other character as a
+# one-character symbol. The alternatives are tried in the order Lean's tokenizer tries them; each matches at its
+# start or not at all, and the whitespace is skipped possessively, so nothing backtracks past the token.
+_NEXT_TOKEN = re.compile(
+    r"[ \n\r\t]*+(?:"
+    r"""(?P<special>--|/-|r#*"|["'])"""
+    rf"|(?P<ident>{_ID_PART}(?:\.{_ID_PART})*)"
+    rf"|(?P<number>{_NUMBER})"
+    r"|(?P<unterminated>«)"
+    r"|(?P<symbol>[^ \n\r\t])"
+    r")",
+    re.DOTALL,
+)
+# What ends a run of plain characters in a string literal: its end, an escape, or a brace.
+_STRING_STOP = re.compile(r'["\\{}]')
 
 
 class PrecheckError(ValueError):
@@ -76,8 +106,9 @@ def is_id_rest(c: str) -> bool:
     )
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
+    """One token; a NamedTuple because a proof of 1 MB has some 300,000 of them, and a tuple is quick to build."""
+
     kind: str  # ident | symbol | number | string | char | comment
     start: int
     end: int
@@ -114,107 +145,106 @@ def position(text: str, offset: int) -> tuple[int, int]:
 def lex(text: str) -> list[Token]:
     """Tokens of `text` as Lean's tokenizer splits them; raises PrecheckError where Lean's lexing is unclear."""
     tokens: list[Token] = []
-    n, i = len(text), 0
-    while i < n:
-        c = text[i]
-        if c in " \n\r\t":
-            i += 1
-        elif text.startswith("--", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            tokens.append(Token("comment", i, end, text[i:end]))
-            i = end
-        elif text.startswith("/-", i):
-            j = tactic_split.block_comment_end(text, i + 2)
-            if j is None:
-                raise PrecheckError("unterminated block comment `/-`", i, " swallows the rest")
-            tokens.append(Token("comment", i, j, text[i:j]))
-            i = j
-        elif c == "r" and (raw_start := _RAW_STRING_START.match(text, i)):
-            hashes = len(raw_start.group(1))
-            closing = '"' + "#" * hashes
-            end = text.find(closing, i + 2 + hashes)
-            if end < 0:
-                raise PrecheckError("unterminated raw string", i, " swallows the rest")
-            end += len(closing)
-            tokens.append(Token("string", i, end, text[i:end]))
-            i = end
-        elif c == '"':
-            j, depth, segment_start, segments = i + 1, 0, 0, []
-            while j < n and text[j] != '"':
-                # Interpolated strings (s!, m!, f!, throwError, dbg_trace …) parse `{…}` as code. Whether this
-                # literal is one depends on what precedes it, so its braces are read both ways: they must pair
-                # up inside the plain literal (a `"`, `'`, `-/` within the code would break the pairing), and
-                # the code between them is lexed and checked like the rest of the proof.
-                if text[j] == "{":
-                    depth += 1
-                    segment_start = segment_start if depth > 1 else j + 1
-                elif text[j] == "}":
-                    depth -= 1
-                    if depth < 0:
-                        raise _ambiguous_braces(j)
-                    if depth == 0:
-                        segments.append((segment_start, j))
-                j += 2 if text[j] == "\\" else 1
-            if j >= n:
-                raise PrecheckError('unterminated string `"`', i, " swallows the rest")
-            if depth:
+    append, match, n, i = tokens.append, _NEXT_TOKEN.match, len(text), 0
+    while True:
+        found = match(text, i)
+        if found is None:  # only whitespace is left
+            return tokens
+        kind = found.lastgroup
+        start, i = found.span(kind)
+        if kind == "ident":
+            name = found.group(kind)
+            append(Token("ident", start, i, name, tuple(name.split(".") if "«" not in name else split_name(name))))
+        elif kind == "symbol" or kind == "number":
+            append(Token(kind, start, i, found.group(kind)))
+        else:  # special, unterminated
+            i = _lex_special(text, start, n, tokens)
+
+
+def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
+    """Lex the comment, literal or `'`/`«` token starting at `text[i]` into `tokens`; returns the offset after it."""
+    c = text[i]
+    if text.startswith("--", i):
+        end = text.find("\n", i)
+        end = n if end < 0 else end
+        tokens.append(Token("comment", i, end, text[i:end]))
+        return end
+    if text.startswith("/-", i):
+        j = tactic_split.block_comment_end(text, i + 2)
+        if j is None:
+            raise PrecheckError("unterminated block comment `/-`", i, " swallows the rest")
+        tokens.append(Token("comment", i, j, text[i:j]))
+        return j
+    if c == "r":
+        hashes = len(_RAW_STRING_START.match(text, i).group(1))
+        closing = '"' + "#" * hashes
+        end = text.find(closing, i + 2 + hashes)
+        if end < 0:
+            raise PrecheckError("unterminated raw string", i, " swallows the rest")
+        end += len(closing)
+        tokens.append(Token("string", i, end, text[i:end]))
+        return end
+    if c == '"':
+        return _lex_string(text, i, tokens)
+    if c == "'":
+        # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
+        # of a symbol (`∑'`, `∏'`, `⁻¹'`) or as an error; a literal holds one character, so no reading hides a
+        # word. A literal holding `"` right after a symbol is the one case where the readings part ways:
+        # Lean may see `∑'` and then a string start.
+        match = None if text.startswith("''", i) else _CHAR_LITERAL.match(text, i)
+        if match is None:
+            width = 2 if text.startswith("''", i) else 1
+            tokens.append(Token("symbol", i, i + width, text[i : i + width]))
+            return i + width
+        if '"' in match.group(0) and i > 0 and not (text[i - 1].isspace() or text[i - 1] in "([{⟨,"):
+            raise PrecheckError(
+                f"ambiguous `{match.group(0)}`",
+                i,
+                f": after `{text[i - 1]}` Lean may read `'` as part of a symbol and `\"` as a string start; "
+                "put a space before the character literal",
+            )
+        tokens.append(Token("char", i, match.end(), match.group(0)))
+        return match.end()
+    # `«` that `_NEXT_TOKEN` could not read as (part of) an identifier: no `»` closes it.
+    raise PrecheckError("unterminated identifier escape `«`", i)
+
+
+def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
+    """Lex the string literal starting at `text[i]` (and the code in its `{…}`); returns the offset after it."""
+    j, depth, segment_start, segments = i + 1, 0, 0, []
+    search = _STRING_STOP.search
+    while True:
+        # Interpolated strings (s!, m!, f!, throwError, dbg_trace …) parse `{…}` as code. Whether this literal is
+        # one depends on what precedes it, so its braces are read both ways: they must pair up inside the plain
+        # literal (a `"`, `'`, `-/` within the code would break the pairing), and the code between them is lexed
+        # and checked like the rest of the proof.
+        stop = search(text, j)
+        if stop is None:
+            raise PrecheckError('unterminated string `"`', i, " swallows the rest")
+        j = stop.start()
+        c = text[j]
+        if c == '"':
+            break
+        if c == "{":
+            depth += 1
+            segment_start = segment_start if depth > 1 else j + 1
+        elif c == "}":
+            depth -= 1
+            if depth < 0:
                 raise _ambiguous_braces(j)
-            tokens.append(Token("string", i, j + 1, text[i : j + 1]))
-            for start, end in segments:
-                try:
-                    segment = lex(text[start:end])
-                except PrecheckError as error:
-                    raise error.shifted(start) from None
-                tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
-            i = j + 1
-        elif c == "'":
-            # Lean reads `''` as a token (Mathlib's image `f '' s`), and a `'` that is no character literal as part
-            # of a symbol (`∑'`, `∏'`, `⁻¹'`) or as an error; a literal holds one character, so no reading hides a
-            # word. A literal holding `"` right after a symbol is the one case where the readings part ways:
-            # Lean may see `∑'` and then a string start.
-            match = None if text.startswith("''", i) else _CHAR_LITERAL.match(text, i)
-            if match is None:
-                width = 2 if text.startswith("''", i) else 1
-                tokens.append(Token("symbol", i, i + width, text[i : i + width]))
-                i += width
-                continue
-            if '"' in match.group(0) and i > 0 and not (text[i - 1].isspace() or text[i - 1] in "([{⟨,"):
-                raise PrecheckError(
-                    f"ambiguous `{match.group(0)}`",
-                    i,
-                    f": after `{text[i - 1]}` Lean may read `'` as part of a symbol and `\"` as a string start; "
-                    "put a space before the character literal",
-                )
-            tokens.append(Token("char", i, match.end(), match.group(0)))
-            i = match.end()
-        elif is_id_first(c) or c == "«":
-            j = i
-            while True:
-                if j < n and text[j] == "«":
-                    close = text.find("»", j)
-                    if close < 0:
-                        raise PrecheckError("unterminated identifier escape `«`", j)
-                    j = close + 1
-                else:
-                    j += 1
-                    while j < n and is_id_rest(text[j]):
-                        j += 1
-                if j + 1 < n and text[j] == "." and (is_id_first(text[j + 1]) or text[j + 1] == "«"):
-                    j += 1
-                else:
-                    break
-            name = text[i:j]
-            tokens.append(Token("ident", i, j, name, tuple(split_name(name))))
-            i = j
-        elif "0" <= c <= "9":
-            match = _NUMBER.match(text, i)
-            tokens.append(Token("number", i, match.end(), match.group(0)))
-            i = match.end()
-        else:
-            tokens.append(Token("symbol", i, i + 1, c))
-            i += 1
-    return tokens
+            if depth == 0:
+                segments.append((segment_start, j))
+        j += 2 if c == "\\" else 1
+    if depth:
+        raise _ambiguous_braces(j)
+    tokens.append(Token("string", i, j + 1, text[i : j + 1]))
+    for start, end in segments:
+        try:
+            segment = lex(text[start:end])
+        except PrecheckError as error:
+            raise error.shifted(start) from None
+        tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
+    return j + 1
 
 
 def _ambiguous_braces(offset: int) -> PrecheckError:
