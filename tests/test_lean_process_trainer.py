@@ -424,3 +424,79 @@ def test_a_second_oracle_backend_plugs_in_unchanged(tiny_models, tmp_path, token
             first = next(i for i, (_, end) in enumerate(encoding["offset_mapping"]) if end > start)
             expected[row, first] += score - mean
     assert torch.allclose(output["advantages"], expected, atol=1e-5)
+
+
+class TimedVerifier:
+    """A Verifier that passes everything after `latency` seconds; records when each call started and its size."""
+
+    def __init__(self, latency=0.0):
+        import threading
+
+        self.latency = latency
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def verify(self, requests, timeout=None, progress=None):
+        import time
+
+        from trl_verigate.lean_server import VerificationResult
+
+        with self.lock:
+            self.calls.append((time.perf_counter(), len(requests)))
+        time.sleep(self.latency)
+        return [VerificationResult(status="passed") for _ in requests]
+
+    async def averify(self, requests, timeout=None, progress=None):
+        return self.verify(requests, timeout, progress)
+
+
+def test_chunked_generation_verifies_each_chunk_while_the_next_generates(tiny_models, tmp_path, monkeypatch):
+    import time
+
+    from trl import GRPOTrainer
+
+    generation_ends = []
+    original = GRPOTrainer._generate_single_turn
+
+    def timed(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        generation_ends.append(time.perf_counter())
+        return result
+
+    monkeypatch.setattr(GRPOTrainer, "_generate_single_turn", timed)
+    verifier = TimedVerifier(latency=0.2)
+    trainer = make_trainer(
+        tiny_models,
+        tmp_path,
+        verifier,
+        rollout=None,
+        lean_generation_chunks=2,
+        max_completion_length=8,
+        completion_format="proof_body",
+    )
+    output = score_batch(trainer)
+    assert len(generation_ends) == 2  # two chunks of 4 rows
+    assert [size for _, size in verifier.calls] == [G, G]  # each chunk verified once, nothing twice
+    assert verifier.calls[0][0] < generation_ends[1]  # chunk 1 was verifying while chunk 2 generated
+    assert output["advantages"].shape == output["completion_ids"].shape
+    assert trainer._metrics["train"]["lean/pass_rate"][-1] == 1.0
+
+
+def test_verification_starts_before_the_reward_is_asked(tiny_models, tmp_path, monkeypatch):
+    import time
+
+    from trl import GRPOTrainer
+
+    asked = []
+    original = GRPOTrainer._calculate_rewards
+
+    def timed(self, *args, **kwargs):
+        asked.append(time.perf_counter())
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "_calculate_rewards", timed)
+    verifier = TimedVerifier()
+    trainer = make_trainer(tiny_models, tmp_path, verifier, beta=0.04)  # beta > 0: a reference pass to overlap
+    score_batch(trainer)
+    assert len(verifier.calls) == 1 and verifier.calls[0][1] == 2 * G - 1  # all but the empty completion, once
+    assert verifier.calls[0][0] < asked[0]

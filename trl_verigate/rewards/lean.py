@@ -186,12 +186,25 @@ class LeanProofReward:
         self.failures = 0
         self.last_verdicts: list[ProcessVerdict] | None = None
         self.last_timing: tuple[float, float] = (0.0, 0.0)
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lean-verify")
-        self._pending: _Verification | None = None
+        # Several threads: the chunks of one batch verify concurrently on the pool.
+        self._executor = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="lean-verify")
+        self._pending: list[_Verification] = []
 
     def start(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
-        """Begin verifying in the background; the next call with the same completions collects the verdicts."""
-        self._pending = self._submit(prompts, completions, rows)
+        """Begin verifying a batch in the background; the next call with the same completions collects the verdicts."""
+        self._pending = [self._submit(prompts, completions, rows)]
+
+    def start_chunk(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
+        """Begin verifying the next rows of a batch generated in chunks (after `clear_pending` at its start); the
+        next call whose completions are all chunks in order collects them."""
+        self._pending.append(self._submit(prompts, completions, rows))
+
+    def clear_pending(self) -> None:
+        self._pending = []
+
+    def is_pending(self, completions: Sequence) -> bool:
+        """Whether background verification of exactly these completions is under way."""
+        return bool(self._pending) and [c for v in self._pending for c in v.completions] == list(completions)
 
     def _submit(self, prompts, completions, rows) -> _Verification:
         verification = _Verification(list(completions), None, time.perf_counter())  # type: ignore[arg-type]
@@ -211,16 +224,21 @@ class LeanProofReward:
         return verification
 
     async def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        verification = self._pending
-        self._pending = None
-        if verification is None or verification.completions != list(completions):
+        verifications = self._pending if self.is_pending(completions) else []
+        self._pending = []
+        if not verifications:
             rows = _rows_from_columns(kwargs, len(completions))
-            verification = self._submit(prompts, completions, rows)
+            verifications = [self._submit(prompts, completions, rows)]
         waiting_since = time.perf_counter()
-        verdicts = await asyncio.wrap_future(verification.future)
+        verdicts = [
+            verdict
+            for chunk in await asyncio.gather(*(asyncio.wrap_future(v.future) for v in verifications))
+            for verdict in chunk
+        ]
         done = time.perf_counter()
-        finished = verification.finished or done
-        self.last_timing = (finished - verification.started, max(0.0, min(done, finished) - waiting_since))
+        started = min(v.started for v in verifications)
+        finished = max(v.finished or done for v in verifications)
+        self.last_timing = (finished - started, max(0.0, min(done, finished) - waiting_since))
         self.failures += sum(verdict.status in FAILURE_STATUSES for verdict in verdicts)
         self.last_verdicts = verdicts
         return [1.0 if verdict.passed else 0.0 for verdict in verdicts]

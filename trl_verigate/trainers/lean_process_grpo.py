@@ -103,6 +103,14 @@ class LeanProcessConfig(GRPOConfig):
             "choices": list(TACTIC_ASSIGNMENTS),
         },
     )
+    lean_generation_chunks: int = field(
+        default=1,
+        metadata={
+            "help": "Generate each batch in this many chunks (transformers generation only, not vLLM) and start "
+            "verifying a chunk as soon as it is decoded, so verification overlaps the generation of the next chunks. "
+            "1: verification overlaps TRL's old/ref log-prob passes and other rewards only."
+        },
+    )
     process_advantage_coef: float = field(
         default=1.0, metadata={"help": "Multiplies A_proc: 1.0 is the paper, 0.0 is outcome-only GRPO."}
     )
@@ -137,6 +145,12 @@ class LeanProcessConfig(GRPOConfig):
             isinstance(self.lean_workers, bool) or not isinstance(self.lean_workers, int) or self.lean_workers < 1
         ):
             raise ValueError(f"lean_workers={self.lean_workers!r} must be a positive integer, or None for CPUs - 1.")
+        if (
+            isinstance(self.lean_generation_chunks, bool)
+            or not isinstance(self.lean_generation_chunks, int)
+            or self.lean_generation_chunks < 1
+        ):
+            raise ValueError(f"lean_generation_chunks={self.lean_generation_chunks!r} must be a positive integer.")
         for name in ("partial_tactic_score", "error_tactic_score", "process_advantage_coef"):
             if not _is_number(getattr(self, name)):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be a number.")
@@ -262,14 +276,47 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
             self._generation_rows = None
 
     def _generate(self, prompts: list):
-        result = super()._generate(prompts)
-        completions = result[3]
         owned = self._owned_lean_server
         if owned is not None and not owned.started:
             owned.start()  # closed by a previous train()
-        if self._generation_rows is not None and len(self._generation_rows) == len(completions):
-            self.lean_reward.start(prompts, completions, self._generation_rows)
+        self.lean_reward.clear_pending()
+        result = super()._generate(prompts)
+        completions = result[3]
+        rows = self._generation_rows
+        if rows is not None and len(rows) == len(completions) and not self.lean_reward.is_pending(completions):
+            self.lean_reward.start(prompts, completions, rows)
         return result
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        rows = self._generation_rows
+        chunks = self.args.lean_generation_chunks
+        if (
+            chunks <= 1
+            or self.use_vllm
+            or self.use_transformers_continuous_batching
+            or images is not None
+            or self.tools
+            or rows is None
+            or len(rows) != len(prompt_ids)
+        ):
+            return super()._generate_single_turn(
+                prompt_ids, images, multimodal_fields, num_generations, has_tool_images
+            )
+        # Every process runs the same number of chunks (equal local batches), so ZeRO-3 parameter gathers match.
+        size = -(-len(prompt_ids) // chunks)
+        completion_ids = []
+        for start in range(0, len(prompt_ids), size):
+            chunk_ids, _ = super()._generate_single_turn(
+                prompt_ids[start : start + size], None, multimodal_fields, num_generations, has_tool_images
+            )
+            completion_ids.extend(chunk_ids)
+            # Decoded as TRL decodes them; if TRL's text differs (a response parser), the reward verifies again.
+            texts = self.processing_class.batch_decode(chunk_ids, skip_special_tokens=True)
+            chunk_rows = rows[start : start + size]
+            if isinstance(chunk_rows[0].get("prompt"), list):
+                texts = [[{"role": "assistant", "content": text}] for text in texts]
+            self.lean_reward.start_chunk([row.get("prompt") for row in chunk_rows], texts, chunk_rows)
+        return completion_ids, None
 
     # ---------------------------------------------------------------- advantages
 
