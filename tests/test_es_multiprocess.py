@@ -1,0 +1,60 @@
+"""ES on two gloo processes: members split across ranks, only rewards gathered, and after the run the weights are
+bitwise equal on both ranks and equal to a one-process run with the same seeds and rewards."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from launch import free_port
+from safetensors.torch import load_file
+
+SCRIPT = Path(__file__).parent / "scripts" / "es_two_process.py"
+
+
+def run(command, out_dir: Path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(out_dir / "datasets_cache")}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+
+
+@pytest.fixture(scope="module")
+def runs(tiny_models, tmp_path_factory):
+    two = tmp_path_factory.mktemp("es_two_processes")
+    one = tmp_path_factory.mktemp("es_one_process")
+    port = free_port()
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    launcher += ["--master_addr", "127.0.0.1", "--master_port", str(port)]
+    run([*launcher, str(SCRIPT), tiny_models["policy"], str(two)], two)
+    run([sys.executable, str(SCRIPT), tiny_models["policy"], str(one)], one)
+    return two, one
+
+
+def load(out_dir: Path, rank: int):
+    return load_file(str(out_dir / f"rank{rank}.safetensors")), json.loads((out_dir / f"rank{rank}.json").read_text())
+
+
+@pytest.mark.slow
+def test_two_ranks_split_the_members_and_end_bitwise_equal_to_one_process(runs):
+    two, one = runs
+    weights0, record0 = load(two, 0)
+    weights1, record1 = load(two, 1)
+    reference, reference_record = load(one, 0)
+    assert (record0["num_processes"], record1["num_processes"], reference_record["num_processes"]) == (2, 2, 1)
+    # 4 members over 2 ranks: each rank generates for 2 members per iteration, the lone process for all 4.
+    assert len(record0["generated_prompts"]) == len(record1["generated_prompts"]) == 2 * 2
+    assert len(reference_record["generated_prompts"]) == 4 * 2
+    # Every member of an iteration answers the same prompts, on every rank.
+    assert (
+        record0["generated_prompts"][:2]
+        == record1["generated_prompts"][:2]
+        == reference_record["generated_prompts"][:4:2]
+    )
+    assert record0["history"] == record1["history"] == reference_record["history"]
+    assert any(entry["update_norm"] > 0 for entry in record0["history"]), "the run must have moved the weights"
+    for name, value in reference.items():
+        assert torch.equal(weights0[name], weights1[name]), name
+        assert torch.equal(weights0[name], value), name
