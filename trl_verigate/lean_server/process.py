@@ -54,7 +54,7 @@ INHERITED_ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
 # whose answer was forged mid-command is still working and writes its real answer first.
 READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}.get(platform.machine().lower())
 READY_WAIT_S = 1.0
-READY_POLL_S = (0.0002, 0.01)  # first and longest pause between looks
+READY_POLL_S = (0.0002, 0.01)  # first and longest pause between looks (also at the exit of a killed REPL)
 # Once the REPL reads again, its last bytes (if any) are in the pipe: the event loop's selector, the pipe
 # transport and the stdout reader task each take one loop turn to see them.
 SETTLE_LOOP_TURNS = 4
@@ -404,7 +404,9 @@ class ReplProcess:
     async def _wait_until_reading(self) -> str | None:
         """Wait until the REPL reads its stdin again (or the fixed grace without a known reader); why not, or None."""
         if self._stdin_reader is None:
-            await asyncio.sleep(RESPONSE_GRACE_S)
+            # After the header load no submitted code has run, and the reader is searched for next.
+            if self._next_env is not None:
+                await asyncio.sleep(RESPONSE_GRACE_S)
             return None
         deadline = time.monotonic() + READY_WAIT_S
         pause = READY_POLL_S[0]
@@ -430,6 +432,7 @@ class ReplProcess:
         if READ_SYSCALL is None:
             return None
         deadline = time.monotonic() + STDIN_READER_SEARCH_S
+        pause = READY_POLL_S[0]
         while time.monotonic() < deadline:
             for pid in sorted(process_tree(self.pid)):
                 try:
@@ -439,7 +442,8 @@ class ReplProcess:
                 for tid in tids:
                     if _syscall_state((pid, int(tid))) == "reading":
                         return pid, int(tid)
-            await asyncio.sleep(READY_POLL_S[1])
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, READY_POLL_S[1])
         return None
 
     def _idle_breach(self) -> str | None:
@@ -541,8 +545,10 @@ class ReplProcess:
         # Not `wait()`: it also waits until every holder of the pipes has closed them, which a descendant
         # that escaped the kill (possible only without the sandbox) can put off for as long as it lives.
         deadline = time.monotonic() + KILL_WAIT_S
+        pause = READY_POLL_S[0]
         while self._process.returncode is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.005)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, READY_POLL_S[1])
         # The group is dead, so both pipes reach EOF; bounded anyway against such a descendant.
         for task in (self._stderr_task, self._stdout_task):
             if task is not None:
