@@ -256,19 +256,31 @@ def _ambiguous_braces(offset: int) -> PrecheckError:
     )
 
 
-def enclosing_openers(code: list[Token]) -> list[int]:
-    """For each token of `code`, the index of the innermost bracket opened before it and still open there, or -1.
+def enclosing_openers(code: list[Token]) -> EnclosingOpeners:
+    """For each token of `code`, the index of the innermost bracket opened before it and still open there, or -1."""
+    return EnclosingOpeners(code)
 
-    A closer closes the nearest open bracket of any kind, as a backward scan counting brackets would pair them; one
-    pass for all tokens, where a scan per token would be quadratic.
+
+class EnclosingOpeners:
+    """`enclosing_openers(code)[k]`: computed for all tokens in one pass on the first lookup, which most proofs never
+    make (a scan back per token would be quadratic; a pass per proof that needs none is wasted).
+
+    A closer closes the nearest open bracket of any kind, as a backward scan counting brackets would pair them.
     """
-    enclosing: list[int] = []
-    open_brackets: list[int] = []
-    for k, token in enumerate(code):
-        enclosing.append(open_brackets[-1] if open_brackets else -1)
-        if token.kind == "symbol":
-            if token.text in tactic_split.OPENERS:
-                open_brackets.append(k)
-            elif token.text in tactic_split.CLOSERS and open_brackets:
-                open_brackets.pop()
-    return enclosing
+
+    def __init__(self, code: list[Token]):
+        self._code = code
+        self._enclosing: list[int] | None = None
+
+    def __getitem__(self, k: int) -> int:
+        if self._enclosing is None:
+            self._enclosing = []
+            open_brackets: list[int] = []
+            for index, token in enumerate(self._code):
+                self._enclosing.append(open_brackets[-1] if open_brackets else -1)
+                if token.kind == "symbol":
+                    if token.text in tactic_split.OPENERS:
+                        open_brackets.append(index)
+                    elif token.text in tactic_split.CLOSERS and open_brackets:
+                        open_brackets.pop()
+        return self._enclosing[k]

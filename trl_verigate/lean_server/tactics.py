@@ -628,11 +628,13 @@ def split_proof(proof: str, granularity: str = "outermost", *, start_column: int
     """
     _check_arguments(proof, granularity, start_column)
     tokens = _Tokens(proof, start_column)
-    # Built only here: `split_tactics` alone (the judge's call) has no use for them.
-    spans = [
-        TokenSpan(start, end, _is_literal(text))
-        for text, start, end in zip(tokens.text, tokens.start, tokens.end, strict=True)
+    # Built only here: `split_tactics` alone (the judge's call) has no use for them. `_is_literal` inlined: this
+    # runs once per token of every proof. A token starting `r"` or `r#` is a raw string (no identifier has them).
+    literal = [
+        (first := text[0]) == '"' or (first == "'" and len(text) > 1) or (first == "r" and text[1:2] in ('"', "#"))
+        for text in tokens.text
     ]
+    spans = list(map(TokenSpan, tokens.start, tokens.end, literal))
     if not tokens.n:
         return ProofLayout([], spans, None, frozenset())
     parser = _Parser(tokens)

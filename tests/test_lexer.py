@@ -1,0 +1,132 @@
+"""The precheck's lexer (lexer.py): tokens as Lean's tokenizer splits them, written out by hand, and the bracket
+structure the aesop-phase check reads."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from trl_verigate.lean_server.lexer import PrecheckError, enclosing_openers, lex
+from trl_verigate.lean_server.tactics import CLOSERS, OPENERS
+
+
+def _kinds_and_texts(text: str) -> list[tuple[str, str]]:
+    tokens = lex(text)
+    for token in tokens:
+        assert text[token.start : token.end] == token.text
+    return [(token.kind, token.text) for token in tokens]
+
+
+def test_identifiers_numbers_and_symbols():
+    assert _kinds_and_texts("Nat.succ_le h₀ x' α ℝ 𝓝 é 12 0x1F 1.5e3 0b λx ×") == [
+        ("ident", "Nat.succ_le"),
+        ("ident", "h₀"),
+        ("ident", "x'"),
+        ("ident", "α"),
+        ("ident", "ℝ"),
+        ("ident", "𝓝"),
+        ("ident", "é"),
+        ("number", "12"),
+        ("number", "0x1F"),
+        ("number", "1.5e3"),
+        ("number", "0"),  # `0b` without binary digits: the number 0, then the name b
+        ("ident", "b"),
+        ("symbol", "λ"),  # λ is a binder, not a letter
+        ("ident", "x"),
+        ("symbol", "×"),
+    ]
+
+
+def test_escaped_and_dotted_names_carry_their_components():
+    tokens = lex("Lean.«ofReduceBool» «a\nb».c h.1 x.«y»z")
+    assert [(t.text, t.components) for t in tokens] == [
+        ("Lean.«ofReduceBool»", ("Lean", "ofReduceBool")),
+        ("«a\nb».c", ("a\nb", "c")),
+        ("h", ("h",)),  # `.1` is no name part
+        (".", ()),
+        ("1", ()),
+        ("x.«y»", ("x", "y")),
+        ("z", ("z",)),  # nothing continues an escaped part but a dot
+    ]
+
+
+def test_comments_strings_and_characters():
+    text = "-- a line\n/- nested /- -/ still -/ \"s\\\"{x}\" r#\"raw \" \"# 'c' '\\n' f '' s ∑' x"
+    assert _kinds_and_texts(text) == [
+        ("comment", "-- a line"),
+        ("comment", "/- nested /- -/ still -/"),
+        ("string", '"s\\"{x}"'),
+        ("ident", "x"),  # the code of the interpolation segment, lexed after its string
+        ("string", 'r#"raw " "#'),
+        ("char", "'c'"),
+        ("char", "'\\n'"),
+        ("ident", "f"),
+        ("symbol", "''"),
+        ("ident", "s"),
+        ("symbol", "∑"),
+        ("symbol", "'"),
+        ("ident", "x"),
+    ]
+
+
+def test_interpolation_segments_are_positioned_in_the_whole_text():
+    tokens = lex('s!"{a} and {b + 1}"')
+    assert [(t.text, t.start) for t in tokens if t.kind != "string"] == [
+        ("s!", 0),
+        ("a", 4),
+        ("b", 12),
+        ("+", 14),
+        ("1", 16),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "reason", "offset"),
+    [
+        ("x /- open", "unterminated block comment", 2),
+        ('x "open', "unterminated string", 2),
+        ('x "ends in a backslash\\', "unterminated string", 2),
+        ('x r##"open"#', "unterminated raw string", 2),
+        ("x «open", "unterminated identifier escape", 2),
+        ("x.«open", "unterminated identifier escape", 2),
+        ('"a } b"', "unpaired brace", 3),
+        ('"a { b"', "unpaired brace", 6),
+        ("∑'\"'", "ambiguous", 1),
+        ('s!"{"x"}"', "unpaired brace", 4),  # the segment's own `"` ends the literal early
+    ],
+)
+def test_unclear_lexing_is_an_error_at_its_place(text, reason, offset):
+    with pytest.raises(PrecheckError) as raised:
+        lex(text)
+    assert reason in raised.value.before and raised.value.offset == offset
+
+
+def test_trailing_whitespace_is_no_token():
+    assert lex("a \n\t\r ") == lex("a")
+    assert lex(" \n ") == []
+
+
+def _enclosing_by_backward_scan(code, k: int) -> int:
+    """The reference: scan back from k counting brackets, the first opener at depth 0 encloses it."""
+    depth = 0
+    for j in range(k - 1, -1, -1):
+        if code[j].text in CLOSERS:
+            depth += 1
+        elif code[j].text in OPENERS:
+            if depth == 0:
+                return j
+            depth -= 1
+    return -1
+
+
+def test_enclosing_openers_pair_brackets_as_a_backward_scan_would():
+    # Tokens: f ( a , [ b ] , c ) at indices 0-9; `(` is 1, `[` is 4.
+    assert [enclosing_openers(lex("f (a, [b], c)"))[k] for k in range(10)] == [-1, -1, 1, 1, 1, 4, 4, 1, 1, 1]
+    rng = random.Random(7)
+    for _ in range(500):
+        code = lex(" ".join(rng.choice(["(", ")", "[", "]", "⟨", "⟩", "x", ","]) for _ in range(rng.randrange(1, 30))))
+        enclosing = enclosing_openers(code)
+        assert [enclosing[k] for k in range(len(code))] == [
+            _enclosing_by_backward_scan(code, k) for k in range(len(code))
+        ]
