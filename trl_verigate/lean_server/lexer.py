@@ -145,20 +145,25 @@ def position(text: str, offset: int) -> tuple[int, int]:
 def lex(text: str) -> list[Token]:
     """Tokens of `text` as Lean's tokenizer splits them; raises PrecheckError where Lean's lexing is unclear."""
     tokens: list[Token] = []
-    append, match, n, i = tokens.append, _NEXT_TOKEN.match, len(text), 0
+    # Built with `tuple.__new__`, as `Token(...)` would, without a Python-level call per token.
+    append, new, n, i = tokens.append, tuple.__new__, len(text), 0
     while True:
-        found = match(text, i)
-        if found is None:  # only whitespace is left
+        # Consecutive matches, one per token; a comment or literal is lexed by `_lex_special` and the scan resumes
+        # after it. At trailing whitespace the pattern no longer matches and the scan ends.
+        for found in _NEXT_TOKEN.finditer(text, i):
+            kind = found.lastgroup
+            start, end = found.span(kind)
+            if kind == "ident":
+                name = found.group(kind)
+                components = tuple(name.split(".") if "«" not in name else split_name(name))
+                append(new(Token, ("ident", start, end, name, components)))
+            elif kind == "symbol" or kind == "number":
+                append(new(Token, (kind, start, end, found.group(kind), ())))
+            else:  # special, unterminated
+                i = _lex_special(text, start, n, tokens)
+                break
+        else:
             return tokens
-        kind = found.lastgroup
-        start, i = found.span(kind)
-        if kind == "ident":
-            name = found.group(kind)
-            append(Token("ident", start, i, name, tuple(name.split(".") if "«" not in name else split_name(name))))
-        elif kind == "symbol" or kind == "number":
-            append(Token(kind, start, i, found.group(kind)))
-        else:  # special, unterminated
-            i = _lex_special(text, start, n, tokens)
 
 
 def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
