@@ -22,8 +22,9 @@ happened in an info message "attack KIND: OUTCOME" at line 1 of its real answer:
 - forge: write a complete passing answer (the `#print axioms` line answered "does not depend on
   any axioms") to /proc/self/fd/1 with the env of the request (a stale id), then the real answer;
   forge-env: the same with the right next env; forge-exit: the right env, then exit;
-  forge-child: leave a child (double-forked, own session) that takes the next request from stdin
-  and answers it with a forged pass, or writes one unasked after 2 s, then lingers;
+  forge-child: leave a child (double-forked, own session) blocked reading stdin before the REPL is
+  back at it, so it takes the next request and answers it with a forged pass (or writes one unasked
+  after 2 s), then lingers;
   forge-later:SECONDS: a thread of the stand-in writes a forged answer SECONDS later, while idle;
 - escape:fd: write a forged answer into /proc/PID/fd/1 of the worker named by `target_pid=PID` in the cmd;
 - escape:net: connect to 127.0.0.1:PORT named by `port=PORT` in the cmd;
@@ -81,25 +82,29 @@ TARGET_PID = re.compile(r"target_pid=(\d+)")
 PORT = re.compile(r"port=(\d+)")
 # The child left by forge-child: it races its parent for the next request on stdin and answers it with a pass.
 CHILD_PROGRAM = """
-import json, os, select, sys, time
+import json, os, sys, threading, time
 env, unasked_after, linger = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
-ready, _, _ = select.select([0], [], [], unasked_after)
-messages = []
-if ready:
-    request = os.read(0, 1 << 20).decode("utf-8", "replace")
-    try:
-        cmd = json.loads(request.strip().split("\\n\\n")[0]).get("cmd", "")
-    except ValueError:
-        cmd = ""
-    lines = cmd.split("\\n")
-    for number, line in enumerate(lines, 1):
+
+def forge(cmd):
+    messages = []
+    for number, line in enumerate(cmd.split("\\n"), 1):
         if line.startswith("#print axioms "):
-            name = line.split()[-1]
             messages.append({"severity": "info", "pos": {"line": number, "column": 0},
                              "endPos": {"line": number, "column": 6},
-                             "data": f"'{name}' does not depend on any axioms"})
-answer = {"env": env, "messages": messages} if messages else {"env": env}
-os.write(1, (json.dumps(answer) + "\\n\\n").encode())
+                             "data": f"'{line.split()[-1]}' does not depend on any axioms"})
+    answer = {"env": env, "messages": messages} if messages else {"env": env}
+    os.write(1, (json.dumps(answer) + "\\n\\n").encode())
+
+unasked = threading.Timer(unasked_after, forge, ("",))
+unasked.daemon = True
+unasked.start()
+# Blocked in read() before the REPL is back at its own: a pipe wakes its readers first come, first served.
+request = os.read(0, 1 << 20).decode("utf-8", "replace")
+unasked.cancel()
+try:
+    forge(json.loads(request.strip().split("\\n\\n")[0]).get("cmd", ""))
+except ValueError:
+    forge("")
 time.sleep(linger)
 """
 
@@ -515,7 +520,22 @@ class FakeRepl:
                 os.execv(sys.executable, child_argv)
             os._exit(0)
         os.waitpid(first, 0)
-        return "left a child to answer the next request"
+        # Answer only once the child waits on stdin, ahead of this REPL, as a careful payload would.
+        marker = child_argv[-1].encode()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for pid in [name for name in os.listdir("/proc") if name.isdigit()]:
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                        if marker not in cmdline.read():
+                            continue
+                    with open(f"/proc/{pid}/syscall", "rb") as syscall:
+                        if syscall.read().split()[:2] in ([b"0", b"0x0"], [b"63", b"0x0"]):  # read(0, ...)
+                            return "left a child to answer the next request"
+                except OSError:
+                    continue
+            time.sleep(0.005)
+        return "left a child, which did not get to read stdin"
 
     def write_attempts(self) -> list[str]:
         cwd = Path.cwd()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from fake_repl import CHILD_MARKER, read_log, stand_in_config
 
-from trl_verigate.lean_server.process import ReplProcess
+from trl_verigate.lean_server.process import ProcessWatch, ReplProcess
 from trl_verigate.lean_server.server import LeanServer
 from trl_verigate.lean_server.types import ProofRequest
 
@@ -76,7 +76,7 @@ def test_without_the_framing_checks_each_forgery_would_pass(tmp_path, monkeypatc
         return None
 
     monkeypatch.setattr(ReplProcess, "_wait_until_reading", reading_at_once)
-    monkeypatch.setattr(ReplProcess, "_answer_breach", lambda self, response: None)
+    monkeypatch.setattr(ReplProcess, "_answer_breach", lambda self, *args: None)
     config = stand_in_config(tmp_path, script=[attack("forged_theorem", behaviour)])
     with LeanServer(config) as server:
         (result,) = server.verify([false_theorem("forged_theorem")])
@@ -112,6 +112,34 @@ def test_a_child_left_to_answer_the_next_request_is_caught_and_killed(tmp_path, 
     while leftover_children(tmp_path / "script.jsonl") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert leftover_children(tmp_path / "script.jsonl") == []
+
+
+def test_a_request_taken_from_stdin_by_someone_else_is_an_error_even_unseen_by_the_process_check(tmp_path, monkeypatch):
+    # Blinded, the process check misses the child; the REPL's own reading thread then never gets the next request.
+    monkeypatch.setattr(ProcessWatch, "joined", lambda self: set())
+    script = [attack("forged_child", "forge-child"), INNOCENT_FALSE]
+    with LeanServer(stand_in_config(tmp_path, script=script)) as server:
+        (first,) = server.verify([false_theorem("forged_child")])
+        (second,) = server.verify([false_theorem("innocent_false")])
+        (third,) = server.verify([false_theorem("innocent_false")])
+    assert first.status == "failed", first.reason
+    assert second.status == "error" and "someone else read the request" in second.reason, second.reason
+    assert third.status == "failed", third.reason
+
+
+def test_without_the_checks_the_child_answers_the_next_request_with_a_pass(tmp_path, monkeypatch):
+    async def reading_at_once(self):
+        return None
+
+    monkeypatch.setattr(ProcessWatch, "joined", lambda self: set())
+    monkeypatch.setattr(ReplProcess, "_wait_until_reading", reading_at_once)
+    monkeypatch.setattr(ReplProcess, "_answer_breach", lambda self, *args: None)
+    script = [attack("forged_child", "forge-child"), INNOCENT_FALSE]
+    with LeanServer(stand_in_config(tmp_path, script=script)) as server:
+        (first,) = server.verify([false_theorem("forged_child")])
+        (second,) = server.verify([false_theorem("innocent_false")])
+    assert first.status == "failed", first.reason
+    assert second.status == "passed", second.reason
 
 
 def test_an_answer_written_while_idle_compromises_the_repl_and_the_next_request_runs_on_a_fresh_one(tmp_path):

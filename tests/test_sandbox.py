@@ -303,6 +303,7 @@ def test_a_child_in_its_own_session_dies_with_the_sandbox(tmp_path, monkeypatch,
     # The process-tree check and the kill of every descendant are blinded, so only the sandbox can stop the child:
     # it was double-forked into its own session, out of reach of the kill of the REPL's process group.
     monkeypatch.setattr(process_module, "process_tree", lambda root: {root})
+    monkeypatch.setattr(process_module.ProcessWatch, "joined", lambda self: set())
     config = stand_in_config(tmp_path, script=[{"match": "escape_child", "behaviour": "forge-child"}], sandbox=mode)
     script = str(tmp_path / "script.jsonl")
 

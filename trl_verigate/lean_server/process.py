@@ -141,21 +141,29 @@ def _scratch_env(scratch: Path) -> dict[str, str]:
     return env
 
 
+def _live_pids() -> set[int]:
+    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
+
+
+def _parent(pid: int) -> int | None:
+    """The parent pid of a live, non-zombie process, else None."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses; the fields after its last ")" are plain.
+    fields = data[data.rfind(b")") + 2 :].split()
+    return int(fields[1]) if len(fields) > 1 and fields[0] != b"Z" else None
+
+
 def process_tree(root: int) -> set[int]:
     """`root` and every live descendant of it, from the parent pids in /proc (one pass over it)."""
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                data = stat.read()
-        except OSError:
-            continue
-        # The command name may hold spaces and parentheses; the fields after its last ")" are plain.
-        fields = data[data.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and fields[0] != b"Z":
-            children.setdefault(int(fields[1]), []).append(int(name))
+    for pid in _live_pids():
+        parent = _parent(pid)
+        if parent is not None:
+            children.setdefault(parent, []).append(pid)
     tree, todo = set(), [root]
     while todo:
         pid = todo.pop()
@@ -163,6 +171,36 @@ def process_tree(root: int) -> set[int]:
             tree.add(pid)
             todo.extend(children.get(pid, ()))
     return tree
+
+
+class ProcessWatch:
+    """Notices processes that join a process tree after a baseline, reading /proc/<pid>/stat only of new pids.
+
+    A full pass over /proc costs ~10 us per process on the machine, on the event loop, per request; this costs
+    one listing plus the processes started since the last look. A process that gets the pid of one that died
+    since the last look (the allocator wrapped around in between) goes unnoticed; the other framing checks
+    still stop what it could do to an answer.
+    """
+
+    def __init__(self, root: int):
+        self.seen = _live_pids()
+        self.tree = process_tree(root) & self.seen
+        self.baseline = frozenset(self.tree)
+
+    def joined(self) -> set[int]:
+        """The processes that joined the tree since the baseline and are still alive."""
+        live = _live_pids()
+        fresh = {pid: _parent(pid) for pid in live - self.seen}
+        self.seen = live
+        self.tree &= live
+        grew = True
+        while grew:  # a fresh child of a fresh member joins too
+            grew = False
+            for pid, parent in fresh.items():
+                if pid not in self.tree and parent in self.tree:
+                    self.tree.add(pid)
+                    grew = True
+        return self.tree - self.baseline
 
 
 def _syscall_state(task: tuple[int, int]) -> str | None:
@@ -220,7 +258,7 @@ class ReplProcess:
         # Why the REPL's output can no longer be trusted (bytes nobody asked for, stdout closed), or None.
         self._breach: str | None = None
         self._next_env: int | None = None
-        self._baseline_tree: set[int] = set()
+        self._watch: ProcessWatch | None = None
         # The (pid, tid) blocked reading stdin between requests, found after the header load; None if not found.
         self._stdin_reader: tuple[int, int] | None = None
         self._dead = False
@@ -334,7 +372,7 @@ class ReplProcess:
         self.header = header
         self.header_env = response["env"]
         self._next_env = response["env"] + 1
-        self._baseline_tree = process_tree(self.pid)
+        self._watch = ProcessWatch(self.pid)
         self._stdin_reader = await self._find_stdin_reader()
         self.startup_s = time.monotonic() - started
 
@@ -388,15 +426,7 @@ class ReplProcess:
         self._process.stdin.write(data)
         await self._process.stdin.drain()
         response = await answer
-        problem = await self._wait_until_reading()
-        if problem is None and read_before is not None:
-            read_after = _bytes_read(self._stdin_reader)
-            if read_after is None or read_after - read_before < len(data):
-                problem = (
-                    f"its reading thread took {'none' if read_after is None else read_after - read_before} of the "
-                    f"request's {len(data)} bytes, so someone else read the request and answered it"
-                )
-        problem = problem or self._answer_breach(response)
+        problem = await self._wait_until_reading() or self._answer_breach(response, read_before, len(data))
         if problem is not None:
             raise ReplCompromised(problem)
         return response
@@ -454,8 +484,19 @@ class ReplProcess:
             return f"it exited while idle ({self.describe_exit()})"
         return None
 
-    def _answer_breach(self, response: dict) -> str | None:
-        """Why `response` is not this REPL's real answer to the request just sent, or None."""
+    def _answer_breach(self, response: dict, read_before: int | None, request_bytes: int) -> str | None:
+        """Why `response` is not this REPL's real answer to the request of `request_bytes` just sent, or None.
+
+        `read_before`: what the REPL's stdin thread had read before the request was written (None: not known).
+        """
+        if read_before is not None:
+            read_after = _bytes_read(self._stdin_reader)
+            if read_after is None or read_after - read_before < request_bytes:
+                taken = "none" if read_after is None else read_after - read_before
+                return (
+                    f"its reading thread took {taken} of the request's {request_bytes} bytes, so someone else "
+                    "read the request and answered it"
+                )
         header_load = self._next_env is None
         if not header_load:
             env = response.get("env")
@@ -473,7 +514,7 @@ class ReplProcess:
         return None if header_load else self._new_processes()
 
     def _new_processes(self) -> str | None:
-        added = process_tree(self.pid) - self._baseline_tree
+        added = self._watch.joined()
         if added:
             return f"{len(added)} process(es) it started are still running (pids {sorted(added)})"
         return None
