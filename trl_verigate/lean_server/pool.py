@@ -6,8 +6,8 @@
 - A process is retired after `max_uses_per_repl` commands (every command adds an env, so memory
   only grows), after a timeout, after a crash and when its output breaks the framing rules
   (`process.ReplCompromised`, counted as "compromised"; a request that found its REPL already
-  compromised by an earlier one runs again on the replacement). Its slot immediately starts a replacement in the
-  background, so the restart overlaps whatever the caller does next (e.g. generation).
+  compromised by an earlier one runs again on the replacement). Its slot immediately starts a
+  replacement in the background, so the restart overlaps whatever the caller does next.
 - A failed start fails only the request that waited for it. After two consecutive failed starts
   for a header, requests for it fail fast with the same reason for a growing back-off (2 s to
   60 s), so a misconfigured REPL cannot stall a batch for `startup_timeout` per request.

@@ -9,22 +9,28 @@ that `sandbox` describes (own PID and network namespace, read-only toolchain and
 Framing integrity: an answer is taken as the REPL's answer to the request only if
 - its `env` is the next env id this process should hand out (the header load gives the first,
   every answered command one more; error objects such as {"message": "Unknown environment."}
-  carry no env and create none),
-- no byte follows it on stdout, within a short grace period after it and until the next request,
-- the REPL is still alive after the grace period, and
-- no process was added to the REPL's process tree since its header load (a child left running
-  could answer a later request first).
+  carry no env and create none);
+- the REPL's own stdin thread (found blocked in read(0) after the header load, through
+  /proc/<pid>/task/<tid>/syscall) read at least the request's bytes (its rchar in .../io grew by
+  them), so nobody else took the request, and is back in read(0) within READY_WAIT_S of the answer,
+  so the REPL had finished its command when the answer arrived (a forgery written mid-command is
+  followed by the real answer, which then shows up as extra bytes);
+- no byte follows it on stdout, up to the next request;
+- the REPL is still alive, and no process joined its process tree since the header load (a child
+  left running could answer a later request first).
+Where the stdin thread cannot be found (no such /proc files, an unknown architecture, a REPL that
+polls), a fixed RESPONSE_GRACE_S after each answer replaces the two thread checks.
 Otherwise the REPL is compromised: it is killed and its request gets "error" (ReplCompromised);
 when the breach shows before a request is written, that request is innocent and the pool runs it
 on a fresh REPL.
 
-What this tier cannot stop: code running inside the REPL can always forge its own answer, with the
-right env and no extra bytes, e.g. by writing it to its stdout and then keeping the real answer
-from ever being written (a thread that blocks the REPL after the forgery, or that takes the next
-request from stdin). Only the recheck tier, which checks the proof outside any process the
-submission ran in, catches that; this tier stops the forgeries that leave a trace (a wrong env, a
-second answer, an exit, a process left behind) and keeps one compromised worker from answering
-for the requests of others.
+What this tier cannot stop: code running inside the REPL can always forge its own answer with the
+right env and no extra bytes: write it to stdout and keep the real one from ever reaching the pipe
+(point fd 1 elsewhere before the REPL writes, or rewrite the REPL's memory through /proc/self/mem),
+guessing or reading the env id. Only the recheck tier, which checks the proof outside any process
+the submission ran in, catches that. This tier stops the forgeries that leave a trace (a wrong env,
+a second answer, an exit, a request read by someone else, a process left behind) and keeps one
+compromised worker from answering for the requests of others.
 """
 
 from __future__ import annotations
