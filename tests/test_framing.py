@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from fake_repl import CHILD_MARKER, read_log, stand_in_config
 
+from trl_verigate.lean_server import process as process_module
 from trl_verigate.lean_server.process import ProcessWatch, ReplProcess
 from trl_verigate.lean_server.server import LeanServer
 from trl_verigate.lean_server.types import ProofRequest
@@ -195,3 +196,15 @@ def test_an_answer_with_neither_env_nor_error_message_is_a_breach(tmp_path):
     config = stand_in_config(tmp_path, "--no-transcripts", script=[{"match": "no_env", "response": {"messages": []}}])
     (error,) = run_raw(config, [{"cmd": "theorem no_env : 1 = 1 := rfl", "env": 0}])
     assert error.status == "error" and "neither an env nor an error message" in str(error)
+
+
+@pytest.mark.parametrize("behaviour", ["forge-env", "forge-exit"])
+def test_without_a_known_stdin_thread_the_fixed_grace_still_catches_a_forgery_right_before_the_answer(
+    tmp_path, monkeypatch, behaviour
+):
+    # As on an architecture whose read() number is not known: no thread checks, only the grace after each answer.
+    monkeypatch.setattr(process_module, "READ_SYSCALL", None)
+    config = stand_in_config(tmp_path, script=[attack("forged_theorem", behaviour)])
+    with LeanServer(config) as server:
+        (result,) = server.verify([false_theorem("forged_theorem")])
+    assert result.status == "error" and "the REPL is compromised" in result.reason, result.reason
