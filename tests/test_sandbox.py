@@ -124,6 +124,8 @@ def test_the_argv_binds_the_repl_paths_read_only_and_only_the_scratch_writable(t
     assert str(tmp_path) in read_only and str(FAKE_REPL) in read_only
     assert os.path.dirname(os.path.dirname(os.path.realpath(program))) in read_only
     assert all(not a.startswith(b + "/") for a in read_only for b in read_only)
+    # System programs are visible through the /usr bind already.
+    assert sandbox.read_only_paths(["/usr/bin/env", "lake"], "/usr/bin/env", str(tmp_path), env) == [str(tmp_path)]
     argv = sandbox.bwrap_argv(
         "/usr/bin/bwrap", ["repl"], read_only=read_only, writable=str(tmp_path / "scratch"), cwd=str(tmp_path), env=env
     )

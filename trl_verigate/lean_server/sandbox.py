@@ -123,7 +123,13 @@ def read_only_paths(repl_command: Sequence[str], program: str, project_dir: str,
         real = os.path.realpath(argument)
         if real != argument:
             candidates += _with_install_prefix(real)
-    existing = {os.path.normpath(path) for path in candidates if os.path.exists(path)}
+    system = ("/usr", *SYSTEM_DIRS)
+    existing = {
+        os.path.normpath(path)
+        for path in candidates
+        # Under the system binds already: binding /usr again for a /usr/bin/python3 would add nothing.
+        if os.path.exists(path) and not any(os.path.normpath(path).startswith(d + os.sep) or path == d for d in system)
+    }
     chosen: list[str] = []
     # Parents first; a path inside an already bound directory is visible through it.
     for path in sorted(existing, key=lambda p: (p.count(os.sep), p)):
