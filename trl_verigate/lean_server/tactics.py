@@ -206,6 +206,9 @@ class _Tokens:
         self.start: list[int] = []
         self.end: list[int] = []
         self.line_start: list[bool] = []  # first token on its line
+        # The column of each token that starts a line (read off the whitespace before it; the layout asks for these
+        # columns most); other entries are meaningless.
+        self.line_column: list[int] = []
         if "/-" in proof:
             self._scan_with_block_comments(proof)
         else:
@@ -217,11 +220,19 @@ class _Tokens:
             self.text = list(map(itemgetter(1), pairs))
             self.start = offsets[1::2]
             self.end = offsets[2::2]
-            self.line_start = list(map(contains, map(itemgetter(0), pairs), repeat("\n")))
+            trivia = list(map(itemgetter(0), pairs))
+            self.line_start = list(map(contains, trivia, repeat("\n")))
+            self.line_column = [len(skipped) - 1 - skipped.rfind("\n") for skipped in trivia]
         self.n = len(self.text)
 
     def _scan_with_block_comments(self, proof: str) -> None:
-        texts, starts, ends, line_starts = self.text, self.start, self.end, self.line_start
+        texts, starts, ends, line_starts, line_columns = (
+            self.text,
+            self.start,
+            self.end,
+            self.line_start,
+            self.line_column,
+        )
         match, rfind, n = _TOKEN_RE.match, proof.rfind, len(proof)
         pos = previous_end = 0
         while pos < n:
@@ -235,11 +246,15 @@ class _Tokens:
             texts.append(proof[start:end])
             starts.append(start)
             ends.append(end)
-            line_starts.append(rfind("\n", previous_end, start) >= 0)
+            newline = rfind("\n", previous_end, start)
+            line_starts.append(newline >= 0)
+            line_columns.append(start - newline - 1)
             pos = previous_end = end
 
     def column(self, i: int) -> int:
         """Lean's column of token i: code points from the start of its source line."""
+        if self.line_start[i]:
+            return self.line_column[i]
         if self._newlines is None:
             # Binary search over line breaks keeps this O(log n) even on one very long line.
             self._newlines = [m.start() for m in _NEWLINE_RE.finditer(self.proof)]
