@@ -500,3 +500,17 @@ def test_verification_starts_before_the_reward_is_asked(tiny_models, tmp_path, m
     score_batch(trainer)
     assert len(verifier.calls) == 1 and verifier.calls[0][1] == 2 * G - 1  # all but the empty completion, once
     assert verifier.calls[0][0] < asked[0]
+
+
+def test_reward_weights_must_count_lean_proof_first(tiny_models, tmp_path):
+    args = LeanProcessConfig(
+        output_dir=str(tmp_path), use_cpu=True, num_generations=2, per_device_train_batch_size=2, reward_weights=[0.5]
+    )
+    with pytest.raises(ValueError, match="lean_proof comes first"):
+        LeanProcessGRPOTrainer(
+            model=tiny_models["policy"],
+            reward_funcs=[length_penalty],
+            args=args,
+            train_dataset=dataset(),
+            process_oracle=ArithmeticChecker(),
+        )

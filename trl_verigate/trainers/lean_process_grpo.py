@@ -223,6 +223,12 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
             reward_funcs = []
         elif not isinstance(reward_funcs, list):
             reward_funcs = [reward_funcs]
+        weights = args.reward_weights
+        if weights is not None and len(weights) != 1 + len(reward_funcs):
+            raise ValueError(
+                f"reward_weights has {len(weights)} entries for {1 + len(reward_funcs)} reward functions: lean_proof "
+                "comes first, then reward_funcs; give one weight each, e.g. [1.0, ...]."
+            )
         self._generation_rows: list | None = None
         super().__init__(model, [self.lean_reward, *reward_funcs], args, *trainer_args, **trainer_kwargs)
         self._lean_index = 0
