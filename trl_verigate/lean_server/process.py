@@ -59,7 +59,8 @@ INHERITED_ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
 # in /proc/<pid>/task/<tid>/syscall. An honest REPL gets there microseconds after writing its answer; one
 # whose answer was forged mid-command is still working and writes its real answer first.
 READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}.get(platform.machine().lower())
-READY_WAIT_S = 1.0
+# Generous: a real REPL may free a large answer before it reads again, and a false alarm costs a Mathlib reload.
+READY_WAIT_S = 5.0
 READY_POLL_S = (0.0002, 0.01)  # first and longest pause between looks (also at the exit of a killed REPL)
 # Once the REPL reads again, its last bytes (if any) are in the pipe: the event loop's selector, the pipe
 # transport and the stdout reader task each take one loop turn to see them.
