@@ -53,6 +53,9 @@ _ID_PART = r"(?:«[^»]*»|(?!λ)[^\W\d][\w'!?]*)"  # `«…»` may span lines, 
 # so that its `r` is not read as one.
 _RAW_STRING = r'r(?P<hashes>#*)".*?(?:"(?P=hashes)|\Z)'
 _RAW_STRING_START = re.compile(r'r#*"')
+# The start of a literal token, as `_is_literal` reads it: a string, a character literal (a lone `'` is a symbol), or
+# a raw string (no identifier starts `r"` or `r#`).
+_LITERAL_TOKEN = re.compile(r"\"|'.|r[#\"]", re.DOTALL)
 # One character (or escape) between quotes; the precheck reads character literals with the same pattern.
 CHAR_LITERAL = r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"
 _TOKEN = (
@@ -643,13 +646,10 @@ def split_proof(proof: str, granularity: str = "outermost", *, start_column: int
     """
     _check_arguments(proof, granularity, start_column)
     tokens = _Tokens(proof, start_column)
-    # Built only here: `split_tactics` alone (the judge's call) has no use for them. `_is_literal` inlined: this
-    # runs once per token of every proof. A token starting `r"` or `r#` is a raw string (no identifier has them).
-    literal = [
-        (first := text[0]) == '"' or (first == "'" and len(text) > 1) or (first == "r" and text[1:2] in ('"', "#"))
-        for text in tokens.text
-    ]
-    spans = list(map(TokenSpan, tokens.start, tokens.end, literal))
+    # Built only here: `split_tactics` alone (the judge's call) has no use for them. Built without a Python-level
+    # call per token (`tuple.__new__` is what `TokenSpan(...)` calls): this runs on every token of every proof.
+    literal = map(bool, map(_LITERAL_TOKEN.match, tokens.text))
+    spans = list(map(tuple.__new__, repeat(TokenSpan), zip(tokens.start, tokens.end, literal, strict=True)))
     if not tokens.n:
         return ProofLayout([], spans, None, frozenset())
     parser = _Parser(tokens)
