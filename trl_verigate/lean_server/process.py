@@ -471,7 +471,8 @@ class ReplProcess:
         deadline = time.monotonic() + STDIN_READER_SEARCH_S
         pause = READY_POLL_S[0]
         while time.monotonic() < deadline:
-            for pid in sorted(process_tree(self.pid)):
+            # The REPL answered the header, so it is in the tree the watch took as its baseline.
+            for pid in sorted(self._watch.tree):
                 try:
                     tids = os.listdir(f"/proc/{pid}/task")
                 except OSError:
