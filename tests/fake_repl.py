@@ -182,7 +182,10 @@ def stand_in_config(tmp_path: str | Path, *flags: str, script=(), **overrides):
 
 
 def read_log(path: str | Path) -> list[dict]:
-    """The `--log` file's rows, {"pid": ..., "request": ...}, in the order the requests arrived."""
+    """The `--log` file's rows, {"pid": ..., "request": ...}, in the order the requests arrived.
+
+    "pid" is the stand-in's pid on this machine, also when it runs in a sandbox's own PID namespace.
+    """
     if not Path(path).exists():
         return []
     return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
