@@ -82,7 +82,9 @@ SCRIPT = [
 HANGS = ProofRequest(statement="theorem hangs : True := by", proof="  exact hang_marker", header=HEADER)
 SCRIPT.append({"match": "hang_marker", "behaviour": "hang"})
 # The corpus's complete-file attacks, which is how every kimina snippet arrives.
-FILE_ATTACKS = [row for row in load_corpus() if is_file_row(row)]
+# Kimina snippets carry no trusted statement: rows that attack a FileRequest's statement check are bare files
+# whose claim is their own, so they are replayed through FileRequest in test_adversarial, not here.
+FILE_ATTACKS = [row for row in load_corpus() if is_file_row(row) and not {"statement", "header"} & set(row)]
 
 
 @contextlib.contextmanager

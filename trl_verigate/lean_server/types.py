@@ -6,6 +6,7 @@ HTTP service and its client: every module speaks in these types.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import asdict, dataclass, field
 from typing import Literal, Union, get_args
@@ -34,6 +35,39 @@ def _absolute_if_relative_path(program: str) -> str:
     if os.sep in program and not os.path.isabs(program):
         return os.path.abspath(program)
     return program
+
+
+def _argv(name: str, value) -> list[str]:
+    if isinstance(value, str):
+        raise ValueError(
+            f"LeanServerConfig.{name} must be a list of argv strings, e.g. {value.split()!r}, not one string"
+        )
+    value = list(value) if isinstance(value, (list, tuple)) else None
+    if not value or not all(isinstance(arg, str) and arg for arg in value):
+        raise ValueError(
+            f"LeanServerConfig.{name} must be a non-empty list of non-empty argv strings, e.g. "
+            "['lake', 'env', '/path/to/repl/.lake/build/bin/repl']"
+        )
+    return value
+
+
+def _check_choice(name: str, value, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"LeanServerConfig.{name} must be one of {choices}, got {value!r}")
+
+
+def _check_positive_number(name: str, value, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"LeanServerConfig.{name} must be a number ({unit}), got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"LeanServerConfig.{name} must be a finite number > 0 ({unit}), got {value!r}")
+
+
+def _check_positive_int(name: str, value, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"LeanServerConfig.{name} must be a whole number ({unit}), got {value!r}")
+    if value < 1:
+        raise ValueError(f"LeanServerConfig.{name} must be >= 1 ({unit}), got {value!r}")
 
 
 def _default_workers() -> int:
@@ -71,54 +105,57 @@ class LeanServerConfig:
     max_batch_bytes: int = 64 << 20
 
     def __post_init__(self):
-        if isinstance(self.repl_command, str):
-            raise ValueError(
-                "LeanServerConfig.repl_command must be a list of argv strings, "
-                f"e.g. {self.repl_command.split()!r}, not one string"
-            )
-        if not self.repl_command:
-            raise ValueError("LeanServerConfig.repl_command is empty: give the REPL's argv")
-        self.repl_command = list(self.repl_command)
+        self.repl_command = _argv("repl_command", self.repl_command)
         # Paths are read as a shell would: from the caller's directory, not from project_dir (the REPL's cwd).
         self.repl_command[0] = _absolute_if_relative_path(self.repl_command[0])
         if self.project_dir is not None:
-            self.project_dir = os.path.abspath(os.path.expanduser(self.project_dir))
-        if self.recheck_command is not None:
-            if isinstance(self.recheck_command, str) or not self.recheck_command:
-                raise ValueError(
-                    "LeanServerConfig.recheck_command must be a non-empty list of argv strings, e.g. "
-                    "['trl-verigate', 'lean-recheck', '--backend', 'replay', '--project-dir', '/path/to/project']"
+            if not isinstance(self.project_dir, (str, os.PathLike)):
+                raise TypeError(
+                    f"LeanServerConfig.project_dir must be a path (str), got {type(self.project_dir).__name__}"
                 )
-            self.recheck_command = list(self.recheck_command)
+            self.project_dir = os.path.abspath(os.path.expanduser(self.project_dir))
+        if not isinstance(self.header, str):
+            raise TypeError(
+                f"LeanServerConfig.header must be a str (the imports and options every proof runs under, e.g. "
+                f"MINIF2F_HEADER), got {type(self.header).__name__}"
+            )
+        if self.recheck_command is not None:
+            self.recheck_command = _argv("recheck_command", self.recheck_command)
             self.recheck_command[0] = _absolute_if_relative_path(self.recheck_command[0])
         if self.recheck is None:
             self.recheck = "passed" if self.recheck_command else "none"
-        if self.recheck not in RECHECKS:
-            raise ValueError(f"LeanServerConfig.recheck must be one of {RECHECKS}, got {self.recheck!r}")
+        _check_choice("recheck", self.recheck, RECHECKS)
         if self.recheck != "none" and not self.recheck_command:
             raise ValueError(
                 f"LeanServerConfig.recheck={self.recheck!r} needs recheck_command (the checker's argv, e.g. "
                 "['trl-verigate', 'lean-recheck', '--backend', 'replay', ...]); set recheck='none' to trust the REPL alone"
             )
-        if not 0.0 < self.recheck_fraction <= 1.0:
+        _check_choice("sandbox", self.sandbox, SANDBOXES)
+        _check_choice("tactic_granularity", self.tactic_granularity, GRANULARITIES)
+        for name, unit in (("timeout", "seconds"), ("startup_timeout", "seconds"), ("recheck_timeout", "seconds")):
+            _check_positive_number(name, getattr(self, name), unit)
+        _check_positive_number("recheck_fraction", self.recheck_fraction, "a fraction")
+        if self.recheck_fraction > 1:
             raise ValueError(f"LeanServerConfig.recheck_fraction must be in (0, 1], got {self.recheck_fraction}")
-        if self.recheck_timeout <= 0:
-            raise ValueError(f"LeanServerConfig.recheck_timeout must be > 0 seconds, got {self.recheck_timeout}")
-        if self.sandbox not in SANDBOXES:
-            raise ValueError(f"LeanServerConfig.sandbox must be one of {SANDBOXES}, got {self.sandbox!r}")
-        for name in ("max_request_bytes", "max_batch_bytes"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"LeanServerConfig.{name} must be a positive number of bytes, got {value!r}")
-        if self.workers < 1:
-            raise ValueError(f"LeanServerConfig.workers must be >= 1, got {self.workers}")
-        if self.timeout <= 0:
-            raise ValueError(f"LeanServerConfig.timeout must be > 0 seconds, got {self.timeout}")
-        if self.max_uses_per_repl < 1:
-            raise ValueError(f"LeanServerConfig.max_uses_per_repl must be >= 1, got {self.max_uses_per_repl}")
-        if self.tactic_granularity not in GRANULARITIES:
-            raise ValueError(
-                f"LeanServerConfig.tactic_granularity must be one of {GRANULARITIES}, got {self.tactic_granularity!r}"
+        for name, unit in (
+            ("workers", "REPL processes"),
+            ("max_uses_per_repl", "proofs"),
+            ("max_request_bytes", "bytes"),
+            ("max_batch_bytes", "bytes"),
+        ):
+            _check_positive_int(name, getattr(self, name), unit)
+        if self.memory_limit_mb is not None:
+            _check_positive_int("memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
+        if isinstance(self.recheck_seed, bool) or not isinstance(self.recheck_seed, int):
+            raise TypeError(f"LeanServerConfig.recheck_seed must be an int, got {self.recheck_seed!r}")
+        for name in ("allow_native_decide",):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"LeanServerConfig.{name} must be True or False, got {getattr(self, name)!r}")
+        if isinstance(self.axiom_whitelist, str) or not all(isinstance(a, str) for a in self.axiom_whitelist):
+            # tuple("propext") would silently be ('p', 'r', ...): every proof using propext would then fail.
+            raise TypeError(
+                "LeanServerConfig.axiom_whitelist must be a list of axiom names, e.g. "
+                f"['propext', 'Classical.choice', 'Quot.sound'], got {self.axiom_whitelist!r}"
             )
         self.axiom_whitelist = tuple(self.axiom_whitelist)
 
