@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import trl_verigate.lean_server as lean_server
+from trl_verigate.lean_server.tactics import split_proof
 from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
 from trl_verigate.lean_server.verdict import Prepared, prepare
 
@@ -167,8 +168,9 @@ def _counting(request: Request) -> Request:
 _PACKAGE = str(Path(lean_server.__file__).parent)
 
 
-def work_of(request: Request) -> tuple[int, int, object]:
-    """(Python lines run in trl_verigate.lean_server, characters scanned by str methods, result) of `prepare`."""
+def work_of(request: Request, run: Callable[[Request], object] = lambda r: prepare(r, MINIF2F_HEADER)):
+    """(Python lines run in trl_verigate.lean_server, characters scanned by str methods, result) of `run(request)`,
+    `prepare` by default."""
     lines = 0
 
     def local(frame, event, arg):
@@ -185,7 +187,7 @@ def work_of(request: Request) -> tuple[int, int, object]:
     previous = sys.gettrace()
     sys.settrace(global_)
     try:
-        result = prepare(counted, MINIF2F_HEADER)
+        result = run(counted)
     finally:
         sys.settrace(previous)
     return lines, _CountingStr.scanned, result
@@ -198,10 +200,10 @@ SMALL, LARGE = 3000, 6000
 MAX_GROWTH = 2.5
 
 
-def _growth(make: Callable[[int], Request]) -> tuple[float, float, object]:
+def _growth(make: Callable[[int], Request], *run) -> tuple[float, float, object]:
     small, large = make(SMALL), make(LARGE)
-    small_lines, small_chars, _ = work_of(small)
-    large_lines, large_chars, result = work_of(large)
+    small_lines, small_chars, _ = work_of(small, *run)
+    large_lines, large_chars, result = work_of(large, *run)
     size_ratio = request_size(large) / request_size(small)
     return large_lines / small_lines / size_ratio * 2, large_chars / max(small_chars, 1) / size_ratio * 2, result
 
@@ -218,6 +220,30 @@ def test_prepare_work_grows_linearly(name):
 def test_rejection_work_grows_linearly(name):
     line_growth, char_growth, result = _growth(REJECTED_SHAPES[name])
     assert isinstance(result, VerificationResult) and result.status == "rejected", result
+    assert line_growth <= MAX_GROWTH, f"{name}: Python lines x{line_growth:.2f} for twice the proof"
+    assert char_growth <= MAX_GROWTH, f"{name}: characters scanned x{char_growth:.2f} for twice the proof"
+
+
+# Declaration suffixes the splitter reads (`where` declarations, termination hints, `let rec`); the precheck refuses
+# their keywords until it accepts the suffix, so the splitter's own work is counted.
+SUFFIX_SHAPES: dict[str, Callable[[int], str]] = {
+    "where_declarations": lambda n: _repeat("  a (k : ℕ) : k = k := by\n    simp\n", n, "  exact a\nwhere\n"),
+    "where_equations": lambda n: _repeat("    | n + 1 => a n\n", n, "  exact a 3\nwhere\n  a : ℕ → ℕ\n    | 0 => 0\n"),
+    "termination_measure": lambda n: _repeat("(n + 1)", n, "  exact t\ntermination_by ", "", " + "),
+    "decreasing_by_tactics": lambda n: _repeat("  simp_wf\n", n, "  exact t\ntermination_by n\ndecreasing_by\n"),
+    "let_rec_tactics": lambda n: _repeat(
+        "  let rec g : ℕ → ℕ\n    | 0 => 0\n    | k + 1 => g k\n  termination_by k => k\n", n
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUFFIX_SHAPES))
+def test_splitter_work_on_declaration_suffixes_grows_linearly(name):
+    line_growth, char_growth, _ = _growth(SUFFIX_SHAPES[name], split_proof)
+    proof = SUFFIX_SHAPES[name](LARGE)
+    layout = split_proof(proof)
+    # The whole proof is read as tactics and suffix, so the work counted is the suffix's.
+    assert (layout.suffix or (0, layout.tactics[-1].end))[1] == len(proof.rstrip()), name
     assert line_growth <= MAX_GROWTH, f"{name}: Python lines x{line_growth:.2f} for twice the proof"
     assert char_growth <= MAX_GROWTH, f"{name}: characters scanned x{char_growth:.2f} for twice the proof"
 
