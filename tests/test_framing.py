@@ -6,6 +6,7 @@ from a forgery. The control test shows each forgery is one the verdict would pas
 """
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 
@@ -97,7 +98,10 @@ def leftover_children(script: Path) -> list[int]:
     return found
 
 
-@pytest.mark.parametrize("sandbox", ["bwrap", "none"])
+NO_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+@pytest.mark.parametrize("sandbox", [pytest.param("bwrap", marks=NO_BWRAP), "none"])
 def test_a_child_left_to_answer_the_next_request_is_caught_and_killed(tmp_path, sandbox):
     script = [attack("forged_child", "forge-child"), INNOCENT_FALSE]
     config = stand_in_config(tmp_path, script=script, sandbox=sandbox)
