@@ -9,6 +9,7 @@ import pytest
 from fake_repl import read_log
 
 from trl_verigate import cli
+from trl_verigate.lean_server.types import LeanServerConfig
 
 FAKE_REPL = Path(__file__).resolve().parent / "fake_repl.py"
 
@@ -392,9 +393,16 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
             "1000",
             "--max-batch-bytes",
             "5000",
+            "--startup-timeout",
+            "42",
+            "--recheck-timeout",
+            "77",
+            "--recheck-seed",
+            "9",
         ]
     )
     config = cli._config_from_args(args, workers=1)
+    assert (config.startup_timeout, config.recheck_timeout, config.recheck_seed) == (42.0, 77.0, 9)
     assert config.sandbox == "none"
     assert config.recheck == "sample" and config.recheck_fraction == 0.5
     assert config.recheck_command == [str(tmp_path / "check"), "--fast"]
@@ -406,3 +414,20 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
     bad = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck", "passed"])
     with pytest.raises(SystemExit, match="needs recheck_command"):
         cli._config_from_args(bad, 1)
+
+
+def test_the_doctor_waits_longer_for_a_first_import_than_the_server():
+    doctor = cli.build_parser().parse_args(["lean-doctor"])
+    server = cli.build_parser().parse_args(["lean-server"])
+    assert doctor.startup_timeout == 600.0
+    assert server.startup_timeout == LeanServerConfig().startup_timeout
+
+
+@pytest.mark.parametrize("command", ["lean-server", "lean-doctor", "lean-recheck"])
+def test_every_subcommand_help_starts_with_what_it_does(command, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    usage_and_description = capsys.readouterr().out.split("\n\n")
+    assert len(usage_and_description) > 2 and not usage_and_description[1].lstrip().startswith("options"), (
+        usage_and_description[:2]
+    )

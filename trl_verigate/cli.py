@@ -133,6 +133,9 @@ def _safety_settings(args: argparse.Namespace) -> dict:
         "recheck_command": shlex.split(args.recheck_command) if args.recheck_command else None,
         "max_request_bytes": args.max_request_bytes,
         "max_batch_bytes": args.max_batch_bytes,
+        "startup_timeout": args.startup_timeout,
+        "recheck_timeout": args.recheck_timeout,
+        "recheck_seed": args.recheck_seed,
     }
     if args.recheck_fraction is not None:
         settings["recheck_fraction"] = args.recheck_fraction
@@ -184,7 +187,26 @@ def _add_lean_options(parser: argparse.ArgumentParser) -> None:
         "--max-batch-bytes",
         type=int,
         default=defaults.max_batch_bytes,
-        help=f"largest batch of requests in UTF-8 bytes (default: {defaults.max_batch_bytes})",
+        help=f"largest batch of requests in UTF-8 bytes, and the largest HTTP body (413 above it) "
+        f"(default: {defaults.max_batch_bytes})",
+    )
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=defaults.startup_timeout,
+        help=f"seconds for a REPL to load the header (default: {defaults.startup_timeout:g}; lean-doctor: 600)",
+    )
+    parser.add_argument(
+        "--recheck-timeout",
+        type=float,
+        default=defaults.recheck_timeout,
+        help=f"seconds for one checker run (default: {defaults.recheck_timeout:g})",
+    )
+    parser.add_argument(
+        "--recheck-seed",
+        type=int,
+        default=defaults.recheck_seed,
+        help=f"seed of the reproducible sample with --recheck sample (default: {defaults.recheck_seed})",
     )
 
 
@@ -192,10 +214,8 @@ def _add_lean_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_lean_server(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "lean-server",
-        help="serve Lean verification over HTTP (kimina-lean-server compatible POST /check, GET /health)",
-    )
+    summary = "serve Lean verification over HTTP (kimina-lean-server compatible POST /check, GET /health)"
+    parser = subparsers.add_parser("lean-server", help=summary, description=summary[0].upper() + summary[1:] + ".")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
     parser.add_argument(
@@ -562,18 +582,11 @@ def _proof_check(result: VerificationResult) -> Check:
 
 
 def _add_lean_doctor(subparsers) -> None:
-    parser = subparsers.add_parser("lean-doctor", help="check the Lean setup step by step and print how to fix it")
+    summary = "check the Lean setup step by step and print how to fix it"
+    parser = subparsers.add_parser("lean-doctor", help=summary, description=summary[0].upper() + summary[1:] + ".")
     _add_lean_options(parser)
-    parser.add_argument(
-        "--startup-timeout", type=float, default=600.0, help="seconds for the REPL to load the header (default: 600)"
-    )
-    parser.add_argument(
-        "--recheck-timeout",
-        type=float,
-        default=LeanServerConfig.recheck_timeout,
-        help=f"seconds for the checker's run on the doctor's proof (default: {LeanServerConfig.recheck_timeout:g})",
-    )
-    parser.set_defaults(func=_run_lean_doctor)
+    # A first import of Mathlib on a cold cache is slower than the server's restarts.
+    parser.set_defaults(func=_run_lean_doctor, startup_timeout=600.0)
 
 
 def _run_lean_doctor(args: argparse.Namespace) -> int:
