@@ -452,9 +452,9 @@ def test_glued_tokens_must_stay_glued():
     # `p.1` projects; `p .1` applies `p` to `.1`: the same characters, another statement.
     statement = "theorem t (p : ℕ × ℕ) (h : p.1 = 2) : p.1 + 1 = 3 := by"
     glued = "import Mathlib\n" + statement + "\n  omega"
-    assert isinstance(prepare(FileRequest(glued, statement=statement), ""), Prepared)
+    assert isinstance(prepare(FileRequest(glued, statement=statement), "import Mathlib"), Prepared)
     spaced = glued.replace(": p.1 +", ": p .1 +")
-    result = prepare(FileRequest(spaced, statement=statement), "")
+    result = prepare(FileRequest(spaced, statement=statement), "import Mathlib")
     assert result.status == "rejected" and "differs at `.` at line 2, column 40" in result.reason, result.reason
 
 
@@ -494,7 +494,7 @@ def test_a_helper_may_not_declare_a_name_the_statement_uses(helper_name):
 def test_helpers_cannot_shadow_what_the_statement_names(helper):
     statement = "theorem t (f : ℕ → ℕ) (n : ℕ) (h : f n = Real.sqrt 4) : n.foo = 1 := by"
     file_text = "import Mathlib\n" + helper + "\n" + statement + "\n  sorry"
-    result = prepare(FileRequest(file_text, statement=statement), "")
+    result = prepare(FileRequest(file_text, statement=statement), "import Mathlib")
     assert result.status == "rejected" and "declares a name the trusted statement uses" in result.reason, result.reason
 
 
@@ -511,10 +511,29 @@ def test_helpers_with_fresh_names_are_accepted_under_a_statement():
 def test_held_to_a_statement_the_header_may_not_rename_or_hide_names(opening):
     statement = "theorem t : Real.cos 0 = 1 := by"
     file_text = f"import Mathlib\n{opening}\n{statement}\n  simp"
-    result = prepare(FileRequest(file_text, statement=statement), "")
-    assert result.status == "rejected" and "line 2" in result.reason and "`renaming` and `hiding`" in result.reason
+    # Without a trusted header the server's default header is the trusted one, and it has no such line.
+    result = prepare(FileRequest(file_text, statement=statement), MINIF2F_HEADER)
+    assert result.status == "rejected", f"sent to Lean under {result.header!r}"
+    assert "header line `open " in result.reason, result.reason
+    assert "at line 2, column 0 is not a line of the trusted header" in result.reason, result.reason
     # Sent alone the file is its own claim, and the same header is allowed.
     assert isinstance(prepare(file_text, ""), Prepared)
+
+
+def test_a_statement_without_a_header_is_read_under_the_default_header():
+    # `open Nat` would make the dataset's `sqrt` (Real.sqrt under the miniF2F header's `open Real`) mean Nat.sqrt.
+    statement = "theorem t : sqrt 5 = 2 := by"
+    file_text = f"import Mathlib\nopen Nat\n\n{statement}\n  decide"
+    result = prepare(FileRequest(file_text, statement=statement), "import Mathlib\nopen Real")
+    assert result.status == "rejected", f"sent to Lean under {result.header!r}"
+    assert "header line `open Nat` at line 2, column 0 is not a line of the trusted header" in result.reason
+    # The default header's own lines are accepted, and the REPL runs the default header, not the file's.
+    subset = f"open Real\n-- note\n{statement}\n  simp"
+    prepared = prepare(FileRequest(subset, statement=statement), "import Mathlib\n\nopen Real")
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == "import Mathlib\nopen Real" and prepared.line_offset == 1  # the `open Real` line
+    # A plain str file (no trusted statement) is its own claim and still runs its own header.
+    assert prepare(file_text, "import Mathlib\nopen Real").header == "import Mathlib\nopen Nat"
 
 
 @pytest.mark.parametrize(
@@ -523,11 +542,15 @@ def test_held_to_a_statement_the_header_may_not_rename_or_hide_names(opening):
 )
 def test_held_to_a_statement_the_main_theorem_takes_no_new_prefix(prefix):
     statement = "theorem t (x : ℝ) : Real.cos x ≤ 1 := by"
-    result = prepare(FileRequest(f"import Mathlib\n{prefix}\n{statement}\n  simp", statement=statement), "")
+    result = prepare(
+        FileRequest(f"import Mathlib\n{prefix}\n{statement}\n  simp", statement=statement), "import Mathlib"
+    )
     assert result.status == "rejected" and "prefixes at line 2" in result.reason, result.reason
     # A prefix the trusted statement has itself is the statement's.
     prefixed = f"{prefix}\n{statement}"
-    assert isinstance(prepare(FileRequest(f"import Mathlib\n{prefixed}\n  simp", statement=prefixed), ""), Prepared)
+    assert isinstance(
+        prepare(FileRequest(f"import Mathlib\n{prefixed}\n  simp", statement=prefixed), "import Mathlib"), Prepared
+    )
 
 
 def test_a_malformed_trusted_statement_is_named():

@@ -193,16 +193,3 @@ def check_header_against(header_text: str, trusted_header) -> str:
                 f"(it runs as {trusted_lines!r})",
             )
     return trusted_lines
-
-
-def check_no_renaming(header_text: str) -> None:
-    """Held to a trusted statement without a trusted header, the file's `open` lines may not re-point names."""
-    for offset, line in header_lines(header_text):
-        words = line.replace(",", " ").split()
-        if words[:1] == ["open"] and ("renaming" in words or "hiding" in words):
-            raise PrecheckError(
-                f"header line `{line}`",
-                offset,
-                ": `renaming` and `hiding` change what the trusted statement's names mean; drop the line, or send "
-                "the dataset's header as FileRequest.header",
-            )

@@ -18,7 +18,6 @@ from trl_verigate.lean_server.file_header import (
     HEADER_RULE,
     check_header_against,
     check_header_options,
-    check_no_renaming,
     normalize_header,
     split_header,
 )
@@ -367,7 +366,11 @@ def _check_against_statement(
 
 
 def prepare_file(
-    file_text: str, allow_native_decide: bool, statement: str | None = None, header: str | None = None
+    file_text: str,
+    allow_native_decide: bool,
+    statement: str | None = None,
+    header: str | None = None,
+    default_header: str | None = None,
 ) -> Prepared:
     """The REPL command for a complete untrusted file; raises PrecheckError.
 
@@ -386,13 +389,20 @@ def prepare_file(
     provers restate the dataset's theorem under its own name, and the name is what `#print axioms` and the
     recheck look up). Its `open … in` prefixes must be the statement's; `set_option maxHeartbeats/
     synthInstance.maxHeartbeats/maxRecDepth … in` may be added. No helper may declare a name whose last
-    component is an identifier component of the statement, and without a trusted header no header `open` line may
-    use `renaming` or `hiding`: either could make the statement's text mean something else than in the dataset.
+    component is an identifier component of the statement: it could make the statement's text mean something else
+    than in the dataset.
 
     `header` (a `FileRequest`'s trusted header): every header line of the file, comments and whitespace aside,
     must be a line of it (any order, any subset), and the REPL runs the trusted header itself, normalized.
-    Without it the file's own header runs (normalized, see `normalize_header`), and the statement's names are
-    read in that header's scope.
+
+    A trusted `statement` without a trusted `header` is held to `default_header` (the server's header, `prepare`'s
+    `default_header`) as its trusted header, by the same rule: the statement is always read in a trusted scope.
+    Were the file's own header run instead, `open Nat` would make the dataset's `sqrt` mean `Nat.sqrt`, and `open
+    Real renaming sqrt → cos` would re-point it, so a pass would certify another claim than the dataset's.
+    `default_header=None` here means "no default": the file's own header then runs even under a statement (for
+    callers that hold no trusted header at all; `prepare` always passes one).
+
+    Without `statement` and `header` the file's own header runs (normalized, see `normalize_header`).
 
     Without `statement` (a plain `str` request) the file is its own claim: what its main theorem states, with its
     helpers' definitions and its header's `open`s, is what a pass certifies.
@@ -404,11 +414,11 @@ def prepare_file(
     check_header_options(header_text)
     # The proof's name and option rules hold on header lines too: `open IO.FS` would make `readFile` reachable.
     check_header(header_text, allow_native_decide)
+    if header is None and trusted is not None:
+        header = default_header
     if header is not None:
         run_header = check_header_against(header_text, header)
     else:
-        if trusted is not None:
-            check_no_renaming(header_text)
         run_header = normalize_header(header_text)
     with located_at(len(header_text)):
         tokens = lex(body)

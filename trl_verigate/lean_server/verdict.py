@@ -106,7 +106,8 @@ def prepare(
     (kimina snippets are model output): its header lines must each be one `import M`, `set_option NAME
     VALUE` or `open …` command (see `split_header`); only comments, modifiers and
     `open … in` / `set_option NAME VALUE in` may precede the theorem.
-    A `FileRequest` is such a file held to its trusted `statement` and `header` (see `files.prepare_file`).
+    A `FileRequest` is such a file held to its trusted `statement` and `header` (see `files.prepare_file`); a
+    trusted statement without a header is held to `default_header` as its trusted header.
     """
     if not isinstance(default_header, str):
         raise TypeError(
@@ -118,7 +119,7 @@ def prepare(
         if isinstance(request, FileRequest):
             if not isinstance(request.file, str):
                 raise TypeError(f"FileRequest.file must be a str, got {type(request.file).__name__}")
-            return prepare_file(request.file, allow_native_decide, request.statement, request.header)
+            return prepare_file(request.file, allow_native_decide, request.statement, request.header, default_header)
         if isinstance(request, str):
             return prepare_file(request, allow_native_decide, None, None)
     except PrecheckError as error:
