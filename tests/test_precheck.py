@@ -676,6 +676,7 @@ CONFIG_LITERALS = [
     "  simp +arith -zeta",
     "  simp +arith (maxSteps := 500)",
     "  decide (config := { maxRecDepth := 4000 })",
+    "  decide (maxRecDepth := (4000))",
     "  decide (config := {kernel := true})",
     "  decide (config := {})",
     "  rw (occs := .pos [1, 2]) [Nat.add_comm]",
@@ -780,6 +781,10 @@ RESOURCE_OPTIONS = [
     ("  decide (maxRecDepth := 1000000)", "at most 10000"),
     ("  simp (config := { opt.exponentiation.threshold := 100000 })", "at most 4096"),
     ("  simp (trace.Meta.Tactic.simp := true)", "trace.Meta.Tactic.simp"),
+    # A parenthesized numeral is the same literal to Lean: the bound reads through the parentheses.
+    ("  decide (maxRecDepth := (100000))", "at most 10000"),
+    ("  decide (config := { maxRecDepth := (100000) })", "at most 10000"),
+    ("  simp (config := { exponentiation.threshold := ((1000000)) })", "at most 4096"),
 ]
 
 

@@ -326,21 +326,27 @@ def _check_options_in_config(name: Token, value: list[Token]) -> None:
     { maxRecDepth := 4000 })`, `(maxRecDepth := 4000)`), possibly under a prefix, so every dotted suffix of each
     item and field name is checked as an option name, with the literal after its `:=`.
     """
-    assignments = [(name, value[0] if value else None)]
+    assignments = [(name, _numeral_at(value, 0))]
     for j, token in enumerate(value[:-3]):
         if token.kind == "ident" and value[j + 1].text == ":" and value[j + 2].text == "=":
-            assignments.append((token, value[j + 3]))
-    for field, literal in assignments:
+            assignments.append((token, _numeral_at(value, j + 3)))
+    for field, numeral in assignments:
         parts = field.components
         for i in range(len(parts)):
             option = ".".join(parts[i:])
             if forbidden_option(option):
                 raise PrecheckError(f"`{field.text} :=` sets the option `{option}`", field.start, _option_harm(option))
-            refusal = (
-                None if literal is None or literal.kind != "number" else option_value_refusal(option, literal.text)
-            )
+            refusal = None if numeral is None else option_value_refusal(option, numeral.text)
             if refusal:
                 raise PrecheckError(refusal, field.start)
+
+
+def _numeral_at(tokens: list[Token], i: int) -> Token | None:
+    """The number token of the literal starting at `tokens[i]`, read through parentheses (`((100000))` is the
+    literal 100000 to Lean and to `_is_literal`, so the bounds must see it too), or None if it is no number."""
+    while i < len(tokens) and tokens[i].text == "(":
+        i += 1
+    return tokens[i] if i < len(tokens) and tokens[i].kind == "number" else None
 
 
 def _outside_literals(code: list[Token]) -> list[Token]:
