@@ -125,7 +125,8 @@ def test_the_checker_gets_the_trusted_statement_and_the_submission(tmp_path):
     assert file_item["file"].rstrip().endswith("norm_num")
     assert held_item["statement"] == "theorem held : 3 = 3 := by" and held_item["theorem"] == "held"
     # The REPL ran the example as a named theorem; the checker is told the same name.
-    assert example_item["statement"] == f"theorem {example_item['theorem']} : 5 = 5 := by"
+    assert example_item["theorem"] == verdict.EXAMPLE_NAME
+    assert example_item["statement"].split() == ["theorem", example_item["theorem"], ":", "5", "=", "5", ":=", "by"]
     assert len({item["id"] for item in run["payload"]["items"]}) == 4
 
 
@@ -568,3 +569,32 @@ def test_the_adversarial_corpus_forged_clean_by_the_repl_is_overturned_by_the_ch
     assert metrics["lean/recheck_overturned"] == len(reaching)
     [run] = checker_runs(tmp_path)
     assert sorted(item["theorem"] for item in run["payload"]["items"]) == sorted(reaching)
+
+
+EXAMPLE_STATEMENTS = [
+    "example : 5 = 5 := by",
+    "/-- A doc comment. -/\nexample : 5 = 5 := by",
+    "-- a comment\nexample : 5 = 5 := by",
+    "open Nat in\nexample : 5 = 5 := by",
+    "@[simp] example : 5 = 5 := by",
+]
+EXAMPLE_FILES = [
+    f"{HEADER}\n\ntheorem helper : 5 = 5 := rfl\n\nexample : 5 = 5 := by\n  exact helper",
+    f"{HEADER}\n\n/-- doc -/\nexample : 5 = 5 := by\n  rfl",
+]
+
+
+def test_an_example_anywhere_in_its_statement_is_checked_under_the_name_the_repl_ran_it_with(tmp_path):
+    # The checker (lean-recheck with the stand-in tools) looks up `theorem <theorem>` in the challenge and the
+    # submission: an `example` sent unrenamed would be refused although the REPL ran it renamed and passed it.
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "lakefile.lean").write_text("-- stand-in project\n")
+    checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")
+    requests = [ProofRequest(statement, "  rfl") for statement in EXAMPLE_STATEMENTS] + EXAMPLE_FILES
+    config = config_with_checker(tmp_path, recheck_command=checker)
+    with LeanServer(config) as server:
+        results = server.verify(requests)
+        metrics = server.metrics()
+    assert [(r.status, r.reason) for r in results] == [("passed", None)] * len(requests)
+    assert metrics["lean/rechecked"] == len(requests) and metrics["lean/recheck_overturned"] == 0

@@ -28,7 +28,8 @@ writes ONE JSON object to its stdin, then closes stdin::
 - ``statement`` is the TRUSTED claim, ending in ``:= by``: the dataset's statement of a `ProofRequest`, or the
   ``statement`` of a `FileRequest`. The checker must elaborate it itself (``header`` + statement + ``sorry``, the
   challenge) and never take the claim from the submission. An ``example`` is sent renamed to
-  ``theorem <theorem>``, as the REPL ran it.
+  ``theorem <theorem>`` exactly as the REPL ran it (`Prepared.code`: wherever the keyword stands, after a doc
+  comment, an attribute, ``open … in`` or helper declarations; the rest of its line moves to the next line).
 - ``proof`` (a `ProofRequest`): the submitted proof body; the submission is ``header + "\\n\\n" + statement +
   "\\n" + proof``.
 - ``file`` (a `FileRequest` or a plain ``str`` request): the complete submitted file as the REPL ran it (its
@@ -72,7 +73,6 @@ import asyncio
 import hashlib
 import json
 import os
-import re
 import signal
 import time
 from collections.abc import Sequence
@@ -86,7 +86,6 @@ REASON_PREFIX = "recheck: "
 MAX_ITEMS_PER_RUN = 512
 MAX_PAYLOAD_BYTES = 64 << 20
 STDERR_TAIL_CHARS = 2000
-_EXAMPLE_KEYWORD = re.compile(r"^(\s*)example(?![\w'!?.])")
 
 
 class CheckerFailure(Exception):
@@ -125,26 +124,28 @@ class CheckerVerdict:
     message: str
 
 
-def _statement_named(statement: str, theorem: str) -> str:
-    # The REPL ran `example` as `theorem <theorem>` so it could be named; the checker must look for the same name.
-    return _EXAMPLE_KEYWORD.sub(lambda m: f"{m.group(1)}theorem {theorem}", statement, count=1)
+def _statement_as_run(prepared) -> str:
+    # The REPL ran `prepared.code`: the statement with its `example` (wherever it stands: after a doc comment, an
+    # attribute, `open … in`, helper declarations) renamed to `theorem <prepared.theorem_name>`, then the proof.
+    return prepared.code[: prepared.proof_start - len(prepared.separator)]
 
 
 def item_for(request: Request, prepared, whitelist: Sequence[str], item_id: str) -> RecheckItem:
     """The checker's item for `request`, which the REPL ran as `prepared` (a `verdict.Prepared`) and passed."""
-    theorem = prepared.theorem_name
     if isinstance(request, ProofRequest):
-        statement, proof, file = request.statement, request.proof, None
+        # The trusted statement, renamed exactly as the REPL ran it (only an `example` is).
+        statement, proof, file = _statement_as_run(prepared), request.proof, None
     else:
+        # A FileRequest's trusted statement is a named `theorem`/`lemma` (files.prepare_file), so never renamed;
+        # a plain file has no trusted claim and is checked against its own main statement.
         trusted = request.statement if isinstance(request, FileRequest) else None
-        # A plain file has no trusted claim: it is checked against its own main statement.
-        statement = trusted if trusted is not None else prepared.statement.strip()
+        statement = trusted if trusted is not None else _statement_as_run(prepared).strip()
         proof, file = None, prepared.header + "\n" + prepared.code[: prepared.proof_end]
     return RecheckItem(
         id=item_id,
         header=prepared.header,
-        statement=_statement_named(statement, theorem),
-        theorem=theorem,
+        statement=statement,
+        theorem=prepared.theorem_name,
         axiom_whitelist=tuple(whitelist),
         proof=proof,
         file=file,
