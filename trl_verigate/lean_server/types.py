@@ -226,8 +226,9 @@ class VerificationResult:
     passed: bool | None = None
     messages: list[Message] = field(default_factory=list)
     tactics: list[Tactic] = field(default_factory=list)
-    # Tactics with index < first_error_tactic are locally valid; len(tactics) means no tactic failed
-    # but the proof is incomplete (or it passed); 0 for timeout, crash, rejection or an early error.
+    # Tactics with index < first_error_tactic are locally valid; len(tactics) means no tactic failed (the proof
+    # passed, or it is incomplete: "unsolved goals"); 0 for timeout, crash, rejection, an error before the first
+    # tactic, and a failure found only after the tactics ran (axioms, an overturning recheck).
     first_error_tactic: int = 0
     axioms: list[str] = field(default_factory=list)
     time_s: float = 0.0
