@@ -363,7 +363,8 @@ def test_errors_after_the_proof_are_clamped_to_its_end_and_fail():
     result = judge(prepared, {"messages": [error], "env": 1}, CONFIG, 0.0)
     assert not result.passed and "Unknown constant" in result.reason
     assert (result.messages[0].line, result.messages[0].column) == (2, 7)
-    assert result.first_error_tactic == len(result.tactics)
+    # The theorem is missing at our `#print`: Lean located no error in the proof, so no tactic is credited.
+    assert result.first_error_tactic == 0
 
 
 def test_an_error_on_the_line_after_at_star_blames_that_lines_tactic():
@@ -414,7 +415,35 @@ def test_an_unknown_constant_at_the_print_says_nothing_about_the_tactics(text):
         "data": text,
     }
     result = judge(prepared, {"messages": [error], "env": 1}, CONFIG, 0.0)
-    assert not result.passed and result.first_error_tactic == 3
+    assert not result.passed and len(result.tactics) == 3 and result.first_error_tactic == 0
+
+
+AXIOMS_STAGE_FAILURES = {
+    "sorryAx among the axioms": [["propext", "sorryAx"]],
+    "an axiom outside the whitelist": [["propext", "Lean.ofReduceBool"]],
+    "two axioms answers": [[], []],
+    "no axioms answer": [],
+}
+
+
+@pytest.mark.parametrize("answers", AXIOMS_STAGE_FAILURES.values(), ids=AXIOMS_STAGE_FAILURES.keys())
+def test_a_failure_found_only_at_the_axioms_stage_credits_no_tactic(answers):
+    # len(tactics) would tell a process reward "every tactic valid, proof incomplete" for a proof that fails only
+    # because of what it depends on (or because its answer was forged): no tactic is known good, so 0.
+    prepared = prepare(ProofRequest(T, "  norm_num\n  exact?"), MINIF2F_HEADER)
+    response = {"messages": [axioms_message(prepared, axioms) for axioms in answers], "env": 1}
+    result = judge(prepared, response, CONFIG, 0.0)
+    assert result.status == "failed" and len(result.tactics) == 2
+    assert result.first_error_tactic == 0, result.reason
+    # An incomplete proof ("unsolved goals" at the `by`, nothing else) still credits every tactic.
+    unsolved = {
+        "severity": "error",
+        "pos": {"line": 1, "column": 25},
+        "endPos": None,
+        "data": "unsolved goals\n⊢ False",
+    }
+    result = judge(prepared, {"messages": [unsolved, *response["messages"]], "env": 1}, CONFIG, 0.0)
+    assert result.status == "failed" and result.first_error_tactic == 2
 
 
 def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():

@@ -330,12 +330,22 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         unlisted = [a for a in axioms if a not in allowed]
         reason = f"axiom {unlisted[0]} not in whitelist" if unlisted else None
     passed = reason is None
+    if passed:
+        first_error_tactic = len(tactics)
+    elif not errors:
+        # A failure no error locates (found at the axioms stage: sorryAx or an axiom outside the whitelist, no or
+        # two `#print axioms` answers, an unpositioned sorry warning, the theorem missing at our `#print`): no
+        # tactic is known good. len(tactics) would read as "every tactic valid, proof incomplete", a process reward
+        # for a proof that may have forged its answer; 0 credits nothing, as the recheck's demotion does.
+        first_error_tactic = 0
+    else:
+        first_error_tactic = tactic_split.first_error_tactic(tactics, errors)
     return VerificationResult(
         status="passed" if passed else "failed",
         passed=passed,
         messages=messages,
         tactics=tactics,
-        first_error_tactic=len(tactics) if passed else tactic_split.first_error_tactic(tactics, errors),
+        first_error_tactic=first_error_tactic,
         axioms=list(axioms or []),
         time_s=time_s,
         reason=reason if reason is None else reason[:500],
