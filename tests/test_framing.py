@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from fake_repl import CHILD_MARKER, read_log, stand_in_config
 
-from trl_verigate.lean_server import process as process_module
-from trl_verigate.lean_server.process import ProcessWatch, ReplProcess
+from trl_verigate.lean_server import procfs
+from trl_verigate.lean_server.process import ReplProcess
+from trl_verigate.lean_server.procfs import ProcessWatch
 from trl_verigate.lean_server.server import LeanServer
 from trl_verigate.lean_server.types import ProofRequest
 
@@ -207,7 +208,7 @@ def test_without_a_known_stdin_thread_the_fixed_grace_still_catches_a_forgery_ri
     tmp_path, monkeypatch, behaviour
 ):
     # As on an architecture whose read() number is not known: no thread checks, only the grace after each answer.
-    monkeypatch.setattr(process_module, "READ_SYSCALL", None)
+    monkeypatch.setattr(procfs, "READ_SYSCALL", None)
     config = stand_in_config(tmp_path, script=[attack("forged_theorem", behaviour)])
     with LeanServer(config) as server:
         (result,) = server.verify([false_theorem("forged_theorem")])

@@ -21,7 +21,7 @@ import pytest
 from fake_repl import CHILD_MARKER, DEFAULT_TRANSCRIPTS, stand_in_config, write_script
 
 from trl_verigate.lean_server import process as process_module
-from trl_verigate.lean_server import sandbox
+from trl_verigate.lean_server import procfs, sandbox
 from trl_verigate.lean_server.pool import ReplPool
 from trl_verigate.lean_server.process import ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig
@@ -304,8 +304,8 @@ def processes_with(marker: str) -> list[int]:
 def test_a_child_in_its_own_session_dies_with_the_sandbox(tmp_path, monkeypatch, mode, survives):
     # The process-tree check and the kill of every descendant are blinded, so only the sandbox can stop the child:
     # it was double-forked into its own session, out of reach of the kill of the REPL's process group.
-    monkeypatch.setattr(process_module, "process_tree", lambda root: {root})
-    monkeypatch.setattr(process_module.ProcessWatch, "joined", lambda self: set())
+    monkeypatch.setattr(procfs, "process_tree", lambda root: {root})
+    monkeypatch.setattr(procfs.ProcessWatch, "joined", lambda self: set())
     config = stand_in_config(tmp_path, script=[{"match": "escape_child", "behaviour": "forge-child"}], sandbox=mode)
     script = str(tmp_path / "script.jsonl")
 

@@ -39,7 +39,6 @@ import asyncio
 import collections
 import contextlib
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -47,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trl_verigate.lean_server import sandbox
+from trl_verigate.lean_server import procfs, sandbox
 from trl_verigate.lean_server.protocol import ProtocolError, encode_request, read_response
 from trl_verigate.lean_server.types import LeanServerConfig
 
@@ -55,10 +54,6 @@ STDERR_TAIL_BYTES = 16 << 10
 STDOUT_BUFFER_BYTES = 64 << 20
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 INHERITED_ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
-# After an answer the REPL must be back reading its stdin: its main thread blocked in read(0, ...), seen
-# in /proc/<pid>/task/<tid>/syscall. An honest REPL gets there microseconds after writing its answer; one
-# whose answer was forged mid-command is still working and writes its real answer first.
-READ_SYSCALL = {"x86_64": 0, "amd64": 0, "aarch64": 63, "arm64": 63}.get(platform.machine().lower())
 # Generous: a real REPL may free a large answer before it reads again, and a false alarm costs a Mathlib reload.
 READY_WAIT_S = 5.0
 READY_POLL_S = (0.0002, 0.01)  # first and longest pause between looks (also at the exit of a killed REPL)
@@ -148,94 +143,6 @@ def _scratch_env(scratch: Path) -> dict[str, str]:
     return env
 
 
-def _live_pids() -> set[int]:
-    return {int(name) for name in os.listdir("/proc") if name.isdigit()}
-
-
-def _parent(pid: int) -> int | None:
-    """The parent pid of a live, non-zombie process, else None."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses; the fields after its last ")" are plain.
-    fields = data[data.rfind(b")") + 2 :].split()
-    return int(fields[1]) if len(fields) > 1 and fields[0] != b"Z" else None
-
-
-def process_tree(root: int) -> set[int]:
-    """`root` and every live descendant of it, from the parent pids in /proc (one pass over it)."""
-    children: dict[int, list[int]] = {}
-    for pid in _live_pids():
-        parent = _parent(pid)
-        if parent is not None:
-            children.setdefault(parent, []).append(pid)
-    tree, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid not in tree:
-            tree.add(pid)
-            todo.extend(children.get(pid, ()))
-    return tree
-
-
-class ProcessWatch:
-    """Notices processes that join a process tree after a baseline, reading /proc/<pid>/stat only of new pids.
-
-    A full pass over /proc costs ~10 us per process on the machine, on the event loop, per request; this costs
-    one listing plus the processes started since the last look. A process that gets the pid of one that died
-    since the last look (the allocator wrapped around in between) goes unnoticed; the other framing checks
-    still stop what it could do to an answer.
-    """
-
-    def __init__(self, root: int):
-        self.seen = _live_pids()
-        self.tree = process_tree(root) & self.seen
-        self.baseline = frozenset(self.tree)
-
-    def joined(self) -> set[int]:
-        """The processes that joined the tree since the baseline and are still alive."""
-        live = _live_pids()
-        fresh = {pid: _parent(pid) for pid in live - self.seen}
-        self.seen = live
-        self.tree &= live
-        grew = True
-        while grew:  # a fresh child of a fresh member joins too
-            grew = False
-            for pid, parent in fresh.items():
-                if pid not in self.tree and parent in self.tree:
-                    self.tree.add(pid)
-                    grew = True
-        return self.tree - self.baseline
-
-
-def _syscall_state(task: tuple[int, int]) -> str | None:
-    """ "reading" when the thread is blocked in read() on fd 0, "busy" otherwise, None when it no longer exists."""
-    pid, tid = task
-    try:
-        with open(f"/proc/{pid}/task/{tid}/syscall", "rb") as syscall:
-            fields = syscall.read().split()
-    except OSError:
-        return None
-    # A blocked thread shows "NR arg0 arg1 ...": read's number and fd 0; a running one shows "running".
-    reading = len(fields) > 1 and fields[0] == str(READ_SYSCALL).encode() and int(fields[1], 16) == 0
-    return "reading" if reading else "busy"
-
-
-def _bytes_read(task: tuple[int, int]) -> int | None:
-    """The bytes the thread has read through read() and its kind (rchar), or None when it no longer exists."""
-    pid, tid = task
-    try:
-        with open(f"/proc/{pid}/task/{tid}/io", "rb") as io:
-            for line in io:
-                if line.startswith(b"rchar:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def _resolve_executable(program: str, cwd: str, env: dict[str, str]) -> str | None:
     if os.sep in program:
         path = Path(cwd) / program
@@ -265,7 +172,7 @@ class ReplProcess:
         # Why the REPL's output can no longer be trusted (bytes nobody asked for, stdout closed), or None.
         self._breach: str | None = None
         self._next_env: int | None = None
-        self._watch: ProcessWatch | None = None
+        self._watch: procfs.ProcessWatch | None = None
         # The (pid, tid) blocked reading stdin between requests, found after the header load; None if not found.
         self._stdin_reader: tuple[int, int] | None = None
         self._dead = False
@@ -379,7 +286,7 @@ class ReplProcess:
         self.header = header
         self.header_env = response["env"]
         self._next_env = response["env"] + 1
-        self._watch = ProcessWatch(self.pid)
+        self._watch = procfs.ProcessWatch(self.pid)
         self._stdin_reader = await self._find_stdin_reader()
         self.startup_s = time.monotonic() - started
 
@@ -428,7 +335,7 @@ class ReplProcess:
         if problem is not None:
             raise ReplCompromised(problem, request_sent=False)
         data = encode_request(request)
-        read_before = _bytes_read(self._stdin_reader) if self._stdin_reader is not None else None
+        read_before = procfs.bytes_read(self._stdin_reader) if self._stdin_reader is not None else None
         answer = self._answer = asyncio.get_running_loop().create_future()
         self._process.stdin.write(data)
         await self._process.stdin.drain()
@@ -448,7 +355,7 @@ class ReplProcess:
         deadline = time.monotonic() + READY_WAIT_S
         pause = READY_POLL_S[0]
         while True:
-            state = _syscall_state(self._stdin_reader)
+            state = procfs.syscall_state(self._stdin_reader)
             if state is None or self._process.returncode is not None:
                 return f"it exited right after answering ({self.describe_exit()})"
             if state == "reading":
@@ -466,7 +373,7 @@ class ReplProcess:
 
     async def _find_stdin_reader(self) -> tuple[int, int] | None:
         """The (pid, tid) of the REPL thread blocked reading stdin right after the header load, or None."""
-        if READ_SYSCALL is None:
+        if procfs.READ_SYSCALL is None:
             return None
         deadline = time.monotonic() + STDIN_READER_SEARCH_S
         pause = READY_POLL_S[0]
@@ -478,7 +385,7 @@ class ReplProcess:
                 except OSError:
                     continue
                 for tid in tids:
-                    if _syscall_state((pid, int(tid))) == "reading":
+                    if procfs.syscall_state((pid, int(tid))) == "reading":
                         return pid, int(tid)
             await asyncio.sleep(pause)
             pause = min(pause * 2, READY_POLL_S[1])
@@ -498,7 +405,7 @@ class ReplProcess:
         `read_before`: what the REPL's stdin thread had read before the request was written (None: not known).
         """
         if read_before is not None:
-            read_after = _bytes_read(self._stdin_reader)
+            read_after = procfs.bytes_read(self._stdin_reader)
             if read_after is None or read_after - read_before < request_bytes:
                 taken = "none" if read_after is None else read_after - read_before
                 return (
@@ -579,7 +486,7 @@ class ReplProcess:
         self._dead = True
         if self._process is not None:
             # Descendants first seen, then killed: one that left the session (setsid) is out of the group's reach.
-            tree = process_tree(self._process.pid) if self._process.returncode is None else set()
+            tree = procfs.process_tree(self._process.pid) if self._process.returncode is None else set()
             # The whole group, even when the leader already exited: `lake env` may leave the REPL behind.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._process.pid, signal.SIGKILL)
