@@ -15,8 +15,8 @@ from safetensors.torch import load_file
 SCRIPT = Path(__file__).parent / "scripts" / "es_two_process.py"
 
 
-def run(command, out_dir: Path):
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(out_dir / "datasets_cache")}
+def run(command, out_dir: Path, **extra_env):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(out_dir / "datasets_cache"), **extra_env}
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"{command} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
 
@@ -55,6 +55,28 @@ def test_two_ranks_split_the_members_and_end_bitwise_equal_to_one_process(runs):
     )
     assert record0["history"] == record1["history"] == reference_record["history"]
     assert any(entry["update_norm"] > 0 for entry in record0["history"]), "the run must have moved the weights"
+    for name, value in reference.items():
+        assert torch.equal(weights0[name], weights1[name]), name
+        assert torch.equal(weights0[name], value), name
+
+
+@pytest.mark.slow
+def test_a_population_that_does_not_divide_evenly_pads_the_last_rank(tiny_models, tmp_path):
+    """P = 3 on 2 ranks: rank 0 evaluates members 0 and 1, rank 1 member 2 plus a discarded padding generation."""
+    two, one = tmp_path / "two", tmp_path / "one"
+    two.mkdir(), one.mkdir()
+    population = {"ES_POPULATION": "3", "ES_ANTITHETIC": "false"}
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    launcher += ["--master_addr", "127.0.0.1", "--master_port", str(free_port())]
+    run([*launcher, str(SCRIPT), tiny_models["policy"], str(two)], two, **population)
+    run([sys.executable, str(SCRIPT), tiny_models["policy"], str(one)], one, **population)
+    weights0, record0 = load(two, 0)
+    weights1, record1 = load(two, 1)
+    reference, reference_record = load(one, 0)
+    assert len(record0["generated_prompts"]) == len(record1["generated_prompts"]) == 2 * 2
+    assert len(reference_record["generated_prompts"]) == 3 * 2
+    assert [len(entry["rewards"]) for entry in record0["history"]] == [3, 3]
+    assert record0["history"] == record1["history"] == reference_record["history"]
     for name, value in reference.items():
         assert torch.equal(weights0[name], weights1[name]), name
         assert torch.equal(weights0[name], value), name

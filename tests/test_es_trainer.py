@@ -3,6 +3,7 @@ bitwise, async rewards overlapping the next member's generation, and the per-mem
 
 import asyncio
 import json
+import threading
 import time
 
 import pytest
@@ -13,7 +14,7 @@ from safetensors.torch import load_file
 from trl_verigate.es import es_noise, population_seeds
 from trl_verigate.es.export import main as es_export_main
 from trl_verigate.es.export import reconstruct
-from trl_verigate.trainers.es import ESConfig, ESTrainer
+from trl_verigate.trainers.es import ESConfig, ESTrainer, member_slots
 
 TARGET = "e"
 
@@ -105,6 +106,18 @@ def test_per_device_batch_is_one_members_completions(tmp_path):
     config = es_config(tmp_path, prompts_per_iteration=3, num_generations=4)
     assert config.per_device_train_batch_size == 12
     assert not es_config(tmp_path, antithetic=False, population_size=5).antithetic
+
+
+def test_members_are_split_in_blocks_with_padding_slots():
+    # P = 30 on 8 processes (the case study's population on recipes/accelerate/ddp.yaml): 4 slots each, the last
+    # process has members 28 and 29 and two padding slots.
+    splits = [member_slots(30, 8, rank) for rank in range(8)]
+    assert {slots for slots, _ in splits} == {4}
+    assert [members for _, members in splits][0] == [0, 1, 2, 3]
+    assert splits[7][1] == [28, 29]
+    assert sorted(member for _, members in splits for member in members) == list(range(30))
+    assert member_slots(5, 4, 3) == (2, [])  # a process with only padding slots
+    assert member_slots(4, 1, 0) == (4, [0, 1, 2, 3])
 
 
 def test_field_help_states_default_and_meaning():
@@ -243,12 +256,15 @@ def test_resume_with_other_settings_is_refused(trained, tiny_models, tmp_path):
 
 
 def test_async_rewards_verify_while_the_next_member_generates(tiny_models, tmp_path):
-    events = []
+    """Each member's async reward waits until the last member has started generating: that only completes if the
+    trainer leaves verifications running while it generates the next members (waiting per member would time out)."""
+    all_generated = threading.Event()
+    generations = []
+    released = []
 
     async def slow_letter_reward(completions, **kwargs):
-        events.append(("verify_start", time.perf_counter()))
-        await asyncio.sleep(0.3)
-        events.append(("verify_end", time.perf_counter()))
+        waited = await asyncio.get_running_loop().run_in_executor(None, all_generated.wait, 60)
+        released.append(waited)
         return letter_reward(completions)
 
     trainer = ESTrainer(
@@ -260,15 +276,16 @@ def test_async_rewards_verify_while_the_next_member_generates(tiny_models, tmp_p
     generate = trainer._generate
 
     def recording_generate(prompts):
-        events.append(("generate_start", time.perf_counter()))
+        generations.append(len(prompts))
+        if len(generations) == 4:
+            all_generated.set()
         return generate(prompts)
 
     trainer._generate = recording_generate
+    started = time.perf_counter()
     trainer.train()
-    kinds = [kind for kind, _ in sorted(events, key=lambda event: event[1])]
-    # All four members generate before the first 0.3 s verification ends: nothing waits for its own verification.
-    assert kinds.index("verify_end") > max(i for i, kind in enumerate(kinds) if kind == "generate_start")
-    assert kinds.count("verify_end") == 4
+    assert released == [True] * 4, "a verification was awaited before the last member generated"
+    assert time.perf_counter() - started < 60
     sync = ESTrainer(
         model=tiny_models["policy"],
         reward_funcs=[letter_reward],

@@ -3,6 +3,8 @@
     python -m torch.distributed.run --nproc_per_node 2 tests/scripts/es_two_process.py POLICY_DIR OUT_DIR
     python tests/scripts/es_two_process.py POLICY_DIR OUT_DIR          # the 1-process reference
 
+ES_POPULATION (default 4) and ES_ANTITHETIC (default true) set the population.
+
 Writes OUT_DIR/rank{r}.safetensors (the policy's weights after the run) and OUT_DIR/rank{r}.json (the history and
 how many members this rank generated for).
 """
@@ -21,7 +23,6 @@ from safetensors.torch import save_file  # noqa: E402
 from trl_verigate.trainers.es import ESConfig, ESTrainer  # noqa: E402
 
 ITERATIONS = 2
-POPULATION = 4
 
 
 def letter_reward(completions, **kwargs):
@@ -35,7 +36,8 @@ def main(policy: str, out_dir: str) -> None:
         use_cpu=True,
         ddp_backend="gloo" if int(os.environ.get("WORLD_SIZE", "1")) > 1 else None,
         seed=0,
-        population_size=POPULATION,
+        population_size=int(os.environ.get("ES_POPULATION", "4")),
+        antithetic=os.environ.get("ES_ANTITHETIC", "true") == "true",
         prompts_per_iteration=2,
         num_generations=2,
         max_completion_length=8,

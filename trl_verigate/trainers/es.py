@@ -12,7 +12,7 @@ Iteration t (= `state.global_step`):
 4. F = shape_fitness(r, fitness_shaping); θ ← θ·(1 − α·wd); θ ← θ + α·(1/P)·Σ_i F_i·sign_i·ε(s_i), α = the
    scheduler's learning rate at this step (constant by default); all F_i = 0 → no update.
 
-With several processes, members are split in equal contiguous blocks; only the rewards (floats) are all-gathered and
+With several processes, members are split in contiguous blocks of ceil(P / processes) (see `member_slots`); only the rewards (floats) are all-gathered and
 every process applies the same update to its own master, so the weights stay bitwise identical without any weight
 broadcast. No backward pass, no optimizer state: the Trainer's optimizer is a placeholder over one empty tensor that
 carries the learning-rate schedule.
@@ -59,8 +59,8 @@ class ESConfig(GRPOConfig):
     population_size: int = field(
         default=30,
         metadata={
-            "help": "P, members per iteration (default 30, as in Qiu et al. 2025). Even with `antithetic`, and a "
-            "multiple of the number of processes."
+            "help": "P, members per iteration (default 30, as in Qiu et al. 2025); even with `antithetic`. Members are "
+            "split over the processes in blocks of ceil(P / processes); a multiple of the process count wastes no slot."
         },
     )
     sigma: float = field(
@@ -147,12 +147,6 @@ class ESConfig(GRPOConfig):
             raise ValueError("Invalid ESConfig: " + "; ".join(problems))
         self.per_device_train_batch_size = member_batch
         super().__post_init__()
-        if self.population_size % self.world_size:
-            raise ValueError(
-                f"population_size={self.population_size} is not divisible by the {self.world_size} processes: each "
-                "process evaluates P / processes members in lockstep (TRL's generation gathers across processes), so "
-                f"set population_size to a multiple of {self.world_size}"
-            )
 
     def _refuse_distributed_backends(self):
         if self.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
@@ -166,6 +160,18 @@ class ESConfig(GRPOConfig):
                 "ESTrainer does not run under FSDP: ES keeps a full fp32 master of the perturbed parameters on every "
                 "process. Launch with recipes/accelerate/ddp.yaml and unset `fsdp`."
             )
+
+
+def member_slots(population_size: int, num_processes: int, process_index: int) -> tuple[int, list[int]]:
+    """(slots per process, this process's member indices): contiguous blocks of ceil(P / processes) members.
+
+    When P is not a multiple of the process count the last processes get fewer members (possibly none) and fill the
+    remaining slots with padding generations, because every process must call TRL's generation (which all-gathers
+    lengths for its metrics) the same number of times; the wall time is that of ceil(P / processes) members anyway.
+    """
+    slots = -(-population_size // num_processes)
+    first = process_index * slots
+    return slots, list(range(min(first, population_size), min(first + slots, population_size)))
 
 
 def generation_seed(base_seed: int, iteration: int) -> int:
@@ -341,23 +347,27 @@ class ESTrainer(GRPOTrainer):
                 f"ES history has {len(self.es_history)} iterations but the trainer is at step {iteration}"
             )
         members = population_seeds(args.seed, iteration, args.population_size, args.antithetic)
-        per_process = args.population_size // self.accelerator.num_processes
-        first = self.accelerator.process_index * per_process
+        slots, mine = member_slots(args.population_size, self.accelerator.num_processes, self.accelerator.process_index)
         params = self._es_parameters()
         prompts = [example["prompt"] for example in inputs]
         timings = {"perturb": 0.0, "generate": 0.0, "update": 0.0, "reward_wait": 0.0}
         started = time.perf_counter()
         pending = []
-        for seed, sign in members[first : first + per_process]:
+        for slot in range(slots):
             clock = time.perf_counter()
-            perturb(params, self._es_master, seed, sign, args.sigma)
+            if slot < len(mine):
+                seed, sign = members[mine[slot]]
+                perturb(params, self._es_master, seed, sign, args.sigma)
+            else:  # a padding slot: generate at θ and discard, so TRL's generation collectives stay in lockstep
+                write_master(params, self._es_master)
             self._sync_generation_engine()
             timings["perturb"] += time.perf_counter() - clock
             clock = time.perf_counter()
             torch.manual_seed(generation_seed(args.seed, iteration))
             _, completion_ids, _, completions, _, _, _, _ = self._generate(prompts)
             timings["generate"] += time.perf_counter() - clock
-            pending.append(start_member_rewards(self, inputs, prompts, completions, completion_ids))
+            if slot < len(mine):
+                pending.append(start_member_rewards(self, inputs, prompts, completions, completion_ids))
         clock = time.perf_counter()
         write_master(params, self._es_master)  # restore θ
         timings["perturb"] += time.perf_counter() - clock
@@ -365,12 +375,13 @@ class ESTrainer(GRPOTrainer):
         per_member = [rewards.result() for rewards in pending]
         timings["reward_wait"] = time.perf_counter() - clock
 
-        local = torch.tensor(
-            [[member_reward(r, self.reward_weights), *r.double().nanmean(dim=0).tolist()] for r in per_member],
-            dtype=torch.float64,
-            device=self.accelerator.device,
-        )
-        gathered = self.accelerator.gather(local).cpu()  # (P, 1 + functions), member order
+        columns = 1 + len(self.reward_funcs)
+        local = torch.full((slots, columns), float("nan"), dtype=torch.float64)
+        for row, rewards_per_func in enumerate(per_member):
+            local[row, 0] = member_reward(rewards_per_func, self.reward_weights)
+            local[row, 1:] = rewards_per_func.double().nanmean(dim=0)
+        # Rank r's slot j is member r·slots + j, so the first P gathered rows are the members in order.
+        gathered = self.accelerator.gather(local.to(self.accelerator.device)).cpu()[: args.population_size]
         rewards = gathered[:, 0]
         fitness = shape_fitness(rewards, args.fitness_shaping)
         learning_rate = self.optimizer.param_groups[0]["lr"]
@@ -381,7 +392,7 @@ class ESTrainer(GRPOTrainer):
         self.es_history.append(
             history_entry(iteration, members, rewards.tolist(), fitness.tolist(), learning_rate, update_norm)
         )
-        self._log_es_metrics(gathered, update_norm, timings, per_process / (time.perf_counter() - started))
+        self._log_es_metrics(gathered, update_norm, timings, len(mine) / (time.perf_counter() - started))
         return torch.tensor(-float(rewards.mean()), device=self.accelerator.device)
 
     def _log_es_metrics(self, gathered, update_norm, timings, members_per_second):

@@ -1,0 +1,99 @@
+"""Evolution strategies (ESTrainer) on Lean proofs or math answers: no backward pass, the run is its (seed, reward)
+history.
+
+    accelerate launch --config_file recipes/accelerate/ddp.yaml recipes/es.py --config recipes/es_lean.yaml
+    accelerate launch --config_file recipes/accelerate/ddp.yaml recipes/es.py --config recipes/es_math.yaml
+
+`task: lean` rewards a completion with 1.0 when Lean accepts the proof (`lean_proof`, through a local `lean_server`
+pool or remote servers) and reads DeepSeek-Prover-format rows; `task: math` uses `accuracy_reward` (math-verify) on
+problem/solution rows. Every field of `ESScriptArguments`, `ESConfig` and TRL's `ModelConfig` can be set in the YAML
+or overridden on the command line.
+"""
+
+import shlex
+from dataclasses import dataclass, field
+
+from lean_process_grpo import LeanScriptArguments
+from lean_process_grpo import to_prompts as lean_prompts
+from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
+from verigate_math import MathScriptArguments, load_math_dataset, set_model_init_kwargs, train_and_save
+from verigate_math import to_prompts as math_prompts
+
+from trl_verigate import accuracy_reward
+from trl_verigate.trainers.es import ESConfig, ESTrainer
+
+TASKS = ("lean", "math")
+
+
+@dataclass
+class ESScriptArguments(LeanScriptArguments, MathScriptArguments):
+    task: str = field(
+        default="math",
+        metadata={"help": "lean: Lean proofs verified by lean_server; math: accuracy_reward.", "choices": list(TASKS)},
+    )
+    lean_repl_command: str | None = field(
+        default=None,
+        metadata={"help": "Argv of one Lean REPL (shell-split), for a local lean_server pool (task lean)."},
+    )
+    lean_project_dir: str | None = field(default=None, metadata={"help": "Lean project the REPLs run in."})
+    lean_workers: int | None = field(default=None, metadata={"help": "REPLs in the local pool; None: CPUs - 1."})
+    lean_timeout: float = field(default=15.0, metadata={"help": "Seconds of verification per proof."})
+    lean_memory_limit_mb: int | None = field(default=8192, metadata={"help": "Address-space limit per REPL, MiB."})
+    lean_server_urls: list[str] | None = field(
+        default=None, metadata={"help": "Remote `trl-verigate lean-server` URLs instead of a local pool."}
+    )
+    completion_format: str = field(
+        default="auto", metadata={"help": "proof_body, fenced_block or auto (see trl_verigate/rewards/lean_proofs)."}
+    )
+
+
+def lean_reward(args: ESScriptArguments):
+    """The async `lean_proof` reward over a lean_server pool (or remote servers): 1.0 for a proof Lean accepts."""
+    from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig
+    from trl_verigate.rewards.lean import LeanProcessOracle, LeanProofReward
+
+    settings = {"timeout": args.lean_timeout, "memory_limit_mb": args.lean_memory_limit_mb}
+    if args.lean_workers is not None:
+        settings["workers"] = args.lean_workers
+    if args.lean_server_urls:
+        verifier = LeanClient(args.lean_server_urls, timeout=args.lean_timeout, config=LeanServerConfig(**settings))
+    elif args.lean_repl_command:
+        command = shlex.split(args.lean_repl_command)
+        verifier = LeanServer(LeanServerConfig(repl_command=command, project_dir=args.lean_project_dir, **settings))
+        verifier.start()
+    else:
+        raise ValueError("task lean needs a verifier: set lean_repl_command (a local pool) or lean_server_urls")
+    oracle = LeanProcessOracle(verifier, completion_format=args.completion_format, timeout=args.lean_timeout)
+    return LeanProofReward(oracle), verifier
+
+
+def main(script_args: ESScriptArguments, training_args: ESConfig, model_args: ModelConfig):
+    if script_args.task not in TASKS:
+        raise ValueError(f"task={script_args.task!r}: set one of {', '.join(TASKS)}")
+    set_model_init_kwargs(training_args, model_args)
+    verifier = None
+    if script_args.task == "lean":
+        to_prompts = lean_prompts
+        reward, verifier = lean_reward(script_args)
+    else:
+        to_prompts = math_prompts
+        reward = accuracy_reward
+    train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
+    trainer = ESTrainer(
+        model=model_args.model_name_or_path,
+        reward_funcs=[reward],
+        args=training_args,
+        train_dataset=train_dataset,
+        quantization_config=get_quantization_config(model_args),
+        peft_config=get_peft_config(model_args),
+    )
+    try:
+        train_and_save(trainer, training_args, script_args.dataset_name)
+    finally:
+        if verifier is not None and hasattr(verifier, "close"):
+            verifier.close()
+
+
+if __name__ == "__main__":
+    parser = TrlParser((ESScriptArguments, ESConfig, ModelConfig))
+    main(*parser.parse_args_and_config())
