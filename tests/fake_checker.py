@@ -16,7 +16,7 @@ accepted unless a flag refuses it:
   line), `missing` (drop the last verdict), `extra` (answer an id that was not sent), `duplicate` (answer the first
   id twice), `exit-nonzero` (all verdicts, then exit 1), `spawn-hang` (all verdicts, then a child that holds stdout
   open and sleeps: the run still never ends);
-- `--log PATH`: append `{"pid", "payload"}` per run, so tests see how many runs there were and what each got
+- `--log PATH`: append `{"pid", "cwd", "payload"}` per run, so tests see how many runs there were and what each got
   (and `{"child_pid"}` for `spawn-hang`).
 
 Run as a program it imports nothing from trl_verigate: it plays an independent program.
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     args.refused_theorems = set(Path(args.refuse_theorems).read_text().split()) if args.refuse_theorems else set()
     payload = json.loads(sys.stdin.read())
-    _log(args.log, {"pid": os.getpid(), "payload": payload})
+    _log(args.log, {"pid": os.getpid(), "cwd": os.getcwd(), "payload": payload})
     items = check_payload(payload)
     time.sleep(args.latency)
     behaviour = args.behaviour

@@ -333,9 +333,15 @@ def lean_recheck_argv(project: Path, *flags: str) -> list[str]:
     ]
 
 
+def lean_project(directory: Path) -> Path:
+    """A stand-in Lean project: a directory with a lakefile, as `--project-dir` requires."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "lakefile.lean").write_text("-- stand-in project\n")
+    return directory
+
+
 def run_lean_recheck(tmp_path: Path, items: list[dict], *flags: str) -> tuple[int, dict[str, dict], str]:
-    project = tmp_path / "project"
-    project.mkdir(exist_ok=True)
+    project = lean_project(tmp_path / "project")
     done = subprocess.run(
         lean_recheck_argv(project, *flags),
         input=json.dumps({"version": 1, "items": items}),
@@ -355,8 +361,7 @@ def tool_runs(tmp_path: Path) -> list[dict]:
 
 def test_replay_compiles_each_module_in_a_sandbox_then_replays_the_batch_in_one_process(tmp_path):
     bubblewrap_or_skip()
-    project = tmp_path / "project"
-    project.mkdir()
+    project = lean_project(tmp_path / "project")
     items = [
         contract_item("good", "theorem good : 2 + 2 = 4 := by", proof="  norm_num"),
         contract_item("forged", "theorem forged : (1:ℕ) = 2 := by", proof="  norm_num"),
@@ -394,8 +399,7 @@ def test_replay_compiles_each_module_in_a_sandbox_then_replays_the_batch_in_one_
 
 def test_without_the_sandbox_the_same_escape_succeeds(tmp_path):
     # The control for the test above: it is bubblewrap that stops the write, not the stand-in.
-    project = tmp_path / "project"
-    project.mkdir()
+    project = lean_project(tmp_path / "project")
     item = contract_item("escape", "theorem escape : 7 = 7 := by", proof=f"  rfl\n-- ESCAPE_WRITE {project / 'pwned'}")
     rc, verdicts, stderr = run_lean_recheck(tmp_path, [item], "--backend", "replay", "--sandbox", "none")
     assert rc == 0 and verdicts["escape"]["ok"]
@@ -404,8 +408,7 @@ def test_without_the_sandbox_the_same_escape_succeeds(tmp_path):
 
 
 def test_every_challenge_is_compiled_before_any_submission(tmp_path, monkeypatch):
-    project = tmp_path / "project"
-    project.mkdir()
+    project = lean_project(tmp_path / "project")
     compiled = []
     real_compile = recheck_backends.compile_module
 
@@ -460,14 +463,18 @@ def test_a_replay_that_dies_is_retried_item_by_item_so_only_the_culprit_is_refus
 )
 def test_lean_recheck_refuses_a_malformed_batch_with_a_non_zero_exit(tmp_path, stdin, message):
     done = subprocess.run(
-        lean_recheck_argv(tmp_path, "--backend", "replay"), input=stdin, capture_output=True, text=True, timeout=60
+        lean_recheck_argv(lean_project(tmp_path), "--backend", "replay"),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 1 and message in done.stderr and done.stdout == ""
 
 
 def test_comparator_gets_one_run_per_item_with_its_config_and_the_modules_are_removed(tmp_path):
-    project = tmp_path / "project"
-    (project / "VerigateRecheck").mkdir(parents=True)
+    project = lean_project(tmp_path / "project")
+    (project / "VerigateRecheck").mkdir()
     items = [
         contract_item("good", "theorem good : 2 + 2 = 4 := by", proof="  norm_num"),
         contract_item(
@@ -499,8 +506,7 @@ def test_comparator_without_its_lean_lib_says_what_to_add(tmp_path):
 
 def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path):
     bubblewrap_or_skip()
-    project = tmp_path / "project"
-    project.mkdir()
+    project = lean_project(tmp_path / "project")
     checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "bwrap")
     config = stand_in_config(tmp_path, script=[FORGED_ANSWER], header=HEADER, recheck_command=checker)
     with LeanServer(config) as server:
@@ -587,9 +593,7 @@ EXAMPLE_FILES = [
 def test_an_example_anywhere_in_its_statement_is_checked_under_the_name_the_repl_ran_it_with(tmp_path):
     # The checker (lean-recheck with the stand-in tools) looks up `theorem <theorem>` in the challenge and the
     # submission: an `example` sent unrenamed would be refused although the REPL ran it renamed and passed it.
-    project = tmp_path / "project"
-    project.mkdir()
-    (project / "lakefile.lean").write_text("-- stand-in project\n")
+    project = lean_project(tmp_path / "project")
     checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")
     requests = [ProofRequest(statement, "  rfl") for statement in EXAMPLE_STATEMENTS] + EXAMPLE_FILES
     config = config_with_checker(tmp_path, recheck_command=checker)
@@ -598,3 +602,70 @@ def test_an_example_anywhere_in_its_statement_is_checked_under_the_name_the_repl
         metrics = server.metrics()
     assert [(r.status, r.reason) for r in results] == [("passed", None)] * len(requests)
     assert metrics["lean/rechecked"] == len(requests) and metrics["lean/recheck_overturned"] == 0
+
+
+def test_the_checker_runs_in_the_project_dir(tmp_path, monkeypatch):
+    # stand_in_config makes tmp_path the project_dir; the server's own cwd is elsewhere.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = config_with_checker(tmp_path)
+    assert config.project_dir == str(tmp_path)
+    with LeanServer(config) as server:
+        [result] = server.verify([true_proof(1)])
+    assert result.passed
+    [run] = checker_runs(tmp_path)
+    assert run["cwd"] == str(tmp_path)
+
+
+def lean_recheck_cli(cwd: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "trl_verigate.cli", "lean-recheck", *flags],
+        input=json.dumps({"version": 1, "items": []}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+
+
+def test_project_dir_defaults_to_the_cwd_and_must_hold_a_lakefile(tmp_path):
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for flags in (("--backend", "replay"), ("--backend", "replay", "--project-dir", str(bare))):
+        done = lean_recheck_cli(bare, *flags)
+        assert done.returncode == 2 and done.stdout == ""
+        assert "--project-dir" in done.stderr and "lakefile.lean or lakefile.toml" in done.stderr
+    missing = lean_recheck_cli(bare, "--backend", "replay", "--project-dir", str(tmp_path / "absent"))
+    assert missing.returncode == 2 and "is not a directory" in missing.stderr
+    # The same cwd once it is a project: the default is accepted (an empty batch has no verdicts).
+    lean_project(bare)
+    done = lean_recheck_cli(bare, "--backend", "replay")
+    assert (done.returncode, done.stdout) == (0, ""), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--compile-timeout", "-1"),
+        ("--compile-timeout", "0"),
+        ("--compile-timeout", "soon"),
+        ("--replay-timeout", "0"),
+        ("--jobs", "0"),
+        ("--jobs", "1.5"),
+    ],
+)
+def test_numeric_flags_must_be_above_zero(tmp_path, flag, value):
+    done = lean_recheck_cli(lean_project(tmp_path), "--backend", "replay", flag, value)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"argument {flag}" in done.stderr
+
+
+def test_lean_recheck_help_says_what_it_does():
+    done = subprocess.run(
+        [sys.executable, "-m", "trl_verigate.cli", "lean-recheck", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0
+    description = " ".join(done.stdout.split("options:")[0].split())
+    assert "verdict line per item" in description and "Lean kernel" in description

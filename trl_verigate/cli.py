@@ -619,6 +619,11 @@ def _add_lean_recheck(subparsers) -> None:
         "lean-recheck",
         help="confirm REPL passes with the Lean kernel outside the REPL: the recheck contract's checker "
         "(a JSON batch on stdin, one verdict line per item on stdout; see trl_verigate.lean_server.recheck)",
+        description="Read a recheck batch (JSON, contract version 1) on stdin and print one verdict line per item: "
+        "each REPL pass is rebuilt outside the REPL and its proof checked by the Lean kernel against the trusted "
+        "statement (--backend replay: sandboxed compiles, then a kernel replay; --backend comparator: "
+        "leanprover/comparator). Exit 0 with every verdict, non-zero when the checker itself cannot work (the "
+        "server then fails the batch closed). Use it as LeanServerConfig.recheck_command / --recheck-command.",
     )
     recheck_backends.add_arguments(parser)
     parser.set_defaults(func=recheck_backends.run)

@@ -12,8 +12,9 @@ A checker is any program; `LeanServerConfig.recheck_command` is its argv. `trl-v
 replay|comparator` implements it (see `trl_verigate.lean_server.recheck_backends`); a third party may write another.
 
 The server runs the checker once per batch of candidates (one `LeanServer.verify` call; a batch over
-`MAX_ITEMS_PER_RUN` items or `MAX_PAYLOAD_BYTES` bytes is split into several runs, one after the other) and
-writes ONE JSON object to its stdin, then closes stdin::
+`MAX_ITEMS_PER_RUN` items or `MAX_PAYLOAD_BYTES` bytes is split into several runs, one after the other), in its own
+session, with `LeanServerConfig.project_dir` as its working directory when that is set (so ``lean-recheck``'s
+default ``--project-dir .`` is the REPL's project), and writes ONE JSON object to its stdin, then closes stdin::
 
     {"version": 1,
      "items": [{"id": "0",
@@ -225,8 +226,11 @@ def parse_verdicts(stdout: str, ids: Sequence[str]) -> dict[str, CheckerVerdict]
     return verdicts
 
 
-async def run_checker(argv: Sequence[str], items: list[RecheckItem], timeout: float) -> dict[str, CheckerVerdict]:
-    """Run the checker once on `items`; their verdicts by id, or CheckerFailure (see the contract)."""
+async def run_checker(
+    argv: Sequence[str], items: list[RecheckItem], timeout: float, cwd: str | None = None
+) -> dict[str, CheckerVerdict]:
+    """Run the checker once on `items` in directory `cwd` (None: this process's); their verdicts by id, or
+    CheckerFailure (see the contract)."""
     payload = json.dumps({"version": CONTRACT_VERSION, "items": [item.to_json() for item in items]}).encode()
     try:
         process = await asyncio.create_subprocess_exec(
@@ -234,10 +238,12 @@ async def run_checker(argv: Sequence[str], items: list[RecheckItem], timeout: fl
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
+            cwd=cwd,
             start_new_session=True,
         )
     except OSError as error:
-        raise CheckerFailure(f"cannot start recheck_command {list(argv)!r}: {error}") from None
+        where = f" in {cwd}" if cwd is not None else ""
+        raise CheckerFailure(f"cannot start recheck_command {list(argv)!r}{where}: {error}") from None
     try:
         stdout, stderr = await asyncio.wait_for(process.communicate(payload), timeout)
     except asyncio.TimeoutError:
@@ -330,7 +336,9 @@ class Rechecker:
                 # Timed inside the lock: the metric is time in the checker, not waiting for another batch's run.
                 started = time.monotonic()
                 try:
-                    verdicts = await run_checker(self.config.recheck_command, run, self.config.recheck_timeout)
+                    verdicts = await run_checker(
+                        self.config.recheck_command, run, self.config.recheck_timeout, self.config.project_dir
+                    )
                 except CheckerFailure as error:
                     failure = str(error)
                 elapsed = time.monotonic() - started

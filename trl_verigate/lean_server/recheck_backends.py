@@ -51,6 +51,7 @@ REPLAY_PROGRAM = Path(__file__).resolve().parent / "lean" / "VerigateReplay.lean
 DEFAULT_LEAN_COMMAND = ("lake", "env", "lean")
 DEFAULT_COMPARATOR_COMMAND = ("lake", "env", "comparator")
 DEFAULT_COMPARATOR_LIB = "VerigateRecheck"
+LAKEFILES = ("lakefile.lean", "lakefile.toml")
 ITEM_FIELDS = ("id", "header", "statement", "theorem", "axiom_whitelist")
 OUTPUT_TAIL_CHARS = 1500
 # Variables a sandboxed compile keeps besides PATH/HOME/TMPDIR: locale, time zone and Lean's own.
@@ -342,9 +343,43 @@ def check_comparator(options: Options, items: list[dict]) -> list[str]:
 # ---------------------------------------------------------------- command line
 
 
+def project_directory(text: str) -> Path:
+    """`--project-dir`: an existing directory with a lakefile (the Lean project whose Mathlib the checks import)."""
+    path = Path(text).expanduser().resolve()
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is not a directory: pass the Lean project (with Mathlib built)")
+    if not any((path / name).is_file() for name in LAKEFILES):
+        raise argparse.ArgumentTypeError(
+            f"{path} has no {' or '.join(LAKEFILES)}: pass the Lean project's directory (the REPL's project_dir)"
+        )
+    return path
+
+
+def positive(kind):
+    """An argparse type: a number of `kind` above zero (a timeout of -1 s would refuse every submission)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    parse.__name__ = f"positive {kind.__name__}"
+    return parse
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", required=True, choices=("replay", "comparator"), help="how to check")
-    parser.add_argument("--project-dir", help="the Lean project (with Mathlib built); default: the cwd")
+    parser.add_argument(
+        "--project-dir",
+        type=project_directory,
+        default=".",
+        help="the Lean project (with Mathlib built, holding a lakefile); every tool runs there "
+        "(default: '.', the current directory, which LeanServer sets to LeanServerConfig.project_dir)",
+    )
     parser.add_argument(
         "--lean-command",
         default=" ".join(DEFAULT_LEAN_COMMAND),
@@ -366,9 +401,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "bwrap", "none"),
         help="sandbox for compiling submissions (replay; default: auto = bubblewrap when it works)",
     )
-    parser.add_argument("--compile-timeout", type=float, default=300.0, help="seconds per compile (default: 300)")
-    parser.add_argument("--replay-timeout", type=float, default=1800.0, help="seconds for the replay (default: 1800)")
-    parser.add_argument("--jobs", type=int, default=2, help="compiles at a time (default: 2; each loads Mathlib)")
+    parser.add_argument(
+        "--compile-timeout", type=positive(float), default=300.0, help="seconds per compile (default: 300)"
+    )
+    parser.add_argument(
+        "--replay-timeout", type=positive(float), default=1800.0, help="seconds for the replay (default: 1800)"
+    )
+    parser.add_argument(
+        "--jobs", type=positive(int), default=2, help="compiles at a time (default: 2; each loads Mathlib)"
+    )
 
 
 def options_from(args: argparse.Namespace) -> Options:
@@ -376,7 +417,7 @@ def options_from(args: argparse.Namespace) -> Options:
 
     return Options(
         backend=args.backend,
-        project_dir=Path(args.project_dir or ".").expanduser().resolve(),
+        project_dir=args.project_dir,
         lean_command=shlex.split(args.lean_command),
         comparator_command=shlex.split(args.comparator_command),
         comparator_lib=args.comparator_lib,
@@ -394,8 +435,6 @@ def run(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     options = options_from(args)
     try:
         items = read_batch(stdin.read())
-        if not options.project_dir.is_dir():
-            raise BatchError(f"--project-dir {options.project_dir} is not a directory")
         check = check_replay if options.backend == "replay" else check_comparator
         lines = check(options, items) if items else []
     except BatchError as error:
