@@ -10,7 +10,8 @@ Two runs on the same policy, seed and prompts:
 
 A third run overlaps with one chunk (verification hidden behind TRL's reference pass and other rewards only). It
 prints per run and step (means over the measured steps): generation time, verification wall time, the hidden share
-of it, and the step time; then, with generation and verification timed alone in the sequential run, their sum and
+of it, and the step time; then, with generation timed alone (both one-chunk runs) and verification alone (the
+sequential run), their sum and
 max and each overlapped run's ratios step / max and step / sum (target: step / max <= 1.15 when verification is the
 longer part), plus proofs per second and the pool's utilization (busy worker-seconds, latency x proofs, over workers
 x wall time). On CPU, chunking slows the tiny model's generation itself (smaller batches); vLLM runs one chunk.
@@ -18,7 +19,7 @@ x wall time). On CPU, chunking slows the tiny model's generation itself (smaller
 The random tiny policy writes no proofs, so the bench's oracle sends one fixed valid proof body per completion (it
 reaches the REPL and costs its latency); generation stays real. Nothing is asserted: timings depend on the machine.
 
-    python bench/lean_grpo_loop.py --latency 0.25 --workers 2 --chunks 4 --steps 3
+    python bench/lean_grpo_loop.py --latency 1.0 --workers 2 --chunks 4 --steps 3 --rounds 2
 """
 
 import argparse
@@ -140,6 +141,7 @@ def main():
     parser.add_argument("--workers", type=int, default=2, help="REPL workers in the pool")
     parser.add_argument("--chunks", type=int, default=4, help="lean_generation_chunks of the overlapped run")
     parser.add_argument("--steps", type=int, default=3, help="measured steps per run (after one warm-up step)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds over the three runs; medians are printed")
     parser.add_argument("--batch", type=int, default=16, help="completions per step")
     parser.add_argument("--generations", type=int, default=4, help="completions per prompt")
     parser.add_argument("--max-completion-length", type=int, default=32)
@@ -153,17 +155,40 @@ def main():
         server_config = stand_in_config(
             folder / "lean", "--no-transcripts", "--latency", str(args.latency), workers=args.workers, timeout=60.0
         )
+        configs = {
+            "sequential (verify when asked)": (SequentialLeanTrainer, 1),
+            "overlapped, 1 chunk": (LeanProcessGRPOTrainer, 1),
+            f"overlapped, {args.chunks} chunks": (LeanProcessGRPOTrainer, args.chunks),
+        }
+        measured = {name: [] for name in configs}
         with LeanServer(server_config) as server:
-            sequential = run(SequentialLeanTrainer, policy, server, args, 1, folder / "sequential")
-            runs = {
-                "sequential (verify when asked)": sequential,
-                "overlapped, 1 chunk": run(LeanProcessGRPOTrainer, policy, server, args, 1, folder / "one"),
-                f"overlapped, {args.chunks} chunks": run(
-                    LeanProcessGRPOTrainer, policy, server, args, args.chunks, folder / "chunks"
-                ),
-            }
+            # A discarded run first: the process's first training pays one-off costs (thread pools, kernels, caches).
+            run(
+                SequentialLeanTrainer,
+                policy,
+                server,
+                argparse.Namespace(**{**vars(args), "steps": 1}),
+                1,
+                folder / "warmup",
+            )
+            # Rounds in rotated order, so that drift of a shared machine's load hits every configuration alike.
+            for round_index in range(args.rounds):
+                names = list(configs)
+                names = names[round_index % len(names) :] + names[: round_index % len(names)]
+                for name in names:
+                    trainer_class, chunks = configs[name]
+                    out_dir = folder / f"run{round_index}-{list(configs).index(name)}"
+                    measured[name].append(run(trainer_class, policy, server, args, chunks, out_dir))
+    # Medians over the rounds, per quantity.
+    runs = {
+        name: {key: statistics.median(result[key] for result in results) for key in results[0]}
+        for name, results in measured.items()
+    }
+    # Generation alone is the same work in both one-chunk runs; verification alone is the sequential run's.
+    one_chunk = measured["sequential (verify when asked)"] + measured["overlapped, 1 chunk"]
+    generation = statistics.median(result["generation"] for result in one_chunk)
+    verify = runs["sequential (verify when asked)"]["verify"]
 
-    generation, verify = sequential["generation"], sequential["verify"]
     busy = args.batch * args.latency
     print(f"stand-in latency {args.latency:.2f} s/proof, {args.workers} workers, {args.batch} proofs/step")
     print(f"{'run':34s} {'generation':>10s} {'verify wall':>11s} {'hidden':>7s} {'step':>7s}")
@@ -176,7 +201,7 @@ def main():
         f"generation alone + verification alone: sum {generation + verify:.2f} s, max {max(generation, verify):.2f} s"
     )
     for name, result in runs.items():
-        if result is sequential:
+        if name.startswith("sequential"):
             continue
         print(
             f"{name}: step / max {result['step'] / max(generation, verify):.3f} (target <= 1.15 when verification "
