@@ -514,3 +514,23 @@ def test_reward_weights_must_count_lean_proof_first(tiny_models, tmp_path):
             train_dataset=dataset(),
             process_oracle=ArithmeticChecker(),
         )
+
+
+def test_lean_server_urls_build_a_client_with_the_config(tiny_models, tmp_path):
+    from trl_verigate.lean_server import LeanClient
+
+    args = LeanProcessConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        num_generations=2,
+        per_device_train_batch_size=2,
+        lean_server_urls="http://127.0.0.1:1,http://127.0.0.1:2",
+        lean_timeout=7.0,
+        lean_header="import Foo",
+    )
+    trainer = LeanProcessGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())
+    client = trainer.lean_reward.oracle.verifier
+    assert isinstance(client, LeanClient)
+    assert [endpoint.url for endpoint in client.endpoints] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    assert client.timeout == 7.0 and client.config.header == "import Foo"
+    assert trainer.lean_reward.oracle.default_header == "import Foo"
