@@ -11,6 +11,8 @@ equation (fake_checker's toy kernel). Markers in a source act out attacks and fa
 `COMPILE_ERROR` (the compile fails), `-- ESCAPE_WRITE <path>` (the compile tries to write <path>; the olean records
 what happened), `CRASH_REPLAY` (the replay process dies on it, as on a crafted .olean).
 Runs that happen outside the sandbox (`--run`, comparator) append {"tool", "argv", ...} to $LEAN_FAKE_LOG.
+Environment switches: LEAN_FAKE_VIA_CHILD=1 runs the tool as a child process it waits for, as `lake env lean`
+starts lean; LEAN_FAKE_SLEEP=compile|replay|comparator makes that step sleep an hour (a Mathlib import that hangs).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -38,6 +41,7 @@ def statement_of(source: str, theorem: str) -> str | None:
 
 
 def compile_module(output: str, source_path: str) -> int:
+    sleep_if_asked("compile")
     source = Path(source_path).read_text(encoding="utf-8")
     if "COMPILE_ERROR" in source:
         print(f"{source_path}:3:2: error: unknown identifier 'COMPILE_ERROR'")
@@ -74,6 +78,7 @@ def judge(theorem: str, challenge: str, submission: str, whitelist: list[str]) -
 def replay(program: str, manifest_path: str) -> int:
     manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
     log({"tool": "lean --run", "program": program, "ids": [item["id"] for item in manifest["items"]]})
+    sleep_if_asked("replay")
     if Path(program).name != REPLAY_PROGRAM_NAME or not Path(program).is_file():
         print(f"no such program {program}", file=sys.stderr)
         return 1
@@ -95,6 +100,7 @@ def comparator(config_path: str) -> int:
         return (Path.cwd() / (module.replace(".", "/") + ".lean")).read_text(encoding="utf-8")
 
     log({"tool": "comparator", "cwd": os.getcwd(), "config": config})
+    sleep_if_asked("comparator")
     [theorem] = config["theorem_names"]
     ok, _, message = judge(
         theorem, source(config["challenge_module"]), source(config["solution_module"]), config["permitted_axioms"]
@@ -103,7 +109,16 @@ def comparator(config_path: str) -> int:
     return 0 if ok else 1
 
 
+def sleep_if_asked(step: str) -> None:
+    if os.environ.get("LEAN_FAKE_SLEEP") == step:
+        time.sleep(3600)
+
+
 def main(argv: list[str]) -> int:
+    if os.environ.get("LEAN_FAKE_VIA_CHILD"):
+        # The parent stays, like lake, and waits for the tool it started.
+        child_env = {**os.environ, "LEAN_FAKE_VIA_CHILD": ""}
+        return subprocess.run([sys.executable, str(Path(__file__).resolve()), *argv], env=child_env).returncode
     tool, *args = argv
     if tool == "lean" and args[:1] == ["-o"]:
         return compile_module(args[1], args[2])

@@ -669,3 +669,108 @@ def test_lean_recheck_help_says_what_it_does():
     assert done.returncode == 0
     description = " ".join(done.stdout.split("options:")[0].split())
     assert "verdict line per item" in description and "Lean kernel" in description
+
+
+# ---------------------------------------------------------------- no tool outlives the checker
+
+
+def processes_mentioning(marker: str) -> list[str]:
+    """The command lines of live processes (other than this one) whose argv contains `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            argv = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            state = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in argv and state != "Z":
+            found.append(f"{name}: {argv}")
+    return found
+
+
+def wait_until_gone(marker: str, within_s: float = 5.0) -> list[str]:
+    deadline = time.monotonic() + within_s
+    while (left := processes_mentioning(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def wait_until_running(marker: str, count: int, within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s
+    while len(processes_mentioning(marker)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def slow_tools(tmp_path, monkeypatch):
+    """Stand-in tools that start their work as a child (as `lake env lean` does) and hang in one step; every path
+    the checker hands them lies under the returned marker directory."""
+    marker = tmp_path / "checker-tmp"
+    marker.mkdir()
+    monkeypatch.setenv("TMPDIR", str(marker))
+    monkeypatch.setenv("LEAN_FAKE_VIA_CHILD", "1")
+    return marker
+
+
+@pytest.mark.parametrize(
+    ("step", "flags"),
+    [
+        ("compile", ("--backend", "replay", "--sandbox", "none")),
+        ("compile", ("--backend", "replay", "--sandbox", "bwrap")),
+        ("replay", ("--backend", "replay", "--sandbox", "none")),
+        ("comparator", ("--backend", "comparator")),
+    ],
+    ids=["compile", "compile-bwrap", "replay", "comparator"],
+)
+def test_no_tool_outlives_a_checker_killed_at_recheck_timeout(tmp_path, slow_tools, monkeypatch, step, flags):
+    import asyncio
+
+    if "bwrap" in flags:
+        bubblewrap_or_skip()
+    monkeypatch.setenv("LEAN_FAKE_SLEEP", step)
+    project = lean_project(tmp_path / "project")
+    (project / "VerigateRecheck").mkdir()
+    item = recheck_module.RecheckItem("0", HEADER, "theorem t : 1 = 1 := by", "t", tuple(WHITELIST), proof="  rfl")
+    with pytest.raises(CheckerFailure, match="recheck_timeout"):
+        asyncio.run(recheck_module.run_checker(lean_recheck_argv(project, *flags), [item], timeout=4))
+    assert wait_until_gone(str(slow_tools)) == []
+
+
+def test_a_compile_timeout_kills_the_whole_compile_and_the_checker_goes_on(tmp_path, slow_tools, monkeypatch):
+    monkeypatch.setenv("LEAN_FAKE_SLEEP", "compile")
+    items = [contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl")]
+    started = time.monotonic()
+    rc, _, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none", "--compile-timeout", "1")
+    # The compile's child held the output pipe: killing only the process started would wait for it an hour.
+    assert time.monotonic() - started < 30
+    assert "took longer than 1 s" in stderr or rc == 0, stderr
+    assert wait_until_gone(str(slow_tools)) == []
+
+
+def test_sigterm_to_the_checker_alone_takes_its_tools_down(tmp_path, slow_tools, monkeypatch):
+    monkeypatch.setenv("LEAN_FAKE_SLEEP", "compile")
+    project = lean_project(tmp_path / "project")
+    item = contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl")
+    checker = subprocess.Popen(
+        lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        checker.stdin.write(json.dumps({"version": 1, "items": [item]}))
+        checker.stdin.close()
+        wait_until_running(str(slow_tools), 2)
+        assert len(processes_mentioning(str(slow_tools))) >= 2  # the tool and the child it started
+        checker.send_signal(15)
+        assert checker.wait(timeout=30) == 128 + 15
+        assert wait_until_gone(str(slow_tools)) == []
+    finally:
+        # Whatever the outcome, nothing of this test keeps running (the checker got its own process group).
+        if checker.poll() is None:
+            os.killpg(checker.pid, 9)
+        checker.wait()

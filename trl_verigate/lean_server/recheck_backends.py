@@ -39,13 +39,19 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from trl_verigate.lean_server.recheck import CONTRACT_VERSION, CheckerFailure, parse_verdicts
+from trl_verigate.lean_server.recheck_processes import (
+    become_subreaper,
+    install_signal_handlers,
+    kill_descendants,
+    restore_signal_handlers,
+    run_tool,
+)
 
 REPLAY_PROGRAM = Path(__file__).resolve().parent / "lean" / "VerigateReplay.lean"
 DEFAULT_LEAN_COMMAND = ("lake", "env", "lean")
@@ -163,19 +169,11 @@ def compile_module(options: Options, bwrap: str | None, source: Path, olean: Pat
     env = _compile_env(scratch)
     argv = compile_argv(options, bwrap, source, olean, env)
     try:
-        done = subprocess.run(
-            argv,
-            cwd=options.project_dir,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=options.compile_timeout,
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired:
-        return f"compiling took longer than {options.compile_timeout:g} s"
+        done = run_tool(argv, cwd=options.project_dir, env=env, timeout=options.compile_timeout)
     except OSError as error:
         raise BatchError(f"cannot run the Lean compiler {argv[0]!r}: {error}") from None
+    if done.timed_out:
+        return f"compiling took longer than {options.compile_timeout:g} s"
     if done.returncode != 0 or not olean.is_file():
         return f"does not compile (exit {done.returncode}): {_tail(done.stdout + done.stderr)}"
     return None
@@ -190,18 +188,11 @@ def run_replay_program(options: Options, entries: list[dict], workdir: Path, nam
     manifest.write_text(json.dumps({"items": entries}), encoding="utf-8")
     argv = [*options.lean_command, "--run", str(REPLAY_PROGRAM), str(manifest)]
     try:
-        done = subprocess.run(
-            argv,
-            cwd=options.project_dir,
-            capture_output=True,
-            text=True,
-            timeout=options.replay_timeout,
-            start_new_session=True,
-        )
-    except subprocess.TimeoutExpired:
-        raise BatchError(f"the replay took longer than {options.replay_timeout:g} s") from None
+        done = run_tool(argv, cwd=options.project_dir, timeout=options.replay_timeout)
     except OSError as error:
         raise BatchError(f"cannot run {argv[0]!r}: {error}") from None
+    if done.timed_out:
+        raise BatchError(f"the replay took longer than {options.replay_timeout:g} s")
     if done.returncode != 0:
         raise BatchError(f"the replay exited {done.returncode}: {_tail(done.stderr or done.stdout)}")
     try:
@@ -315,23 +306,16 @@ def check_comparator(options: Options, items: list[dict]) -> list[str]:
             )
             argv = [*options.comparator_command, str(config)]
             try:
-                done = subprocess.run(
-                    argv,
-                    cwd=options.project_dir,
-                    capture_output=True,
-                    text=True,
-                    timeout=options.compile_timeout,
-                    start_new_session=True,
-                )
-            except subprocess.TimeoutExpired:
-                lines.append(
-                    verdict_line(item["id"], False, f"comparator took longer than {options.compile_timeout:g} s")
-                )
-                continue
+                done = run_tool(argv, cwd=options.project_dir, timeout=options.compile_timeout)
             except OSError as error:
                 raise BatchError(f"cannot run comparator {argv[0]!r}: {error}") from None
             finally:
                 _remove_token_files(options.project_dir, options.comparator_lib, token)
+            if done.timed_out:
+                lines.append(
+                    verdict_line(item["id"], False, f"comparator took longer than {options.compile_timeout:g} s")
+                )
+                continue
             if done.returncode == 0:
                 lines.append(verdict_line(item["id"], True, "comparator accepts the solution"))
             else:
@@ -433,6 +417,8 @@ def run(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     options = options_from(args)
+    become_subreaper()
+    previous_handlers = install_signal_handlers()
     try:
         items = read_batch(stdin.read())
         check = check_replay if options.backend == "replay" else check_comparator
@@ -440,6 +426,10 @@ def run(args: argparse.Namespace, stdin=None, stdout=None) -> int:
     except BatchError as error:
         print(f"lean-recheck: {error}", file=sys.stderr)
         return 1
+    finally:
+        # Whatever is still below us (a tool started as a signal came, an adopted orphan) goes with us.
+        kill_descendants()
+        restore_signal_handlers(previous_handlers)
     stdout.write("".join(line + "\n" for line in lines))
     stdout.flush()
     return 0
