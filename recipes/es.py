@@ -31,9 +31,9 @@ class ESScriptArguments(LeanScriptArguments, MathScriptArguments):
         default="math",
         metadata={"help": "lean: Lean proofs verified by lean_server; math: accuracy_reward.", "choices": list(TASKS)},
     )
-    lean_repl_command: str | None = field(
+    lean_repl_command: list[str] | None = field(
         default=None,
-        metadata={"help": "Argv of one Lean REPL (shell-split), for a local lean_server pool (task lean)."},
+        metadata={"help": "Argv of one Lean REPL for a local lean_server pool (task lean); a string is shell-split."},
     )
     lean_project_dir: str | None = field(default=None, metadata={"help": "Lean project the REPLs run in."})
     lean_workers: int | None = field(default=None, metadata={"help": "REPLs in the local pool; None: CPUs - 1."})
@@ -58,7 +58,9 @@ def lean_reward(args: ESScriptArguments):
     if args.lean_server_urls:
         verifier = LeanClient(args.lean_server_urls, timeout=args.lean_timeout, config=LeanServerConfig(**settings))
     elif args.lean_repl_command:
-        command = shlex.split(args.lean_repl_command)
+        command = args.lean_repl_command
+        if isinstance(command, str) or len(command) == 1:  # one string from the command line: split like a shell
+            command = shlex.split(command if isinstance(command, str) else command[0])
         verifier = LeanServer(LeanServerConfig(repl_command=command, project_dir=args.lean_project_dir, **settings))
         verifier.start()
     else:
