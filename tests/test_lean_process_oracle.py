@@ -193,3 +193,25 @@ def test_statement_with_deepseek_trailing_newline_is_sent_ending_at_by():
     verifier = RecordingVerifier()
     LeanProcessOracle(verifier).verify([None], [{"formal_statement": STATEMENT + "\n", "header": HEADER}], ["  omega"])
     assert verifier.requests == [ProofRequest(STATEMENT, "  omega", HEADER)]
+
+
+def test_helper_lemmas_reach_lean_and_only_the_theorems_tactics_get_spans(tmp_path):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fake_repl import stand_in_config
+
+    from trl_verigate.lean_server import LeanServer
+
+    completion = (
+        "Use a helper.\n```lean4\nimport Mathlib\n\nlemma helper (x : ℕ) : x ≤ x + 1 := by\n  omega\n\n"
+        + STATEMENT
+        + "\n  have := helper a\n  omega\n```"
+    )
+    with LeanServer(stand_in_config(tmp_path)) as server:
+        (verdict,) = LeanProcessOracle(server).verify([None], [{"formal_statement": STATEMENT}], [completion])
+    assert verdict.passed
+    # The helper's `omega` is verified but credited to no span: only the theorem's two tactics are.
+    assert [completion[start:end] for start, end in verdict.spans] == ["have := helper a", "omega"]
+    assert verdict.spans[0][0] > completion.index(STATEMENT)
