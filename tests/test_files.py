@@ -332,7 +332,10 @@ def test_helper_declarations_before_the_main_theorem_are_accepted(file_text):
     # The helpers are sent with the main theorem, whose proof alone is the body checked and split into tactics.
     assert prepared.proof == file_text.rsplit(":= by", 1)[1]
     body = file_text[len(split_header(file_text)[0]) :]
-    assert prepared.code == body + f"\n\n#print axioms {main_name}"
+    # Each helper `def` is sent `noncomputable`, on a line of its own, the `def` keeping its column.
+    sent = body.replace("private def ", "private noncomputable\n        def ")
+    sent = "\n".join("noncomputable\ndef" + line[3:] if line.startswith("def ") else line for line in sent.split("\n"))
+    assert prepared.code == sent + f"\n\n#print axioms {main_name}"
 
 
 @pytest.mark.parametrize(
@@ -488,7 +491,6 @@ def test_a_helper_may_not_declare_a_name_the_statement_uses(helper_name):
     [
         "def f (n : ℕ) : ℕ := n + 1",  # the statement's `f`
         "def sqrt (x : ℝ) : ℝ := x",  # `sqrt` of `Real.sqrt`
-        "noncomputable def Real.sqrt' (x : ℝ) : ℝ := x\ndef Nat.foo (n : ℕ) : ℕ := n",  # `.foo` in `n.foo`
     ],
 )
 def test_helpers_cannot_shadow_what_the_statement_names(helper):
@@ -499,7 +501,7 @@ def test_helpers_cannot_shadow_what_the_statement_names(helper):
 
 
 def test_helpers_with_fresh_names_are_accepted_under_a_statement():
-    file_text = MINIF2F_HEADER + "\ndef Nat.succ_helper (n : ℕ) : ℕ := n + 1\n" + HELPER + STATEMENT
+    file_text = MINIF2F_HEADER + "\ndef succ_helper (n : ℕ) : ℕ := n + 1\n" + HELPER + STATEMENT
     prepared = prepare(FileRequest(file_text + "\n  exact helper_1 x h₀", statement=STATEMENT), MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
 
@@ -584,7 +586,7 @@ def test_a_file_header_may_be_a_subset_of_the_trusted_header_in_any_order():
     [
         "open Real renaming sqrt → cos",
         "open Nat Finset",
-        "set_option maxHeartbeats 0",
+        "open scoped Nat",
         "import Mathlib.Tactic",
         "set_option autoImplicit true",
     ],
@@ -601,3 +603,84 @@ def test_a_malformed_trusted_header_is_named():
     assert result.status == "rejected" and result.reason.startswith("FileRequest.header: unterminated"), result.reason
     with pytest.raises(TypeError, match="FileRequest.header"):
         prepare(FileRequest(FILE, header=["import Mathlib"]), "")
+
+
+# ------------------------------------------------------------ helper code never runs in the REPL
+
+
+def test_helper_defs_are_sent_noncomputable_with_their_columns_and_positions_kept():
+    # A `def` has compiled code that `linarith (discharger := …)`, a `(config := .ctor)` or Aesop's `tactic` builder
+    # could evalConst; sent `noncomputable`, it has none. Lean's modifier order puts it after `private`, before
+    # `nonrec`; a `def` already `noncomputable` is left alone.
+    file_text = (
+        "import Mathlib\n"
+        "private def a : ℕ := by exact 1\n"  # line 2; the proof on the `by` line keeps its column 24
+        "nonrec def b : ℕ := 2\n"
+        "noncomputable def c : ℕ := 3\n"
+        "theorem t : a + b + c = 6 := by\n"
+        "  decide"
+    )
+    prepared = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.code == (
+        "private noncomputable\n        def a : ℕ := by exact 1\n"
+        "noncomputable\nnonrec def b : ℕ := 2\n"
+        "noncomputable def c : ℕ := 3\n"
+        "theorem t : a + b + c = 6 := by\n  decide\n\n#print axioms t"
+    )
+
+    # Lean's positions in the code map back to the file: `exact` is code line 2, column 24 -> file line 2, column 24;
+    # `b` is code line 4, column 11 -> file line 3, column 11; `decide` is code line 7 -> file line 6.
+    def message(line, column):
+        return {"severity": "error", "pos": {"line": line, "column": column}, "endPos": None, "data": "x"}
+
+    response = {"env": 1, "messages": [message(2, 24), message(4, 11), message(7, 2), message(1, 10)]}
+    result = judge(prepared, response, LeanServerConfig(), 0.0)
+    # Code line 1, column 10 lies in the inserted `noncomputable`: it maps to where the insertion stands, before `def`.
+    assert [(m.line, m.column) for m in result.messages] == [(2, 24), (3, 11), (6, 2), (2, 8)]
+    assert file_text.split("\n")[1][24:29] == "exact" and file_text.split("\n")[2][11] == "b"
+
+
+@pytest.mark.parametrize(
+    "helper",
+    [
+        "def Linarith.LinarithConfig.evil : Linarith.LinarithConfig := {}",  # what `(config := .evil)` finds
+        "def Nat.foo (n : ℕ) : ℕ := n",  # would also make `n.foo` mean it
+        "protected def Foo.f : ℕ := 1",
+        "theorem _root_.Linarith.x : True := trivial",
+    ],
+)
+def test_helper_names_have_no_namespace(helper):
+    result = prepare(f"import Mathlib\n{helper}\ntheorem t : True := by\n  trivial", MINIF2F_HEADER)
+    assert result.status == "rejected" and "has a namespace: helper names are plain" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "use",
+    [
+        "have : (0:ℚ) < 1 := by linarith (discharger := evil)",
+        "nlinarith (discharger := _root_.evil)",
+        "simp (disch := evil.aux)",
+        "open evil in\n  nlinarith",
+    ],
+)
+def test_a_helper_is_never_named_where_lean_evaluates_compiled_code(use):
+    file_text = f"import Mathlib\ndef evil : ℕ := 1\ntheorem t : (1:ℕ) = 2 := by\n  {use}"
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert result.status == "rejected" and "names a helper of this file" in result.reason, result.reason
+    # A library tactic as the discharger is fine next to helpers.
+    fine = file_text.replace(use, "field_simp (discharger := norm_num1)")
+    assert isinstance(prepare(fine, MINIF2F_HEADER), Prepared)
+
+
+def test_a_file_header_may_add_resource_options_and_reopen_what_the_trusted_header_opens():
+    # Options that bound Lean's work cannot change what the statement means: they run after the trusted header.
+    # `open Nat Real` opens nothing the trusted header's `open … Real Nat …` does not (any order, any subset).
+    file_text = "import Mathlib\nset_option maxHeartbeats 0\nopen Nat Real\nset_option maxRecDepth 2000\n" + STATEMENT
+    prepared = prepare(FileRequest(file_text + "\n  subst h₀\n  rfl", statement=STATEMENT), MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == MINIF2F_HEADER + "\nset_option maxHeartbeats 0\nset_option maxRecDepth 2000"
+    # Their bounds still hold.
+    too_deep = file_text.replace("2000", "100000") + "\n  subst h₀\n  rfl"
+    result = prepare(FileRequest(too_deep, statement=STATEMENT), MINIF2F_HEADER)
+    assert result.status == "rejected" and "at most 10000" in result.reason, result.reason

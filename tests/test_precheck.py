@@ -132,7 +132,7 @@ REJECTED = [
     ("  have := ∑'\"' = 1", "ambiguous"),
     ("  have «x : True := trivial", "identifier escape"),
     ('  have := s!"{sorry}"', "`sorry`"),
-    ('  exact dbg_trace "{(by native_decide : True)}"; trivial', "native_decide"),
+    ('  exact (fun _ => trivial) s!"{(by native_decide : True)}"', "native_decide"),
     ('  have := s!"{"x"}"', "unpaired brace"),
     ("  have := s!\"{ '}' sorry }\"", "unpaired brace"),
     ("  have := s!\"{ '{' }\"", "unpaired brace"),
@@ -141,6 +141,12 @@ REJECTED = [
     ("  norm_num -- \u202e hidden", "U+202E"),
     ("  norm_num \ufeff", "U+FEFF"),
     ("   ", "empty proof"),
+    # Aesop's `tactic` rule builder runs the named constant with evalConst; printing macros hide their IO names.
+    ("  aesop (add safe tactic Lean.Elab.Tactic.evalTactic)", "`tactic` (it runs code"),
+    ("  aesop (add unsafe 50% tactic foo)", "`tactic` (it runs code"),
+    ('  exact (println! "x")', "`println!`"),
+    ('  exact dbg_trace "x"; trivial', "`dbg_trace`"),
+    ('  exact (dbgTrace "x" fun _ => trivial)', "`dbgTrace`"),
 ]
 
 
@@ -716,10 +722,10 @@ CONFIG_CODE = [
     "  grind (splits := default)",
     "  exact foo (x := by simp)",
     # A bracket inside a string's `{…}` must not close the item early and make its value look literal.
-    '  simp (config := "{)}" ++ toString (dbgTrace "x" fun _ => 1))',
+    '  simp (config := "{)}" ++ toString (id "x" fun _ => 1))',
     '  simp "{Nat.succ}" (config := Simp.neutralConfig)',
     # The discharger-like names take a single tactic or constant: linarith's `discharger` is an evaluated config field.
-    "  linarith (discharger := do Lean.Elab.Tactic.evalTactic (← `(tactic| rfl)))",
+    "  linarith (discharger := do Lean.Elab.Tactic.evalTactic (← `(term| rfl)))",
     "  linarith (discharger := (fun _ => pure ()) ())",
     "  simp (disch := simp [h]) [h]",
     # Nesting deep enough to exhaust a recursive parser is refused, not crashed on.

@@ -17,6 +17,11 @@ DECLARING_WORDS = frozenset(
 )
 
 
+# Options a file may set beyond a trusted header (as header lines) or a trusted statement (as `set_option … in`
+# prefixes of its main theorem): they bound Lean's work and cannot change what the statement means.
+RESOURCE_OPTIONS = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats", "maxRecDepth"})
+
+
 # A complete file's header lines, each exactly one command: the header runs in its own REPL command (cached per
 # worker, shared with other requests), so anything else there would escape the checks on the theorem. `open` lines
 # are read by `_is_open_line`.
@@ -175,8 +180,22 @@ def normalize_header(header: str) -> str:
     return "\n".join(line for _, line in header_lines(header))
 
 
+def _plainly_opened(line: str) -> list[str] | None:
+    """The namespaces of a normalized `open A B …` line (no `scoped`, `hiding`, `renaming` or `(names)`), else None.
+
+    A file's `open Nat` or `open BigOperators Nat Rat Real Topology` opens only namespaces a trusted header's plain
+    `open` lines open already (in another order or grouping), so it changes nothing the trusted header does not.
+    """
+    shape = _open_line_shape(line)
+    if shape is None or not shape.startswith("open N") or set(shape.split(" ")[1:]) != {"N"}:
+        return None
+    return line.split(" ")[1:]
+
+
 def check_header_against(header_text: str, trusted_header) -> str:
-    """The file's header lines must be lines of the trusted header; returns the trusted header's key."""
+    """The file's header lines must be lines of the trusted header, plain `open` lines of namespaces its plain `open`
+    lines open, or set a `RESOURCE_OPTIONS` option; returns the header to run: the trusted header's key, then those
+    option lines (in file order)."""
     if not isinstance(trusted_header, str):
         raise TypeError(f"FileRequest.header must be a str or None, got {type(trusted_header).__name__}")
     try:
@@ -184,12 +203,20 @@ def check_header_against(header_text: str, trusted_header) -> str:
     except PrecheckError as error:
         raise PrecheckError(f"FileRequest.{error.before}", None, error.after) from None
     allowed = set(trusted_lines.split("\n"))
+    opened = {name for line in allowed for name in _plainly_opened(line) or ()}
+    added: list[str] = []
     for offset, line in header_lines(header_text):
-        if line not in allowed:
+        words = line.split(" ")
+        if line in allowed:
+            continue
+        if len(words) == 3 and words[0] == "set_option" and words[1] in RESOURCE_OPTIONS:
+            added.append(line)  # its value was bounded by `check_header`
+        elif not set(_plainly_opened(line) or ["-"]) <= opened:
             raise PrecheckError(
                 f"header line `{line}`",
                 offset,
                 " is not a line of the trusted header: the file's header may only repeat the trusted header's lines "
-                f"(it runs as {trusted_lines!r})",
+                f"(it runs as {trusted_lines!r}; only `open` lines of namespaces it opens and `set_option "
+                f"{'/'.join(sorted(RESOURCE_OPTIONS))} VALUE` lines may be added)",
             )
-    return trusted_lines
+    return "\n".join([trusted_lines, *dict.fromkeys(added)]) if trusted_lines else "\n".join(dict.fromkeys(added))

@@ -16,6 +16,7 @@ from trl_verigate.lean_server.file_header import (
     COMMAND_STARTS,
     DECLARING_WORDS,
     HEADER_RULE,
+    RESOURCE_OPTIONS,
     check_header_against,
     check_header_options,
     normalize_header,
@@ -24,9 +25,11 @@ from trl_verigate.lean_server.file_header import (
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
 from trl_verigate.lean_server.precheck import (
     PREFIX_COMMANDS,
+    TACTIC_VALUED_ITEMS,
     check_characters,
     check_header,
     check_tokens,
+    is_open_argument,
     precheck_proof,
     scoped_prefix_in,
 )
@@ -43,9 +46,6 @@ __all__ = ["HEADER_RULE", "normalize_header", "prepare_file", "split_header"]
 # `structure`, `notation`, `macro`, `abbrev`, an attribute, …) is refused: those change how the main theorem's
 # statement or proof elaborates, or assume what should be proved.
 _HELPER_KEYWORDS = frozenset({"theorem", "lemma", "def"})
-# The `set_option … in` prefixes a main theorem held to a trusted statement may carry beyond the statement's own:
-# they bound Lean's work and cannot change what the statement means.
-_RESOURCE_OPTIONS = frozenset({"maxHeartbeats", "synthInstance.maxHeartbeats", "maxRecDepth"})
 _STATEMENT_PREVIEW = 400
 
 
@@ -54,6 +54,7 @@ class _Declaration:
     """One declaration of a file's body; offsets are in the body, indices in its code tokens."""
 
     first: int  # index of its first code token (a modifier, a prefix or the keyword)
+    keyword_index: int
     keyword: Token
     name: Token | None  # None for `example`
     signature_end: int  # index of the `=` of the `:=` that ends the signature
@@ -135,7 +136,7 @@ def _declarations(body: str, code: list[Token], allow_native_decide: bool) -> li
             end += 1
         end_offset = code[end].start if end < len(code) else len(body)
         signature_end = _signature_end(code, k, end)
-        declarations.append(_Declaration(first, keyword, name, signature_end, end, end_offset))
+        declarations.append(_Declaration(first, k, keyword, name, signature_end, end, end_offset))
         k = end
     return declarations
 
@@ -187,6 +188,13 @@ def _check_helper(body: str, code: list[Token], helper: _Declaration, allow_nati
             " before the main theorem: helper declarations are `theorem`, `lemma` or `def` (the main theorem is the "
             "file's last declaration)",
         )
+    if len(_root_stripped(helper.name)) > 1:
+        raise PrecheckError(
+            f"the helper name `{helper.name.text}`",
+            helper.name.start,
+            " has a namespace: helper names are plain (no `.`; `_root_.x` is `x`), since a helper in a library's "
+            "namespace can stand in for its constants (`linarith (config := .evil)` finds `Linarith.LinarithConfig.evil`)",
+        )
     _check_declaration_head(code, helper, allow_native_decide)
     value_token = code[helper.signature_end + 1] if helper.signature_end + 1 < helper.end else None
     if value_token is None:
@@ -214,6 +222,67 @@ def _check_term_value(value: str, value_at: int, start_column: int, allow_native
     except PrecheckError as error:
         offset = None if error.offset is None else max(error.offset - len(_EXACT), 0)
         raise PrecheckError(error.before, offset, error.after).shifted(value_at) from None
+
+
+def _noncomputable_at(code: list[Token], helper: _Declaration) -> int | None:
+    """Where `NONCOMPUTABLE` goes before a helper `def` (its `nonrec`, else its keyword), or None for a `theorem`/
+    `lemma` or a `def` already marked `noncomputable`."""
+    if helper.keyword.text != "def":
+        return None
+    modifiers = code[helper.first : helper.keyword_index]
+    if any(token.text == "noncomputable" for token in modifiers):
+        return None
+    # Lean's modifier order is visibility, `noncomputable`, then `nonrec`: the insertion goes before `nonrec`.
+    if modifiers and modifiers[-1].text == "nonrec":
+        return modifiers[-1].start
+    return helper.keyword.start
+
+
+def _check_no_helper_code_is_run(code: list[Token], helpers: list[_Declaration]) -> None:
+    """No tactic-valued configuration item (`(discharger := NAME)`, `(disch := NAME)`, `(norm := NAME)`) may name
+    a helper or something declared inside one (`h.aux`, a `where` or `let rec` of `h`), and no `open` may open a
+    helper's namespace (to name them unqualified).
+
+    `linarith (discharger := NAME)` evaluates NAME, a `TacticM Unit`, with compiled code: a constant the submission
+    compiled would run inside the REPL. Helper `def`s are sent `noncomputable`, so they have no code to run; this
+    keeps the auxiliary definitions of helpers out of reach as well, whatever Lean compiles for them.
+    """
+    helper_names = {helper.declared_name for helper in helpers}
+    if not helper_names:
+        return
+    for k, token in enumerate(code):
+        if token.kind != "ident":
+            continue
+        named = None
+        if token.text == "open":
+            j = k + 1
+            while j < len(code) and is_open_argument(code[j]):
+                if code[j].kind == "ident" and _root_stripped(code[j])[0] in helper_names:
+                    named = code[j]
+                    break
+                j += 1
+        elif (
+            token.text in TACTIC_VALUED_ITEMS
+            and k >= 1
+            and code[k - 1].text == "("
+            and k + 3 < len(code)
+            and [t.text for t in code[k + 1 : k + 3]] == [":", "="]
+            and code[k + 3].kind == "ident"
+            and _root_stripped(code[k + 3])[0] in helper_names
+        ):
+            named = code[k + 3]
+        if named is not None:
+            raise PrecheckError(
+                f"`{named.text}`",
+                named.start,
+                " names a helper of this file where Lean evaluates compiled code (a tactic-valued configuration item "
+                "or an `open`): a helper's code must never run inside the REPL; use a library tactic",
+            )
+
+
+def _root_stripped(token: Token) -> tuple[str, ...]:
+    components = token.components
+    return components[1:] if components[:1] == ("_root_",) and len(components) > 1 else components
 
 
 def _check_distinct_names(declarations: list[_Declaration]) -> None:
@@ -278,7 +347,7 @@ def _prefixes(code: list[Token], first: int, keyword_index: int) -> list[list[To
             k += 1
             continue
         prefix = code[k : in_at + 1]
-        if not (prefix[0].text == "set_option" and ".".join(prefix[1].components) in _RESOURCE_OPTIONS):
+        if not (prefix[0].text == "set_option" and ".".join(prefix[1].components) in RESOURCE_OPTIONS):
             prefixes.append(prefix)
         k = in_at + 1
     return prefixes
@@ -348,7 +417,7 @@ def _check_against_statement(
             "the main theorem's `open … in` / `set_option … in` prefixes",
             at.start,
             f" are not the trusted statement's ({' '.join(_shown(p) for p in theirs) or 'none'}): they could change "
-            f"what its names mean (only `set_option {'/'.join(sorted(_RESOURCE_OPTIONS))} … in` may be added)",
+            f"what its names mean (only `set_option {'/'.join(sorted(RESOURCE_OPTIONS))} … in` may be added)",
         )
     statement_words = trusted.identifier_components()
     for helper in helpers:
@@ -383,6 +452,19 @@ def prepare_file(
     on past its first line starts on the line after `:=`). No name is declared twice. The `#print axioms` of the main theorem covers the helpers it uses, and the recheck
     tier replays them with it.
 
+    Helper code never runs inside the REPL. Some elaborators evaluate a constant with compiled code: linarith's
+    `(discharger := NAME)` and every `declare_config_elab` config (`(config := .ctor)` reaches a `def` in the
+    config's namespace), Aesop's `tactic` rule builder. A helper `def` with compiled code could be one of them, and
+    run arbitrary code that forges the REPL's answer. So every helper `def` is sent to Lean as `noncomputable def`
+    (`NONCOMPUTABLE` inserted before it, then a line break and the spaces back to its column, so every token keeps
+    its column and messages map back through `Prepared.edits`): it gets no compiled code, so `evalConst` and
+    config evaluation fail on it, while the kernel, `decide`, `rfl` and `simp` unfold it as before. The rewrite
+    (rather than requiring the user to write `noncomputable`) keeps prover outputs that write plain `def` valid;
+    what Lean checks differs from the submission only in code generation, which a proof never relies on. In
+    addition (defence in depth): helper names are plain (no `.`; `_root_.x` is `x`), a tactic-valued item or an `open`
+    may not name a helper (`_check_no_helper_code_is_run`), and Aesop's `tactic` builder and the printing macros
+    (`println!`, `dbg_trace`) are refused everywhere by the token checks.
+
     `statement` (a `FileRequest`'s trusted statement, `theorem NAME … := by`): the main theorem must state exactly
     it, compared token by token with comments and whitespace ignored (glued tokens must stay glued); `lemma` for
     `theorem` and a `_root_.` prefix on the name are the same to Lean and accepted, a different name is not (the
@@ -393,7 +475,10 @@ def prepare_file(
     than in the dataset.
 
     `header` (a `FileRequest`'s trusted header): every header line of the file, comments and whitespace aside,
-    must be a line of it (any order, any subset), and the REPL runs the trusted header itself, normalized.
+    must be a line of it (any order, any subset), a plain `open A B …` of namespaces its plain `open` lines open
+    (`open Nat` under `open Real Nat`), or a `set_option maxHeartbeats/synthInstance.maxHeartbeats/maxRecDepth VALUE`
+    line (bounded as usual: it bounds Lean's work and cannot change what the statement means).
+    The REPL runs the trusted header itself, normalized, with those option lines appended.
 
     A trusted `statement` without a trusted `header` is held to `default_header` (the server's header, `prepare`'s
     `default_header`) as its trusted header, by the same rule: the statement is always read in a trusted scope.
@@ -429,6 +514,7 @@ def prepare_file(
             _check_helper(body, code, helper, allow_native_decide)
         _check_declaration_head(code, main, allow_native_decide)
         _check_distinct_names(declarations)
+        _check_no_helper_code_is_run(code, helpers)
         by = code[main.signature_end + 1] if main.signature_end + 1 < main.end else None
         if by is None or by.text != "by":
             assign = code[main.signature_end - 1]
@@ -452,6 +538,7 @@ def prepare_file(
         main.keyword,
         main.name,
         line_offset=header_text.count("\n"),
+        noncomputable_at=[at for at in (_noncomputable_at(code, helper) for helper in helpers) if at is not None],
     )
     with located_at(len(header_text) + len(statement_text)):
         prepared.outermost_tactics = precheck_proof(

@@ -58,7 +58,17 @@ TACTIC_WORDS = frozenset(
 # (COMMAND_WORDS), `native_decide`/`bv_decide`/`decide +native` (NATIVE_WORDS), `plausible` (it compiles and runs
 # the goal's `Testable` instance), and every `declare_config_elab` config, which `check_config_values` holds to
 # literals.
-CODE_RUNNING_WORDS = frozenset({"include_str", "from_lrat", "success_if_fail_with_msg", "with_panel_widgets"})
+# - `tactic`, Aesop's rule builder (`aesop (add safe tactic NAME)`): it runs the constant NAME with `evalConst`, so
+#   a constant the submission compiled (a helper `def`, a `where`/`let rec` of a helper) would run inside the REPL.
+#   No proof needs it (no published prover output has it): Aesop's other builders (`apply`, `simp`, `cases`, …)
+#   only elaborate their term.
+CODE_RUNNING_WORDS = frozenset({"include_str", "from_lrat", "success_if_fail_with_msg", "with_panel_widgets", "tactic"})
+# Macros and functions that print or sleep when compiled code runs (`println! "…"` is `IO.println s!"…"`;
+# `dbg_trace "…"; e` and `dbgTrace` print from pure code). The IO names they expand to are refused by name
+# (`IO_WORDS`), but the macro hides the name: refused wherever they appear, with the IO names.
+IO_MACRO_WORDS = frozenset(
+    {"println!", "dbg_trace", "dbgTrace", "dbgTraceVal", "dbgTraceIfShared", "dbgSleep", "dbgStackTrace"}
+)
 # Commands missing from the splitter's COMMAND_WORDS (`lrat_proof` and `show_panel_widgets` also run code), refused
 # here as command words wherever they appear.
 EXTRA_COMMAND_WORDS = frozenset(
@@ -160,7 +170,7 @@ def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[st
             return f"`{part}` (in `{word}`; native evaluation, allowed only with allow_native_decide=True)"
         if len(parts) > 1 and part in ("implemented_by", "extern"):
             return f"`{part}` (in `{word}`)"
-        if part in IO_WORDS:
+        if part in IO_WORDS or part in IO_MACRO_WORDS:
             return f"`{part}` (in `{word}`; IO and mutable state are out of a proof's reach)"
         if part in META_WORDS:
             return f"`{part}` (in `{word}`; metaprograms are out of a proof's reach)"
@@ -270,7 +280,7 @@ _BINDING_WORDS = frozenset({"have", "haveI", "let", "letI", "set", "replace"})
 # `simp (disch := positivity)`, `field_simp (discharger := norm_num)`, `linear_combination (norm := ring_nf)`. The
 # same name can be a config field that is evaluated (`linarith (discharger := e)` sets `LinarithConfig.discharger :
 # TacticM Unit`), so only a single name is accepted as their value: a tactic, or a library constant, never code.
-_TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
+TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
 
 
 def check_config_values(code: list[Token]) -> None:
@@ -302,7 +312,7 @@ def check_config_values(code: list[Token]) -> None:
         if _is_literal(value):
             _check_options_in_config(name, value)
             continue
-        if name.text in _TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
+        if name.text in TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
             continue
         if _is_named_argument(code, k, openers, named_arguments):
             continue

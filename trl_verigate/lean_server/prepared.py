@@ -6,18 +6,23 @@ declaration the theorem is found by, the `example` renaming, and the appended `#
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from trl_verigate.lean_server.lexer import PrecheckError, Token
-from trl_verigate.lean_server.types import Tactic
+from trl_verigate.lean_server.types import Position, Tactic
 
 # `example` has no name for `#print axioms`; it is declared under this name instead. The replacement is longer
 # than `example`, so it ends with a line break and indentation that put the rest of the line back at its submitted
 # column: a proof on the `by` line keeps its column, which Lean's layout rules compare with the lines below.
 EXAMPLE_NAME = "verigate_example"
 EXAMPLE_REPLACEMENT = f"theorem {EXAMPLE_NAME}"
+# Inserted before each helper `def` of a complete file (see `files.prepare_file`), then a line break and spaces back
+# to the column of what follows, so nothing after it on its line moves.
+NONCOMPUTABLE = "noncomputable"
 
 DECLARATIONS = ("theorem", "lemma", "example", "def", "abbrev")
 
@@ -26,10 +31,10 @@ DECLARATIONS = ("theorem", "lemma", "example", "def", "abbrev")
 class Prepared:
     """A request ready for the REPL.
 
-    `code` is sent in the env of `header`: the statement (with `example` renamed), `separator`,
-    the proof, then `"\\n\\n#print axioms <theorem_name>"`. `proof_start` is the proof's offset in
-    `code`; `line_offset` the lines to add to REPL lines to get submitted-source lines (the header's
-    line count for a str request). `statement` is the statement as submitted.
+    `code` is sent in the env of `header`: the statement (with `example` renamed and helper `def`s made
+    `noncomputable`, see `edits`), `separator`, the proof, then `"\\n\\n#print axioms <theorem_name>"`.
+    `proof_start` is the proof's offset in `code`; `line_offset` the lines to add to REPL lines to get
+    submitted-source lines (the header's line count for a str request). `statement` is the statement as submitted.
     """
 
     header: str
@@ -42,9 +47,11 @@ class Prepared:
     # Between statement and proof in the submitted source: "\n" for a ProofRequest, "" for a file,
     # whose proof starts right after `by`.
     separator: str = "\n"
-    # (offset in code, length) of the text that replaced `example` (7 chars): `EXAMPLE_REPLACEMENT`, a line break,
-    # and spaces up to the column after the submitted `example`.
-    renamed_example: tuple[int, int] | None = None
+    # Where `code`'s statement differs from the submitted one, in code order: (offset in code, length in code,
+    # length replaced in the submitted statement). A renamed `example` replaces its 7 characters with
+    # `EXAMPLE_REPLACEMENT`, a line break and spaces up to the column after the submitted `example`; a helper
+    # `def` gets `NONCOMPUTABLE` inserted before it (0 characters replaced), the same way.
+    edits: tuple[tuple[int, int, int], ...] = ()
     # The proof's top-level tactics as the precheck split them to find the `by` block's end; `judge` reuses them
     # for tactic_granularity "outermost" instead of splitting the proof again. None: `judge` splits it itself.
     outermost_tactics: list[Tactic] | None = field(default=None, repr=False, compare=False)
@@ -53,7 +60,7 @@ class Prepared:
     def proof_end(self) -> int:
         return self.proof_start + len(self.proof)
 
-    @property
+    @cached_property
     def submitted(self) -> str:
         """The source as submitted (header lines aside): `statement + separator + proof`; messages are positioned in it."""
         return self.statement + self.separator + self.proof
@@ -67,6 +74,78 @@ class Prepared:
     def print_line(self) -> int:
         """The REPL line (1-based) of the appended `#print axioms` command (counted once: every message reads it)."""
         return self.code.count("\n", 0, self.proof_end) + 3
+
+    # Positions are mapped once per message of Lean's answer, and a hostile proof can make Lean write one message
+    # per line: each mapping is a binary search in line-start tables built once, never a walk over the text.
+
+    @cached_property
+    def _code_line_starts(self) -> list[int]:
+        return _line_starts(self.code)
+
+    @cached_property
+    def _submitted_line_starts(self) -> list[int]:
+        return _line_starts(self.submitted)
+
+    @cached_property
+    def _edit_starts(self) -> list[int]:
+        return [start for start, _, _ in self.edits]
+
+    @cached_property
+    def _shifts_after(self) -> list[int]:
+        """Code length minus submitted length of the edits up to and including each one."""
+        shifts, total = [], 0
+        for _, code_length, submitted_length in self.edits:
+            total += code_length - submitted_length
+            shifts.append(total)
+        return shifts
+
+    def offset_of(self, line: int, column: int) -> int:
+        """The offset in `code` of a Lean position (line 1-based, column 0-based in code points), clamped like
+        `tactics.offset_of`: a column past its line's end to that end (before a "\\r\\n"), a line past the last to
+        `len(code)`."""
+        if line < 1:
+            raise ValueError(f"offset_of(line=...) is 1-based, got {line}")
+        if column < 0:
+            raise ValueError(f"offset_of(column=...) is 0-based and >= 0, got {column}")
+        starts, code = self._code_line_starts, self.code
+        if line > len(starts):
+            return len(code)
+        start = starts[line - 1]
+        end = starts[line] - 1 if line < len(starts) else len(code)
+        if end > start and code[end - 1] == "\r":
+            end -= 1
+        return min(start + column, end)
+
+    def submitted_offset(self, code_offset: int) -> int:
+        """The offset in the submitted source (statement + separator + proof) of `code_offset` in `code`; an offset
+        inside an edit maps into the submitted text it replaced (its start, for an insertion)."""
+        if code_offset >= self.proof_start:
+            return len(self.statement) + len(self.separator) + code_offset - self.proof_start
+        index = bisect.bisect_right(self._edit_starts, code_offset) - 1
+        if index < 0:
+            return code_offset
+        start, code_length, submitted_length = self.edits[index]
+        shift_before = self._shifts_after[index - 1] if index else 0
+        if code_offset < start + code_length:
+            return start - shift_before + min(code_offset - start, submitted_length)
+        return code_offset - self._shifts_after[index]
+
+    def submitted_position(self, code_offset: int) -> Position:
+        """The position in the submitted source of `code_offset` in `code` (clamped to the proof's end), its line
+        counted from the file's first line (`line_offset` added)."""
+        offset = min(self.submitted_offset(min(code_offset, self.proof_end)), len(self.submitted))
+        starts = self._submitted_line_starts
+        line = bisect.bisect_right(starts, offset)
+        return Position(line + self.line_offset, offset - starts[line - 1])
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    find, at = text.find, text.find("\n")
+    while at >= 0:
+        starts.append(at + 1)
+        at = find("\n", at + 1)
+    return starts
 
 
 def declaration(tokens: list[Token], what: str) -> tuple[Token, Token | None]:
@@ -103,17 +182,29 @@ def assemble(
     keyword: Token,
     name: Token | None,
     line_offset: int,
+    noncomputable_at: Sequence[int] = (),
 ) -> Prepared:
-    renamed = None
-    code_statement = statement
+    """The Prepared for `statement + separator + proof`, with `example` renamed and `NONCOMPUTABLE` inserted at
+    each offset of `noncomputable_at` (offsets in `statement`, before its main declaration keyword).
+
+    Each edit ends with a line break and the spaces up to the column the text after it had, so every later token
+    of its line keeps its column (Lean's layout compares columns); `Prepared.edits` maps positions back.
+    """
+    replacements = [(offset, 0, NONCOMPUTABLE) for offset in noncomputable_at]
     if name is None:
-        column = keyword.start - (statement.rfind("\n", 0, keyword.start) + 1)
-        replacement = EXAMPLE_REPLACEMENT + "\n" + " " * (column + len(keyword.text))
-        code_statement = statement[: keyword.start] + replacement + statement[keyword.end :]
-        renamed = (keyword.start, len(replacement))
+        replacements.append((keyword.start, len(keyword.text), EXAMPLE_REPLACEMENT))
         theorem_name = EXAMPLE_NAME
     else:
         theorem_name = declared_name(name)
+    pieces, edits, copied_to, shift = [], [], 0, 0
+    for start, length, word in sorted(replacements):
+        column = start - (statement.rfind("\n", 0, start) + 1)
+        replacement = word + "\n" + " " * (column + length)
+        pieces += [statement[copied_to:start], replacement]
+        edits.append((start + shift, len(replacement), length))
+        shift += len(replacement) - length
+        copied_to = start + length
+    code_statement = "".join(pieces) + statement[copied_to:]
     proof_start = len(code_statement) + len(separator)
     code = code_statement + separator + proof + f"\n\n#print axioms {name.text if name else EXAMPLE_NAME}"
     return Prepared(
@@ -125,7 +216,7 @@ def assemble(
         line_offset=line_offset,
         statement=statement,
         separator=separator,
-        renamed_example=renamed,
+        edits=tuple(edits),
     )
 
 

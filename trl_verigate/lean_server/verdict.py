@@ -20,7 +20,7 @@ from typing import Union
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.files import HEADER_RULE, normalize_header, prepare_file, split_header
-from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, position, split_name
+from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
 from trl_verigate.lean_server.precheck import COMMAND_WORDS, precheck_proof
 from trl_verigate.lean_server.prepared import (
     EXAMPLE_NAME,
@@ -186,26 +186,9 @@ def _same_name(printed: str, theorem_name: str) -> bool:
     return name == theorem_name or (name.startswith("_private.") and name.endswith(".0." + theorem_name))
 
 
-def _submitted_offset(prepared: Prepared, code_offset: int) -> int:
-    """Map an offset in `prepared.code` to one in the submitted body (statement + separator + proof)."""
-    statement_length = len(prepared.statement)
-    if code_offset >= prepared.proof_start:
-        return statement_length + len(prepared.separator) + code_offset - prepared.proof_start
-    if prepared.renamed_example is not None:
-        start, length = prepared.renamed_example
-        if code_offset >= start + length:
-            return code_offset - length + len("example")
-        if code_offset >= start:
-            return start + min(code_offset - start, len("example"))
-    return code_offset
-
-
 def submitted_position(prepared: Prepared, code_offset: int) -> Position:
     """The position in the submitted source of `code_offset` in `prepared.code` (clamped to the proof's end)."""
-    submitted = prepared.submitted
-    offset = min(_submitted_offset(prepared, min(code_offset, prepared.proof_end)), len(submitted))
-    line, column = position(submitted, offset)
-    return Position(line + prepared.line_offset, column)
+    return prepared.submitted_position(code_offset)
 
 
 def repl_position(raw) -> tuple[int, int] | None:
@@ -275,7 +258,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         severity = str(raw.get("severity", ""))
         text = str(raw.get("data", ""))
         start = repl_position(raw.get("pos")) or (1, 0)
-        start_offset = tactic_split.offset_of(prepared.code, *start)
+        start_offset = prepared.offset_of(*start)
         end = repl_position(raw.get("endPos"))
         if is_axioms_answer(prepared, raw):
             name, listed = parse_axioms_message(text)
@@ -287,7 +270,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
             sorry_warning = True
         end_position = None
         if end is not None:
-            end_position = submitted_position(prepared, tactic_split.offset_of(prepared.code, *end))
+            end_position = submitted_position(prepared, prepared.offset_of(*end))
         position = submitted_position(prepared, start_offset)
         message = Message(severity, position.line, position.column, end_position, text)
         messages.append(message)
@@ -304,7 +287,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     for sorry in sorries:
         start = repl_position(sorry.get("pos"))
         if start is not None:
-            offset = tactic_split.offset_of(prepared.code, *start)
+            offset = prepared.offset_of(*start)
             if offset < prepared.proof_end:
                 errors.append((offset - prepared.proof_start, "sorry"))
 
