@@ -157,3 +157,12 @@ def test_replay_of_the_history_equals_the_incremental_master_bitwise():
     replay_history(replayed, history, 0.01)
     for name in master:
         assert torch.equal(master[name], replayed[name])
+
+
+def test_the_es_export_parser_imports_without_torch():
+    """cli.py registers `es-export` from trl_verigate.es.export; `trl-verigate --help` must not pay for torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, trl_verigate.es.export; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,16 +1,26 @@
-"""Evolution strategies: the pure parts (noise, population, fitness, update, state) used by `ESTrainer`."""
+"""Evolution strategies: the pure parts (noise, population, fitness, update, state) used by `ESTrainer`.
 
-from trl_verigate.es.noise import NOISE_VERSION, es_noise
-from trl_verigate.es.population import population_seeds, shape_fitness
-from trl_verigate.es.update import es_update, make_master, perturb, write_master
+Names resolve lazily, so `trl_verigate.es.export` (the `es-export` CLI's parser) imports without torch.
+"""
 
-__all__ = [
-    "NOISE_VERSION",
-    "es_noise",
-    "es_update",
-    "make_master",
-    "perturb",
-    "population_seeds",
-    "shape_fitness",
-    "write_master",
-]
+from importlib import import_module
+
+_EXPORTS = {
+    "NOISE_VERSION": "trl_verigate.es.noise",
+    "es_noise": "trl_verigate.es.noise",
+    "population_seeds": "trl_verigate.es.population",
+    "shape_fitness": "trl_verigate.es.population",
+    "es_update": "trl_verigate.es.update",
+    "make_master": "trl_verigate.es.update",
+    "perturb": "trl_verigate.es.update",
+    "write_master": "trl_verigate.es.update",
+    "reconstruct": "trl_verigate.es.export",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'trl_verigate.es' has no attribute {name!r}")

@@ -8,10 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
-import torch
-
-from trl_verigate.es.state import parameters_sha256, read_state, replay_history
-from trl_verigate.es.update import make_master, write_master
+# torch and the ES modules are imported inside the functions: `trl-verigate --help` must stay cheap.
 
 
 def reconstruct(state, model=None, base_model: str | None = None, progress: bool = False):
@@ -22,6 +19,11 @@ def reconstruct(state, model=None, base_model: str | None = None, progress: bool
     `base_model` or the state's `base_model.name_or_path` (at its revision and dtype). The base parameters' hash must
     match the one recorded at training time.
     """
+    import torch
+
+    from trl_verigate.es.state import parameters_sha256, read_state, replay_history
+    from trl_verigate.es.update import make_master, write_master
+
     if not isinstance(state, dict):
         state = read_state(os.fspath(state))
     base = state["base_model"]
@@ -63,6 +65,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trl_verigate.es.state import read_state
+
     state = read_state(args.state)
     model = reconstruct(state, base_model=args.base_model, progress=True)
     model.save_pretrained(args.output)
