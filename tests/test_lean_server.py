@@ -606,3 +606,27 @@ def test_requests_enter_the_pool_in_request_order_even_behind_a_slow_precheck(tm
     assert [r.status for r in results] == ["passed", "passed", "rejected", "passed"]
     sent = [row["request"]["cmd"].split()[1] for row in log_rows(tmp_path) if "env" in row["request"]]
     assert sent == ["SLOW", "second", "fourth"]
+
+
+def test_judging_runs_off_the_event_loop(tmp_path, monkeypatch):
+    # Reading Lean's answer costs time proportional to it (messages, a re-split for tactic_granularity "all"), which
+    # a proof controls: judge and submitted_response must run in the worker threads, never on the loop.
+    from trl_verigate.lean_server import server as server_module
+    from trl_verigate.lean_server import verdict
+
+    threads = []
+
+    def recording(function):
+        def run(*args, **kwargs):
+            threads.append((function.__name__, threading.current_thread().name))
+            return function(*args, **kwargs)
+
+        return run
+
+    monkeypatch.setattr(verdict, "judge", recording(verdict.judge))
+    monkeypatch.setattr(server_module, "submitted_response", recording(server_module.submitted_response))
+    with LeanServer(fake_config(tmp_path, tactic_granularity="all")) as server:
+        [(result, response)] = server.verify_with_responses([proof("judged")])
+    assert result.status == "passed" and response is not None
+    assert sorted(name for name, _ in threads) == ["judge", "submitted_response"]
+    assert all(thread.startswith("lean-precheck") for _, thread in threads), threads

@@ -555,3 +555,84 @@ def test_results_round_trip_through_dicts():
     prepared = clean_prepared()
     result = judge(prepared, {"messages": [axioms_message(prepared, CLEAN_AXIOMS)], "env": 1}, CONFIG, 0.25)
     assert VerificationResult.from_dict(result.to_dict()) == result
+
+
+def trace_messages(prepared: Prepared, count: int) -> list[dict]:
+    """`count` info messages, one per proof line, as `trace "x"` on each line makes Lean write."""
+    return [
+        {"severity": "info", "pos": {"line": 2 + i, "column": 2}, "endPos": {"line": 2 + i, "column": 11}, "data": "x"}
+        for i in range(count)
+    ]
+
+
+def test_an_answer_over_max_messages_fails_unread():
+    count = verdict.MAX_MESSAGES  # with the axioms answer: one over the limit
+    prepared = prepare(ProofRequest(T, '  trace "x"\n' * count + "  rfl"), MINIF2F_HEADER)
+    flood = {"messages": [*trace_messages(prepared, count), axioms_message(prepared, [])], "env": 1}
+    result = judge(prepared, flood, CONFIG, 0.5)
+    assert result.status == "failed" and not result.passed and result.first_error_tactic == 0
+    assert result.reason.startswith(f"Lean answered with {count + 1} messages and sorries, over the {count}")
+    assert result.messages == [] and result.time_s == 0.5 and len(result.tactics) == count + 1
+    # At the limit the answer is read (and here passes: info messages are no errors).
+    flood["messages"].pop(0)
+    assert judge(prepared, flood, CONFIG, 0.0).status == "passed"
+    # Sorries count too.
+    sorries = [{"pos": {"line": 2, "column": 2}, "goal": "⊢ x"}] * 2
+    result = judge(prepared, {**flood, "sorries": sorries}, CONFIG, 0.0)
+    assert result.status == "failed" and result.reason.startswith(f"Lean answered with {count + 2} messages")
+
+
+def test_positions_are_mapped_without_walking_the_text_per_message(monkeypatch):
+    # One message per line made judge and submitted_response quadratic (the code walked line by line per message).
+    # The mapping uses Prepared's line tables: the text-walking helpers must not be called at all.
+    from trl_verigate.lean_server import lexer, server, tactics
+
+    prepared = prepare(ProofRequest(T, '  trace "x"\n' * 50 + "  rfl"), MINIF2F_HEADER)
+    response = {"messages": [*trace_messages(prepared, 50), axioms_message(prepared, [])], "env": 1}
+
+    def walks(*args):
+        raise AssertionError("a position was mapped by walking the text")
+
+    for module, name in ((tactics, "offset_of"), (lexer, "position"), (verdict, "position")):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, walks)
+    result = judge(prepared, response, CONFIG, 0.0)
+    assert [(m.line, m.column) for m in result.messages] == [(2 + i, 2) for i in range(50)]
+    mapped = server.submitted_response(prepared, response)
+    assert [m["pos"] for m in mapped["messages"]] == [{"line": 2 + i, "column": 2} for i in range(50)]
+
+
+def reference_offset(text: str, line: int, column: int) -> int:
+    """Lean's (line, column) -> offset, by splitting the text into lines (the clamping rules of offset_of)."""
+    lines = text.split("\n")
+    if line > len(lines):
+        return len(text)
+    start = sum(len(previous) + 1 for previous in lines[: line - 1])
+    content = lines[line - 1][:-1] if lines[line - 1].endswith("\r") else lines[line - 1]
+    return start + min(column, len(content))
+
+
+def test_prepared_offset_of_and_submitted_position_match_a_reference():
+    import random
+
+    rng = random.Random(7)
+    file_text = "import Mathlib\n\ndef a : ℕ := 1\r\nexample : a = 1 := by rfl\n  -- x\n"
+    for request in (ProofRequest(T, "  simp\r\n  norm_num\n\n  rfl"), file_text):
+        prepared = prepare(request, MINIF2F_HEADER)
+        assert isinstance(prepared, Prepared), prepared.reason
+        code = prepared.code
+        for _ in range(2000):
+            line, column = rng.randint(1, code.count("\n") + 3), rng.randint(0, 40)
+            assert prepared.offset_of(line, column) == reference_offset(code, line, column), (line, column)
+        submitted = prepared.submitted
+        for offset in range(prepared.proof_start, len(code) + 1):
+            # In the proof, code and submitted source differ by the statement's edits only: a fixed shift.
+            # Offsets past the proof (our `#print axioms`) clamp to its end, the end of the submitted source.
+            expected = min(
+                len(prepared.statement) + len(prepared.separator) + offset - prepared.proof_start, len(submitted)
+            )
+            before = submitted[:expected]
+            line, column = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1)
+            assert prepared.submitted_position(offset) == Position(line + prepared.line_offset, column)
+    with pytest.raises(ValueError, match="1-based"):
+        prepared.offset_of(0, 0)

@@ -2,8 +2,9 @@
 
 The pool lives on an asyncio loop in a background thread, so `verify` works from any thread and
 `averify` from the caller's own event loop: a trainer can overlap verification with generation.
-The precheck (`verdict.prepare`) runs in a thread pool, so a slow one cannot stall the loop and the other
-workers' timers; REPL passes can be confirmed outside the REPL by a checker (`lean_server.recheck`).
+The precheck (`verdict.prepare`) and the judgement of Lean's answer (`verdict.judge`, `submitted_response`) run
+in a thread pool, so neither a slow precheck nor a flood of messages can stall the loop and the other workers'
+timers; REPL passes can be confirmed outside the REPL by a checker (`lean_server.recheck`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import time
 import weakref
 from collections.abc import Sequence
 
-from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server import verdict
 from trl_verigate.lean_server.pool import ReplPool
 from trl_verigate.lean_server.process import ReplError
@@ -337,8 +337,12 @@ class LeanServer:
                     )
                 result = VerificationResult(status=error.status, reason=reason, time_s=precheck_s + error.time_s)
                 return result, None, None
-            result = verdict.judge(prepared, response, self.config, precheck_s + time_s)
-            return result, submitted_response(prepared, response) if with_response else None, prepared
+            # Off the loop, in the precheck threads: reading Lean's answer takes time proportional to its size
+            # (messages, and for tactic_granularity "all" a new split of the proof), which a proof controls.
+            result, submitted = await asyncio.get_running_loop().run_in_executor(
+                self._precheck_threads, _judged, prepared, response, self.config, precheck_s + time_s, with_response
+            )
+            return result, submitted, prepared
         except Exception as error:  # noqa: BLE001 - one bad request must not take down the batch
             result = VerificationResult(
                 status="error",
@@ -381,6 +385,14 @@ class LeanServer:
             reason = f"the precheck took {elapsed:.1f} s of the {timeout:g} s timeout; Lean did not run"
             return VerificationResult(status="timeout", reason=reason, time_s=elapsed), elapsed
         return prepared, elapsed
+
+
+def _judged(
+    prepared: verdict.Prepared, response: dict, config: LeanServerConfig, time_s: float, with_response: bool
+) -> tuple[VerificationResult, dict | None]:
+    """The verdict on `response` and, when asked for, the response in submitted-source coordinates."""
+    result = verdict.judge(prepared, response, config, time_s)
+    return result, submitted_response(prepared, response) if with_response else None
 
 
 _TURN_HANDOVERS: set[asyncio.Future] = set()
@@ -431,7 +443,7 @@ def _with_submitted_positions(prepared: verdict.Prepared, item):
         if start is None:
             continue
         # The judge's own mapping, so these positions agree with VerificationResult.messages.
-        mapped = verdict.submitted_position(prepared, tactic_split.offset_of(prepared.code, *start))
+        mapped = prepared.submitted_position(prepared.offset_of(*start))
         item[key] = {**position, "line": mapped.line, "column": mapped.column}
     return item
 

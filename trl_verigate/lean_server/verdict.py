@@ -46,6 +46,7 @@ __all__ = [
     "EXAMPLE_NAME",
     "EXAMPLE_REPLACEMENT",
     "HEADER_RULE",
+    "MAX_MESSAGES",
     "NATIVE_AXIOMS",
     "SORRY_WARNINGS",
     "PrecheckError",
@@ -62,6 +63,9 @@ __all__ = [
 
 SORRY_WARNINGS = ("declaration uses `sorry`", "declaration uses 'sorry'")
 NATIVE_AXIOMS = ("Lean.ofReduceBool", "Lean.trustCompiler")
+# The most messages and sorries `judge` reads from one answer. A legitimate proof gets a handful; a proof that makes
+# Lean write more (one `trace "x"` per line writes one message per line) is flooding the output, and fails unread.
+MAX_MESSAGES = 10_000
 _AXIOMS_LIST = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\]$", re.DOTALL)
 _AXIOMS_NONE = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$", re.DOTALL)
 
@@ -227,7 +231,11 @@ def _malformed_list(raw, field: str, item_name: str) -> str | None:
 
 
 def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: float) -> VerificationResult:
-    """The verdict on the REPL's `response` to `prepared.code` (see the module docstring for the rules)."""
+    """The verdict on the REPL's `response` to `prepared.code` (see the module docstring for the rules).
+
+    Its cost is linear in the response (each position is mapped by binary search, `Prepared.offset_of`), and an
+    answer of more than `MAX_MESSAGES` messages and sorries fails unread. `LeanServer` calls it off its event loop.
+    """
     if not isinstance(prepared, Prepared):
         raise TypeError(f"judge(prepared=...) needs the Prepared from prepare(), got {type(prepared).__name__}")
     if not isinstance(response, dict):
@@ -246,6 +254,15 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     )
     if malformed is not None:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=malformed)
+    answered = len(response.get("messages") or []) + len(response.get("sorries") or [])
+    if answered > MAX_MESSAGES:
+        # "failed", not "error": the proof made Lean write them (the REPL worked), and nothing in them can make it
+        # pass, so it is not worth reading them (or retrying).
+        reason = (
+            f"Lean answered with {answered} messages and sorries, over the {MAX_MESSAGES} a proof may produce: "
+            "the proof floods Lean's output, and fails without its answer being read"
+        )
+        return VerificationResult(status="failed", tactics=tactics, time_s=time_s, reason=reason)
 
     messages: list[Message] = []
     errors: list[tuple[int, str]] = []
