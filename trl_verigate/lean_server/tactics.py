@@ -33,9 +33,31 @@ from itertools import accumulate, chain, repeat
 from operator import contains, itemgetter
 from typing import NamedTuple
 
+from trl_verigate.lean_server.layout_words import (
+    ALTERNATIVE_HEADS,
+    ARROW_HEADS,
+    BLOCK_ENDING_WORDS,
+    CLOSERS,
+    COMMAND_WORDS,
+    CONTINUATIONS,
+    EXPECTS_MORE,
+    NOT_CALC_STEP,
+    NOT_DECLARATION_NAMES,
+    OPENERS,
+    PATTERN_HEADS,
+    SEQUENCE_PREFIXES,
+    STRUCTURAL,
+    SUFFIX_WORDS,
+    TACTIC_BRACKETS,
+)
 from trl_verigate.lean_server.types import GRANULARITIES, Tactic
 
+# The layout vocabulary the precheck and files.py read from here as well (bracket sets, command and suffix words).
 __all__ = [
+    "CLOSERS",
+    "COMMAND_WORDS",
+    "OPENERS",
+    "SUFFIX_WORDS",
     "ProofLayout",
     "TokenSpan",
     "first_error_tactic",
@@ -80,117 +102,6 @@ _NEWLINE_RE = re.compile(r"\n")
 # Nested blocks deeper than this are read as plain tokens of their enclosing tactic: the parser recurses once
 # per level, and an untrusted proof such as `by by by ...` must not exhaust Python's stack.
 MAX_NESTING = 64
-
-# Brackets, inside which Lean turns layout off; the precheck counts bracket depth with the same sets.
-OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
-CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
-# Keywords of a declaration's suffix (Lean's `Termination.suffix` and `whereDecls`): `termination_by` and
-# `decreasing_by` after the body of the theorem, of a `where` declaration or of a `let rec`, and `where` after the
-# theorem's body. No tactic or term contains them, so wherever they stand the tactic (and its block) has ended.
-_TERMINATION_WORDS = frozenset({"termination_by", "termination_by?", "decreasing_by"})
-SUFFIX_WORDS = _TERMINATION_WORDS | {"where"}
-# The only tokens that change a tactic's structure in the middle of a line; the rest just extend it.
-_STRUCTURAL = OPENERS | CLOSERS | SUFFIX_WORDS | {";", "<;>", ",", "|", "=>", "by", "fun", "λ", "match", "calc"}
-# Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring`
-# tries both tactics.
-_SEQUENCE_PREFIXES = frozenset(
-    {
-        "try",
-        "repeat",
-        "repeat'",
-        "iterate",
-        "all_goals",
-        "any_goals",
-        "focus",
-        "classical",
-        "fail_if_success",
-        "with_reducible",
-        "with_reducible_and_instances",
-        "with_unfolding_all",
-        "unhygienic",
-    }
-)
-# Brackets that hold tactics when they start one: `(tac; tac)`, `{ tac; tac }`, and Batteries' split focus
-# `t <;> [t1; t2]`, whose `;`-separated tactics run on the goals `t` made, one each.
-_TACTIC_BRACKETS = {"(": ")", "{": "}", "[": "]"}
-# Tactics whose `=>` opens a tactic sequence.
-_ARROW_HEADS = frozenset({"case", "case'", "next", "on_goal", "conv", "conv_lhs", "conv_rhs"})
-# Tactics with `| pattern => tactics` alternatives.
-_ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
-# Tactics in which `|` separates patterns rather than ending an enclosing alternative.
-_PATTERN_HEADS = frozenset({"rcases", "obtain", "rintro", "cases'", "induction'", "case", "case'"})
-# Tactics that cannot be a `calc` step even though they contain `:=`.
-_NOT_CALC_STEP = frozenset({"have", "let", "obtain", "set", "show", "suffices", "replace", "haveI", "letI", "calc"})
-# Command keywords: the words that start commands of Lean, Batteries, Aesop and Mathlib, or modify one. Lean parses a
-# command wherever the tactic parser stops, at any column, so the splitter ends a tactic block at one that starts a
-# line, and the precheck (verdict.py) refuses any of them in a proof: it left its `by` block or adds
-# syntax/declarations.
-COMMAND_WORDS = frozenset(
-    {
-        "theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive", "coinductive",
-        "example", "namespace", "section", "end", "mutual", "import", "axiom", "axioms", "opaque", "constant",
-        "macro", "macro_rules", "syntax", "declare_syntax_cat", "elab", "elab_rules", "notation", "infix",
-        "infixl", "infixr", "prefix", "postfix", "attribute", "local", "scoped", "variable", "universe",
-        "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "builtin_initialize",
-        "export", "omit", "include", "deriving", "alias", "irreducible_def", "proof_wanted", "add_decl_doc",
-        "run_cmd", "run_tac", "run_elab", "run_meta", "by_elab", "implemented_by", "extern",
-        # What may follow a declaration's body, so a proof that reaches them has closed its `by` block.
-        "where", "termination_by", "termination_by?", "decreasing_by", "partial_fixpoint", "inductive_fixpoint",
-        "coinductive_fixpoint",
-        # Commands of Lean, Batteries, Aesop and Mathlib that run or register metaprograms, or change the
-        # environment, without one of the words above.
-        "simproc", "dsimproc", "simproc_decl", "dsimproc_decl", "builtin_simproc", "builtin_dsimproc",
-        "add_aesop_rules", "erase_aesop_rules", "declare_aesop_rule_sets", "register_simp_attr",
-        "register_label_attr", "register_option", "register_builtin_option", "grind_pattern", "init_quot", "seal",
-        "unseal", "count_heartbeats", "whatsnew", "compile_inductive", "compile_def", "suppress_compilation",
-        "unsuppress_compilation", "library_note", "assert_not_exists", "declare_config_elab",
-        "declare_command_config_elab", "declare_simp_like_tactic", "notation3", "binder_predicate", "recall",
-        "register_hint", "initialize_simps_projections", "mk_iff_of_inductive_prop", "set_premise_selector",
-        "add_tactic_doc", "deprecate", "to_additive_ignore_args", "insert_to_additive_translation",
-        "register_error_explanation", "recommended_spelling", "variable?", "assert_not_imported", "unif_hint",
-        "grind_propagator", "builtin_grind_propagator", "builtin_simproc_decl", "init_grind_norm", "test_extern",
-        "register_tactic_tag", "tactic_extension", "register_parser_alias", "set_library_suggestions",
-        # Commands spelled with a `%` suffix, which is a token of its own (`gen_injective_theorems% Nat`).
-        "gen_injective_theorems", "reset_grind_attrs", "simproc_pattern",
-    }
-)  # fmt: skip
-# A proof body never continues past these at the block's column: they can only start a new command (`#` starts
-# `#eval`, `#exit`, … , which this tokenizer splits off).
-_BLOCK_ENDING_WORDS = COMMAND_WORDS | {"#"}
-# Tokens that continue the previous line's tactic when they start a line: trailing (infix) parsers and
-# keywords that no tactic starts with.
-_CONTINUATIONS = frozenset(
-    {
-        "$", "%", "*", "+", "-", "->", "/", ":=", "<", "<->", "<;>", "<|", "<|>", "=", "=>", ">", "^", "at", "else",
-        "from", "generalizing", "then", "using", "with", "|", "|>", "|>.", "×", "•", "→", "↔", "∈", "∉", "∘", "∣",
-        "∧", "∨", "∩", "∪", "≠", "≡", "≤", "≥", "⊂", "⊆", "▸",
-    }
-)  # fmt: skip
-# Tokens after which the tactic is unfinished: Lean's parser takes the next token whatever its column. Each
-# continuation is one (an infix operator needs its right operand), plus tactic heads and prefix operators that need
-# an argument. Only tokens that always need more belong here: a finished tactic read on into the next line would
-# hide that line from the precheck (`simp only`, and `*` in `at *`, are finished; see `_Parser._expects_more`).
-_EXPECTS_MORE = _CONTINUATIONS | frozenset(
-    {
-        "apply", "by_cases", "calc", "case", "case'", "cases", "change", "clear", "convert", "convert_to", "erw",
-        "exact", "exacts", "exists", "existsi", "first", "fun", "generalize", "have", "haveI", "if", "in",
-        "induction", "injection", "let", "letI", "match", "next", "nth_rewrite", "nth_rw", "obtain", "on_goal",
-        "rcases", "refine", "refine'", "replace", "revert", "rewrite", "rintro", "rw", "rwa", "set", "show",
-        "simp_rw", "specialize", "subst", "suffices", "unfold", "use", "λ",
-        ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
-    }
-)  # fmt: skip
-# Words that cannot name a `where` declaration: keywords to Lean, or tokens the splitter gives a structure.
-_NOT_DECLARATION_NAMES = (
-    _BLOCK_ENDING_WORDS
-    | _STRUCTURAL
-    | _EXPECTS_MORE
-    | _SEQUENCE_PREFIXES
-    | _ARROW_HEADS
-    | _ALTERNATIVE_HEADS
-    | _PATTERN_HEADS
-    | {"rec", "only"}
-)
 
 
 class _Node(NamedTuple):
@@ -303,7 +214,7 @@ class _Parser:
             text in CLOSERS
             or (in_brackets and text == ",")
             or (in_alternative and self._is_bar(i))
-            or (self.line_start[i] and text in _BLOCK_ENDING_WORDS)
+            or (self.line_start[i] and text in BLOCK_ENDING_WORDS)
             or text in SUFFIX_WORDS
         )
 
@@ -357,16 +268,16 @@ class _Parser:
         if head == "·" or (head == "." and (i + 1 >= n or self.tokens.start[i + 1] > self.tokens.end[i])):
             kids, i = self.sequence(i + 1, column(first), in_brackets, in_alternative)
             children.extend(kids)
-        elif head in _SEQUENCE_PREFIXES:
+        elif head in SEQUENCE_PREFIXES:
             i += 1
             if head == "iterate" and i < n and text[i][:1].isdigit():
                 i += 1
             kids, i = self.sequence(i, None, in_brackets, in_alternative)
             children.extend(kids)
-        elif head in _TACTIC_BRACKETS:
+        elif head in TACTIC_BRACKETS:
             kids, i = self.sequence(i + 1, None, True, False)
             children.extend(kids)
-            if i < n and text[i] == _TACTIC_BRACKETS[head]:
+            if i < n and text[i] == TACTIC_BRACKETS[head]:
                 i += 1
         else:
             i += 1
@@ -394,7 +305,7 @@ class _Parser:
                         calc_step_column = line_column
                 if depth == 0 and line_column <= block_column and not (calc_step or self._continues(i, block_column)):
                     break
-            if token not in _STRUCTURAL:
+            if token not in STRUCTURAL:
                 i += 1
                 continue
             if depth == 0:
@@ -407,16 +318,16 @@ class _Parser:
                         kids, i = self.sequence(i + 1, None, in_brackets, True)
                         children.extend(kids)
                         continue
-                    if head in _ALTERNATIVE_HEADS:
+                    if head in ALTERNATIVE_HEADS:
                         seen_alternative, in_lambda = True, False
-                    elif in_alternative and head not in _PATTERN_HEADS:
+                    elif in_alternative and head not in PATTERN_HEADS:
                         break
                 elif (
                     token == "=>"
                     and not in_lambda
-                    and (head in _ARROW_HEADS or (head in _ALTERNATIVE_HEADS and seen_alternative))
+                    and (head in ARROW_HEADS or (head in ALTERNATIVE_HEADS and seen_alternative))
                 ):
-                    kids, i = self.sequence(i + 1, None, in_brackets, head in _ALTERNATIVE_HEADS)
+                    kids, i = self.sequence(i + 1, None, in_brackets, head in ALTERNATIVE_HEADS)
                     children.extend(kids)
                     continue
                 elif token == "fun" or token == "λ" or (token == "match" and i != first):
@@ -462,7 +373,7 @@ class _Parser:
                 if depth == 0 and (
                     token == ";"
                     or token in SUFFIX_WORDS
-                    or (line_start[i] and (self.column(i) <= anchor_column or token in _BLOCK_ENDING_WORDS))
+                    or (line_start[i] and (self.column(i) <= anchor_column or token in BLOCK_ENDING_WORDS))
                 ):
                     break
                 if token in OPENERS:
@@ -514,7 +425,7 @@ class _Parser:
         """Whether token i can name a `where` declaration: an identifier that is no keyword the splitter knows."""
         token = self.text[i]
         return (
-            (token[0].isalpha() or token[0] in "_«") and not _is_literal(token) and token not in _NOT_DECLARATION_NAMES
+            (token[0].isalpha() or token[0] in "_«") and not _is_literal(token) and token not in NOT_DECLARATION_NAMES
         )
 
     def _continues(self, i: int, block_column: int) -> bool:
@@ -528,9 +439,9 @@ class _Parser:
         """
         text = self.text
         token = text[i]
-        if token in _BLOCK_ENDING_WORDS:
+        if token in BLOCK_ENDING_WORDS:
             return False
-        if token in _CONTINUATIONS:
+        if token in CONTINUATIONS:
             return True
         if self.column(i) < block_column:
             return text[i - 1] == "calc"
@@ -538,7 +449,7 @@ class _Parser:
 
     def _expects_more(self, j: int) -> bool:
         """Whether token j leaves its tactic unfinished; `*` after `at` is the complete location "everywhere"."""
-        return self.text[j] in _EXPECTS_MORE and not (self.text[j] == "*" and j > 0 and self.text[j - 1] == "at")
+        return self.text[j] in EXPECTS_MORE and not (self.text[j] == "*" and j > 0 and self.text[j - 1] == "at")
 
     def _calc_step(self, i: int) -> bool:
         """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`).
@@ -546,7 +457,7 @@ class _Parser:
         A step is one term, so a line that is no continuation, or whose `:=` comes after a `;`, is none.
         """
         text, line_start, n = self.text, self.line_start, self.n
-        if text[i] in _NOT_CALC_STEP or text[i] in _CONTINUATIONS or self._expects_more(i - 1):
+        if text[i] in NOT_CALC_STEP or text[i] in CONTINUATIONS or self._expects_more(i - 1):
             return False
         if text[i] == "_":
             return True
