@@ -12,7 +12,9 @@ equation (fake_checker's toy kernel). Markers in a source act out attacks and fa
 what happened), `CRASH_REPLAY` (the replay process dies on it, as on a crafted .olean).
 Runs that happen outside the sandbox (`--run`, comparator) append {"tool", "argv", ...} to $LEAN_FAKE_LOG.
 Environment switches: LEAN_FAKE_VIA_CHILD=1 runs the tool as a child process it waits for, as `lake env lean`
-starts lean; LEAN_FAKE_SLEEP=compile|replay|comparator makes that step sleep an hour (a Mathlib import that hangs).
+starts lean; LEAN_FAKE_SLEEP=compile|replay|comparator makes that step sleep an hour (a Mathlib import that hangs);
+LEAN_FAKE_BROKEN=compile|replay|comparator makes that step fail for every input (no Mathlib; a replay program that does not
+compile on the toolchain; comparator without its sandbox tool). Compiles outside the sandbox log {"tool": "lean -o", "source"} too.
 """
 
 from __future__ import annotations
@@ -43,6 +45,13 @@ def statement_of(source: str, theorem: str) -> str | None:
 def compile_module(output: str, source_path: str) -> int:
     sleep_if_asked("compile")
     source = Path(source_path).read_text(encoding="utf-8")
+    try:
+        log({"tool": "lean -o", "source": source})
+    except OSError:
+        pass  # in the sandbox the log is out of reach
+    if os.environ.get("LEAN_FAKE_BROKEN") == "compile":
+        print("error: unknown package 'Mathlib' (a project without Mathlib built)", file=sys.stderr)
+        return 1
     if "COMPILE_ERROR" in source:
         print(f"{source_path}:3:2: error: unknown identifier 'COMPILE_ERROR'")
         return 1
@@ -58,8 +67,11 @@ def compile_module(output: str, source_path: str) -> int:
     return 0
 
 
-def judge(theorem: str, challenge: str, submission: str, whitelist: list[str]) -> tuple[bool, list[str], str]:
-    target = statement_of(challenge, theorem)
+def judge(
+    theorem: str, challenge: str, submission: str, whitelist: list[str], challenge_theorem: str | None = None
+) -> tuple[bool, list[str], str]:
+    """The toy kernel's verdict; the challenge declares the claim as `challenge_theorem` (default: `theorem`)."""
+    target = statement_of(challenge, challenge_theorem or theorem)
     if target is None:
         return False, [], f"the trusted challenge declares no {theorem}"
     if statement_of(submission, theorem) != target:
@@ -79,6 +91,9 @@ def replay(program: str, manifest_path: str) -> int:
     manifest = json.loads(Path(manifest_path).read_text(encoding="utf-8"))
     log({"tool": "lean --run", "program": program, "ids": [item["id"] for item in manifest["items"]]})
     sleep_if_asked("replay")
+    if os.environ.get("LEAN_FAKE_BROKEN") == "replay":
+        print("VerigateReplay.lean:140:13: error: unknown constant 'Lean.Environment.replay'", file=sys.stderr)
+        return 1
     if Path(program).name != REPLAY_PROGRAM_NAME or not Path(program).is_file():
         print(f"no such program {program}", file=sys.stderr)
         return 1
@@ -88,7 +103,9 @@ def replay(program: str, manifest_path: str) -> int:
         if "CRASH_REPLAY" in submission:
             print("INTERNAL PANIC: corrupted compacted region", file=sys.stderr)
             return 134
-        ok, axioms, message = judge(item["theorem"], challenge, submission, item["axiom_whitelist"])
+        ok, axioms, message = judge(
+            item["theorem"], challenge, submission, item["axiom_whitelist"], item.get("challenge_theorem")
+        )
         print(json.dumps({"id": item["id"], "ok": ok, "axioms": axioms, "message": message}), flush=True)
     return 0
 
@@ -101,6 +118,9 @@ def comparator(config_path: str) -> int:
 
     log({"tool": "comparator", "cwd": os.getcwd(), "config": config})
     sleep_if_asked("comparator")
+    if os.environ.get("LEAN_FAKE_BROKEN") == "comparator":
+        print("uncaught exception: no such file or directory (error code: 2) landrun", file=sys.stderr)
+        return 1
     [theorem] = config["theorem_names"]
     ok, _, message = judge(
         theorem, source(config["challenge_module"]), source(config["solution_module"]), config["permitted_axioms"]

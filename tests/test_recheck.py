@@ -7,6 +7,7 @@ on every way a checker can break the contract, one run per verify() batch, seede
 import json
 import logging
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -354,9 +355,11 @@ def run_lean_recheck(tmp_path: Path, items: list[dict], *flags: str) -> tuple[in
     return done.returncode, verdicts, done.stderr
 
 
-def tool_runs(tmp_path: Path) -> list[dict]:
+def tool_runs(tmp_path: Path, tool: str | None = None) -> list[dict]:
+    """The stand-in tools' log rows (those of `tool` only, when given)."""
     log = tmp_path / "tools.log"
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    rows = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    return [row for row in rows if tool is None or row["tool"] == tool]
 
 
 def test_replay_compiles_each_module_in_a_sandbox_then_replays_the_batch_in_one_process(tmp_path):
@@ -420,15 +423,17 @@ def test_every_challenge_is_compiled_before_any_submission(tmp_path, monkeypatch
 
     monkeypatch.setattr(recheck_backends, "compile_module", recording)
     items = [contract_item(f"i{n}", f"theorem t{n} : {n} = {n} := by", proof="  rfl") for n in range(4)]
+    items.append(contract_item("f", "theorem f : 4 = 4 := by", file=f"{HEADER}\n\ntheorem f : 4 = 4 := by\n  rfl"))
     options = recheck_backends.options_from(
         recheck_backends_parser().parse_args(lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")[4:])
     )
     monkeypatch.setenv("LEAN_FAKE_LOG", str(tmp_path / "tools.log"))
     lines = recheck_backends.check_replay(options, items)
-    assert [json.loads(line)["ok"] for line in lines] == [True] * 4
+    assert [json.loads(line)["ok"] for line in lines] == [True] * 5
     challenge_times = [t for name, t in compiled if "Challenge" in name]
     submission_times = [t for name, t in compiled if "Submission" in name]
-    assert len(challenge_times) == len(submission_times) == 4
+    # The four proof items share one challenge module; the file's challenge is built alone.
+    assert len(challenge_times) == 2 and len(submission_times) == 5
     assert max(challenge_times) < min(submission_times)
 
 
@@ -450,7 +455,10 @@ def test_a_replay_that_dies_is_retried_item_by_item_so_only_the_culprit_is_refus
     assert rc == 0, stderr
     assert verdicts["a"]["ok"] and verdicts["c"]["ok"]
     assert not verdicts["crafted"]["ok"] and "replay failed on this submission alone" in verdicts["crafted"]["message"]
-    assert [run["ids"] for run in tool_runs(tmp_path)] == [["a", "crafted", "c"], ["a"], ["crafted"], ["c"]]
+    replays = [run["ids"] for run in tool_runs(tmp_path, "lean --run")]
+    # The batch, a control item (the replay program works), then each item alone.
+    assert replays[0] == ["a", "crafted", "c"] and replays[2:] == [["a"], ["crafted"], ["c"]]
+    assert len(replays[1]) == 1 and replays[1][0].startswith("verigate-control-")
 
 
 @pytest.mark.parametrize(
@@ -485,8 +493,9 @@ def test_comparator_gets_one_run_per_item_with_its_config_and_the_modules_are_re
     assert rc == 0, stderr
     assert verdicts["good"] == {"id": "good", "ok": True, "axioms": None, "message": "comparator accepts the solution"}
     assert not verdicts["forged"]["ok"] and "1 = 2, which is false" in verdicts["forged"]["message"]
-    runs = tool_runs(tmp_path)
-    assert [run["tool"] for run in runs] == ["comparator", "comparator"]
+    runs = tool_runs(tmp_path, "comparator")
+    # One run per item, then (as one was refused) the control item, which comparator accepts.
+    assert len(runs) == 3 and runs[2]["config"]["theorem_names"] == [recheck_backends.CONTROL_THEOREM]
     config = runs[0]["config"]
     assert config["theorem_names"] == ["good"] and config["permitted_axioms"] == WHITELIST
     assert config["challenge_module"].startswith("VerigateRecheck.Challenge_")
@@ -742,7 +751,9 @@ def test_a_compile_timeout_kills_the_whole_compile_and_the_checker_goes_on(tmp_p
     monkeypatch.setenv("LEAN_FAKE_SLEEP", "compile")
     items = [contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl")]
     started = time.monotonic()
-    rc, _, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none", "--compile-timeout", "1")
+    rc, _, stderr = run_lean_recheck(
+        tmp_path, items, "--backend", "replay", "--sandbox", "none", "--compile-timeout", "1"
+    )
     # The compile's child held the output pipe: killing only the process started would wait for it an hour.
     assert time.monotonic() - started < 30
     assert "took longer than 1 s" in stderr or rc == 0, stderr
@@ -774,3 +785,143 @@ def test_sigterm_to_the_checker_alone_takes_its_tools_down(tmp_path, slow_tools,
         if checker.poll() is None:
             os.killpg(checker.pid, 9)
         checker.wait()
+
+
+# ---------------------------------------------------------------- a broken checker fails closed, never overturns
+
+
+def test_a_project_that_compiles_nothing_is_a_checker_failure_not_a_refusal(tmp_path, monkeypatch):
+    # Before: every item came back ok:false "the trusted statement does not compile" with exit 0, as if the policy
+    # had fooled the REPL on every pass.
+    monkeypatch.setenv("LEAN_FAKE_BROKEN", "compile")
+    items = [
+        contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl"),
+        contract_item("b", "theorem b : 2 = 2 := by", proof="  rfl"),
+        contract_item("f", "theorem f : 3 = 3 := by", file=f"{HEADER}\n\ntheorem f : 3 = 3 := by\n  rfl"),
+    ]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none")
+    assert rc == 1 and verdicts == {}
+    assert "cannot compile a trivial challenge" in stderr and "unknown package 'Mathlib'" in stderr
+
+
+def test_a_lean_command_missing_inside_the_sandbox_is_a_checker_failure(tmp_path):
+    # The review's case: bubblewrap starts, but cannot exec the tool (`bwrap: execvp lake`).
+    bubblewrap_or_skip()
+    project = lean_project(tmp_path / "project")
+    items = [contract_item(k, f"theorem {k} : 1 = 1 := by", proof="  rfl") for k in ("a", "b")]
+    argv = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "bwrap")
+    argv[argv.index("--lean-command") + 1] = "no-such-lake env lean"
+    done = subprocess.run(
+        argv, input=json.dumps({"version": 1, "items": items}), capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    assert "cannot compile a trivial challenge" in done.stderr and "no-such-lake" in done.stderr
+
+
+def test_a_trusted_statement_that_does_not_compile_is_the_checkers_failure_a_files_is_a_refusal(tmp_path):
+    # The control compiles, so the checker works; a trusted statement the REPL elaborated but the checker cannot
+    # means the checker's project differs from the REPL's: no verdict about the submission can come of it.
+    good = contract_item("good", "theorem good : 1 = 1 := by", proof="  rfl")
+    bad_statement = contract_item("bad", "theorem bad : COMPILE_ERROR = 1 := by", proof="  rfl")
+    rc, _, stderr = run_lean_recheck(tmp_path, [good, bad_statement], "--backend", "replay", "--sandbox", "none")
+    assert rc == 1 and "trusted statement of item 'bad'" in stderr and "differs from the REPL's" in stderr
+
+    # A file's statement is the file's own text (its helpers included): that one not compiling is about it.
+    bad_file = contract_item(
+        "file", "theorem f : COMPILE_ERROR = 1 := by", file=f"{HEADER}\n\ntheorem f : COMPILE_ERROR = 1 := by\n  rfl"
+    )
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, [good, bad_file], "--backend", "replay", "--sandbox", "none")
+    assert rc == 0, stderr
+    assert verdicts["good"]["ok"] and not verdicts["file"]["ok"]
+    assert verdicts["file"]["message"].startswith("the file's statement (header + statement + sorry) does not compile")
+
+
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_broken_replay_program_is_a_checker_failure_whatever_the_batch_size(tmp_path, monkeypatch, count):
+    # Before: with 2 or more items each was replayed alone, each failed, and all came back ok:false with exit 0.
+    monkeypatch.setenv("LEAN_FAKE_BROKEN", "replay")
+    items = [contract_item(f"i{n}", f"theorem t{n} : {n} = {n} := by", proof="  rfl") for n in range(count)]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none")
+    assert rc == 1 and verdicts == {}
+    assert "fails on a known-good control item" in stderr and "unknown constant" in stderr
+    # No item was replayed alone: the control showed the program itself is broken.
+    assert [len(run["ids"]) for run in tool_runs(tmp_path, "lean --run")] == [count, 1]
+
+
+def test_a_single_submission_that_crashes_the_replay_is_refused_not_a_checker_failure(tmp_path):
+    item = contract_item("crafted", "theorem crafted : 2 = 2 := by", proof="  rfl -- CRASH_REPLAY")
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, [item], "--backend", "replay", "--sandbox", "none")
+    assert rc == 0, stderr
+    assert not verdicts["crafted"]["ok"] and "replay failed on this submission alone" in verdicts["crafted"]["message"]
+
+
+def test_lean_server_counts_a_broken_checker_as_checker_failures_not_overturns(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAN_FAKE_BROKEN", "compile")
+    project = lean_project(tmp_path / "project")
+    checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")
+    with LeanServer(config_with_checker(tmp_path, recheck_command=checker)) as server:
+        results = server.verify([true_proof(1), true_proof(2)])
+        metrics = server.metrics()
+    assert [r.status for r in results] == ["error", "error"]
+    assert "cannot compile a trivial challenge" in results[0].reason
+    assert metrics["lean/recheck_checker_failures"] == 2 and metrics["lean/recheck_overturned"] == 0
+
+
+# ---------------------------------------------------------------- imports per batch
+
+
+def test_a_batch_costs_one_challenge_compile_per_header_one_compile_per_submission_and_one_replay(tmp_path):
+    # A GRPO group: the same problem four times with different proofs, one of them false, plus another problem.
+    same = "theorem group_problem : (2:ℕ) + 2 = 4 := by"
+    items = [contract_item(f"g{n}", same, proof=f"  norm_num -- attempt {n}") for n in range(4)]
+    items.append(contract_item("forged", "theorem forged : (1:ℕ) = 2 := by", proof="  norm_num"))
+    items.append(contract_item("other", "theorem other : 3 = 3 := by", proof="  rfl"))
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none")
+    assert rc == 0, stderr
+    assert {k: v["ok"] for k, v in verdicts.items()} == {
+        **{f"g{n}": True for n in range(4)},
+        "forged": False,
+        "other": True,
+    }
+    compiles = [run["source"] for run in tool_runs(tmp_path, "lean -o")]
+    replays = tool_runs(tmp_path, "lean --run")
+    # 6 items under one header: 1 challenge module + 6 submissions + 1 replay = 8 Mathlib imports (not 2 * 6 + 1).
+    assert len(compiles) + len(replays) == 1 + 6 + 1
+    [challenges] = [source for source in compiles if source.count("sorry") == 6]
+    assert challenges.count("import Mathlib") == 1
+    # Each challenge under its own name, even the four of the same problem.
+    names = set(re.findall(r"theorem (\w+)", challenges))
+    assert len(names) == 6 and all(name.startswith(("group_problem_", "forged_", "other_")) for name in names)
+    submissions = [source for source in compiles if "sorry" not in source]
+    # No submission is compiled together with another: each holds exactly one proof.
+    assert len(submissions) == 6 and all(source.count(":= by") == 1 for source in submissions)
+
+
+def test_statements_that_could_touch_other_challenges_and_other_headers_are_compiled_apart(tmp_path):
+    other_header = "import Mathlib\nset_option maxHeartbeats 100000"
+    items = [
+        contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl"),
+        contract_item("b", "theorem b : 2 = 2 := by", proof="  rfl"),
+        {**contract_item("c", "theorem c : 3 = 3 := by", proof="  rfl"), "header": other_header},
+        # An attribute could change how the next challenges elaborate: its challenge is built alone.
+        {
+            **contract_item("d", "theorem d : 4 = 4 := by", proof="  rfl"),
+            "statement": "@[simp] theorem d : 4 = 4 := by",
+        },
+        contract_item("f", "theorem f : 5 = 5 := by", file=f"{HEADER}\n\ntheorem f : 5 = 5 := by\n  rfl"),
+    ]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none")
+    assert rc == 0 and all(v["ok"] for v in verdicts.values()), (stderr, verdicts)
+    challenges = [run["source"] for run in tool_runs(tmp_path, "lean -o") if "sorry" in run["source"]]
+    # {a, b} share HEADER's module; c (its own header), d (attribute) and f (a file) each get one.
+    assert sorted(source.count("sorry") for source in challenges) == [1, 1, 1, 2]
+
+
+def test_a_comparator_that_refuses_everything_is_a_checker_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("LEAN_FAKE_BROKEN", "comparator")
+    project = lean_project(tmp_path / "project")
+    (project / "VerigateRecheck").mkdir()
+    items = [contract_item(k, f"theorem {k} : 1 = 1 := by", proof="  rfl") for k in ("a", "b")]
+    rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "comparator")
+    assert rc == 1 and verdicts == {}
+    assert "comparator refuses a known-good control item" in stderr and "landrun" in stderr

@@ -48,7 +48,11 @@ The checker writes exactly one line per item to stdout, in any order, each one J
 challenge's (same name, identical type expression, same universe parameters), and every axiom it depends on is in
 ``axiom_whitelist``. ``axioms`` is the list of axioms it depends on, or null when the checker does not report them
 (the server then relies on the checker's own whitelist check). ``message`` says why, for a refusal.
-Blank lines are ignored; the checker's stderr is kept for error reports only.
+Blank lines are ignored; the checker's stderr is kept for error reports only. ``ok: false`` is a verdict about
+the SUBMISSION only: when the checker's own machinery fails (a tool missing, a project that compiles nothing, a
+trusted statement it cannot elaborate, a replay program that fails on a known-good item) it must exit non-zero, so
+the run fails closed instead of overturning true proofs. Tools the checker starts must not outlive it (the server
+kills only its process group).
 
 What the server makes of it:
 

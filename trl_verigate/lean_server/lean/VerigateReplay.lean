@@ -7,14 +7,18 @@ untrusted submissions to `.olean` files. No submitted code runs here: a submissi
 each of its declarations is re-checked by the kernel (`Lean.Environment.replay`, as lean4checker and SafeVerify do)
 on top of the header's imports, which are loaded once per distinct import list for the whole batch.
 
-MANIFEST.json: {"items": [{"id", "theorem", "challenge": PATH.olean, "submission": PATH.olean,
-                           "axiom_whitelist": [NAME, ...]}, ...]}
+MANIFEST.json: {"items": [{"id", "theorem", "challenge": PATH.olean, "challenge_theorem": NAME,
+                           "submission": PATH.olean, "axiom_whitelist": [NAME, ...]}, ...]}
+Several items may share one challenge module (one import of the header for all their trusted statements), each
+declared there under its own `challenge_theorem` (`theorem` plus a unique suffix; default `theorem`). Auxiliary
+constants the elaborator named after it (`<challenge_theorem>.match_1`) are read as `<theorem>.match_1` when the
+types are compared, as the submission's own elaboration names them.
 stdout: one line per item, {"id", "ok", "axioms", "message"}, the recheck contract's verdict line.
 
 An item is ok only when: the submission imports exactly the challenge's modules; every declaration of the
 submission replays through the kernel; it declares a theorem named `theorem` whose type and universe parameters
-are identical (`==` on the kernel expressions) to the challenge's; and every axiom that theorem depends on is in
-the whitelist.
+are identical (`==` on the kernel expressions) to those of the challenge's `challenge_theorem`; and every axiom
+that theorem depends on is in the whitelist.
 
 Written against the Lean core sources of `readModuleData`, `importModules`, `Environment.toKernelEnv` and
 `Lean.Replay` as of Lean v4.33 (the toolchain of the project's REPL transcripts), where the replay is
@@ -36,6 +40,7 @@ structure Item where
   id : String
   theoremName : Name
   challenge : System.FilePath
+  challengeName : Name
   submission : System.FilePath
   allowed : Array Name
 
@@ -43,10 +48,12 @@ def parseItem (json : Json) : Except String Item := do
   let id ← json.getObjValAs? String "id"
   let theoremName ← json.getObjValAs? String "theorem"
   let challenge ← json.getObjValAs? String "challenge"
+  let challengeName := (json.getObjValAs? String "challenge_theorem").toOption.getD theoremName
   let submission ← json.getObjValAs? String "submission"
   let allowed ← json.getObjValAs? (Array String) "axiom_whitelist"
   return {
-    id, theoremName := theoremName.toName, challenge := ⟨challenge⟩, submission := ⟨submission⟩,
+    id, theoremName := theoremName.toName, challenge := ⟨challenge⟩, challengeName := challengeName.toName,
+    submission := ⟨submission⟩,
     allowed := allowed.map String.toName }
 
 def verdictLine (id : String) (ok : Bool) (axioms : Array Name) (message : String) : String :=
@@ -75,6 +82,25 @@ partial def collectAxioms (env : Kernel.Environment) (name : Name) : StateM (Nam
       collectAxioms env used
   | none => pure ()
 
+/-- `type` with every constant under `source` (the challenge's name and its auxiliary constants) renamed under
+`target`, the submission's theorem name. -/
+def renamedUnder (source target : Name) (type : Expr) : Expr :=
+  if source == target then type else
+    type.replace fun
+      | .const name levels => if source.isPrefixOf name then some (.const (name.replacePrefix source target) levels)
+        else none
+      | _ => none
+
+/-- Module data read once per path: items that share a challenge module do not map it again each. -/
+abbrev ModuleCache := IO.Ref (Array (System.FilePath × ModuleData))
+
+def readModuleOnce (cache : ModuleCache) (path : System.FilePath) : IO ModuleData := do
+  if let some (_, data) := (← cache.get).find? (·.1 == path) then
+    return data
+  let (data, _) ← readModuleData path
+  cache.modify (·.push (path, data))
+  return data
+
 abbrev BaseCache := IO.Ref (Array (Array Name × Kernel.Environment))
 
 /-- The kernel environment of `imports`, imported once per distinct import list. -/
@@ -94,7 +120,8 @@ def judgeReplayed (item : Item) (target : ConstantInfo) (env : Kernel.Environmen
     IO (Bool × Array Name × String) := do
   let some (.thmInfo proved) := env.find? item.theoremName
     | refuse s!"{item.theoremName} is not a theorem the kernel accepted"
-  unless proved.levelParams == target.levelParams && proved.type == target.type do
+  let targetType := renamedUnder item.challengeName item.theoremName target.type
+  unless proved.levelParams == target.levelParams && proved.type == targetType do
     return ← refuse s!"{item.theoremName} does not state the trusted statement (its type differs from the challenge's)"
   let ((), (_, axioms)) := (collectAxioms env item.theoremName).run ({}, #[])
   let outside := axioms.filter fun axiomName => !item.allowed.contains axiomName
@@ -102,10 +129,10 @@ def judgeReplayed (item : Item) (target : ConstantInfo) (env : Kernel.Environmen
     return (false, axioms, s!"{item.theoremName} depends on axioms outside the whitelist: {outside}")
   return (true, axioms, "the kernel accepts the replayed proof of the trusted statement")
 
-def checkItem (cache : BaseCache) (item : Item) : IO (Bool × Array Name × String) := do
-  let (challenge, _) ← readModuleData item.challenge
-  let some target := declaredIn challenge item.theoremName
-    | refuse s!"the trusted challenge declares no {item.theoremName}"
+def checkItem (cache : BaseCache) (challenges : ModuleCache) (item : Item) : IO (Bool × Array Name × String) := do
+  let challenge ← readModuleOnce challenges item.challenge
+  let some target := declaredIn challenge item.challengeName
+    | refuse s!"the trusted challenge declares no {item.challengeName}"
   let (submission, _) ← readModuleData item.submission
   let expectedImports := challenge.imports.map (·.module)
   let imports := submission.imports.map (·.module)
@@ -133,11 +160,12 @@ def main (args : List String) : IO UInt32 := do
   let manifest ← IO.ofExcept (Json.parse (← IO.FS.readFile manifestPath))
   let items ← IO.ofExcept (manifest.getObjValAs? (Array Json) "items")
   let cache : BaseCache ← IO.mkRef #[]
+  let challenges : ModuleCache ← IO.mkRef #[]
   let stdout ← IO.getStdout
   for json in items do
     let item ← IO.ofExcept (parseItem json)
     -- One item's failure (an unreadable .olean, an import error) refuses that item only.
-    let (ok, axioms, message) ← tryCatch (checkItem cache item)
+    let (ok, axioms, message) ← tryCatch (checkItem cache challenges item)
       fun error => pure (false, #[], s!"replay failed: {error}")
     stdout.putStrLn (verdictLine item.id ok axioms message)
     stdout.flush
