@@ -122,7 +122,6 @@ NOT_OPEN_HEADER_LINES = [
     "open Nat renaming factorial",
     "open Nat renaming factorial → fact,",
     "open Nat hiding (factorial)",
-    "open Nat /- c -/ Real",
     "open Nat; open Real",
     "open #eval",
 ]
@@ -684,3 +683,39 @@ def test_a_file_header_may_add_resource_options_and_reopen_what_the_trusted_head
     too_deep = file_text.replace("2000", "100000") + "\n  subst h₀\n  rfl"
     result = prepare(FileRequest(too_deep, statement=STATEMENT), MINIF2F_HEADER)
     assert result.status == "rejected" and "at most 10000" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "line,command",
+    [
+        ("/- c -/ open Real", "open Real"),
+        ("open Real /- c -/", "open Real"),
+        ("open Nat /- c -/ Real", "open Nat Real"),
+        ("/- c -/ import Aesop -- note", "import Aesop"),
+        ("set_option /- c -/ maxHeartbeats 400000", "set_option maxHeartbeats 400000"),
+    ],
+)
+def test_a_block_comment_on_a_header_line_is_a_comment(line, command):
+    # The lexer says where the comment ends, so the line is the command Lean reads, and the header runs without it.
+    file_text = f"import Mathlib\n{line}\n\ntheorem t : True := by\n  trivial"
+    assert split_header(file_text)[0] == f"import Mathlib\n{line}\n"
+    prepared = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.header == f"import Mathlib\n{command}" and prepared.line_offset == 2
+
+
+@pytest.mark.parametrize(
+    "line", ["/- c -/ set_option debug.skipKernelTC true", "set_option debug.skipKernelTC /- c -/ true"]
+)
+def test_a_comment_does_not_hide_a_forbidden_header_option(line):
+    result = prepare(f"import Mathlib\n{line}\ntheorem t : True := by\n  trivial", MINIF2F_HEADER)
+    assert result.status == "rejected" and "debug.skipKernelTC" in result.reason, result.reason
+
+
+def test_a_refused_header_option_says_why():
+    result = prepare("import Mathlib\nset_option trace.Meta.synthInstance true\n" + STATEMENT + "\n  rfl", "")
+    assert result.status == "rejected", result.reason
+    assert result.reason == (
+        "header: `set_option trace.Meta.synthInstance` at line 2, column 0 (trace, profiler and diagnostics options "
+        "only add output, and flood the response)"
+    )

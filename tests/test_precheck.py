@@ -728,6 +728,17 @@ CONFIG_CODE = [
     "  linarith (discharger := do Lean.Elab.Tactic.evalTactic (← `(term| rfl)))",
     "  linarith (discharger := (fun _ => pure ()) ())",
     "  simp (disch := simp [h]) [h]",
+    # A discharger written as a sequence must be one no term could be: a `;` that `do`, `have`, `let`, `by` or `fun`
+    # could continue as a term, a dotted name first, or a parenthesized sequence, is refused.
+    "  field_simp (disch := do evil; pure ())",
+    "  field_simp (disch := id do evil; pure ())",
+    "  field_simp (disch := have h := evil; h)",
+    "  field_simp (disch := let e := evil; e)",
+    "  field_simp (disch := by exact evil; rfl)",
+    "  field_simp (disch := fun _ => evil; rfl)",
+    "  field_simp (disch := Lean.evil; skip)",
+    "  simp (disch := (simp; linarith))",
+    "  linear_combination (norm := skip; ring_nf) h",
     # Nesting deep enough to exhaust a recursive parser is refused, not crashed on.
     "  simp (config := " + "[" * 5000 + "1" + "]" * 5000 + ")",
 ]
@@ -740,6 +751,8 @@ def test_configuration_items_with_code_are_rejected(proof):
     assert result.status == "rejected", result.reason
     assert "literal" in result.reason or "unsafe" in result.reason or "DecideConfig" in result.reason, result.reason
     assert not isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
+    if "(disch :=" in proof or "(discharger :=" in proof:
+        assert "a sequence of tactics separated by `;` or `<;>`" in result.reason, result.reason
 
 
 @pytest.mark.parametrize(
@@ -767,6 +780,21 @@ def test_native_stays_refused_inside_a_literal_configuration(proof):
     ],
 )
 def test_proof_level_false_rejections_are_fixed(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        # Lean's parser never reads `(disch := …)`/`(discharger := …)` as a configuration item (`valConfigItem` has
+        # `notFollowedBy(&"discharger" <|> &"disch")`): it is the discharger syntax, a tactic sequence.
+        "  field_simp (disch := simp; linarith)",
+        "  field_simp (discharger := simp <;> linarith)",
+        "  simp (disch := simp [foo] at h; linarith) [h]",
+    ],
+)
+def test_a_discharger_may_be_a_tactic_sequence(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
     assert isinstance(result, Prepared), result.reason
 

@@ -8,7 +8,13 @@ import re
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
-from trl_verigate.lean_server.precheck import COMMAND_WORDS, EXTRA_COMMAND_WORDS, PREFIX_COMMANDS, forbidden_option
+from trl_verigate.lean_server.precheck import (
+    COMMAND_WORDS,
+    EXTRA_COMMAND_WORDS,
+    PREFIX_COMMANDS,
+    forbidden_option,
+    option_harm,
+)
 
 # Words that declare something (or open a scope for declarations): in a file only its keyword may declare.
 DECLARING_WORDS = frozenset(
@@ -108,27 +114,50 @@ def split_header(file_text: str) -> tuple[str, str]:
         if not stripped or stripped.startswith("--"):
             i = line_end + 1
             continue
-        if stripped.startswith("/-"):
+        code_line = _without_block_comments(line)
+        if stripped.startswith("/-") and (code_line is None or not code_line.strip()):
             close = tactic_split.block_comment_end(file_text, i + line.index("/-") + 2)
             if close is None or file_text[close:].split("\n", 1)[0].strip():
                 break
             i = file_text.find("\n", close)
             i = n if i < 0 else i + 1
             continue
-        if not (_HEADER_LINE.fullmatch(line) or _is_open_line(line)):
+        if code_line is None or not (_HEADER_LINE.fullmatch(code_line) or _is_open_line(code_line)):
             break
         header_end = min(line_end + 1, n)
         i = line_end + 1
     return file_text[:header_end], file_text[header_end:]
 
 
+def _without_block_comments(line: str) -> str | None:
+    """`line` with each block comment that opens and closes on it blanked (spaces, so columns stay), or None when
+    it cannot be lexed alone (a comment or string that goes on past the line).
+
+    A comment before or after a header command (`/- c -/ open Real`, `open Real /- c -/`) leaves the command as
+    Lean reads it: the lexer, not a pattern, says where the comment ends, so none can hide a second command.
+    """
+    if "/-" not in line:
+        return line
+    try:
+        tokens = lex(line)
+    except PrecheckError:
+        return None
+    blanked = line
+    for token in tokens:
+        if token.kind == "comment" and token.text.startswith("/-"):
+            blanked = blanked[: token.start] + " " * (token.end - token.start) + blanked[token.end :]
+    return blanked
+
+
 def check_header_options(header: str) -> None:
-    """Refuse a header `set_option` line whose option changes how Lean checks or reports proofs."""
+    """Refuse a header `set_option` line whose option changes how Lean checks or reports proofs, or only floods
+    the output, saying which."""
     for match in re.finditer(r"^[^\n]*$", header, re.MULTILINE):
-        line = _HEADER_LINE.fullmatch(match.group(0))
+        code_line = _without_block_comments(match.group(0))
+        line = None if code_line is None else _HEADER_LINE.fullmatch(code_line)
         option = line.group("option") if line else None
         if option and forbidden_option(option):
-            raise PrecheckError(f"header: `set_option {option}`", match.start())
+            raise PrecheckError(f"header: `set_option {option}`", match.start(), option_harm(option))
 
 
 # ---------------------------------------------------------------- the header key

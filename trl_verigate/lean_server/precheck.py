@@ -193,11 +193,11 @@ def forbidden_option(name: str) -> bool:
     )
 
 
-def _option_harm(name: str) -> str:
+def option_harm(name: str) -> str:
     """What a forbidden option would do, for the rejection reason."""
     if name in FORBIDDEN_OPTIONS or name.startswith(FORBIDDEN_OPTION_PREFIXES):
         return " (it changes how Lean checks or reports the proof)"
-    return " (it only adds output, and floods the response)"
+    return " (trace, profiler and diagnostics options only add output, and flood the response)"
 
 
 def option_value_refusal(name: str, value: str) -> str | None:
@@ -258,7 +258,7 @@ def _check_option(code: list[Token], k: int) -> None:
     """The option rules for `set_option NAME VALUE` starting at `code[k]`."""
     option = ".".join(code[k + 1].components)
     if forbidden_option(option):
-        raise PrecheckError(f"`set_option {option}`", code[k].start, _option_harm(option))
+        raise PrecheckError(f"`set_option {option}`", code[k].start, option_harm(option))
     # Only a numeral can set a numeric option; any other value is Lean's error or the prefix check's.
     value = code[k + 2] if k + 2 < len(code) and code[k + 2].kind == "number" else None
     refusal = None if value is None else option_value_refusal(option, value.text)
@@ -281,6 +281,19 @@ _BINDING_WORDS = frozenset({"have", "haveI", "let", "letI", "set", "replace"})
 # same name can be a config field that is evaluated (`linarith (discharger := e)` sets `LinarithConfig.discharger :
 # TacticM Unit`), so only a single name is accepted as their value: a tactic, or a library constant, never code.
 TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
+# Of those, the items Lean's parser never reads as a configuration item: core's `valConfigItem` is
+# `atomic(" (" notFollowedBy(&"discharger" <|> &"disch") ident " := ")…`, so in any tactic's `optConfig`
+# `(disch := …)`/`(discharger := …)` is the `discharger` syntax, a tactic sequence elaborated as tactics (a config's
+# `discharger` field is reachable only through `(config := { discharger := … })`, whose value must be a literal).
+# Their value may be a tactic sequence (`field_simp (disch := simp; linarith)`) when it cannot be read as a term at
+# all, in case some tactic's own syntax takes a term there: see `_is_tactic_sequence`.
+DISCHARGER_ITEMS = frozenset({"disch", "discharger"})
+# Words that start a term a `;` can continue (`do a; b`, `have h := e; b`, `let x := e; b`, `by a; b`, `fun x =>
+# do …`) or a term `show`/`suffices`/`match`/`if` wraps one in: at the top level of a discharger's value they would
+# let a term be read where `_is_tactic_sequence` wants none.
+_TERM_SEQUENCE_WORDS = frozenset(
+    {"do", "by", "fun", "λ", "have", "haveI", "let", "letI", "show", "suffices", "match", "if", "open", "set_option"}
+)
 
 
 def check_config_values(code: list[Token]) -> None:
@@ -314,6 +327,8 @@ def check_config_values(code: list[Token]) -> None:
             continue
         if name.text in TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
             continue
+        if name.text in DISCHARGER_ITEMS and _is_tactic_sequence(value):
+            continue
         if _is_named_argument(code, k, openers, named_arguments):
             continue
         if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
@@ -325,8 +340,35 @@ def check_config_values(code: list[Token]) -> None:
             f" after `{head}` has a non-literal value: a tactic configuration is compiled and run while Lean "
             "elaborates the proof, so its values must be literals (numbers, strings, `true`/`false`, `.constructor`, "
             "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
-            "qualified name (`Nat.foo (x := e)`) or written positionally",
+            "qualified name (`Nat.foo (x := e)`) or written positionally"
+            + (
+                "; a discharger is one tactic name (`(disch := positivity)`) or a sequence of tactics separated by "
+                "`;` or `<;>` (`(disch := simp; linarith)`)"
+                if name.text in DISCHARGER_ITEMS
+                else ""
+            ),
         )
+
+
+def _is_tactic_sequence(value: list[Token]) -> bool:
+    """Whether `value` is tactics separated by `;` or `<;>` at its top level, in a form no term has: it starts with
+    an undotted name and has no top-level word of `_TERM_SEQUENCE_WORDS`, so the only term syntax a top-level `;`
+    could belong to is absent (and `<;>` is tactic syntax only). Its tokens are the proof's own code, checked as
+    such; the parser reads it as tactics or not at all."""
+    if not value or value[0].kind != "ident" or len(value[0].components) != 1:
+        return False
+    depth, separated = 0, False
+    for token in value:
+        if token.kind == "symbol" and token.text in tactic_split.OPENERS:
+            depth += 1
+        elif token.kind == "symbol" and token.text in tactic_split.CLOSERS:
+            depth -= 1
+        elif depth == 0 and token.kind == "ident" and token.text in _TERM_SEQUENCE_WORDS:
+            return False
+        elif depth == 0 and token.text == ";":
+            # `;` alone, or the `;` of `<;>` (lexed `<`, `;`, `>`).
+            separated = True
+    return separated
 
 
 def _check_options_in_config(name: Token, value: list[Token]) -> None:
@@ -345,7 +387,7 @@ def _check_options_in_config(name: Token, value: list[Token]) -> None:
         for i in range(len(parts)):
             option = ".".join(parts[i:])
             if forbidden_option(option):
-                raise PrecheckError(f"`{field.text} :=` sets the option `{option}`", field.start, _option_harm(option))
+                raise PrecheckError(f"`{field.text} :=` sets the option `{option}`", field.start, option_harm(option))
             refusal = None if numeral is None else option_value_refusal(option, numeral.text)
             if refusal:
                 raise PrecheckError(refusal, field.start)
