@@ -42,7 +42,7 @@ COMPLETIONS = {
         "\n  intro hle\n  trivial\n```",  # passes: phi = [1, 1]
         "\n  norm_num\n  nlinarith [sq_nonneg (n - 1)]\n  simp\n```",  # error in tactic 1: [d1, d2, d2]
         BLOCK,  # shape (b), passes: [1, 1]
-        "\n  intro incomplete_marker\n```",  # no error, no axioms answer: incomplete, [d1]
+        "\n  intro incomplete_marker\n```",  # "unsolved goals" at `by`: incomplete, [d1]
     ],
     TWO: [
         "\n  simp [hang_marker]\n```",  # timeout: g = 0, no tactics
@@ -70,7 +70,21 @@ SCRIPT = [
             ],
         },
     },
-    {"match": "incomplete_marker", "response": {"env": 0}},
+    # An incomplete proof: Lean reports "unsolved goals" at the statement's `by`, before the proof body.
+    {
+        "match": "incomplete_marker",
+        "response": {
+            "env": 0,
+            "messages": [
+                {
+                    "severity": "error",
+                    "pos": {"line": 1, "column": UNI.index(":= by") + 3},
+                    "endPos": {"line": 1, "column": UNI.index(":= by") + 5},
+                    "data": "unsolved goals\nn : ℕ\nh : 0 < n\nhle : n ≤ n * n\n⊢ True",
+                }
+            ],
+        },
+    },
     {
         "match": "bad_lemma_marker",
         "response": {
