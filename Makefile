@@ -37,7 +37,7 @@ test-fast: $(STAMP)
 # Needs a real Lean REPL: TRL_VERIGATE_LEAN_REPL=/path/to/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project make test-lean
 # Add TRL_VERIGATE_RECHECK_COMMAND='trl-verigate lean-recheck --backend replay --project-dir /path/to/project' for the recheck tests.
 test-lean: $(STAMP)
-	$(PY) -m pytest -q -ra tests/test_lean_real.py
+	$(PY) -m pytest -q -ra tests/test_lean_real.py tests/test_lean_process_real.py
 
 demo: $(STAMP) $(TINY_DIR)/.built
 	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
