@@ -20,7 +20,16 @@ from adversarial import load_corpus, request_of
 from fake_checker import checker_command, read_runs, spawned_pids
 from fake_repl import stand_in_config
 
-from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest, recheck_backends, sandbox, verdict
+from trl_verigate.lean_server import (
+    FileRequest,
+    LeanServer,
+    ProofRequest,
+    recheck_backends,
+    recheck_compile,
+    recheck_replay,
+    sandbox,
+    verdict,
+)
 from trl_verigate.lean_server import recheck as recheck_module
 from trl_verigate.lean_server.recheck import CheckerFailure, parse_verdicts
 
@@ -396,7 +405,7 @@ def test_replay_compiles_each_module_in_a_sandbox_then_replays_the_batch_in_one_
     assert not (project / "pwned").exists() and not (tmp_path / "outside").exists()
     # One replay process for the whole batch, given every item that compiled, with the shipped program.
     [replay] = tool_runs(tmp_path)
-    assert replay["tool"] == "lean --run" and Path(replay["program"]) == recheck_backends.REPLAY_PROGRAM
+    assert replay["tool"] == "lean --run" and Path(replay["program"]) == recheck_replay.REPLAY_PROGRAM
     assert replay["ids"] == ["good", "forged", "sorry", "other", "escape"]
 
 
@@ -413,7 +422,7 @@ def test_without_the_sandbox_the_same_escape_succeeds(tmp_path):
 def test_every_challenge_is_compiled_before_any_submission(tmp_path, monkeypatch):
     project = lean_project(tmp_path / "project")
     compiled = []
-    real_compile = recheck_backends.compile_module
+    real_compile = recheck_replay.compile_module
 
     def recording(options, bwrap, source, olean):
         problem = real_compile(options, bwrap, source, olean)
@@ -421,14 +430,14 @@ def test_every_challenge_is_compiled_before_any_submission(tmp_path, monkeypatch
         compiled[-1] = (source.name, compiled[-1])
         return problem
 
-    monkeypatch.setattr(recheck_backends, "compile_module", recording)
+    monkeypatch.setattr(recheck_replay, "compile_module", recording)
     items = [contract_item(f"i{n}", f"theorem t{n} : {n} = {n} := by", proof="  rfl") for n in range(4)]
     items.append(contract_item("f", "theorem f : 4 = 4 := by", file=f"{HEADER}\n\ntheorem f : 4 = 4 := by\n  rfl"))
     options = recheck_backends.options_from(
         recheck_backends_parser().parse_args(lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")[4:])
     )
     monkeypatch.setenv("LEAN_FAKE_LOG", str(tmp_path / "tools.log"))
-    lines = recheck_backends.check_replay(options, items)
+    lines = recheck_replay.check_replay(options, items)
     assert [json.loads(line)["ok"] for line in lines] == [True] * 5
     challenge_times = [t for name, t in compiled if "Challenge" in name]
     submission_times = [t for name, t in compiled if "Submission" in name]
@@ -495,7 +504,7 @@ def test_comparator_gets_one_run_per_item_with_its_config_and_the_modules_are_re
     assert not verdicts["forged"]["ok"] and "1 = 2, which is false" in verdicts["forged"]["message"]
     runs = tool_runs(tmp_path, "comparator")
     # One run per item, then (as one was refused) the control item, which comparator accepts.
-    assert len(runs) == 3 and runs[2]["config"]["theorem_names"] == [recheck_backends.CONTROL_THEOREM]
+    assert len(runs) == 3 and runs[2]["config"]["theorem_names"] == [recheck_compile.CONTROL_THEOREM]
     config = runs[0]["config"]
     assert config["theorem_names"] == ["good"] and config["permitted_axioms"] == WHITELIST
     assert config["challenge_module"].startswith("VerigateRecheck.Challenge_")

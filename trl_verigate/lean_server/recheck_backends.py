@@ -4,6 +4,9 @@ Both read the contract's JSON batch on stdin and print one verdict line per item
 trusted ``header`` + ``statement`` + ``sorry``; its submission is ``header`` + ``statement`` + ``proof`` (or the
 ``file``). Only the orchestration below was run where this was written, against stand-in ``lake``/``lean``/
 ``comparator`` executables (tests/test_recheck.py); the Lean side was never run there (no Lean toolchain).
+This module holds the command line and the comparator backend; the replay backend is `recheck_replay`, what both
+share (options, sources, the control item, the sandboxed compile) `recheck_compile`, and how no tool outlives the
+checker `recheck_processes`.
 
 ``replay`` (lean4checker / SafeVerify style, Lean reference manual "Validating a Lean Proof"):
 
@@ -50,20 +53,24 @@ are deleted after the run.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import itertools
 import json
-import os
 import secrets
-import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server.lexer import PrecheckError, lex
-from trl_verigate.lean_server.prepared import DECLARATIONS, declared_name
-from trl_verigate.lean_server.recheck import CONTRACT_VERSION, CheckerFailure, parse_verdicts
+from trl_verigate.lean_server.recheck_compile import (
+    CONTROL_PROOF,
+    CONTROL_STATEMENT,
+    BatchError,
+    Options,
+    challenge_source,
+    control_item,
+    output_tail,
+    read_batch,
+    submission_source,
+    verdict_line,
+)
 from trl_verigate.lean_server.recheck_processes import (
     become_subreaper,
     install_signal_handlers,
@@ -71,358 +78,12 @@ from trl_verigate.lean_server.recheck_processes import (
     restore_signal_handlers,
     run_tool,
 )
+from trl_verigate.lean_server.recheck_replay import check_replay
 
-REPLAY_PROGRAM = Path(__file__).resolve().parent / "lean" / "VerigateReplay.lean"
 DEFAULT_LEAN_COMMAND = ("lake", "env", "lean")
 DEFAULT_COMPARATOR_COMMAND = ("lake", "env", "comparator")
 DEFAULT_COMPARATOR_LIB = "VerigateRecheck"
 LAKEFILES = ("lakefile.lean", "lakefile.toml")
-ITEM_FIELDS = ("id", "header", "statement", "theorem", "axiom_whitelist")
-OUTPUT_TAIL_CHARS = 1500
-# The known-good control item: a checker that cannot compile or replay it is broken, whatever the submissions are.
-CONTROL_THEOREM = "verigate_control"
-CONTROL_STATEMENT = f"theorem {CONTROL_THEOREM} : True := by"
-CONTROL_PROOF = "  trivial"
-# Variables a sandboxed compile keeps besides PATH/HOME/TMPDIR: locale, time zone and Lean's own.
-ENV_KEEP_PREFIXES = ("LEAN", "LAKE", "ELAN", "LANG", "LC_")
-
-
-class BatchError(Exception):
-    """The batch cannot be checked at all (bad input, no sandbox, the replay program broke): exit non-zero."""
-
-
-@dataclass
-class Options:
-    backend: str
-    project_dir: Path
-    lean_command: list[str]
-    comparator_command: list[str]
-    comparator_lib: str
-    sandbox: str
-    compile_timeout: float
-    replay_timeout: float
-    jobs: int
-
-
-def read_batch(text: str) -> list[dict]:
-    """The items of a contract batch; BatchError naming what is wrong."""
-    try:
-        payload = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise BatchError(f"stdin is not JSON: {error}") from None
-    if not isinstance(payload, dict) or payload.get("version") != CONTRACT_VERSION:
-        raise BatchError(f"stdin must be a JSON object with version {CONTRACT_VERSION} and items")
-    items = payload.get("items")
-    if not isinstance(items, list):
-        raise BatchError("stdin's 'items' must be a list")
-    for index, item in enumerate(items):
-        missing = [key for key in ITEM_FIELDS if not isinstance(item, dict) or key not in item]
-        if missing or (item.get("proof") is None) == (item.get("file") is None):
-            raise BatchError(f"items[{index}] needs {list(ITEM_FIELDS)} and exactly one of 'proof' and 'file'")
-    return items
-
-
-def challenge_source(item: dict) -> str:
-    return f"{item['header']}\n\n{item['statement']}\n  sorry\n"
-
-
-def submission_source(item: dict) -> str:
-    if item.get("file") is not None:
-        return item["file"]
-    return f"{item['header']}\n\n{item['statement']}\n{item['proof']}\n"
-
-
-def verdict_line(item_id: str, ok: bool, message: str, axioms: list[str] | None = None) -> str:
-    return json.dumps({"id": item_id, "ok": ok, "axioms": axioms, "message": message}, ensure_ascii=False)
-
-
-def _tail(text: str) -> str:
-    text = text.strip()
-    return text if len(text) <= OUTPUT_TAIL_CHARS else "…" + text[-OUTPUT_TAIL_CHARS:]
-
-
-# ---------------------------------------------------------------- sandboxed compile
-
-
-def _compile_env(scratch: Path) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(scratch), "TMPDIR": str(scratch)}
-    env.update({name: value for name, value in os.environ.items() if name.startswith(ENV_KEEP_PREFIXES)})
-    # HOME is the scratch directory, so elan's proxies need to be told where the toolchains are.
-    elan_home = Path.home() / ".elan"
-    if "ELAN_HOME" not in env and elan_home.is_dir():
-        env["ELAN_HOME"] = str(elan_home)
-    return env
-
-
-def choose_bubblewrap(mode: str) -> str | None:
-    """The bubblewrap path compiles run under, None for `--sandbox none`; BatchError when "bwrap" cannot run."""
-    from trl_verigate.lean_server import sandbox
-
-    try:
-        bwrap = sandbox.choose(mode)
-    except sandbox.SandboxUnavailable as error:
-        raise BatchError(str(error)) from None
-    if bwrap is None:
-        print(
-            "lean-recheck: compiling submissions WITHOUT a sandbox (--sandbox none, or auto without bubblewrap): "
-            "code in a submission can change the project's files",
-            file=sys.stderr,
-        )
-    return bwrap
-
-
-def compile_argv(options: Options, bwrap: str | None, source: Path, olean: Path, env: dict[str, str]) -> list[str]:
-    """`<lean-command> -o olean source`, inside a sandbox where only olean's directory is writable."""
-    argv = [*options.lean_command, "-o", str(olean), str(source)]
-    if bwrap is None:
-        return argv
-    from trl_verigate.lean_server import sandbox
-
-    program = shutil.which(argv[0], path=env["PATH"]) or argv[0]
-    read_only = sandbox.read_only_paths(argv, program, str(options.project_dir), env)
-    return sandbox.bwrap_argv(
-        bwrap, argv, read_only=read_only, writable=str(olean.parent), cwd=str(options.project_dir), env=env
-    )
-
-
-def compile_module(options: Options, bwrap: str | None, source: Path, olean: Path) -> str | None:
-    """Compile `source` to `olean`; None on success, else why not."""
-    olean.parent.mkdir(parents=True, exist_ok=True)
-    scratch = olean.parent
-    env = _compile_env(scratch)
-    argv = compile_argv(options, bwrap, source, olean, env)
-    try:
-        done = run_tool(argv, cwd=options.project_dir, env=env, timeout=options.compile_timeout)
-    except OSError as error:
-        raise BatchError(f"cannot run the Lean compiler {argv[0]!r}: {error}") from None
-    if done.timed_out:
-        return f"compiling took longer than {options.compile_timeout:g} s"
-    if done.returncode != 0 or not olean.is_file():
-        return f"does not compile (exit {done.returncode}): {_tail(done.stdout + done.stderr)}"
-    return None
-
-
-# ---------------------------------------------------------------- replay backend
-
-
-def run_replay_program(options: Options, entries: list[dict], workdir: Path, name: str) -> dict[str, dict]:
-    """Run VerigateReplay once on `entries`; its verdict rows by id, or BatchError."""
-    manifest = workdir / f"{name}.json"
-    manifest.write_text(json.dumps({"items": entries}), encoding="utf-8")
-    argv = [*options.lean_command, "--run", str(REPLAY_PROGRAM), str(manifest)]
-    try:
-        done = run_tool(argv, cwd=options.project_dir, timeout=options.replay_timeout)
-    except OSError as error:
-        raise BatchError(f"cannot run {argv[0]!r}: {error}") from None
-    if done.timed_out:
-        raise BatchError(f"the replay took longer than {options.replay_timeout:g} s")
-    if done.returncode != 0:
-        raise BatchError(f"the replay exited {done.returncode}: {_tail(done.stderr or done.stdout)}")
-    try:
-        verdicts = parse_verdicts(done.stdout, [entry["id"] for entry in entries])
-    except CheckerFailure as error:
-        raise BatchError(f"the replay's output: {error}") from None
-    return {item_id: {"ok": v.ok, "axioms": v.axioms, "message": v.message} for item_id, v in verdicts.items()}
-
-
-def control_item(header: str) -> dict:
-    """The known-good control item under `header`: a checker that refuses it is broken, whatever the submissions."""
-    return {
-        "id": "verigate-control",
-        "header": header,
-        "statement": CONTROL_STATEMENT,
-        "theorem": CONTROL_THEOREM,
-        "proof": CONTROL_PROOF,
-        "file": None,
-        "axiom_whitelist": [],
-    }
-
-
-def combinable_statement(item: dict, suffix: str) -> str | None:
-    """The item's trusted statement declaring `<theorem><suffix>` instead of `<theorem>`, for a challenge module
-    shared with other items; None when it must be compiled alone.
-
-    Only a `proof` item (its statement is the dataset's, trusted) whose statement is one `theorem`/`lemma` and
-    nothing else before it but comments: an attribute (`@[simp]`), a second declaration or a command could change
-    how the next challenges in the module elaborate. A plain file's statement carries the file's helpers.
-    """
-    if item.get("proof") is None:
-        return None
-    statement = item["statement"]
-    try:
-        code = [token for token in lex(statement) if token.kind != "comment"]
-    except PrecheckError:
-        return None
-    keywords = [token for token in code if token.kind == "ident" and token.text in DECLARATIONS]
-    if len(keywords) != 1 or code[0] is not keywords[0] or keywords[0].text not in ("theorem", "lemma"):
-        return None
-    name = code[1] if len(code) > 1 and code[1].kind == "ident" else None
-    if name is None or "«" in name.text or declared_name(name) != item["theorem"]:
-        return None
-    return statement[: name.end] + suffix + statement[name.end :]
-
-
-class ReplayBatch:
-    """One `--backend replay` run: compiles, the controls that tell a broken checker from a bad submission, and
-    the kernel replay (see the module docstring)."""
-
-    def __init__(self, options: Options, bwrap: str | None, workdir: Path):
-        self.options, self.bwrap, self.workdir = options, bwrap, workdir
-        self.token = secrets.token_hex(4)
-        self.control_id = f"verigate-control-{self.token}"
-        self._stems = itertools.count(1)  # compiles run on several threads: next() hands out distinct numbers
-        self._controls: dict[str, dict] = {}
-        self.refused: dict[str, str] = {}
-
-    def compile_source(self, text: str, label: str) -> tuple[Path, str | None]:
-        """Compile `text` as a module of its own (own output directory); its .olean and None, or why not."""
-        stem = f"M{next(self._stems)}{label}"
-        source = self.workdir / "src" / f"{stem}.lean"
-        source.parent.mkdir(exist_ok=True)
-        source.write_text(text, encoding="utf-8")
-        olean = self.workdir / "out" / stem / f"{stem}.olean"
-        return olean, compile_module(self.options, self.bwrap, source, olean)
-
-    def control(self, header: str) -> dict:
-        """The known-good control item under `header` (`theorem verigate_control : True := by trivial`), compiled
-        once per header; BatchError when even its challenge or submission does not compile: then nothing this
-        checker says about a submission would be about the submission."""
-        if header not in self._controls:
-            item = control_item(header)
-            for part, source in (("challenge", challenge_source(item)), ("submission", submission_source(item))):
-                olean, problem = self.compile_source(source, f"Control{part.title()}")
-                if problem is not None:
-                    raise BatchError(
-                        f"the checker cannot compile a trivial {part} under this header ({CONTROL_STATEMENT} "
-                        f"{CONTROL_PROOF.strip()}): it {problem}. Check --project-dir, --lean-command and the "
-                        "toolchain (and for --sandbox bwrap, that they are reachable inside the sandbox)"
-                    )
-                item[part] = olean
-            self._controls[header] = item
-        return self._controls[header]
-
-    def challenges(self, items: list[dict], threads) -> dict[str, tuple[Path, str]]:
-        """Each item's challenge .olean and the theorem name it declares; refusals and BatchErrors as documented."""
-        built: dict[str, tuple[Path, str]] = {}
-        alone: list[dict] = []
-        groups: dict[str, list[tuple[dict, str, str]]] = {}
-        for index, item in enumerate(items):
-            suffix = f"_verigate_challenge_{self.token}_{index}"
-            renamed = combinable_statement(item, suffix)
-            if renamed is None:
-                alone.append(item)
-            else:
-                groups.setdefault(item["header"], []).append((item, renamed, suffix))
-        shared = {
-            header: threads.submit(
-                self.compile_source,
-                header + "\n\n" + "".join(f"{renamed}\n  sorry\n\n" for _, renamed, _ in members),
-                "Challenges",
-            )
-            for header, members in groups.items()
-        }
-        for header, future in shared.items():
-            olean, problem = future.result()
-            for item, _, suffix in groups[header]:
-                if problem is None:
-                    built[item["id"]] = (olean, item["theorem"] + suffix)
-                else:
-                    alone.append(item)  # which statement broke the shared module: each is compiled alone
-        single = {
-            item["id"]: threads.submit(self.compile_source, challenge_source(item), "Challenge") for item in alone
-        }
-        for item in alone:
-            olean, problem = single[item["id"]].result()
-            if problem is None:
-                built[item["id"]] = (olean, item["theorem"])
-                continue
-            self.control(item["header"])  # BatchError when the checker cannot compile anything here
-            if item.get("proof") is not None:
-                raise BatchError(
-                    f"the trusted statement of item {item['id']!r} {problem}, although the REPL elaborated it and a "
-                    "trivial challenge compiles: the checker's project or toolchain differs from the REPL's"
-                )
-            self.refused[item["id"]] = f"the file's statement (header + statement + sorry) {problem}"
-        return built
-
-    def check(self, items: list[dict]) -> list[str]:
-        """The verdict lines for `items`, in order."""
-        submissions: dict[str, Path] = {}
-        with concurrent.futures.ThreadPoolExecutor(max(1, self.options.jobs)) as threads:
-            # Every trusted challenge is built before any submission, so no submission's build precedes one.
-            challenges = self.challenges(items, threads)
-            futures = {
-                item["id"]: threads.submit(self.compile_source, submission_source(item), "Submission")
-                for item in items
-                if item["id"] not in self.refused
-            }
-            for item in items:
-                if item["id"] not in futures:
-                    continue
-                olean, problem = futures[item["id"]].result()
-                if problem is None:
-                    submissions[item["id"]] = olean
-                else:
-                    self.control(item["header"])  # a compile that fails for every submission is the checker's
-                    self.refused[item["id"]] = f"the submission {problem}"
-        entries = [
-            {
-                "id": item["id"],
-                "theorem": item["theorem"],
-                "challenge": str(challenges[item["id"]][0]),
-                "challenge_theorem": challenges[item["id"]][1],
-                "submission": str(submissions[item["id"]]),
-                "axiom_whitelist": list(item["axiom_whitelist"]),
-            }
-            for item in items
-            if item["id"] in submissions
-        ]
-        headers = {item["id"]: item["header"] for item in items}
-        replayed = self.replay(entries, headers[entries[0]["id"]]) if entries else {}
-        lines = []
-        for item in items:
-            if item["id"] in self.refused:
-                lines.append(verdict_line(item["id"], False, self.refused[item["id"]], []))
-            else:
-                row = replayed[item["id"]]
-                lines.append(verdict_line(item["id"], row["ok"], row["message"], row["axioms"]))
-        return lines
-
-    def replay(self, entries: list[dict], header: str) -> dict[str, dict]:
-        """The replay's verdicts, from one process for the batch; should it fail, each item alone, but only if it
-        works on the control item under `header` (else the replay program itself is broken: BatchError)."""
-        try:
-            return run_replay_program(self.options, entries, self.workdir, "batch")
-        except BatchError as batch_error:
-            print(f"lean-recheck: the batch replay failed ({batch_error}); trying a control item", file=sys.stderr)
-        control = self.control(header)
-        control_entry = {
-            "id": self.control_id,
-            "theorem": CONTROL_THEOREM,
-            "challenge": str(control["challenge"]),
-            "challenge_theorem": CONTROL_THEOREM,
-            "submission": str(control["submission"]),
-            "axiom_whitelist": [],
-        }
-        try:
-            [control_verdict] = run_replay_program(self.options, [control_entry], self.workdir, "control").values()
-        except BatchError as error:
-            raise BatchError(f"the replay program fails on a known-good control item: {error}") from None
-        if not control_verdict["ok"]:
-            raise BatchError(f"the replay program refuses a known-good control item: {control_verdict['message']}")
-        replayed = {}
-        for entry in entries:
-            try:
-                replayed.update(run_replay_program(self.options, [entry], self.workdir, f"item-{entry['id']}"))
-            except BatchError as error:
-                self.refused[entry["id"]] = f"the replay failed on this submission alone: {error}"
-        return replayed
-
-
-def check_replay(options: Options, items: list[dict]) -> list[str]:
-    bwrap = choose_bubblewrap(options.sandbox)
-    with tempfile.TemporaryDirectory(prefix="lean-recheck-") as tmp:
-        return ReplayBatch(options, bwrap, Path(tmp)).check(items)
 
 
 # ---------------------------------------------------------------- comparator backend
@@ -461,7 +122,7 @@ def _run_comparator(options: Options, lib_dir: Path, workdir: Path, item: dict) 
     if done.timed_out:
         return False, f"comparator took longer than {options.compile_timeout:g} s"
     if done.returncode != 0:
-        output = _tail(done.stdout + "\n" + done.stderr)
+        output = output_tail(done.stdout + "\n" + done.stderr)
         return False, f"comparator exit {done.returncode}: {output}"
     return True, "comparator accepts the solution"
 
