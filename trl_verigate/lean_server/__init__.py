@@ -13,7 +13,11 @@ from trl_verigate.lean_server.types import (
     VerificationResult,
 )
 
-_LAZY = {"LeanServer": "trl_verigate.lean_server.server", "LeanClient": "trl_verigate.lean_server.client"}
+_LAZY = {
+    "LeanServer": "trl_verigate.lean_server.server",
+    "LeanClient": "trl_verigate.lean_server.client",
+    "Verifier": "trl_verigate.lean_server.verifier",
+}
 
 __all__ = [
     "MINIF2F_HEADER",
@@ -26,6 +30,7 @@ __all__ = [
     "ProofRequest",
     "Tactic",
     "VerificationResult",
+    "Verifier",
 ]
 
 
