@@ -455,18 +455,19 @@ def recheck_backends_parser():
 
 
 def test_a_replay_that_dies_is_retried_item_by_item_so_only_the_culprit_is_refused(tmp_path):
+    # An id is any string, a path separator included.
     items = [
-        contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl"),
+        contract_item("dir/a", "theorem a : 1 = 1 := by", proof="  rfl"),
         contract_item("crafted", "theorem crafted : 2 = 2 := by", proof="  rfl -- CRASH_REPLAY"),
         contract_item("c", "theorem c : 3 = 3 := by", proof="  rfl"),
     ]
     rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "replay", "--sandbox", "none")
     assert rc == 0, stderr
-    assert verdicts["a"]["ok"] and verdicts["c"]["ok"]
+    assert verdicts["dir/a"]["ok"] and verdicts["c"]["ok"]
     assert not verdicts["crafted"]["ok"] and "replay failed on this submission alone" in verdicts["crafted"]["message"]
     replays = [run["ids"] for run in tool_runs(tmp_path, "lean --run")]
     # The batch, a control item (the replay program works), then each item alone.
-    assert replays[0] == ["a", "crafted", "c"] and replays[2:] == [["a"], ["crafted"], ["c"]]
+    assert replays[0] == ["dir/a", "crafted", "c"] and replays[2:] == [["dir/a"], ["crafted"], ["c"]]
     assert len(replays[1]) == 1 and replays[1][0].startswith("verigate-control-")
 
 

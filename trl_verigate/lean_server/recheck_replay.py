@@ -117,7 +117,7 @@ class ReplayBatch:
             self._controls[header] = item
         return self._controls[header]
 
-    def challenges(self, items: list[dict], threads) -> dict[str, tuple[Path, str]]:
+    def challenges(self, items: list[dict], threads: concurrent.futures.Executor) -> dict[str, tuple[Path, str]]:
         """Each item's challenge .olean and the theorem name it declares; refusals and BatchErrors as documented."""
         built: dict[str, tuple[Path, str]] = {}
         alone: list[dict] = []
@@ -227,9 +227,10 @@ class ReplayBatch:
         if not control_verdict["ok"]:
             raise BatchError(f"the replay program refuses a known-good control item: {control_verdict['message']}")
         replayed = {}
-        for entry in entries:
+        for number, entry in enumerate(entries):
+            # Manifests are named by position: an item id is any string, a path separator included.
             try:
-                replayed.update(run_replay_program(self.options, [entry], self.workdir, f"item-{entry['id']}"))
+                replayed.update(run_replay_program(self.options, [entry], self.workdir, f"item-{number}"))
             except BatchError as error:
                 self.refused[entry["id"]] = f"the replay failed on this submission alone: {error}"
         return replayed
