@@ -935,3 +935,27 @@ def test_a_comparator_that_refuses_everything_is_a_checker_failure(tmp_path, mon
     rc, verdicts, stderr = run_lean_recheck(tmp_path, items, "--backend", "comparator")
     assert rc == 1 and verdicts == {}
     assert "comparator refuses a known-good control item" in stderr and "landrun" in stderr
+
+
+def test_run_inside_another_program_leaves_that_programs_other_children_alone(tmp_path, monkeypatch):
+    import ctypes
+    import io
+
+    monkeypatch.setenv("LEAN_FAKE_LOG", str(tmp_path / "tools.log"))
+    project = lean_project(tmp_path / "project")
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        args = recheck_backends_parser().parse_args(
+            lean_recheck_argv(project, "--backend", "replay", "--sandbox", "none")[4:]
+        )
+        batch = json.dumps({"version": 1, "items": [contract_item("a", "theorem a : 1 = 1 := by", proof="  rfl")]})
+        out = io.StringIO()
+        assert recheck_backends.run(args, stdin=io.StringIO(batch), stdout=out) == 0
+        assert json.loads(out.getvalue())["ok"]
+        assert bystander.poll() is None  # only the command-line entry kills every descendant
+        flag = ctypes.c_int(0)
+        ctypes.CDLL(None, use_errno=True).prctl(37, ctypes.byref(flag))  # PR_GET_CHILD_SUBREAPER
+        assert flag.value == 0
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -626,7 +626,7 @@ def _add_lean_recheck(subparsers) -> None:
         "server then fails the batch closed). Use it as LeanServerConfig.recheck_command / --recheck-command.",
     )
     recheck_backends.add_arguments(parser)
-    parser.set_defaults(func=recheck_backends.run)
+    parser.set_defaults(func=recheck_backends.command)
 
 
 # ---------------------------------------------------------------- entry point

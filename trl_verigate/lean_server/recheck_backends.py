@@ -75,6 +75,7 @@ from trl_verigate.lean_server.recheck_processes import (
     become_subreaper,
     install_signal_handlers,
     kill_descendants,
+    kill_started_tools,
     restore_signal_handlers,
     run_tool,
 )
@@ -236,12 +237,11 @@ def options_from(args: argparse.Namespace) -> Options:
 
 
 def run(args: argparse.Namespace, stdin=None, stdout=None) -> int:
-    """`trl-verigate lean-recheck`: a batch on stdin, verdict lines on stdout; 1 (and stderr) when it cannot."""
+    """A batch on stdin, verdict lines on stdout; 1 (and stderr) when the checker cannot check it. Every tool it
+    started is killed before it returns; safe to call inside another program (see `command` for the CLI)."""
     stdin = stdin if stdin is not None else sys.stdin
     stdout = stdout if stdout is not None else sys.stdout
     options = options_from(args)
-    become_subreaper()
-    previous_handlers = install_signal_handlers()
     try:
         items = read_batch(stdin.read())
         check = check_replay if options.backend == "replay" else check_comparator
@@ -250,9 +250,20 @@ def run(args: argparse.Namespace, stdin=None, stdout=None) -> int:
         print(f"lean-recheck: {error}", file=sys.stderr)
         return 1
     finally:
-        # Whatever is still below us (a tool started as a signal came, an adopted orphan) goes with us.
-        kill_descendants()
-        restore_signal_handlers(previous_handlers)
+        kill_started_tools()
     stdout.write("".join(line + "\n" for line in lines))
     stdout.flush()
     return 0
+
+
+def command(args: argparse.Namespace) -> int:
+    """`trl-verigate lean-recheck` as its own process: `run`, as the child subreaper of its tools' orphans, with
+    SIGTERM/SIGINT killing every descendant, and none left when it exits (see `recheck_processes`)."""
+    become_subreaper()
+    previous_handlers = install_signal_handlers()
+    try:
+        return run(args)
+    finally:
+        # Whatever is still below us (a tool started as a signal came, an adopted orphan) goes with us.
+        kill_descendants()
+        restore_signal_handlers(previous_handlers)

@@ -5,8 +5,10 @@ that group, not in a session of its own: the same kill reaches it, a `lake env l
 compile's bubblewrap is in the group too, and its ``--die-with-parent`` takes the PID namespace, and everything
 in it, down with it. On the checker's own timeouts (``--compile-timeout``, ``--replay-timeout``) a tool's whole
 process tree is killed, not just the process it started, so no grandchild keeps running (or holds the output
-pipe open). On SIGTERM, SIGINT or an orderly exit the checker kills every process still below it; as a child
-subreaper it has adopted the orphans of its tools, so a double-forked descendant is found too. What this cannot
+pipe open). `recheck_backends.run` kills the trees of the tools it started before it returns (safe inside another
+program); as its own process (`recheck_backends.command`, the CLI) the checker also kills every process still
+below it on SIGTERM, SIGINT or exit, and as a child subreaper it has adopted the orphans of its tools, so a
+double-forked descendant is found too. What this cannot
 stop: a tool that leaves the process group (``setsid``) and is then orphaned when the checker is SIGKILLed.
 """
 
@@ -27,6 +29,9 @@ PR_SET_CHILD_SUBREAPER = 36
 DRAIN_AFTER_KILL_S = 5.0
 # Set by SIGTERM/SIGINT: compiles still queued in the thread pool start no tool.
 _stopping = threading.Event()
+# The tools running now (several threads start them), so `kill_started_tools` can end them and only them.
+_running: set[subprocess.Popen] = set()
+_running_lock = threading.Lock()
 
 
 class Stopping(Exception):
@@ -68,6 +73,14 @@ def kill_tree(root: int) -> None:
         _send(pid, signal.SIGKILL)
 
 
+def kill_started_tools() -> None:
+    """Kill the process tree of every tool `run_tool` started that is still running."""
+    with _running_lock:
+        running = list(_running)
+    for process in running:
+        kill_tree(process.pid)
+
+
 def kill_descendants() -> None:
     """Kill every process below this one (its tools and the orphans it adopted)."""
     me = os.getpid()
@@ -93,6 +106,8 @@ def run_tool(
         text=True,
         errors="replace",
     )
+    with _running_lock:
+        _running.add(process)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
         return ToolRun(process.returncode, stdout, stderr, timed_out=False)
@@ -109,6 +124,9 @@ def run_tool(
         kill_tree(process.pid)
         process.wait()
         raise
+    finally:
+        with _running_lock:
+            _running.discard(process)
 
 
 def _on_signal(signum, frame) -> None:
