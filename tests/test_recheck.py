@@ -752,8 +752,20 @@ def test_no_tool_outlives_a_checker_killed_at_recheck_timeout(tmp_path, slow_too
     project = lean_project(tmp_path / "project")
     (project / "VerigateRecheck").mkdir()
     item = recheck_module.RecheckItem("0", HEADER, "theorem t : 1 = 1 := by", "t", tuple(WHITELIST), proof="  rfl")
-    with pytest.raises(CheckerFailure, match="recheck_timeout"):
-        asyncio.run(recheck_module.run_checker(lean_recheck_argv(project, *flags), [item], timeout=4))
+
+    async def checker_run_watching_its_tools() -> int:
+        run = asyncio.ensure_future(recheck_module.run_checker(lean_recheck_argv(project, *flags), [item], timeout=6))
+        most = 0
+        while not run.done():
+            most = max(most, len(processes_mentioning(str(slow_tools))))
+            await asyncio.sleep(0.1)
+        with pytest.raises(CheckerFailure, match="recheck_timeout"):
+            run.result()
+        return most
+
+    # The hanging tool and the child it started were running when the checker was killed ...
+    assert asyncio.run(checker_run_watching_its_tools()) >= 2
+    # ... and are gone with it.
     assert wait_until_gone(str(slow_tools)) == []
 
 
