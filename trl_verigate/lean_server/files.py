@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.config_values import TACTIC_VALUED_ITEMS
 from trl_verigate.lean_server.file_header import (
     COMMAND_STARTS,
     DECLARING_WORDS,
@@ -25,7 +26,6 @@ from trl_verigate.lean_server.file_header import (
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
 from trl_verigate.lean_server.precheck import (
     PREFIX_COMMANDS,
-    TACTIC_VALUED_ITEMS,
     check_characters,
     check_header,
     check_tokens,

@@ -1,0 +1,343 @@
+"""What a proof may set: Lean options (`set_option NAME VALUE`, and options set through a configuration) and tactic
+configuration values (`(NAME := VALUE)` items), which `declare_config_elab` elaborators compile and run.
+
+Split from `precheck`, whose token checks call `check_set_option` and `check_config_values`.
+"""
+
+from __future__ import annotations
+
+from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.lexer import PrecheckError, Token
+
+FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
+# `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
+FORBIDDEN_OPTIONS = frozenset({"allowUnsafeReducibility", "warn.sorry"})
+# Options that only add output (traces, profiles, counters): a proof has no use for them, and
+# `set_option trace.Meta.synthInstance true in` floods the response. (`pp.*` options only change how the messages
+# Lean writes anyway are printed, and legitimate files set them.)
+OUTPUT_OPTION_PREFIXES = ("trace.", "profiler.", "diagnostics.")
+OUTPUT_OPTIONS = frozenset({"trace", "profiler", "diagnostics"})
+# Numeric options that bound Lean's own work, and the largest value a proof may set. Lean documents defaults, not
+# maxima, so the bounds are ours: each is far above what a legitimate proof needs and below what turns the option
+# into a weapon.
+# - `maxRecDepth` (default 512): deep recursion past it overflows Lean's native stack and kills the REPL; 10000
+#   (20x the default) is the value proofs that need more use (`set_option maxRecDepth 10000 in`).
+# - `exponentiation.threshold` (default 256): the largest exponent Lean evaluates `a ^ n` with; 4096 keeps each
+#   power evaluated small enough to stay within the memory limit.
+# `maxHeartbeats` and `synthInstance.maxHeartbeats` are not bounded: they only turn a long elaboration into an error
+# earlier, the per-request timeout bounds time whatever they say, and `set_option maxHeartbeats 0` (no limit)
+# heads 661 of the 730 published prover outputs.
+OPTION_MAXIMA = {"maxRecDepth": 10000, "exponentiation.threshold": 4096}
+
+
+def forbidden_option(name: str) -> bool:
+    """Whether `set_option NAME` changes how Lean checks or reports a proof (`debug.skipKernelTC`, `warn.sorry`), or
+    only adds output (`trace.*`, `profiler`, `diagnostics`), whatever its value."""
+    return (
+        name in FORBIDDEN_OPTIONS
+        or name.startswith(FORBIDDEN_OPTION_PREFIXES)
+        or name in OUTPUT_OPTIONS
+        or name.startswith(OUTPUT_OPTION_PREFIXES)
+        or "trace" in name.split(".")
+    )
+
+
+def option_harm(name: str) -> str:
+    """What a forbidden option would do, for the rejection reason."""
+    if name in FORBIDDEN_OPTIONS or name.startswith(FORBIDDEN_OPTION_PREFIXES):
+        return " (it changes how Lean checks or reports the proof)"
+    return " (trace, profiler and diagnostics options only add output, and flood the response)"
+
+
+def option_value_refusal(name: str, value: str) -> str | None:
+    """Why `set_option NAME VALUE` must not run (VALUE as written), or None; for options `forbidden_option` allows.
+
+    The numeric options of `OPTION_MAXIMA` take a natural number up to their maximum (decimal, `0x`, `0b` or `0o`,
+    as Lean reads a numeral).
+    """
+    maximum = OPTION_MAXIMA.get(name)
+    if maximum is None:
+        return None
+    try:
+        number = int(value, 10) if value.isdigit() else int(value, 0)
+    except ValueError:
+        return f"`set_option {name} {value}`: the value must be a natural number up to {maximum}"
+    if number > maximum:
+        return f"`set_option {name} {value}`: at most {maximum} (a larger value lets one proof exhaust Lean)"
+    return None
+
+
+def check_set_option(code: list[Token], k: int) -> None:
+    """The option rules for `set_option NAME VALUE` starting at `code[k]`."""
+    option = ".".join(code[k + 1].components)
+    if forbidden_option(option):
+        raise PrecheckError(f"`set_option {option}`", code[k].start, option_harm(option))
+    # Only a numeral can set a numeric option; any other value is Lean's error or the prefix check's.
+    value = code[k + 2] if k + 2 < len(code) and code[k + 2].kind == "number" else None
+    refusal = None if value is None else option_value_refusal(option, value.text)
+    if refusal:
+        raise PrecheckError(refusal, code[k].start)
+
+
+# Config-shaped items whose value is a tactic sequence, elaborated as tactics (and checked as the proof's own code):
+# `simp (disch := positivity)`, `field_simp (discharger := norm_num)`, `linear_combination (norm := ring_nf)`. A
+# single name is accepted as their value (a tactic, or a library constant; never a helper of the file, see
+# `files._check_no_helper_code_is_run`). Any other value must be a literal, except a discharger's (below): a config
+# field of the same name is evaluated (`LinarithConfig.discharger : TacticM Unit`), and a `norm` item is not
+# excluded from Lean's configuration items.
+TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
+# Of those, the items Lean's parser never reads as a configuration item: core's `valConfigItem` is
+# `atomic(" (" notFollowedBy(&"discharger" <|> &"disch") ident " := ")…`, so in any tactic's `optConfig`
+# `(disch := …)`/`(discharger := …)` is the `discharger` syntax, a tactic sequence elaborated as tactics (a config's
+# `discharger` field is reachable only through `(config := { discharger := … })`, whose value must be a literal).
+# Their value may be a tactic sequence (`field_simp (disch := simp; linarith)`) when it cannot be read as a term at
+# all, in case some tactic's own syntax takes a term there: see `_is_tactic_sequence`.
+DISCHARGER_ITEMS = frozenset({"disch", "discharger"})
+# Words that start a term a `;` can continue (`do a; b`, `have h := e; b`, `let x := e; b`, `by a; b`, `fun x =>
+# do …`) or a term `show`/`suffices`/`match`/`if` wraps one in: at the top level of a discharger's value they would
+# let a term be read where `_is_tactic_sequence` wants none.
+_TERM_SEQUENCE_WORDS = frozenset(
+    {"do", "by", "fun", "λ", "have", "haveI", "let", "letI", "show", "suffices", "match", "if", "open", "set_option"}
+)
+
+
+def check_config_values(code: list[Token]) -> None:
+    """Every `(NAME := VALUE)` configuration item must have a literal VALUE (see `_is_literal`).
+
+    Tactic configurations built with `declare_config_elab` (`simp`, `omega`, `linarith`, `rw`, `decide`, `aesop`,
+    `grind`, …) elaborate VALUE, compile it and run it: a non-literal value is code of the proof's choosing,
+    running inside the REPL. Literal values (`simp (config := { maxSteps := 100000 })`, `omega
+    (splitDisjunctions := false)`, `rw (occs := .all)`) only set fields; `+opt`/`-opt` flags are literals too.
+
+    The same shape is a named argument after a function (`Nat.le_induction (m := 2)`), which Lean only elaborates.
+    A configuration item follows a tactic keyword, and a keyword is never a dotted name, so an item after a dotted
+    identifier (or after further items of it) is taken for a named argument. After an undotted name the two cannot
+    be told apart without knowing every tactic of every library, so a non-literal value is refused there, with the
+    rewrite in the reason.
+    """
+    # The code inside a string's `{…}` follows the string in the token list; reading it here could pair a bracket
+    # inside the literal with one outside (`(config := "{)}" ++ e)` would look like a literal value).
+    code = _outside_literals(code)
+    closers = _matching_closers(code)
+    openers = {close: open_ for open_, close in closers.items()}
+    named_arguments: dict[int, bool] = {}
+    for k, token in enumerate(code):
+        if not _is_config_item(code, k):
+            continue
+        name = code[k + 1]
+        close = closers.get(k, len(code))
+        value = code[k + 4 : close]
+        if _is_literal(value):
+            _check_options_in_config(name, value)
+            continue
+        if name.text in TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
+            continue
+        if name.text in DISCHARGER_ITEMS and _is_tactic_sequence(value):
+            continue
+        if _is_named_argument(code, k, openers, named_arguments):
+            continue
+        if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
+            continue
+        head = code[k - 1].text if k > 0 else ""
+        raise PrecheckError(
+            f"`({name.text} := …)`",
+            token.start,
+            f" after `{head}` has a non-literal value: a tactic configuration is compiled and run while Lean "
+            "elaborates the proof, so its values must be literals (numbers, strings, `true`/`false`, `.constructor`, "
+            "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
+            "qualified name (`Nat.foo (x := e)`) or written positionally"
+            + (
+                "; a discharger is one tactic name (`(disch := positivity)`) or a sequence of tactics separated by "
+                "`;` or `<;>` (`(disch := simp; linarith)`)"
+                if name.text in DISCHARGER_ITEMS
+                else ""
+            ),
+        )
+
+
+def _is_tactic_sequence(value: list[Token]) -> bool:
+    """Whether `value` is tactics separated by `;` or `<;>` at its top level, in a form no term has: it starts with
+    an undotted name and has no top-level word of `_TERM_SEQUENCE_WORDS`, so the only term syntax a top-level `;`
+    could belong to is absent (and `<;>` is tactic syntax only). Its tokens are the proof's own code, checked as
+    such; the parser reads it as tactics or not at all."""
+    if not value or value[0].kind != "ident" or len(value[0].components) != 1:
+        return False
+    depth, separated = 0, False
+    for token in value:
+        if token.kind == "symbol" and token.text in tactic_split.OPENERS:
+            depth += 1
+        elif token.kind == "symbol" and token.text in tactic_split.CLOSERS:
+            depth -= 1
+        elif depth == 0 and token.kind == "ident" and token.text in _TERM_SEQUENCE_WORDS:
+            return False
+        elif depth == 0 and token.text == ";":
+            # `;` alone, or the `;` of `<;>` (lexed `<`, `;`, `>`).
+            separated = True
+    return separated
+
+
+def _check_options_in_config(name: Token, value: list[Token]) -> None:
+    """Hold options set through a configuration to the `set_option` rules.
+
+    Config elaborators may set Lean options from items or fields named after them (`decide (config :=
+    { maxRecDepth := 4000 })`, `(maxRecDepth := 4000)`), possibly under a prefix, so every dotted suffix of each
+    item and field name is checked as an option name, with the literal after its `:=`.
+    """
+    assignments = [(name, _numeral_at(value, 0))]
+    for j, token in enumerate(value[:-3]):
+        if token.kind == "ident" and value[j + 1].text == ":" and value[j + 2].text == "=":
+            assignments.append((token, _numeral_at(value, j + 3)))
+    for field, numeral in assignments:
+        parts = field.components
+        for i in range(len(parts)):
+            option = ".".join(parts[i:])
+            if forbidden_option(option):
+                raise PrecheckError(f"`{field.text} :=` sets the option `{option}`", field.start, option_harm(option))
+            refusal = None if numeral is None else option_value_refusal(option, numeral.text)
+            if refusal:
+                raise PrecheckError(refusal, field.start)
+
+
+def _numeral_at(tokens: list[Token], i: int) -> Token | None:
+    """The number token of the literal starting at `tokens[i]`, read through parentheses (`((100000))` is the
+    literal 100000 to Lean and to `_is_literal`, so the bounds must see it too), or None if it is no number."""
+    while i < len(tokens) and tokens[i].text == "(":
+        i += 1
+    return tokens[i] if i < len(tokens) and tokens[i].kind == "number" else None
+
+
+def _outside_literals(code: list[Token]) -> list[Token]:
+    """`code` less the tokens lexed from inside string literals (interpolation segments)."""
+    kept: list[Token] = []
+    literal_end = 0
+    for token in code:
+        if token.start < literal_end:
+            continue
+        if token.kind == "string":
+            literal_end = token.end
+        kept.append(token)
+    return kept
+
+
+def _is_config_item(code: list[Token], k: int) -> bool:
+    """Whether `code[k]` opens `(NAME := …`, the shape of a configuration item (and of a named argument)."""
+    if code[k].text != "(" or k + 3 >= len(code) or code[k + 1].kind != "ident":
+        return False
+    colon, equals = code[k + 2], code[k + 3]
+    return colon.text == ":" and equals.text == "=" and equals.start == colon.end
+
+
+def _matching_closers(code: list[Token]) -> dict[int, int]:
+    """Index of each opening bracket's matching closer, for the brackets that are closed."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for k, token in enumerate(code):
+        if token.kind != "symbol":
+            continue
+        if token.text in tactic_split.OPENERS:
+            stack.append(k)
+        elif token.text in tactic_split.CLOSERS and stack:
+            pairs[stack.pop()] = k
+    return pairs
+
+
+def _is_named_argument(code: list[Token], k: int, openers: dict[int, int], known: dict[int, bool]) -> bool:
+    """Whether the item opening at `code[k]` follows a dotted identifier, possibly across earlier items.
+
+    `known` holds the answer for every item walked so far: all items of a chain share it, so a chain of n items is
+    walked once, not once per item (n² steps for `Nat.f (a := x) (a := x) …`).
+    """
+    items, j = [k], k - 1
+    while j >= 0 and code[j].text == ")" and j in openers and _is_config_item(code, openers[j]):
+        j = openers[j] - 1
+        if j + 1 in known:
+            answer = known[j + 1]
+            break
+        items.append(j + 1)
+    else:
+        answer = j >= 0 and code[j].kind == "ident" and len(code[j].components) > 1
+    known.update(dict.fromkeys(items, answer))
+    return answer
+
+
+def _is_literal(value: list[Token]) -> bool:
+    """Whether `value` is exactly one literal: a number, `-number`, string, character, `true`/`false`, `.ctor`
+    (optionally applied to list literals, `.pos [1, 2]`), a list of literals, a parenthesized literal, or a
+    structure instance `{ f := literal, … }` (fields separated by commas or line breaks).
+
+    Nesting deeper than `_MAX_LITERAL_DEPTH` brackets is no literal: the parser below recurses per bracket.
+    """
+    depth = deepest = 0
+    for token in value:
+        if token.kind == "symbol" and token.text in tactic_split.OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token.kind == "symbol" and token.text in tactic_split.CLOSERS:
+            depth -= 1
+    if deepest > _MAX_LITERAL_DEPTH:
+        return False
+    end = _literal_end(value, 0)
+    return end is not None and end == len(value)
+
+
+# No configuration needs more: `{ f := .ctor [[1]] }` is three levels.
+_MAX_LITERAL_DEPTH = 8
+
+
+def _literal_end(tokens: list[Token], i: int) -> int | None:
+    """The index after the literal starting at `tokens[i]`, or None if none starts there."""
+    if i >= len(tokens):
+        return None
+    token = tokens[i]
+    if token.kind in ("number", "string", "char") or token.text in ("true", "false"):
+        return i + 1
+    if token.text == "-" and i + 1 < len(tokens) and tokens[i + 1].kind == "number":
+        return i + 2
+    if token.text == "." and i + 1 < len(tokens) and tokens[i + 1].kind == "ident":
+        if tokens[i + 1].start != token.end or len(tokens[i + 1].components) != 1:
+            return None
+        i += 2
+        while i < len(tokens) and tokens[i].text == "[":
+            end = _literal_end(tokens, i)
+            if end is None:
+                return None
+            i = end
+        return i
+    if token.text == "(":
+        end = _literal_end(tokens, i + 1)
+        return end + 1 if end is not None and end < len(tokens) and tokens[end].text == ")" else None
+    if token.text == "[":
+        return _sequence_end(tokens, i + 1, "]", _literal_end)
+    if token.text == "{":
+        return _sequence_end(tokens, i + 1, "}", _field_end, separator_optional=True)
+    return None
+
+
+def _field_end(tokens: list[Token], i: int) -> int | None:
+    """The index after `name := literal` starting at `tokens[i]`, or None."""
+    if i + 2 >= len(tokens) or tokens[i].kind != "ident" or [t.text for t in tokens[i + 1 : i + 3]] != [":", "="]:
+        return None
+    return _literal_end(tokens, i + 3)
+
+
+def _sequence_end(tokens, i: int, closer: str, element, separator_optional: bool = False) -> int | None:
+    """The index after `element (, element)* [,] closer` (or an empty sequence) starting at `tokens[i]`, or None."""
+    while i < len(tokens) and tokens[i].text != closer:
+        end = element(tokens, i)
+        if end is None:
+            return None
+        i = end
+        if i < len(tokens) and tokens[i].text == ",":
+            i += 1
+        elif not separator_optional and i < len(tokens) and tokens[i].text != closer:
+            return None
+    return i + 1 if i < len(tokens) else None
+
+
+def _is_name_list(value: list[Token]) -> bool:
+    """Whether `value` is `[A, -B, …]`: Aesop's rule-set names, optionally negated."""
+    if len(value) < 2 or value[0].text != "[" or value[-1].text != "]":
+        return False
+    inner = [token for token in value[1:-1] if token.text != "-"]
+    names, commas = inner[0::2], inner[1::2]
+    return all(t.kind == "ident" for t in names) and all(t.text == "," for t in commas)
