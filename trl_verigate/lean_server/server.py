@@ -35,7 +35,8 @@ PROGRESS_MIN_REQUESTS = 64
 CLOSE_TIMEOUT_S = 30.0
 # A precheck that leaves the REPL less than this of the per-proof timeout is a timeout: Lean could not answer.
 MIN_REPL_SECONDS = 0.01
-# Threads for the precheck; it holds the GIL, so more would not check faster, only keep more hostile ones alive.
+# Threads for the precheck and for judging Lean's answers; both hold the GIL, so more would not check faster, only
+# keep more hostile ones alive.
 PRECHECK_THREADS = 4
 REPL_VERDICT_ALONE_WARNING = (
     "LeanServer: recheck is 'none', so a `passed` verdict is the REPL's alone, and code run by a proof inside the "
