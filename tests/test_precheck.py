@@ -147,6 +147,9 @@ REJECTED = [
     ('  exact (println! "x")', "`println!`"),
     ('  exact dbg_trace "x"; trivial', "`dbg_trace`"),
     ('  exact (dbgTrace "x" fun _ => trivial)', "`dbgTrace`"),
+    # Auxiliary definitions may not be declared into a namespace, where `.ctor` config values could find them.
+    ("  exact go\n  where _root_.Linarith.LinarithConfig.evil : ℕ := 1", "named plainly"),
+    ("  let rec Nat.evil : ℕ := 1\n  rfl", "named plainly"),
 ]
 
 

@@ -172,6 +172,14 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
             # Before the allowed-command exemption: a file header allows `set_option` but not every option.
             if token.text == "set_option" and following is not None and following.kind == "ident":
                 check_set_option(code, k)
+            if token.text in ("where", "rec") and following is not None and len(following.components) > 1:
+                # An auxiliary definition declared into a namespace (`where _root_.Linarith.LinarithConfig.evil`)
+                # could stand in for a library's constant, as a helper's could (`(config := .evil)`).
+                raise PrecheckError(
+                    f"`{token.text} {following.text}`",
+                    following.start,
+                    ": a `where`/`let rec` definition is named plainly (no `.`, no `_root_`)",
+                )
             if token.text in allowed_commands or _is_keyword_argument(code, k, enclosing):
                 continue
             reason = forbidden_word(token.text, allow_native_decide, token.components)
