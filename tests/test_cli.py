@@ -350,6 +350,8 @@ def test_doctor_runs_the_configured_checker_on_its_proof(bare_machine, tmp_path,
     [run] = [json.loads(line) for line in log.read_text().splitlines() if "payload" in line]
     [item] = run["payload"]["items"]
     assert item["statement"] == cli.DOCTOR_STATEMENT and item["proof"] == cli.DOCTOR_PROOF
+    # Where the server runs it: in the project (LeanServerConfig.project_dir is the checker's cwd).
+    assert Path(run["cwd"]) == Path(bare_machine).resolve()
 
 
 def write_executable(directory: Path, name: str, body: str = "#!/bin/sh\nexit 0\n") -> Path:

@@ -390,7 +390,7 @@ def run_doctor(
             _run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb, sandbox)
         )
     checks.extend(_backend_checks(recheck_command))
-    checks.append(_recheck_check(header, recheck_command, recheck_mode, recheck_timeout))
+    checks.append(_recheck_check(header, recheck_command, recheck_mode, recheck_timeout, project_dir))
     return checks
 
 
@@ -437,7 +437,11 @@ def _backend_checks(recheck_command: list[str] | None) -> list[Check]:
 
 
 def _recheck_check(
-    header: str, recheck_command: list[str] | None, recheck_mode: str | None, recheck_timeout: float
+    header: str,
+    recheck_command: list[str] | None,
+    recheck_mode: str | None,
+    recheck_timeout: float,
+    project_dir: Path,
 ) -> Check:
     """The configured checker run on the doctor's proof (✓ only when it confirms it), or the REPL-alone notice."""
     if not recheck_command or recheck_mode == "none":
@@ -457,7 +461,8 @@ def _recheck_check(
     )
     started = time.monotonic()
     try:
-        verdicts = asyncio.run(recheck.run_checker(recheck_command, [item], recheck_timeout))
+        # In the project, as the server runs it (LeanServerConfig.project_dir is the checker's cwd).
+        verdicts = asyncio.run(recheck.run_checker(recheck_command, [item], recheck_timeout, cwd=str(project_dir)))
     except recheck.CheckerFailure as error:
         return Check(
             "recheck",
