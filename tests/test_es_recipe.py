@@ -84,8 +84,8 @@ def write_tiny_config(tiny_models, run_dir: Path, **overrides) -> Path:
         max_steps=TRAIN_STEPS,
         run_name="es-e2e",
         report_to=["wandb", "mlflow"],
-        **overrides,
     )
+    config.update(overrides)
     path = run_dir / "es.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
