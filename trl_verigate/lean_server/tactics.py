@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from itertools import accumulate, chain, repeat
-from operator import contains, itemgetter
+from itertools import accumulate, compress, repeat
+from operator import add, contains, itemgetter, sub
 from typing import NamedTuple
 
 from trl_verigate.lean_server.layout_words import (
@@ -75,24 +75,28 @@ _ID_PART = r"(?:«[^»]*»|(?!λ)[^\W\d][\w'!?]*)"  # `«…»` may span lines, 
 # so that its `r` is not read as one.
 _RAW_STRING = r'r(?P<hashes>#*)".*?(?:"(?P=hashes)|\Z)'
 _RAW_STRING_START = re.compile(r'r#*"')
-# The start of a literal token, as `_is_literal` reads it: a string, a character literal (a lone `'` is a symbol), or
-# a raw string (no identifier starts `r"` or `r#`).
-_LITERAL_TOKEN = re.compile(r"\"|'.|r[#\"]", re.DOTALL)
 # One character (or escape) between quotes; the precheck reads character literals with the same pattern.
 CHAR_LITERAL = r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"
+# Literals (a raw string, a string, a character literal) match in the group `literal`, so each token's literal flag
+# comes out of the same match as the token. A `"` that starts no string (one ending in a lone `\`) is a literal
+# token of its own: it starts one to the precheck's lexer, which then finds it unterminated. Brackets, `,` and `;`
+# come first: no other alternative starts with them, and bracket-dense proofs are mostly them.
 _TOKEN = (
-    rf"{_RAW_STRING}"
+    r"[()\[\]{}⟨⟩,;]"
+    rf"|(?P<literal>{_RAW_STRING}"
     r'|"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
     rf"|{CHAR_LITERAL}"
+    r'|")'
     rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
     r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
     r"|<;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\."
     r"|(?!--)\S"
 )
-# Without block comments, one `findall` returns (skipped whitespace and line comments, token) pairs for the whole
-# proof. After the greedy skip the next character always starts a token (none starts at whitespace or `--`) or the
-# input ends, so nothing is ever skipped over or backtracked into.
-_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s|--[^\n]*)*)({_TOKEN}|\Z)", re.DOTALL)
+# Without block comments, one `findall` returns (skipped whitespace and line comments, token, literal, a raw string's
+# hashes) for each token of the whole proof. After the skip the next character always starts a token (none starts at
+# whitespace or `--`) or the input ends, so nothing is ever skipped over, and the skip is possessive: nothing
+# backtracks into it.
+_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)({_TOKEN}|\Z)", re.DOTALL)
 # With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
 # then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
 # backtracking into the prefix never yields a token.
@@ -119,31 +123,40 @@ class _Tokens:
         self.text: list[str] = []
         self.start: list[int] = []
         self.end: list[int] = []
+        self.literal: list[bool] = []  # a string, char or raw string literal
         self.line_start: list[bool] = []  # first token on its line
-        # The column of each token that starts a line (read off the whitespace before it; the layout asks for these
-        # columns most); other entries are meaningless.
-        self.line_column: list[int] = []
+        # Token index -> column, for the tokens that start a line (read off the whitespace before them at
+        # tokenizing; the layout asks for these columns most); other entries are absent or meaningless.
+        self.line_column: dict[int, int] | list[int] = []
         if "/-" in proof:
             self._scan_with_block_comments(proof)
         else:
-            # Each match is (trivia, token, a raw string's hashes); the hashes are part of the token.
-            pairs = [match[:2] for match in _TRIVIA_AND_TOKEN_RE.findall(proof)]
-            while pairs and not pairs[-1][1]:  # the match at the end of the input
-                pairs.pop()
-            offsets = list(accumulate(map(len, chain.from_iterable(pairs)), initial=0))
-            self.text = list(map(itemgetter(1), pairs))
-            self.start = offsets[1::2]
-            self.end = offsets[2::2]
-            trivia = list(map(itemgetter(0), pairs))
+            # Each match is (trivia, token, literal, a raw string's hashes); the hashes are part of the token. Every
+            # list below is built in C (map over the matches), not by a Python step per token.
+            matches = _TRIVIA_AND_TOKEN_RE.findall(proof)
+            while matches and not matches[-1][1]:  # the match at the end of the input
+                matches.pop()
+            trivia = list(map(itemgetter(0), matches))
+            self.text = list(map(itemgetter(1), matches))
+            self.literal = list(map(bool, map(itemgetter(2), matches)))
+            self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
+            self.start = list(map(sub, self.end, map(len, self.text)))
             self.line_start = list(map(contains, trivia, repeat("\n")))
-            self.line_column = [len(skipped) - 1 - skipped.rfind("\n") for skipped in trivia]
+            # One step per line, not per token.
+            self.line_column = {
+                index: len(skipped) - 1 - skipped.rfind("\n")
+                for index, skipped in zip(
+                    compress(range(len(trivia)), self.line_start), compress(trivia, self.line_start), strict=True
+                )
+            }
         self.n = len(self.text)
 
     def _scan_with_block_comments(self, proof: str) -> None:
-        texts, starts, ends, line_starts, line_columns = (
+        texts, starts, ends, literals, line_starts, line_columns = (
             self.text,
             self.start,
             self.end,
+            self.literal,
             self.line_start,
             self.line_column,
         )
@@ -160,6 +173,7 @@ class _Tokens:
             texts.append(proof[start:end])
             starts.append(start)
             ends.append(end)
+            literals.append(m.start("literal") >= 0)
             newline = rfind("\n", previous_end, start)
             line_starts.append(newline >= 0)
             line_columns.append(start - newline - 1)
@@ -194,6 +208,7 @@ class _Parser:
     def __init__(self, tokens: _Tokens):
         self.tokens = tokens
         self.text, self.column, self.line_start = tokens.text, tokens.column, tokens.line_start
+        self.line_column = tokens.line_column  # only for tokens that start a line
         self.n = tokens.n
         self.nesting = 0
         # Token indices of the suffix keywords read as such (`termination_by`, `decreasing_by`, `where`).
@@ -220,7 +235,7 @@ class _Parser:
 
     def sequence(self, i: int, parent_column, in_brackets: bool, in_alternative: bool) -> tuple[list[_Node], int]:
         """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation."""
-        text, column, line_start, n = self.text, self.column, self.line_start, self.n
+        text, column, line_start, line_column, n = self.text, self.column, self.line_start, self.line_column, self.n
         if i >= n or self.nesting >= MAX_NESTING or self._ends_block(i, in_brackets, in_alternative):
             return [], i
         if parent_column is not None and column(i) <= parent_column:
@@ -238,11 +253,15 @@ class _Parser:
                 if (
                     i < n
                     and not self._ends_block(i, in_brackets, in_alternative)
-                    and not (line_start[i] and column(i) < block_column)
+                    and not (line_start[i] and line_column[i] < block_column)
                 ):
                     continue
                 break
-            if line_start[i] and column(i) == block_column and not self._ends_block(i, in_brackets, in_alternative):
+            if (
+                line_start[i]
+                and line_column[i] == block_column
+                and not self._ends_block(i, in_brackets, in_alternative)
+            ):
                 continue
             break
         self.nesting -= 1
@@ -261,7 +280,7 @@ class _Parser:
 
     def operand(self, i: int, block_column: int, in_brackets: bool, in_alternative: bool) -> tuple[_Node, int]:
         """One tactic without `<;>`: its head, any nested blocks, and the tokens that continue it."""
-        text, column, line_start, n = self.text, self.column, self.line_start, self.n
+        text, column, line_start, line_columns, n = self.text, self.column, self.line_start, self.line_column, self.n
         first = i
         head = text[i]
         children: list[_Node] = []
@@ -294,7 +313,7 @@ class _Parser:
         while i < n:
             token = text[i]
             if line_start[i]:
-                line_column = column(i)
+                line_column = line_columns[i]
                 calc_step = False
                 if depth == 0 and in_calc and text[i - 1] != "calc" and self._calc_step(i):
                     lowest = calc_step_column
@@ -443,7 +462,7 @@ class _Parser:
             return False
         if token in CONTINUATIONS:
             return True
-        if self.column(i) < block_column:
+        if self.line_column[i] < block_column:
             return text[i - 1] == "calc"
         return self._expects_more(i - 1) or (text[i - 1] == "only" and token == "[")
 
@@ -489,12 +508,9 @@ def _flatten(nodes: list[_Node]) -> list[_Node]:
     return out
 
 
-class TokenSpan(NamedTuple):
-    """One token as the splitter reads it: `[start, end)` in the proof; `literal` for a string or char literal."""
-
-    start: int
-    end: int
-    literal: bool
+# One token as the splitter reads it: `(start, end, literal)`, `[start, end)` in the proof, `literal` for a string,
+# char or raw string literal. A plain tuple: a 1 MB proof has up to a million of them.
+TokenSpan = tuple[int, int, bool]
 
 
 def _is_literal(text: str) -> bool:
@@ -557,10 +573,9 @@ def split_proof(proof: str, granularity: str = "outermost", *, start_column: int
     """
     _check_arguments(proof, granularity, start_column)
     tokens = _Tokens(proof, start_column)
-    # Built only here: `split_tactics` alone (the judge's call) has no use for them. Built without a Python-level
-    # call per token (`tuple.__new__` is what `TokenSpan(...)` calls): this runs on every token of every proof.
-    literal = map(bool, map(_LITERAL_TOKEN.match, tokens.text))
-    spans = list(map(tuple.__new__, repeat(TokenSpan), zip(tokens.start, tokens.end, literal, strict=True)))
+    # Built only here: `split_tactics` alone (the judge's call) has no use for them. Plain tuples zipped in C: this
+    # runs on every token of every proof.
+    spans = list(zip(tokens.start, tokens.end, tokens.literal, strict=True))
     if not tokens.n:
         return ProofLayout([], spans, None, frozenset())
     parser = _Parser(tokens)
