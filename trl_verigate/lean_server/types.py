@@ -226,9 +226,11 @@ class VerificationResult:
     passed: bool | None = None
     messages: list[Message] = field(default_factory=list)
     tactics: list[Tactic] = field(default_factory=list)
-    # Tactics with index < first_error_tactic are locally valid; len(tactics) means no tactic failed (the proof
-    # passed, or it is incomplete: "unsolved goals"); 0 for timeout, crash, rejection, an error before the first
-    # tactic, and a failure found only after the tactics ran (axioms, an overturning recheck).
+    # Tactics with index < first_error_tactic are locally valid; len(tactics) means no tactic failed (passed, or only
+    # "unsolved goals" before the body: incomplete); 0 for timeout, crash, rejection, an early error, or a failure no
+    # error locates (sorryAx or an axiom outside the whitelist, no or several `#print axioms` answers, an unpositioned
+    # sorry warning, the theorem missing at our `#print`, over MAX_MESSAGES, a recheck that overturned the pass):
+    # then no tactic is known good.
     first_error_tactic: int = 0
     axioms: list[str] = field(default_factory=list)
     time_s: float = 0.0
