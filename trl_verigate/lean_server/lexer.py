@@ -16,6 +16,7 @@ import re
 from typing import NamedTuple
 
 from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.gc_pause import gc_paused
 
 _CHAR_LITERAL = re.compile(tactic_split.CHAR_LITERAL, re.DOTALL)
 # Matched at an offset (`pattern.match(text, i)`), never on `text[i:]`: a slice per token copies the rest of the
@@ -144,6 +145,11 @@ def position(text: str, offset: int) -> tuple[int, int]:
 
 def lex(text: str) -> list[Token]:
     """Tokens of `text` as Lean's tokenizer splits them; raises PrecheckError where Lean's lexing is unclear."""
+    with gc_paused():  # see gc_pause.py: a million tracked tokens make each full collection slow
+        return _lex(text)
+
+
+def _lex(text: str) -> list[Token]:
     tokens: list[Token] = []
     # Built with `tuple.__new__`, as `Token(...)` would, without a Python-level call per token.
     append, new, n, i = tokens.append, tuple.__new__, len(text), 0
@@ -245,7 +251,7 @@ def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
     tokens.append(Token("string", i, j + 1, text[i : j + 1]))
     for start, end in segments:
         try:
-            segment = lex(text[start:end])
+            segment = _lex(text[start:end])
         except PrecheckError as error:
             raise error.shifted(start) from None
         tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)

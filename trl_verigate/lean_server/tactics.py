@@ -33,6 +33,7 @@ from itertools import accumulate, compress, repeat
 from operator import add, contains, itemgetter, sub
 from typing import NamedTuple
 
+from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.layout_words import (
     ALTERNATIVE_HEADS,
     ARROW_HEADS,
@@ -533,7 +534,8 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
         `Tactic(text, start, end)` with `text == proof[start:end]`.
     """
     _check_arguments(proof, granularity, start_column)
-    return _split(_Tokens(proof, start_column), granularity)
+    with gc_paused():  # see gc_pause.py
+        return _split(_Tokens(proof, start_column), granularity)
 
 
 def split_tactics_and_tokens(
@@ -572,6 +574,11 @@ def split_proof(proof: str, granularity: str = "outermost", *, start_column: int
     they are in no granularity.
     """
     _check_arguments(proof, granularity, start_column)
+    with gc_paused():  # see gc_pause.py
+        return _split_proof(proof, granularity, start_column)
+
+
+def _split_proof(proof: str, granularity: str, start_column: int) -> ProofLayout:
     tokens = _Tokens(proof, start_column)
     # Built only here: `split_tactics` alone (the judge's call) has no use for them. Plain tuples zipped in C: this
     # runs on every token of every proof.
