@@ -180,7 +180,6 @@ LATE_COMMANDS = [
     "register_error_explanation foo",
     'recommended_spelling "x" for "y" in [foo]',
     "variable? [Foo]",
-    "termination_by? n",
     "partial_fixpoint",
     "inductive_fixpoint",
     "coinductive_fixpoint",
@@ -201,14 +200,12 @@ def test_commands_after_the_proof_are_rejected_at_the_block_column_and_inside_it
         assert result.status == "rejected" and f"command `{word}`" in result.reason, result.reason
 
 
-# Code the top-level tactic block does not cover has closed the `by` block: Lean reads it as commands or as a
-# declaration suffix (`where`, `termination_by`), at any column between 0 and the block's.
+# Code the top-level tactic block does not cover has closed the `by` block: Lean reads it as commands, at any
+# column between 0 and the block's (a declaration suffix, `termination_by`/`decreasing_by`/`where`, is read by
+# the splitter as Lean reads it: see test_declaration_suffixes_are_accepted).
 OUTSIDE_THE_BLOCK = [
     "  norm_num\n set_option pp.all true",
     "  skip\n open Nat in\n  skip",
-    "  exact t.h\n where h : False := t.h",
-    "  exact t.h\n    where h : False := t.h",
-    "  exact t\n termination_by 0\n decreasing_by all_goals simp_wf",
     "  trivial\n deriving Repr",
     "    norm_num\n  simp",
     "  norm_num\n    set_option pp.all true",
@@ -242,6 +239,104 @@ OUTSIDE_THE_BLOCK += [
     "    constructor <;> [skip; skip]\n  unknown_command x : y := z",
     "    constructor <;> [skip;\n skip]\n  unknown_command x : y := z",
 ]
+
+
+# Lean's `declValSimple` is `:= declBody Termination.suffix (whereDecls)?`, and a `let rec` ends in its own
+# `Termination.suffix`: published prover outputs use both. The splitter reads where each ends, as Lean does.
+DECLARATION_SUFFIXES = [
+    "  exact aux n\nwhere\n  aux (k : ℕ) : k = k := by\n    induction k with\n    | zero => rfl\n    | succ j ih => rfl",
+    "  exact t.h\n where h : False := t.h",
+    "  exact t.h\n    where h : False := t.h",
+    "  exact a₀\nwhere\n  a₀ : True := trivial\n  b (n : ℕ) : n = n := rfl",
+    "  exact t\n termination_by 0\n decreasing_by all_goals simp_wf",
+    "  cases n\n  · simp\n  · exact t\ntermination_by n\ndecreasing_by\n  simp_wf\n  omega",
+    "  exact aux 3\nwhere\n  aux : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => aux n\n  termination_by n => n\n  decreasing_by omega",
+    "  let rec go : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => go n\n  termination_by n => n\n  exact go 3",
+    "  rfl\n  termination_by? n",
+    # `ℝ` changes under NFKC, so the look-alike check re-reads the normalized proof: the keywords stay allowed there.
+    "  exact a\nwhere\n  a : (0 : ℝ) ≤ 1 := by norm_num",
+]
+
+
+@pytest.mark.parametrize("proof", DECLARATION_SUFFIXES)
+def test_declaration_suffixes_are_accepted(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+    assert all("where" not in t.text for t in result.outermost_tactics)
+
+
+# A suffix is held to the proof's rules, and ends where Lean ends it: what follows is a command again, refused by
+# its word, or as code outside the tactic block or at column 0 (whichever check meets it first).
+_OUTSIDE = ("outside the proof's tactic block", "closes the `by` block")
+SUFFIX_ATTACKS = [
+    ("  exact a\nwhere\n  a : True := trivial\n#eval IO.println 1", ("command `#eval`", *_OUTSIDE)),
+    ("  exact a\nwhere\n  a : True := trivial\ntheorem b : True := trivial", ("command `theorem`", *_OUTSIDE)),
+    ("  exact a\nwhere\n  a : True := trivial\n  axiom ax : False", ("command `axiom`",)),
+    ("  exact a\nwhere\n  a : True := trivial\nunknown_command x", _OUTSIDE),
+    ("  exact a\nwhere\n  a : True := trivial\n unknown_command x", _OUTSIDE),
+    ("  exact a\nwhere\n  a : False := sorry", ("`sorry`",)),
+    ("  exact a\nwhere\n  @[implemented_by f] a : True := trivial", ("attribute `@[`", *_OUTSIDE)),
+    ("  exact t\ntermination_by 0\ndecreasing_by native_decide", ("native_decide",)),
+    ("  exact a\nwhere\n  a : True := by\n    simp (config := cfg)", ("non-literal value",)),
+    # `where` that the layout does not read as a suffix keyword is a command word, or no keyword at all, as before.
+    ("  simp [h, where]", ("command `where`",)),
+    ('  exact "where"\nb : True := trivial', _OUTSIDE),
+    ("  simp -- where\n  exact a\nb : True := trivial", _OUTSIDE),
+    ("where\n  a : True := trivial", _OUTSIDE),  # no tactic before it: Lean's `by` needs one
+]
+
+
+@pytest.mark.parametrize(("proof", "reasons"), SUFFIX_ATTACKS)
+def test_a_suffix_cannot_smuggle_commands(proof, reasons):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and any(reason in result.reason for reason in reasons), result.reason
+
+
+# Every `where` declaration and every definition of a `let rec` is named plainly, not only the first: one declared
+# into a configuration's namespace would be reached by a `.ctor` value.
+_PLAIN = "named plainly"
+LOCAL_DEFINITION_NAMES = [
+    ("  exact a\nwhere\n  a : True := trivial\n  _root_.Linarith.LinarithConfig.evil : ℕ := 1", _PLAIN),
+    ("  exact a\nwhere\n  a : True := trivial\n  Linarith.LinarithConfig.evil : ℕ := 1", _PLAIN),
+    ("  exact a\nwhere\n  a : True := trivial; _root_.X.evil : ℕ := 1", _PLAIN),
+    ("  exact a\nwhere\n  a : True := trivial\n  «X.y».z : True := trivial", _PLAIN),
+    ("  let rec f : ℕ := 1, _root_.X.evil : ℕ := 2\n  rfl", _PLAIN),
+]
+# A `where`/`let rec` definition of non-`Prop` type is a compiled `def`: no item Lean may evaluate as code names it.
+_RUN = "names a `where`/`let rec` definition"
+LOCAL_DEFINITIONS_RUN = [
+    ("  linarith (discharger := aux)\nwhere\n  aux : ℕ := 1", _RUN),
+    ("  field_simp (disch := simp; aux)\nwhere\n  aux : ℕ := 1", _RUN),
+    ("  linarith (norm := t.aux)\nwhere\n  aux : ℕ := 1", _RUN),
+    ("  simp (config := .aux)\nwhere\n  aux : ℕ := 1", _RUN),
+    ("  let rec aux : ℕ := 1\n  simp (disch := aux)", _RUN),
+    ("  let rec f : ℕ := 1, aux : ℕ := 2\n  simp (disch := aux)", _RUN),
+    # A later `where` declaration naming an earlier one in its own proof.
+    ("  exact a\nwhere\n  a : True := by\n    simp\n  b : True := by\n    linarith (discharger := a)", _RUN),
+]
+
+
+@pytest.mark.parametrize(("proof", "reason"), LOCAL_DEFINITION_NAMES + LOCAL_DEFINITIONS_RUN)
+def test_where_and_let_rec_definitions_are_named_plainly_and_never_run(proof, reason):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+
+
+# What those rules must leave alone: a library discharger next to a `where` clause, a `let rec` before a tactic
+# whose arguments are separated by `,` (no `let rec` definition), a named argument given a `where` definition.
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  field_simp (disch := positivity)\n  exact aux\nwhere\n  aux : True := trivial",
+        "  let rec go : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => go n\n  use go 3, h.2",
+        "  exact Nat.le_of_lt_succ (m := aux)\nwhere\n  aux : ℕ := 1",
+    ],
+)
+def test_where_and_let_rec_definitions_used_as_terms_are_accepted(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
 
 
 @pytest.mark.parametrize("proof", OUTSIDE_THE_BLOCK)

@@ -6,6 +6,8 @@ Split from `precheck`, whose token checks call `check_set_option` and `check_con
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
@@ -117,8 +119,8 @@ def check_config_values(code: list[Token]) -> None:
     """
     # The code inside a string's `{…}` follows the string in the token list; reading it here could pair a bracket
     # inside the literal with one outside (`(config := "{)}" ++ e)` would look like a literal value).
-    code = _outside_literals(code)
-    closers = _matching_closers(code)
+    code = outside_literals(code)
+    closers = matching_closers(code)
     openers = {close: open_ for open_, close in closers.items()}
     named_arguments: dict[int, bool] = {}
     for k, token in enumerate(code):
@@ -153,6 +155,21 @@ def check_config_values(code: list[Token]) -> None:
                 else ""
             ),
         )
+
+
+def config_item_values(code: list[Token]) -> Iterator[tuple[Token, list[Token]]]:
+    """(NAME, VALUE) of each `(NAME := VALUE)` item whose value Lean may evaluate as code: a tactic-valued item's
+    (`TACTIC_VALUED_ITEMS`), and any item with a literal value (a `.ctor` names a constant that the configuration
+    elaborator compiles and runs). Non-literal values of other items are refused by `check_config_values` or are
+    a function's named arguments, which Lean only elaborates."""
+    code = outside_literals(code)
+    closers = matching_closers(code)
+    for k in range(len(code)):
+        if not _is_config_item(code, k):
+            continue
+        name, value = code[k + 1], code[k + 4 : closers.get(k, len(code))]
+        if name.text in TACTIC_VALUED_ITEMS or _is_literal(value):
+            yield name, value
 
 
 def _is_tactic_sequence(value: list[Token]) -> bool:
@@ -206,7 +223,7 @@ def _numeral_at(tokens: list[Token], i: int) -> Token | None:
     return tokens[i] if i < len(tokens) and tokens[i].kind == "number" else None
 
 
-def _outside_literals(code: list[Token]) -> list[Token]:
+def outside_literals(code: list[Token]) -> list[Token]:
     """`code` less the tokens lexed from inside string literals (interpolation segments)."""
     kept: list[Token] = []
     literal_end = 0
@@ -227,7 +244,7 @@ def _is_config_item(code: list[Token], k: int) -> bool:
     return colon.text == ":" and equals.text == "=" and equals.start == colon.end
 
 
-def _matching_closers(code: list[Token]) -> dict[int, int]:
+def matching_closers(code: list[Token]) -> dict[int, int]:
     """Index of each opening bracket's matching closer, for the brackets that are closed."""
     pairs: dict[int, int] = {}
     stack: list[int] = []

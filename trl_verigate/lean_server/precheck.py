@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.config_values import check_config_values, check_set_option
 from trl_verigate.lean_server.lexer import PrecheckError, Token, enclosing_openers, lex, split_name
+from trl_verigate.lean_server.local_definitions import check_local_definitions
 from trl_verigate.lean_server.types import Tactic
 
 # Command keywords (defined next to the splitter, which ends a tactic block at them): any of them inside a proof
@@ -162,7 +163,15 @@ def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[st
     return None
 
 
-def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_commands=frozenset()) -> None:
+def check_tokens(
+    tokens: list[Token], allow_native_decide: bool, allowed_commands=frozenset(), clause_keywords=frozenset()
+) -> None:
+    """Hold every code token to the word, attribute, native-evaluation, option and configuration rules.
+
+    `clause_keywords`: the offsets where the splitter reads `where`/`termination_by`/`decreasing_by` as a suffix
+    keyword (of the theorem, of a `where` declaration or of a `let rec`: `ProofLayout.clause_keywords`); there, and
+    only there, those words are allowed. Every other token of a suffix is held to the same rules as a tactic's.
+    """
     code = [t for t in tokens if t.kind != "comment"]
     enclosing = enclosing_openers(code)
     for k, token in enumerate(code):
@@ -181,6 +190,8 @@ def check_tokens(tokens: list[Token], allow_native_decide: bool, allowed_command
                     ": a `where`/`let rec` definition is named plainly (no `.`, no `_root_`)",
                 )
             if token.text in allowed_commands or _is_keyword_argument(code, k, enclosing):
+                continue
+            if token.start in clause_keywords and token.text in tactic_split.SUFFIX_WORDS:
                 continue
             reason = forbidden_word(token.text, allow_native_decide, token.components)
             if reason:
@@ -260,7 +271,7 @@ def _code_only(text: str, tokens: list[Token]) -> str:
     return "".join(chars)
 
 
-def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool) -> None:
+def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool, clause_keywords=frozenset()) -> None:
     """Reject code that spells a forbidden word with look-alike characters (see the module docstring)."""
     code = _code_only(text, tokens)
     for match in re.finditer(r"[\w'!?«».]+", code):
@@ -274,7 +285,7 @@ def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool
     normalized = unicodedata.normalize("NFKC", code)
     if normalized != code:
         try:
-            check_tokens(lex(normalized), allow_native_decide)
+            check_tokens(lex(normalized), allow_native_decide, clause_keywords=clause_keywords)
         except PrecheckError as error:
             # Normalization rarely changes lengths in code, so the offset still points at (or next to) the word.
             raise PrecheckError(
@@ -282,7 +293,7 @@ def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool
             ) from None
 
 
-def _check_columns(text: str, tokens: list[Token], first_line_at_line_start: bool) -> None:
+def _check_columns(text: str, tokens: list[Token], first_line_at_line_start: bool, clause_keywords=frozenset()) -> None:
     """A code token at column 0 outside brackets closes the `by` block: everything from there on is a new command.
 
     Inside brackets Lean checks no columns (`withoutPosition`), so a term list may go on at column 0 there; a
@@ -292,8 +303,10 @@ def _check_columns(text: str, tokens: list[Token], first_line_at_line_start: boo
     literal_end = 0
     line_start = scanned = 0  # tokens come in text order: each stretch of text is searched for a line break once
     for token in tokens:
-        if token.kind == "comment" or token.start < literal_end:
+        if token.kind == "comment" or token.start < literal_end or token.start in clause_keywords:
             # Code inside an interpolated string's braces is part of the literal for layout, as for the splitter.
+            # The suffix keywords the splitter placed (`where`, `termination_by`, `decreasing_by`) stand at column 0
+            # by convention; what follows them is held to the column rule as usual.
             continue
         if token.kind == "string":
             literal_end = token.end
@@ -332,16 +345,16 @@ def _indented(text: str, tokens: list[Token], dedented: Token) -> str:
     return shown if len(shown) <= 200 else shown[:200] + "…"
 
 
-def _check_block(text: str, tokens: list[Token], start_column: int) -> list[Tactic]:
+def _check_block(text: str, tokens: list[Token], layout: tactic_split.ProofLayout) -> list[Tactic]:
     """Every code token must lie in a top-level tactic: anything after the block's end is read by Lean as commands.
 
     Lean ends the `by` block at the first line indented less than its first tactic (or at a token no tactic
     continues with); what follows is parsed as a declaration suffix (`where`, `termination_by`) or as commands,
-    at any column. The splitter follows the same layout rules, so code outside its outermost spans is exactly
-    that. Returns those spans, the proof's outermost tactics.
+    at any column. The splitter follows the same layout rules, so code outside its outermost spans and outside the
+    suffix it read (`layout.suffix`) is exactly that. Returns those spans, the proof's outermost tactics.
     """
-    spans, splitter_tokens = tactic_split.split_tactics_and_tokens(text, "outermost", start_column=start_column)
-    disagreement = lexers_disagree_at(tokens, splitter_tokens)
+    spans, suffix = layout.tactics, layout.suffix
+    disagreement = lexers_disagree_at(tokens, layout.tokens)
     if disagreement is not None:
         raise PrecheckError(
             "the proof's layout",
@@ -353,6 +366,9 @@ def _check_block(text: str, tokens: list[Token], start_column: int) -> list[Tact
     for token in tokens:
         # `;` separates tactics, so it sits between spans (or after the last, which Lean allows).
         if token.kind == "comment" or token.text == ";":
+            continue
+        # The theorem's termination hints and `where` declarations, whose extent the splitter follows as Lean does.
+        if suffix is not None and suffix[0] <= token.start < suffix[1]:
             continue
         index = bisect.bisect_right(starts, token.start) - 1
         if index < 0 or token.start >= spans[index].end:
@@ -462,11 +478,15 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: 
     """
     check_characters(proof, "proof")
     tokens = lex(proof)
-    _check_columns(proof, tokens, first_line_at_line_start=start_column == 0)
-    check_tokens(tokens, allow_native_decide)
-    _check_look_alikes(proof, tokens, allow_native_decide)
+    layout = tactic_split.split_proof(proof, "outermost", start_column=start_column)
+    keywords = layout.clause_keywords
+    _check_columns(proof, tokens, first_line_at_line_start=start_column == 0, clause_keywords=keywords)
+    check_tokens(tokens, allow_native_decide, clause_keywords=keywords)
+    _check_look_alikes(proof, tokens, allow_native_decide, clause_keywords=keywords)
     _check_scoped_prefixes(tokens)
-    return _check_block(proof, tokens, start_column)
+    tactics = _check_block(proof, tokens, layout)
+    check_local_definitions(tokens, proof, layout)
+    return tactics
 
 
 def is_open_argument(token: Token) -> bool:
