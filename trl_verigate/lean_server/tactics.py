@@ -104,9 +104,15 @@ _TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)({_TOKEN}|\Z)", re.DO
 _TOKEN_RE = re.compile(rf"(?:\s|--[^\n]*(?=\n|\Z))*(?:(/-)|({_TOKEN}))", re.DOTALL)
 _COMMENT_DELIM_RE = re.compile(r"/-|-/")
 _NEWLINE_RE = re.compile(r"\n")
+# The only tokens for which `_Parser._ends_block` can be true.
+_MAY_END_BLOCK = CLOSERS | BLOCK_ENDING_WORDS | SUFFIX_WORDS | {",", "|"}
 # Nested blocks deeper than this are read as plain tokens of their enclosing tactic: the parser recurses once
 # per level, and an untrusted proof such as `by by by ...` must not exhaust Python's stack.
 MAX_NESTING = 64
+
+
+# Nodes are built with `tuple.__new__`, as `_Node(...)` would, without its Python-level `__new__` per tactic.
+_new = tuple.__new__
 
 
 class _Node(NamedTuple):
@@ -225,6 +231,7 @@ class _Parser:
         return not (i > 0 and ends[i - 1] == starts[i])
 
     def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
+        """Whether token i ends the block it would continue; never for a token outside `_MAY_END_BLOCK`."""
         text = self.text[i]
         return (
             text in CLOSERS
@@ -239,9 +246,9 @@ class _Parser:
         text, column, line_start, line_column, n = self.text, self.column, self.line_start, self.line_column, self.n
         if i >= n or self.nesting >= MAX_NESTING or self._ends_block(i, in_brackets, in_alternative):
             return [], i
-        if parent_column is not None and column(i) <= parent_column:
-            return [], i
         block_column = column(i)
+        if parent_column is not None and block_column <= parent_column:
+            return [], i
         nodes: list[_Node] = []
         self.nesting += 1
         while True:
@@ -261,7 +268,7 @@ class _Parser:
             if (
                 line_start[i]
                 and line_column[i] == block_column
-                and not self._ends_block(i, in_brackets, in_alternative)
+                and (text[i] not in _MAY_END_BLOCK or not self._ends_block(i, in_brackets, in_alternative))
             ):
                 continue
             break
@@ -373,7 +380,7 @@ class _Parser:
             # `letRecDecl` ends with `Termination.suffix`), at whatever column they start.
             kids, i = self.termination_suffix(i, block_column)
             children.extend(kids)
-        return _Node(self.tokens.start[first], self.tokens.end[i - 1], children), i
+        return _new(_Node, (self.tokens.start[first], self.tokens.end[i - 1], children)), i
 
     def termination_suffix(self, i: int, anchor_column: int) -> tuple[list[_Node], int]:
         """`[termination_by MEASURE] [decreasing_by TACTICS]` at token i (Lean's `Termination.suffix`), if there.
@@ -463,9 +470,12 @@ class _Parser:
             return False
         if token in CONTINUATIONS:
             return True
+        previous = text[i - 1]
         if self.line_column[i] < block_column:
-            return text[i - 1] == "calc"
-        return self._expects_more(i - 1) or (text[i - 1] == "only" and token == "[")
+            return previous == "calc"
+        if previous not in EXPECTS_MORE:  # `_expects_more(i - 1)` is false: the common case, without a call
+            return previous == "only" and token == "["
+        return self._expects_more(i - 1) or (previous == "only" and token == "[")
 
     def _expects_more(self, j: int) -> bool:
         """Whether token j leaves its tactic unfinished; `*` after `at` is the complete location "everywhere"."""
