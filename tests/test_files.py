@@ -719,3 +719,36 @@ def test_a_refused_header_option_says_why():
         "header: `set_option trace.Meta.synthInstance` at line 2, column 0 (trace, profiler and diagnostics options "
         "only add output, and flood the response)"
     )
+
+
+@pytest.mark.parametrize(
+    "file_text",
+    [
+        "import Mathlib\ntheorem t (n : ℕ) : aux n = n := by\n  simp [aux]\nwhere\n  aux (k : ℕ) : ℕ := k\n",
+        "import Mathlib\ntheorem h1 (n : ℕ) : aux n = n := by\n  simp [aux]\nwhere\n  aux (k : ℕ) : ℕ := k\n"
+        "theorem t : True := by\n  trivial\n",
+    ],
+    ids=["main", "helper"],
+)
+def test_a_where_clause_at_column_0_continues_its_declaration(file_text):
+    # Lean's grammar puts `where` after the declaration's body, often at column 0 in prover outputs.
+    assert isinstance(prepare(file_text, MINIF2F_HEADER), Prepared)
+
+
+@pytest.mark.parametrize(
+    ("file_text", "reason"),
+    [
+        ("import Mathlib\ntheorem t (n : ℕ) : n = n := by\n  rfl\nwhere\n  aux (k : ℕ) : ℕ := k\n#eval 1\n", "#eval"),
+        ("import Mathlib\ntheorem t : (1:ℕ) = 2 := by\n  exact bad\nwhere\n  bad : (1:ℕ) = 2 := sorry\n", "sorry"),
+        (
+            "import Mathlib\ntheorem t : True := by\n  trivial\nwhere\n  _root_.Linarith.LinarithConfig.evil : ℕ := 1\n",
+            "named plainly",
+        ),
+        ("import Mathlib\ntheorem t : True := by\n  trivial\nwhere\naxiom bad : False\n", "axiom"),
+    ],
+    ids=["command-after", "sorry", "namespaced", "axiom-after"],
+)
+def test_a_where_clause_at_column_0_is_checked_like_the_proof(file_text, reason):
+    result = prepare(file_text, MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult) and result.status == "rejected", result
+    assert reason in result.reason, result.reason

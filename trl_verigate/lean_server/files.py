@@ -36,6 +36,7 @@ from trl_verigate.lean_server.precheck import (
 from trl_verigate.lean_server.prepared import DECLARATIONS, Prepared, assemble, declared_name, located_at
 
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
+_DECLARATION_SUFFIX_WORDS = frozenset({"where", "termination_by", "termination_by?", "decreasing_by"})
 # Importable from here, where `verdict` and the tests name them.
 __all__ = ["HEADER_RULE", "normalize_header", "prepare_file", "split_header"]
 
@@ -98,7 +99,9 @@ def _is_declaration_start(body: str, token: Token) -> bool:
     """Whether `token` starts a line at column 0 with a word that starts a command: the previous declaration ends
     there (Lean ends a term or a `by` block at a column-0 token that cannot continue it)."""
     at_line_start = token.start == 0 or body[token.start - 1] == "\n"
-    return at_line_start and token.text in COMMAND_STARTS | _MODIFIERS | {"@"}
+    # `where`, `termination_by` and `decreasing_by` at column 0 continue the declaration above (Lean's grammar puts
+    # them after its body); the proof precheck accepts them only where the splitter placed them.
+    return at_line_start and token.text in (COMMAND_STARTS | _MODIFIERS | {"@"}) - _DECLARATION_SUFFIX_WORDS
 
 
 def _declarations(body: str, code: list[Token], allow_native_decide: bool) -> list[_Declaration]:
