@@ -118,10 +118,11 @@ def es_trainer(policy, out_dir, reward, population, max_steps=1):
 
 
 def iteration_metrics(trainer) -> dict:
-    started = time.perf_counter()
+    """The logged es/* metrics of a one-iteration run, plus the iteration's wall time (perturbations, generations,
+    reward wait and update; not the Trainer's setup), from es/members_per_second."""
     trainer.train()
     row = next(row for row in trainer.state.log_history if "es/seconds_generate" in row)
-    row["iteration_seconds"] = time.perf_counter() - started
+    row["iteration_seconds"] = trainer.args.population_size / row["es/members_per_second"]
     return row
 
 
@@ -215,9 +216,11 @@ def main():
     parser.add_argument("--population", type=int, default=4)
     parser.add_argument("--latency", type=float, default=0.3, help="stand-in REPL seconds per proof")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--only", type=int, choices=range(1, 6), help="run one measurement (its number)")
     args = parser.parse_args()
     transformers_logging.set_verbosity_error()
-    noise_throughput(args.numel)
+    if args.only in (None, 1):
+        noise_throughput(args.numel)
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         policy = build_tiny_models(folder / "tiny")["policy"]
@@ -228,9 +231,12 @@ def main():
             for name, p in AutoModelForCausalLM.from_pretrained(policy).named_parameters()
             if p.dim() == 2 and "layers.0" in name
         }
-        iteration_cost(params, args.iterations, 2)
-        population_throughput(policy, folder, args.population)
-        overlap(policy, folder, args.population, args.latency, args.workers)
+        if args.only in (None, 2):
+            iteration_cost(params, args.iterations, 2)
+        if args.only in (None, 3, 4):
+            population_throughput(policy, folder, args.population)
+        if args.only in (None, 5):
+            overlap(policy, folder, args.population, args.latency, args.workers)
 
 
 if __name__ == "__main__":

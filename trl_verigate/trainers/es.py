@@ -12,9 +12,9 @@ Iteration t (= `state.global_step`):
 4. F = shape_fitness(r, fitness_shaping); θ ← θ·(1 − α·wd); θ ← θ + α·(1/P)·Σ_i F_i·sign_i·ε(s_i), α = the
    scheduler's learning rate at this step (constant by default); all F_i = 0 → no update.
 
-With several processes, members are split in contiguous blocks of ceil(P / processes) (see `member_slots`); only the rewards (floats) are all-gathered and
-every process applies the same update to its own master, so the weights stay bitwise identical without any weight
-broadcast. No backward pass, no optimizer state: the Trainer's optimizer is a placeholder over one empty tensor that
+With several processes, members are split in contiguous blocks of ceil(P / processes) (see `member_slots`); only
+the rewards (floats) are all-gathered and every process applies the same update to its own master, so the weights
+stay bitwise identical without any weight broadcast. No backward pass, no optimizer state: the Trainer's optimizer is a placeholder over one empty tensor that
 carries the learning-rate schedule.
 """
 
