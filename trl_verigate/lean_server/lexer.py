@@ -51,6 +51,7 @@ _NEXT_TOKEN = re.compile(
     r")",
     re.DOTALL,
 )
+_IDENT, _NUMBER_GROUP, _SYMBOL = (_NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol"))
 # What ends a run of plain characters in a string literal: its end, an escape, or a brace.
 _STRING_STOP = re.compile(r'["\\{}]')
 
@@ -153,18 +154,25 @@ def _lex(text: str) -> list[Token]:
     tokens: list[Token] = []
     # Built with `tuple.__new__`, as `Token(...)` would, without a Python-level call per token.
     append, new, n, i = tokens.append, tuple.__new__, len(text), 0
+    # An identifier's components, split once per distinct name (proofs repeat their names).
+    components_of: dict[str, tuple[str, ...]] = {}
     while True:
         # Consecutive matches, one per token; a comment or literal is lexed by `_lex_special` and the scan resumes
-        # after it. At trailing whitespace the pattern no longer matches and the scan ends.
+        # after it. At trailing whitespace the pattern no longer matches and the scan ends. Groups are read by
+        # number (`_IDENT` …), which is quicker than by name.
         for found in _NEXT_TOKEN.finditer(text, i):
-            kind = found.lastgroup
-            start, end = found.span(kind)
-            if kind == "ident":
-                name = found.group(kind)
-                components = tuple(name.split(".") if "«" not in name else split_name(name))
+            group = found.lastindex
+            start, end = found.span(group)
+            if group == _IDENT:
+                name = found.group(group)
+                components = components_of.get(name)
+                if components is None:
+                    components = components_of[name] = tuple(name.split(".") if "«" not in name else split_name(name))
                 append(new(Token, ("ident", start, end, name, components)))
-            elif kind == "symbol" or kind == "number":
-                append(new(Token, (kind, start, end, found.group(kind), ())))
+            elif group == _SYMBOL:
+                append(new(Token, ("symbol", start, end, found.group(group), ())))
+            elif group == _NUMBER_GROUP:
+                append(new(Token, ("number", start, end, found.group(group), ())))
             else:  # special, unterminated
                 i = _lex_special(text, start, n, tokens)
                 break
