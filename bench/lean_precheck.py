@@ -4,7 +4,9 @@ For each shape of tests/test_precheck_linearity.py (long lines, many lines, deep
 comments, literals, `;`, `<;>`, bullets, `have … := by` blocks, long names, Unicode, configuration items, complete
 files, and two shapes refused at their end) this prints the time of `prepare` at sizes n, 2n, 4n, … up to
 --max-size (1 MB by default), each the best of --repeats runs taken in interleaved rounds over all sizes so that
-machine load falls on every size alike, and the ratio time(2n)/time(n): about 2 for linear work, 4 for quadratic.
+machine load falls on every size alike, the ratio time(2n)/time(n) (about 2 for linear work, 4 for quadratic), and
+the largest request's tokens (as the precheck's lexer reads them) with its time per token: every check walks the
+tokens, so a shape dense in tokens (brackets, `:=`, numbers) takes longer per megabyte.
 Time is this process's CPU time by default (`--clock cpu`), which other processes on a shared machine inflate far
 less than the wall clock (`--clock wall`); `prepare` runs in one thread, so on an idle machine the two agree.
 
@@ -29,6 +31,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from test_precheck_linearity import REJECTED_SHAPES, SHAPES, request_size  # noqa: E402  (the shapes live with their test)
 
+from trl_verigate.lean_server.lexer import PrecheckError, lex  # noqa: E402
 from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
 from trl_verigate.lean_server.verdict import prepare  # noqa: E402
 
@@ -45,6 +48,16 @@ def timed(request, clock) -> tuple[float, str]:
     seconds = clock() - started
     outcome = f"rejected: {result.reason[:60]}" if isinstance(result, VerificationResult) else "accepted"
     return seconds, outcome
+
+
+def token_count(request) -> int | None:
+    """Tokens the precheck's lexer reads in the request (its proof, or the whole file), or None if it cannot lex it:
+    the work per token is about the same whatever the shape, so this explains most of the differences in time."""
+    text = request if isinstance(request, str) else request.proof
+    try:
+        return len(lex(text))
+    except PrecheckError:
+        return None
 
 
 def main() -> int:
@@ -70,7 +83,11 @@ def main() -> int:
         parser.error("--min-size must be at most half of --max-size: the ratios need two sizes")
 
     print(f"prepare {args.clock} time per size (best of {args.repeats} interleaved rounds), ratio time(2n)/time(n)")
-    print(f"{'shape':<24}" + "".join(f"{s // 1024:>9}K" for s in sizes) + "   ratios" + " " * 26 + "verdict")
+    print(
+        f"{'shape':<24}"
+        + "".join(f"{s // 1024:>9}K" for s in sizes)
+        + f"   {'ratios':<32} {'tokens':>8} {'us/token':>8}  verdict"
+    )
     failures = []
     for name in names:
         requests = [shapes[name](size) for size in sizes]
@@ -94,7 +111,11 @@ def main() -> int:
             failures.append(name)
         times = "".join(f"{seconds:>9.3f}s" for seconds in best)
         ratio_text = " ".join(f"{ratio:.2f}" for ratio in ratios)
-        print(f"{name:<24}{times}   {ratio_text:<32} {verdict}  ({outcome})", flush=True)
+        tokens = token_count(requests[-1])
+        per_token = "" if not tokens else f"{best[-1] / tokens * 1e6:.2f}"
+        print(
+            f"{name:<24}{times}   {ratio_text:<32} {tokens or '':>8} {per_token:>8}  {verdict}  ({outcome})", flush=True
+        )
     if failures:
         print(f"\n{len(failures)} of {len(names)} shapes miss the target or scale quadratically: {', '.join(failures)}")
         return 1
