@@ -244,7 +244,11 @@ class _Parser:
     def sequence(self, i: int, parent_column, in_brackets: bool, in_alternative: bool) -> tuple[list[_Node], int]:
         """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation."""
         text, column, line_start, line_column, n = self.text, self.column, self.line_start, self.line_column, self.n
-        if i >= n or self.nesting >= MAX_NESTING or self._ends_block(i, in_brackets, in_alternative):
+        if (
+            i >= n
+            or self.nesting >= MAX_NESTING
+            or (text[i] in _MAY_END_BLOCK and self._ends_block(i, in_brackets, in_alternative))
+        ):
             return [], i
         block_column = column(i)
         if parent_column is not None and block_column <= parent_column:
@@ -260,7 +264,7 @@ class _Parser:
                 i += 1
                 if (
                     i < n
-                    and not self._ends_block(i, in_brackets, in_alternative)
+                    and (text[i] not in _MAY_END_BLOCK or not self._ends_block(i, in_brackets, in_alternative))
                     and not (line_start[i] and line_column[i] < block_column)
                 ):
                     continue
