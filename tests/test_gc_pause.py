@@ -8,6 +8,7 @@ import threading
 
 import pytest
 
+from trl_verigate.lean_server import gc_pause
 from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import lex
 from trl_verigate.lean_server.tactics import split_proof
@@ -95,4 +96,26 @@ def test_lexing_and_splitting_a_large_proof_run_no_collection():
     # Paused: at most the one that runs when the collector comes back.
     assert _collections_during(lambda: lex(proof)) <= 1
     assert _collections_during(lambda: split_proof(proof)) <= 1
+    assert gc.isenabled()
+
+
+def test_overlapping_pauses_still_collect_every_max_pause_seconds(monkeypatch):
+    # Pauses that overlap without end (a busy server) must not keep the collector off for good: a pause ending while
+    # another goes on collects once the collector has been off for MAX_PAUSE_SECONDS.
+    gc.enable()
+    now = [1000.0]
+    monkeypatch.setattr(gc_pause.time, "monotonic", lambda: now[0])
+    collections = []
+    monkeypatch.setattr(gc_pause.gc, "collect", lambda *args: collections.append(now[0]) or 0)
+    with gc_paused():
+        with gc_paused():
+            now[0] += gc_pause.MAX_PAUSE_SECONDS / 2
+        assert collections == []  # off for half the limit: nothing yet
+        with gc_paused():
+            now[0] += gc_pause.MAX_PAUSE_SECONDS  # off for 1.5 times the limit when this one ends
+        assert collections == [now[0]]
+        with gc_paused():
+            now[0] += gc_pause.MAX_PAUSE_SECONDS / 2  # the clock restarted at that collection
+        assert collections == [now[0] - gc_pause.MAX_PAUSE_SECONDS / 2]
+        assert not gc.isenabled()
     assert gc.isenabled()
