@@ -630,7 +630,7 @@ def _tactics(tokens: _Tokens, nodes: list[_Node], granularity: str) -> list[Tact
     if granularity == "all":
         nodes = sorted(_flatten(nodes), key=lambda node: (node.start, -node.end))
     proof = tokens.proof
-    return [Tactic(proof[node.start : node.end], node.start, node.end) for node in nodes]
+    return [Tactic(proof[start:end], start, end) for start, end, _ in nodes]
 
 
 def offset_of(text: str, line: int, column: int) -> int:
