@@ -112,7 +112,8 @@ def main() -> int:
         times = "".join(f"{seconds:>9.3f}s" for seconds in best)
         ratio_text = " ".join(f"{ratio:.2f}" for ratio in ratios)
         tokens = token_count(requests[-1])
-        per_token = "" if not tokens else f"{best[-1] / tokens * 1e6:.2f}"
+        # Per token only where tokens are what the checks walk (not a proof that is one comment or string).
+        per_token = f"{best[-1] / tokens * 1e6:.2f}" if tokens and tokens >= 1000 else "-"
         print(
             f"{name:<24}{times}   {ratio_text:<32} {tokens or '':>8} {per_token:>8}  {verdict}  ({outcome})", flush=True
         )
