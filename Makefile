@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean bench lint tiny clean
+.PHONY: install test test-fast test-lean demo demo-lean demo-es bench lint tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -48,10 +48,15 @@ demo-lean: $(STAMP) $(TINY_DIR)/.built
 	TRL_EXPERIMENTAL_SILENCE=1 $(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
 		recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml
 
+demo-es: $(STAMP) $(TINY_DIR)/.built
+	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
+		recipes/es.py --config recipes/tiny/es.yaml
+
 bench: $(STAMP) $(TINY_DIR)/.built
 	$(PY) bench/verigate_overhead.py
 	$(PY) bench/lean_server_overhead.py
 	$(PY) bench/lean_grpo_loop.py
+	$(PY) bench/es_overhead.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check trl_verigate tests bench recipes

@@ -425,7 +425,7 @@ def test_the_doctor_waits_longer_for_a_first_import_than_the_server():
     assert server.startup_timeout == LeanServerConfig().startup_timeout
 
 
-@pytest.mark.parametrize("command", ["lean-server", "lean-doctor", "lean-recheck"])
+@pytest.mark.parametrize("command", ["lean-server", "lean-doctor", "lean-recheck", "es-export"])
 def test_every_subcommand_help_starts_with_what_it_does(command, capsys):
     with pytest.raises(SystemExit):
         cli.main([command, "--help"])

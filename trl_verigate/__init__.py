@@ -53,6 +53,12 @@ _EXPORTS = {
     "ProofRequest": "trl_verigate.lean_server",
     "VerificationResult": "trl_verigate.lean_server",
     "Tactic": "trl_verigate.lean_server",
+    "ESConfig": "trl_verigate.trainers.es",
+    "ESTrainer": "trl_verigate.trainers.es",
+    "es_noise": "trl_verigate.es.noise",
+    "population_seeds": "trl_verigate.es.population",
+    "shape_fitness": "trl_verigate.es.population",
+    "es_update": "trl_verigate.es.update",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from trl_verigate.es.export import add_parser as _add_es_export
 from trl_verigate.lean_server import recheck, recheck_backends, verdict
 from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import (
@@ -636,7 +637,7 @@ def _add_lean_recheck(subparsers) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_lean_recheck)
+_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_lean_recheck, _add_es_export)
 
 
 def build_parser() -> argparse.ArgumentParser:

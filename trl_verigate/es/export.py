@@ -56,7 +56,12 @@ def reconstruct(state, model=None, base_model: str | None = None, progress: bool
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Register `es-export` on the `trl-verigate` command's subparsers."""
-    parser = subparsers.add_parser("es-export", help="rebuild an ES-trained model from its base and es_state.json")
+    parser = subparsers.add_parser(
+        "es-export",
+        help="rebuild an ES-trained model from its base and es_state.json",
+        description="Rebuild an ES-trained model from its base model plus the (seeds, rewards) history in "
+        "es_state.json, and save_pretrained it.",
+    )
     parser.add_argument("--state", required=True, help="es_state.json, or the checkpoint directory holding it")
     parser.add_argument("--output", required=True, help="directory to save_pretrained the model (and tokenizer) into")
     parser.add_argument("--base-model", default=None, help="base model path/id instead of the recorded one")
