@@ -26,9 +26,12 @@ import json
 import re
 import unicodedata
 from collections.abc import Sequence
+from itertools import compress, repeat
+from operator import attrgetter, ge
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.config_values import check_config_values, check_set_option
+from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, enclosing_openers, lex, split_name
 from trl_verigate.lean_server.local_definitions import check_local_definitions
 from trl_verigate.lean_server.types import Tactic
@@ -114,11 +117,14 @@ _CONFUSABLES = str.maketrans(
 PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
 
 
+_NOT_PLAIN_ASCII = re.compile(r"[^\n\x20-\x7e]")
+
+
 def check_characters(text: str, what: str) -> None:
     """Reject characters that read differently to a person than to Lean, or that Lean refuses anyway."""
-    for i, c in enumerate(text):
-        if c == "\n" or c == " ":
-            continue
+    # Line breaks and printable ASCII all pass: only the other characters are looked at.
+    for match in _NOT_PLAIN_ASCII.finditer(text):
+        i, c = match.start(), match.group()
         if c == "\r":
             if text.startswith("\r\n", i):
                 continue
@@ -174,6 +180,7 @@ def check_tokens(
     """
     code = [t for t in tokens if t.kind != "comment"]
     enclosing = enclosing_openers(code)
+    reasons: dict[str, str | None] = {}  # `forbidden_word` of each word met, which proofs repeat
     for k, token in enumerate(code):
         following = code[k + 1] if k + 1 < len(code) else None
         adjacent = following is not None and following.start == token.end
@@ -193,7 +200,10 @@ def check_tokens(
                 continue
             if token.start in clause_keywords and token.text in tactic_split.SUFFIX_WORDS:
                 continue
-            reason = forbidden_word(token.text, allow_native_decide, token.components)
+            if token.text in reasons:
+                reason = reasons[token.text]
+            else:
+                reason = reasons[token.text] = forbidden_word(token.text, allow_native_decide, token.components)
             if reason:
                 raise PrecheckError(reason, token.start)
             if token.text in PERCENT_ELABORATORS and adjacent and following.text == "%":
@@ -207,6 +217,8 @@ def check_tokens(
                 raise PrecheckError("`+native` (native evaluation)", token.start)
     if not allow_native_decide:
         for k, token in enumerate(code[:-2]):
+            if token.kind != "ident" or token.components[-1] != "native":  # not `_is_native(token)`: nothing to check
+                continue
             assigns = code[k + 1].text == ":" and code[k + 2].text == "=" and code[k + 2].start == code[k + 1].end
             # Any value counts (`Bool.true`, `!false`, `(true)`): only the field name is certain. A local named
             # `native` (`have native := h`) sets no field. A whole config written positionally (`⟨false, true, …⟩`,
@@ -274,10 +286,14 @@ def _code_only(text: str, tokens: list[Token]) -> str:
 def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool, clause_keywords=frozenset()) -> None:
     """Reject code that spells a forbidden word with look-alike characters (see the module docstring)."""
     code = _code_only(text, tokens)
+    if code.isascii():  # every word below would be skipped, and NFKC leaves ASCII unchanged
+        return
+    checked: set[str] = set()  # words found innocent: a word's verdict depends on the word alone
     for match in re.finditer(r"[\w'!?«».]+", code):
         word = match.group(0)
-        if word.isascii():
+        if word.isascii() or word in checked:
             continue
+        checked.add(word)
         skeleton = _skeleton(word)
         reason = forbidden_word(skeleton, allow_native_decide) or forbidden_word(skeleton.strip("."), False)
         if reason:
@@ -363,22 +379,28 @@ def _check_block(text: str, tokens: list[Token], layout: tactic_split.ProofLayou
             "where its `by` block ends cannot be checked; rewrite that part",
         )
     starts = [span.start for span in spans]
-    for token in tokens:
-        # `;` separates tactics, so it sits between spans (or after the last, which Lean allows).
-        if token.kind == "comment" or token.text == ";":
-            continue
-        # The theorem's termination hints and `where` declarations, whose extent the splitter follows as Lean does.
-        if suffix is not None and suffix[0] <= token.start < suffix[1]:
-            continue
-        index = bisect.bisect_right(starts, token.start) - 1
-        if index < 0 or token.start >= spans[index].end:
-            raise PrecheckError(
-                f"`{token.text}`",
-                token.start,
-                " is outside the proof's tactic block: a line indented less than the block's first tactic closes "
-                "the `by` block, and Lean reads the rest as commands; indent every tactic of the block to the same "
-                "column",
-            )
+    # The end of the span each token's start falls after (-1 before the first span, so a token there is outside too).
+    ends_before = [-1, *(span.end for span in spans)]
+    low, high = suffix if suffix is not None else (0, 0)
+    checked = [
+        token
+        for token in tokens
+        # `;` separates tactics, so it sits between spans (or after the last, which Lean allows). The suffix holds the
+        # theorem's termination hints and `where` declarations, whose extent the splitter follows as Lean does.
+        if token.kind != "comment" and token.text != ";" and not low <= token.start < high
+    ]
+    offsets = [token.start for token in checked]
+    # One binary search per token, mapped in C; the first token at or after the end of its span is outside.
+    outside = map(ge, offsets, map(ends_before.__getitem__, map(bisect.bisect_right, repeat(starts), offsets)))
+    token = next(compress(checked, outside), None)
+    if token is not None:
+        raise PrecheckError(
+            f"`{token.text}`",
+            token.start,
+            " is outside the proof's tactic block: a line indented less than the block's first tactic closes "
+            "the `by` block, and Lean reads the rest as commands; indent every tactic of the block to the same "
+            "column",
+        )
     return spans
 
 
@@ -411,7 +433,7 @@ def lexers_disagree_at(tokens: list[Token], splitter_tokens) -> int | None:
     """
     ours = _reading(
         (t.start, t.end, t.kind in ("string", "char"))
-        for t in sorted(tokens, key=lambda t: t.start)
+        for t in sorted(tokens, key=attrgetter("start"))
         if t.kind != "comment"
     )
     theirs = _reading(splitter_tokens)
@@ -466,6 +488,7 @@ def _check_scoped_prefixes(tokens: list[Token]) -> None:
             )
 
 
+@gc_paused()  # a million tracked tokens make each full collection slow; see gc_pause.py
 def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: int = 0) -> list[Tactic]:
     """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean.
 
