@@ -20,6 +20,7 @@ from typing import Union
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.files import HEADER_RULE, normalize_header, prepare_file, split_header
+from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
 from trl_verigate.lean_server.precheck import COMMAND_WORDS, precheck_proof
 from trl_verigate.lean_server.prepared import (
@@ -97,6 +98,8 @@ def _rejected(reason: str) -> VerificationResult:
     return VerificationResult(status="rejected", reason=reason)
 
 
+# A file's body is lexed outside precheck_proof's own pause: the whole prepare runs with the collector paused.
+@gc_paused()
 def prepare(
     request: Request, default_header: str, allow_native_decide: bool = False
 ) -> Union[Prepared, VerificationResult]:
