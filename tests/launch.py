@@ -4,6 +4,7 @@ import json
 import os
 import socket
 import struct
+import subprocess
 from pathlib import Path
 
 import yaml
@@ -116,3 +117,20 @@ def mlflow_metric_histories(tracking_uri: str) -> list[dict[str, list]]:
         }
         for run in runs
     ]
+
+
+def launch_recipe(recipe: Path, launcher: list[str], config: Path, run_dir: Path, project: str, timeout: float) -> None:
+    """Run `recipe --config config` under `launcher` offline, logging to wandb (offline) and mlflow (sqlite) in
+    `run_dir` under the project/experiment name `project`; fails with the tail of its output."""
+    env = offline_env(
+        run_dir,
+        WANDB_MODE="offline",
+        WANDB_DIR=str(run_dir),
+        WANDB_PROJECT=project,
+        WANDB_SILENT="true",
+        MLFLOW_TRACKING_URI=f"sqlite:///{run_dir / 'mlflow.db'}",
+        MLFLOW_EXPERIMENT_NAME=project,
+    )
+    command = [*launcher, str(recipe), "--config", str(config)]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"

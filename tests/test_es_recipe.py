@@ -5,13 +5,12 @@ the checkpoints and the output."""
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from launch import REPO_ROOT, free_port, mlflow_metric_histories, offline_env, wandb_offline_history
+from launch import REPO_ROOT, free_port, launch_recipe, mlflow_metric_histories, wandb_offline_history
 
 RECIPE = REPO_ROOT / "recipes" / "es.py"
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "es.yaml"
@@ -92,18 +91,7 @@ def write_tiny_config(tiny_models, run_dir: Path, **overrides) -> Path:
 
 
 def run_recipe(launcher: list[str], config: Path, run_dir: Path) -> None:
-    env = offline_env(
-        run_dir,
-        WANDB_MODE="offline",
-        WANDB_DIR=str(run_dir),
-        WANDB_PROJECT="es-e2e",
-        WANDB_SILENT="true",
-        MLFLOW_TRACKING_URI=f"sqlite:///{run_dir / 'mlflow.db'}",
-        MLFLOW_EXPERIMENT_NAME="es-e2e",
-    )
-    command = [*launcher, str(RECIPE), "--config", str(config)]
-    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    launch_recipe(RECIPE, launcher, config, run_dir, project="es-e2e", timeout=900)
 
 
 def assert_es_run_tracked(run_dir: Path, reward_name: str, population: int) -> None:

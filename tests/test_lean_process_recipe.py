@@ -4,13 +4,12 @@ their own libraries, on one and on two gloo processes."""
 
 import importlib.util
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from launch import REPO_ROOT, free_port, mlflow_metric_histories, offline_env, wandb_offline_history
+from launch import REPO_ROOT, free_port, launch_recipe, mlflow_metric_histories, wandb_offline_history
 
 RECIPE = REPO_ROOT / "recipes" / "lean_process_grpo.py"
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "lean_process_grpo.yaml"
@@ -119,18 +118,7 @@ def write_tiny_config(tiny_models, run_dir: Path) -> Path:
 
 
 def run_recipe(launcher: list[str], config: Path, run_dir: Path) -> None:
-    env = offline_env(
-        run_dir,
-        WANDB_MODE="offline",
-        WANDB_DIR=str(run_dir),
-        WANDB_PROJECT="lean-e2e",
-        WANDB_SILENT="true",
-        MLFLOW_TRACKING_URI=f"sqlite:///{run_dir / 'mlflow.db'}",
-        MLFLOW_EXPERIMENT_NAME="lean-e2e",
-    )
-    command = [*launcher, str(RECIPE), "--config", str(config)]
-    result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    launch_recipe(RECIPE, launcher, config, run_dir, project="lean-e2e", timeout=600)
 
 
 def assert_lean_metrics_tracked(run_dir: Path) -> None:
