@@ -217,7 +217,8 @@ class LeanServer:
         return await asyncio.wrap_future(self._submit(requests, timeout, progress, with_responses=True))
 
     def stats(self) -> dict:
-        """Pool counters (processes started, start failures, recycled, timeouts, crashes), recheck counters
+        """Pool counters (processes started, start failures, recycled, timeouts, crashes, compromised: workers the
+        framing checks caught answering out of turn, see `process`), recheck counters
         (rechecked, recheck_overturned, recheck_checker_failures, recheck_seconds) and live REPL pids."""
         pool = self._require_started()
         recheck = {**self._rechecker.counters, "recheck_seconds": self._rechecker.seconds}
