@@ -134,3 +134,25 @@ def launch_recipe(recipe: Path, launcher: list[str], config: Path, run_dir: Path
     command = [*launcher, str(recipe), "--config", str(config)]
     result = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+
+
+def assert_mlflow_matches_wandb(
+    run_dir: Path, wandb_rows: list[dict], metrics, every_row: bool = True
+) -> dict[str, list]:
+    """The run's one mlflow run (sqlite store in `run_dir`) holds each metric at the same steps with the same values
+    as the offline wandb rows: both trackers receive the same log dict. `every_row`: each wandb row must hold each
+    metric (False: compare the rows that hold it, for metrics logged only on some steps). Returns the mlflow run's
+    metric histories."""
+    import pytest
+
+    mlflow_runs = mlflow_metric_histories(f"sqlite:///{run_dir / 'mlflow.db'}")
+    assert len(mlflow_runs) == 1, f"expected one mlflow run (rank 0 only), found {len(mlflow_runs)}"
+    # MLflowCallback keeps "/" (it only replaces characters outside [0-9A-Za-z_-. :/]) and adds no prefix.
+    for metric in metrics:
+        history = mlflow_runs[0].get(metric)
+        assert history is not None, f"{metric} missing from mlflow metrics {sorted(mlflow_runs[0])}"
+        rows = wandb_rows if every_row else [row for row in wandb_rows if f"train/{metric}" in row]
+        wandb_history = [(row["train/global_step"], row[f"train/{metric}"]) for row in rows]
+        assert [step for step, _ in history] == [step for step, _ in wandb_history]
+        assert [value for _, value in history] == pytest.approx([value for _, value in wandb_history])
+    return mlflow_runs[0]

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from launch import REPO_ROOT, free_port, launch_recipe, mlflow_metric_histories, wandb_offline_history
+from launch import REPO_ROOT, assert_mlflow_matches_wandb, free_port, launch_recipe, wandb_offline_history
 
 RECIPE = REPO_ROOT / "recipes" / "es.py"
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "es.yaml"
@@ -107,14 +107,7 @@ def assert_es_run_tracked(run_dir: Path, reward_name: str, population: int) -> N
         assert row["train/es/reward_max"] == pytest.approx(max(entry["rewards"]))
         assert 0 <= row["train/es/best_member"] < population
         assert row[f"train/rewards/{reward_name}/mean"] == pytest.approx(row["train/es/reward_mean"])
-    mlflow_runs = mlflow_metric_histories(f"sqlite:///{run_dir / 'mlflow.db'}")
-    assert len(mlflow_runs) == 1, f"expected one mlflow run (rank 0 only), found {len(mlflow_runs)}"
-    for metric in ES_METRICS:
-        history = mlflow_runs[0].get(metric)
-        assert history is not None, f"{metric} missing from mlflow metrics {sorted(mlflow_runs[0])}"
-        wandb_history = [(row["train/global_step"], row[f"train/{metric}"]) for row in rows]
-        assert [step for step, _ in history] == [step for step, _ in wandb_history]
-        assert [value for _, value in history] == pytest.approx([value for _, value in wandb_history])
+    assert_mlflow_matches_wandb(run_dir, rows, ES_METRICS)
     # save_steps: 2 in the tiny config: checkpoint-2 holds the first two iterations.
     checkpoint_state = json.loads((run_dir / "output" / "checkpoint-2" / "es_state.json").read_text())
     assert checkpoint_state["history"] == state["history"][:2]

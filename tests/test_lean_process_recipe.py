@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from launch import REPO_ROOT, free_port, launch_recipe, mlflow_metric_histories, wandb_offline_history
+from launch import REPO_ROOT, assert_mlflow_matches_wandb, free_port, launch_recipe, wandb_offline_history
 
 RECIPE = REPO_ROOT / "recipes" / "lean_process_grpo.py"
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "lean_process_grpo.yaml"
@@ -130,14 +130,7 @@ def assert_lean_metrics_tracked(run_dir: Path) -> None:
         statuses = sum(row[f"train/lean/status/{s}"] for s in ("passed", "failed", "timeout", "crashed", "rejected"))
         assert statuses + row["train/lean/status/error"] == pytest.approx(1.0)
         assert row["train/lean/pass_rate"] == pytest.approx(row["train/lean/status/passed"])
-    mlflow_runs = mlflow_metric_histories(f"sqlite:///{run_dir / 'mlflow.db'}")
-    assert len(mlflow_runs) == 1, f"expected one mlflow run (rank 0 only), found {len(mlflow_runs)}"
-    for metric in LEAN_METRICS:
-        history = mlflow_runs[0].get(metric)
-        assert history is not None, f"{metric} missing from mlflow metrics {sorted(mlflow_runs[0])}"
-        wandb_history = [(row["train/global_step"], row[f"train/{metric}"]) for row in rows]
-        assert [step for step, _ in history] == [step for step, _ in wandb_history]
-        assert [value for _, value in history] == pytest.approx([value for _, value in wandb_history])
+    assert_mlflow_matches_wandb(run_dir, rows, LEAN_METRICS)
 
 
 @pytest.mark.slow

@@ -17,8 +17,8 @@ from launch import (
     REPO_ROOT,
     TINY_CONFIG,
     TINY_DATA,
+    assert_mlflow_matches_wandb,
     free_port,
-    mlflow_metric_histories,
     offline_env,
     wandb_offline_history,
     write_tiny_recipe_config,
@@ -206,18 +206,7 @@ def assert_verigate_metrics_tracked(tmp_path: Path, num_processes: int) -> None:
         assert row["train/verigate/steps_per_completion"] >= 1.0
         assert 0.0 <= row["train/verigate/prm_step_score_mean"] <= 1.0  # Qwen-Math PRM scores are probabilities
 
-    mlflow_runs = mlflow_metric_histories(f"sqlite:///{tmp_path / 'mlflow.db'}")
-    assert len(mlflow_runs) == 1, f"expected one mlflow run (rank 0 only), found {len(mlflow_runs)}"
-    # MLflowCallback keeps "/" (it only replaces characters outside [0-9A-Za-z_-. :/]) and adds no prefix.
-    for metric in ALWAYS_LOGGED + LOGGED_WHEN_PRM_RAN:
-        history = mlflow_runs[0].get(metric)
-        assert history is not None, f"{metric} missing from mlflow metrics {sorted(mlflow_runs[0])}"
-        # Both trackers receive the same log dict, so they must hold the same numbers at the same steps.
-        wandb_history = [
-            (row["train/global_step"], row[f"train/{metric}"]) for row in wandb_rows if f"train/{metric}" in row
-        ]
-        assert [step for step, _ in history] == [step for step, _ in wandb_history]
-        assert [value for _, value in history] == pytest.approx([value for _, value in wandb_history])
+    mlflow_run = assert_mlflow_matches_wandb(tmp_path, wandb_rows, ALWAYS_LOGGED + LOGGED_WHEN_PRM_RAN, every_row=False)
 
     # The epoch advances by the share of prompts one step consumes over all processes: a launch that silently ran
     # fewer processes would show up here.
@@ -225,7 +214,7 @@ def assert_verigate_metrics_tracked(tmp_path: Path, num_processes: int) -> None:
     num_prompts = len(TINY_DATA.read_text().splitlines())
     prompts_per_step = num_processes * tiny_config["per_device_train_batch_size"] // tiny_config["num_generations"]
     # The end-of-training summary logs the last step's epoch a second time, hence the dict.
-    epochs = dict(mlflow_runs[0]["epoch"])
+    epochs = dict(mlflow_run["epoch"])
     assert epochs == pytest.approx({step: step * prompts_per_step / num_prompts for step in range(1, TRAIN_STEPS + 1)})
 
 
