@@ -218,7 +218,16 @@ def _add_lean_server(subparsers) -> None:
     summary = "serve Lean verification over HTTP (kimina-lean-server compatible POST /check, GET /health)"
     parser = subparsers.add_parser("lean-server", help=summary, description=summary[0].upper() + summary[1:] + ".")
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default: 8000)")
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="port (default: 8000; 0: a free one the OS picks); once it accepts connections the server prints "
+        "`listening on http://HOST:PORT` on stdout",
+    )
+    parser.add_argument(
+        "--port-file", help="write the port here once the server accepts connections (removed when it stops)"
+    )
     parser.add_argument(
         "--workers", type=int, default=LeanServerConfig().workers, help="REPL processes (default: cpus-1)"
     )
@@ -229,7 +238,7 @@ def _add_lean_server(subparsers) -> None:
 def _run_lean_server(args: argparse.Namespace) -> int:
     from trl_verigate.lean_server.http import serve
 
-    serve(_config_from_args(args, workers=args.workers), host=args.host, port=args.port)
+    serve(_config_from_args(args, workers=args.workers), host=args.host, port=args.port, port_file=args.port_file)
     return 0
 
 

@@ -27,9 +27,14 @@ Size limits (`LeanServerConfig.max_batch_bytes` / `max_request_bytes`, flags `--
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import socket
+import subprocess
 import time
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -46,6 +51,8 @@ DISCONNECT_POLL_S = 0.5
 # nginx's code for "client closed request", as kimina-lean-server uses it.
 CLIENT_CLOSED_REQUEST = 499
 PAYLOAD_TOO_LARGE = 413
+# The line `serve` prints on stdout once it accepts connections, followed by the URL (e.g. http://127.0.0.1:41235).
+LISTENING_PREFIX = "listening on "
 
 
 class BodySizeLimit:
@@ -305,7 +312,80 @@ def create_app(server: LeanServer) -> FastAPI:
     return app
 
 
-def serve(config: LeanServerConfig, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Run the HTTP service until interrupted, then kill every REPL."""
+class ReportingServer(uvicorn.Server):
+    """uvicorn's server on one socket it binds itself, which says where it listens once it accepts connections.
+
+    One socket, so `port=0` gets one port from the OS even for a host name with several addresses (uvicorn's own
+    `create_server` would bind each address to a different free port). Once listening it prints
+    `LISTENING_PREFIX + url` on stdout and, given `port_file`, writes the port there, so a launcher learns the port
+    the server holds instead of guessing a free one and racing other processes for it.
+    """
+
+    def __init__(self, config: uvicorn.Config, port_file: str | os.PathLike | None = None):
+        super().__init__(config)
+        self.port_file = Path(port_file) if port_file is not None else None
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None:
+        # bind_socket exits with uvicorn's status 3 (STARTUP_FAILURE), its error logged, when the port is taken.
+        super().run(sockets=sockets if sockets is not None else [self.config.bind_socket()])
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self.report(self.servers[0].sockets[0].getsockname())
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        # Here and not after `run`: uvicorn re-raises a caught SIGTERM once serving ends, which kills the process.
+        if self.port_file is not None:
+            # Gone with the server, so a launcher never reads the port of one that stopped.
+            self.port_file.unlink(missing_ok=True)
+        await super().shutdown(sockets=sockets)
+
+    def report(self, address: tuple) -> None:
+        host, port = address[0], address[1]
+        url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+        print(LISTENING_PREFIX + url, flush=True)
+        if self.port_file is not None:
+            # Written whole and then renamed, so a reader polling for the file never sees half a number.
+            partial = self.port_file.with_name(self.port_file.name + ".partial")
+            partial.write_text(f"{port}\n")
+            os.replace(partial, self.port_file)
+
+
+def serve(
+    config: LeanServerConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    log_level: str = "info",
+    port_file: str | os.PathLike | None = None,
+) -> None:
+    """Run the HTTP service until interrupted, then kill every REPL.
+
+    `port=0` lets the OS pick a free port; the server reports it on stdout (`listening on http://HOST:PORT`) and,
+    given `port_file`, in that file (the port and a newline), once it accepts connections. A stale `port_file`
+    is removed before anything starts.
+    """
+    if port_file is not None:
+        Path(port_file).unlink(missing_ok=True)
     with LeanServer(config) as server:
-        uvicorn.run(create_app(server), host=host, port=port, log_level=log_level)
+        uvicorn_config = uvicorn.Config(create_app(server), host=host, port=port, log_level=log_level)
+        ReportingServer(uvicorn_config, port_file=port_file).run()
+
+
+def wait_for_port_file(port_file: str | os.PathLike, process: subprocess.Popen, timeout_s: float) -> int:
+    """The port a `trl-verigate lean-server --port-file PORT_FILE` child reports once it accepts connections.
+
+    PORT_FILE should be a path no earlier server wrote (a fresh temporary directory): the child removes a stale
+    one when it starts, which may be after this looks. Raises RuntimeError when the child exits first (with its
+    exit status: 3 is uvicorn's failure to bind) or when `timeout_s` passes without a report.
+    """
+    port_file = Path(port_file)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"trl-verigate lean-server exited with status {process.returncode} before listening")
+        with contextlib.suppress(FileNotFoundError):  # not written yet
+            return int(port_file.read_text())
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"trl-verigate lean-server reported no port in {port_file} within {timeout_s:g} s")
+        time.sleep(0.05)
