@@ -22,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
+from trl_verigate.lean_server.http import wait_for_port_file
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_REPL = REPO / "tests" / "fake_repl.py"
@@ -64,28 +65,33 @@ def wait_healthy(url: str, workers: int, process: subprocess.Popen, deadline_s: 
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise SystemExit(f"trl-verigate lean-server exited with status {process.returncode}")
+            raise RuntimeError(f"trl-verigate lean-server exited with status {process.returncode}")
         try:
             if httpx.get(f"{url}/health", timeout=2).json().get("alive") == workers:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    raise SystemExit(f"trl-verigate lean-server at {url} did not get {workers} workers ready in {deadline_s:g} s")
+    raise RuntimeError(f"trl-verigate lean-server at {url} did not get {workers} workers ready in {deadline_s:g} s")
 
 
 def bench_http(config: LeanServerConfig, n: int, port: int, scratch: Path) -> float:
     header_file = scratch / "header.lean"
     header_file.write_text(config.header)
+    port_file = scratch / "port"
     command = [
         sys.executable, "-m", "trl_verigate.cli", "lean-server",
-        "--port", str(port), "--workers", str(config.workers),
+        "--port", str(port), "--port-file", str(port_file), "--workers", str(config.workers),
         "--repl-command", shlex.join(config.repl_command), "--project-dir", config.project_dir,
         "--header-file", str(header_file), "--timeout", str(config.timeout),
     ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # The server's log goes to a file, not a pipe nobody reads while it runs: printed if it fails.
+    server_log = scratch / "lean-server.log"
+    with server_log.open("wb") as log:
+        server = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=log)
     try:
+        # The port the server bound (with --port 0, the OS's pick), so no other process can have taken it.
+        url = f"http://127.0.0.1:{wait_for_port_file(port_file, server, timeout_s=60.0)}"
         wait_healthy(url, config.workers, server)
         # A real client sends batches of up to 64: the default of LeanClient.
         client = LeanClient(urls=[url])
@@ -93,6 +99,8 @@ def bench_http(config: LeanServerConfig, n: int, port: int, scratch: Path) -> fl
         started = time.perf_counter()
         results = client.verify(proofs(n, "run"), progress=False)
         wall = time.perf_counter() - started
+    except RuntimeError as error:
+        raise SystemExit(f"{error}; its log:\n{server_log.read_text()[-4000:]}") from error
     finally:
         server.terminate()
         try:
@@ -110,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds the stand-in takes per proof (L)")
     parser.add_argument("--workers", type=int, default=4, help="REPL processes (W)")
     parser.add_argument("--proofs", type=int, default=400, help="proofs per timed run (n)")
-    parser.add_argument("--port", type=int, default=8765, help="loopback port for the HTTP mode")
+    parser.add_argument(
+        "--port", type=int, default=0, help="loopback port for the HTTP mode (default: 0, a free one the OS picks)"
+    )
     args = parser.parse_args(argv)
     if args.latency <= 0 or args.workers < 1 or args.proofs < 1:
         parser.error("--latency must be > 0, --workers and --proofs >= 1")
