@@ -2,7 +2,8 @@
 
 VeriGate GRPO asks a `StepScorer` for step scores only in groups where the verifier rejects every completion.
 The interface is `scorer.score(prompts, steps) -> list[list[float]]`: the question text of each completion and
-the list of its step texts in, one float per step out (a completion with no steps gets `[]`).
+the list of its step texts in, one float per step out (a completion with no steps gets `[]`). The interface lives
+in `step_scorer.py` and the model-free scorer in `symbolic.py`; both are re-exported here.
 
 Backends (pick one with `build_step_scorer(prm_type, ...)`):
 
@@ -43,16 +44,15 @@ a separate GPU (``prm_device="cuda:1"``) or keep ``prm_batch_size`` small on the
 from __future__ import annotations
 
 import bisect
-import functools
-import math
 import re
-from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
 
 import torch
 from torch import nn
 from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
+
+from trl_verigate.rewards.step_scorer import StepScorer, as_step_scorer, check_step_inputs
+from trl_verigate.rewards.symbolic import SymbolicStepScorer
 
 __all__ = [
     "StepScorer",
@@ -67,89 +67,6 @@ __all__ = [
 ]
 
 QWEN_MATH_SYSTEM_PROMPT = "Please reason step by step, and put your final answer within \\boxed{}."
-
-
-@runtime_checkable
-class StepScorer(Protocol):
-    """Anything with ``score(prompts, steps) -> list[list[float]]``, one float per step."""
-
-    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]: ...
-
-
-class _ValidatedStepScorer:
-    """Wraps a scorer or callable and checks that it returns one finite float per step."""
-
-    def __init__(self, score_fn: Callable[[list[str], list[list[str]]], Sequence[Sequence[float]]], name: str):
-        self._score_fn = score_fn
-        self._name = name
-
-    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]:
-        _check_inputs(prompts, steps)
-        raw = self._score_fn(prompts, steps)
-        try:
-            rows = [list(row) for row in raw]
-        except TypeError as error:
-            raise TypeError(
-                f"step scorer {self._name} must return a list with one list of floats per completion, got "
-                f"{type(raw).__name__}"
-            ) from error
-        if len(rows) != len(steps):
-            raise ValueError(
-                f"step scorer {self._name} returned {len(rows)} score lists for {len(steps)} completions; "
-                "it must return one list per completion"
-            )
-        scores = []
-        for index, (row, completion_steps) in enumerate(zip(rows, steps, strict=True)):
-            if len(row) != len(completion_steps):
-                raise ValueError(
-                    f"step scorer {self._name} returned {len(row)} scores for completion {index}, which has "
-                    f"{len(completion_steps)} steps; it must return exactly one score per step"
-                )
-            try:
-                values = [float(value) for value in row]
-            except (TypeError, ValueError) as error:
-                raise TypeError(
-                    f"step scorer {self._name} returned a non-numeric score for completion {index}"
-                ) from error
-            if not all(math.isfinite(value) for value in values):
-                raise ValueError(
-                    f"step scorer {self._name} returned a non-finite score for completion {index}: {values}"
-                )
-            scores.append(values)
-        return scores
-
-    def __repr__(self) -> str:
-        return f"as_step_scorer({self._name})"
-
-
-def as_step_scorer(obj) -> StepScorer:
-    """Return `obj` as a `StepScorer` whose outputs are shape-checked.
-
-    Accepts an object with a ``score(prompts, steps)`` method, or a plain callable with that signature. The result
-    raises a clear error when the wrapped scorer returns the wrong number of scores or non-finite values.
-    """
-    if isinstance(obj, _ValidatedStepScorer):
-        return obj
-    if isinstance(obj, StepScorer):
-        return _ValidatedStepScorer(obj.score, repr(obj))
-    if callable(obj):
-        return _ValidatedStepScorer(obj, getattr(obj, "__qualname__", repr(obj)))
-    raise TypeError(
-        f"expected a StepScorer (an object with a score(prompts, steps) method) or a callable "
-        f"f(prompts, steps) -> list[list[float]], got {type(obj).__name__}"
-    )
-
-
-def _check_inputs(prompts, steps) -> None:
-    if not isinstance(prompts, (list, tuple)) or not all(isinstance(prompt, str) for prompt in prompts):
-        raise TypeError("prompts must be a list of question strings, one per completion")
-    if not isinstance(steps, (list, tuple)) or not all(
-        isinstance(completion, (list, tuple)) and all(isinstance(step, str) for step in completion)
-        for completion in steps
-    ):
-        raise TypeError("steps must be a list (one per completion) of lists of step strings")
-    if len(prompts) != len(steps):
-        raise ValueError(f"prompts has {len(prompts)} entries but steps has {len(steps)}; they must match")
 
 
 class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
@@ -363,7 +280,7 @@ class _ModelStepScorer:
         return input_ids[start:end], kept, len(positions) - len(kept)
 
     def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]:
-        _check_inputs(prompts, steps)
+        check_step_inputs(prompts, steps)
         scores: list[list[float]] = [[] for _ in steps]
         encoded = []
         for index, (prompt, completion_steps) in enumerate(zip(prompts, steps, strict=True)):
@@ -591,293 +508,6 @@ class TokenClassificationPRM(_ModelStepScorer):
     def _tag_scores(self, input_ids, attention_mask, rows, columns) -> torch.Tensor:
         logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits
         return logits[rows, columns].float().softmax(dim=-1)[:, 1]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Symbolic checks
-
-_RELATION = re.compile(r"(<=|>=|!=|==|=|<|>)")
-_TOKEN = re.compile(
-    r"(?P<num>\d+(?:\.\d+)?|\.\d+)"
-    r"|(?P<fn>(?<![^\W\d_])(?:sqrt|pi)(?![^\W\d_]))"
-    r"|(?P<op>\*\*|[-+*/])"
-    r"|(?P<lp>\()|(?P<rp>\))"
-    r"|(?P<ws>[ \t]+)"
-    r"|(?P<word>[^\W\d_]+)"
-    r"|(?P<other>.)",
-    flags=re.DOTALL,
-)
-_EXPRESSION_KINDS = {"num", "fn", "op", "lp", "rp", "ws"}
-# Words before a number that make it the end of a longer operand ("half of 10 = 5", "6 times 7 = 42"), so the
-# number alone is not the left side. "and" is allowed only right after a checked relation ("2 + 2 = 4 and 3 * 3 = 9").
-_LEFT_OPERAND_WORDS = {
-    "of", "and", "times", "by", "plus", "minus", "over", "divided", "multiplied", "than", "from", "add", "adding",
-    "added", "subtract", "subtracting", "subtracted", "multiply", "multiplying", "divide", "dividing", "sum",
-    "product", "difference", "quotient", "between", "with", "to", "into", "per", "root", "half", "twice", "double",
-    "triple", "log", "ln", "sin", "cos", "tan", "exp", "mod", "modulo", "least", "most", "at",
-}  # fmt: skip
-# Words after a number that make it part of a longer operand ("= 3 times 4"), so the number alone is not the value.
-_OPERAND_WORDS = {
-    "times", "of", "plus", "minus", "divided", "multiplied", "over", "squared", "cubed", "to", "more", "less",
-    "fewer", "percent", "raised", "mod", "modulo", "factorial",
-}  # fmt: skip
-# Characters glued to a number that bind it to something unseen: subscripts, powers, factorials, primes.
-_BINDING_CHARS = set("_^!'")
-_MAX_EXPONENT = 10_000
-_MAX_RESULT_DIGITS = 1_000
-_MAX_OPERAND_TOKENS = 64
-_MAX_RELATIONS_PER_STEP = 64
-_MAX_STEP_CHARS = 20_000
-
-_LATEX_REWRITES = [
-    (re.compile(r"\\left|\\right|\\[,;:! ]|\\q?quad(?![A-Za-z])|\\displaystyle"), " "),
-    (re.compile(r"\\(?:text|mathrm|textbf|mathbf|operatorname)\s*\{([^{}]*)\}"), r" \1 "),
-    (re.compile(r"\\boxed(?![A-Za-z])"), " "),
-    (re.compile(r"\\(?:times|cdot|ast)(?![A-Za-z])|[×·∗⋅]"), "*"),
-    (re.compile(r"\\div(?![A-Za-z])|÷"), "/"),
-    (re.compile(r"\\(?:leq?|leqslant)(?![A-Za-z])|≤|⩽"), "<="),
-    (re.compile(r"\\(?:geq?|geqslant)(?![A-Za-z])|≥|⩾"), ">="),
-    (re.compile(r"\\(?:neq?)(?![A-Za-z])|≠"), "!="),
-    (re.compile(r"\\lt(?![A-Za-z])"), "<"),
-    (re.compile(r"\\gt(?![A-Za-z])"), ">"),
-    (re.compile(r"\\pi(?![A-Za-z])|π"), " pi "),
-    (re.compile(r"[−–]"), "-"),
-    (re.compile(r"²"), "^2"),
-    (re.compile(r"³"), "^3"),
-]
-_FRACTION = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
-_SHORT_FRACTION = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
-_ROOT = re.compile(r"\\sqrt\s*\[([^\[\]{}]*)\]\s*\{([^{}]*)\}")
-_SQRT = re.compile(r"\\sqrt\s*\{([^{}]*)\}")
-_SHORT_SQRT = re.compile(r"(?:\\sqrt|√)\s*(\d+(?:\.\d+)?)")
-_THOUSANDS = re.compile(r"(\d),(\d{3})(?!\d)")
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*\\?%")
-
-
-def _normalize(text: str) -> str:
-    """Rewrite simple LaTeX and Unicode math into plain arithmetic (``\\frac{1}{2}`` -> ``((1)/(2))``)."""
-    text = re.sub(r"\$|\\\(|\\\)|\\\[|\\\]", " ", text)
-    for pattern, replacement in _LATEX_REWRITES:
-        text = pattern.sub(replacement, text)
-    # Innermost first, repeatedly, so nested fractions and roots unfold.
-    previous = None
-    while previous != text:
-        previous = text
-        text = _FRACTION.sub(r"((\1)/(\2))", text)
-        text = _ROOT.sub(r"((\2)^(1/(\1)))", text)
-        text = _SQRT.sub(r"sqrt(\1)", text)
-        text = _THOUSANDS.sub(r"\1\2", text)
-    text = _SHORT_FRACTION.sub(r"((\1)/(\2))", text)
-    text = _SHORT_SQRT.sub(r"sqrt(\1)", text)
-    text = text.replace("√(", "sqrt(")
-    text = _PERCENT.sub(r"(\1/100)", text)
-    # Unknown commands (\approx, \implies, \alpha, ...) become barriers that no operand can extend across.
-    text = re.sub(r"\\[A-Za-z]+", " ; ", text)
-    return text.replace("{", "(").replace("}", ")").replace("^", "**")
-
-
-def _tokenize(text: str) -> list[tuple[str, str]]:
-    return [(match.lastgroup, match.group()) for match in _TOKEN.finditer(text)]
-
-
-def _previous_token(tokens, index):
-    """The token before `index` and whether whitespace separates them."""
-    index -= 1
-    spaced = False
-    while index >= 0 and tokens[index][0] == "ws":
-        index -= 1
-        spaced = True
-    return (tokens[index] if index >= 0 else None), spaced
-
-
-def _next_token(tokens, index):
-    spaced = False
-    while index < len(tokens) and tokens[index][0] == "ws":
-        index += 1
-        spaced = True
-    return (tokens[index] if index < len(tokens) else None), spaced
-
-
-def _left_operand(tokens, previous_right_end: int | None) -> list | None:
-    """The numeric expression that ends a piece of text, or None when it is not a standalone numeric operand.
-
-    `previous_right_end` is where the right side of the previous relation ended in this piece, if it was read.
-    """
-    start = len(tokens)
-    while start > 0 and tokens[start - 1][0] in _EXPRESSION_KINDS:
-        start -= 1
-    while start < len(tokens) and tokens[start][0] == "ws":
-        start += 1
-    operand = tokens[start:]
-    # Unmatched opening brackets belong to an enclosing group ("(3 + 4 = 7)"), not to the operand.
-    while operand and operand[0][0] == "lp" and _depth(operand) > 0:
-        operand = operand[1:]
-        start += 1
-    if not operand or operand[0][0] == "op" and operand[0][1] != "-":
-        return None
-    before, spaced = _previous_token(tokens, start)
-    if before is not None:
-        kind, value = before
-        word = value.lower() if kind == "word" else None
-        joins_relations = (
-            word == "and" and previous_right_end is not None and _only_separators(tokens, previous_right_end)
-        )
-        # Single letters are variables or an "x" for times; other listed words make the number part of a phrase.
-        if value in _BINDING_CHARS or word and (not spaced or len(word) == 1 or word in _LEFT_OPERAND_WORDS):
-            if not joins_relations:
-                return None
-    return operand
-
-
-def _only_separators(tokens, start: int) -> bool:
-    """Whether only whitespace, commas or semicolons lie between `start` and the first word at or after it."""
-    for kind, value in tokens[start:]:
-        if kind == "word":
-            return True
-        if kind != "ws" and value not in ",;":
-            return False
-    return False
-
-
-def _right_operand(tokens) -> tuple[list | None, int]:
-    """The numeric expression that starts a piece of text (None when it is not a standalone numeric operand), and
-    the index of the token after it."""
-    end = 0
-    while end < len(tokens) and tokens[end][0] in _EXPRESSION_KINDS:
-        end += 1
-    while end > 0 and tokens[end - 1][0] == "ws":
-        end -= 1
-    operand = tokens[:end]
-    while operand and operand[0][0] == "ws":
-        operand = operand[1:]
-    while operand and operand[-1][0] == "rp" and _depth(operand) < 0:
-        operand = operand[:-1]
-        end -= 1
-    if not operand or operand[-1][0] == "op":
-        return None, end
-    after, spaced = _next_token(tokens, end)
-    if after is not None:
-        kind, value = after
-        if value in _BINDING_CHARS or kind == "word" and (not spaced or value.lower() in _OPERAND_WORDS):
-            return None, end
-    return operand, end
-
-
-def _depth(tokens) -> int:
-    return sum(1 for kind, _ in tokens if kind == "lp") - sum(1 for kind, _ in tokens if kind == "rp")
-
-
-def _decimal_tolerance(operand) -> int | None:
-    """Decimal places of an operand that is a single decimal literal (it may be a rounded value), else None."""
-    values = [value for kind, value in operand if kind != "ws"]
-    if len(values) == 2 and values[0] == "-":
-        values = values[1:]
-    if len(values) == 1 and "." in values[0]:
-        return len(values[0].split(".")[1])
-    return None
-
-
-@functools.lru_cache(maxsize=4096)
-def _evaluate(expression: str):
-    """Exact SymPy value of a plain arithmetic expression, or None when it is malformed or too large to compute."""
-    import sympy
-    from sympy.parsing.sympy_parser import parse_expr
-
-    # Numbers become exact rationals so that 0.1 + 0.2 = 0.3 holds; only digits, operators, brackets, sqrt and pi
-    # reach this point, so parse_expr evaluates nothing but arithmetic.
-    exact = re.sub(r"\d+(?:\.\d+)?|\.\d+", lambda match: f"Rational('{match.group()}')", expression)
-    tree = parse_expr(exact, evaluate=False, local_dict={"sqrt": sympy.sqrt, "pi": sympy.pi})
-    # Powers are checked bottom-up on cheap floating-point estimates before anything is computed exactly,
-    # so 10**10**10 is rejected instead of hanging.
-    for node in sympy.postorder_traversal(tree):
-        if isinstance(node, sympy.Pow):
-            exponent = abs(complex(sympy.N(node.exp, 15)))
-            base = abs(complex(sympy.N(node.base, 15)))
-            if not math.isfinite(exponent) or exponent > _MAX_EXPONENT:
-                return None
-            if base > 1 and exponent * math.log10(base) > _MAX_RESULT_DIGITS:
-                return None
-    value = tree.doit()
-    if not value.is_number or value.is_real is not True or value.is_finite is not True:
-        return None
-    return value
-
-
-def _relation_holds(left, relation: str, right) -> bool | None:
-    import sympy
-
-    left_value = _evaluate("".join(value for _, value in left))
-    right_value = _evaluate("".join(value for _, value in right))
-    if left_value is None or right_value is None:
-        return None
-    delta = left_value - right_value
-    if not delta.is_Rational:
-        # Irrational sides (sqrt, pi) are compared at 50 digits, far beyond any decimal written in a step.
-        delta = sympy.N(delta, 50)
-    if relation in ("=", "==", "!="):
-        places = [p for p in (_decimal_tolerance(left), _decimal_tolerance(right)) if p is not None]
-        # A decimal written with k places may be rounded: allow half a unit in its last place.
-        tolerance = sympy.Rational(1, 2 * 10 ** max(places)) if places else sympy.Rational(1, 10**30)
-        equal = abs(delta) <= tolerance
-        return equal if relation != "!=" else not equal
-    if relation == "<":
-        return delta < 0
-    if relation == ">":
-        return delta > 0
-    if relation == "<=":
-        return delta <= 0
-    return delta >= 0
-
-
-def _check_relations(step: str) -> list[bool]:
-    """Truth of every numeric relation in `step` that can be read unambiguously."""
-    results = []
-    for line in _normalize(step[:_MAX_STEP_CHARS]).splitlines():
-        parts = _RELATION.split(line)
-        pieces, relations = parts[0::2], parts[1::2]
-        tokens = [_tokenize(piece) for piece in pieces]
-        previous_right_end = None
-        for index, relation in enumerate(relations[:_MAX_RELATIONS_PER_STEP]):
-            left = _left_operand(tokens[index], previous_right_end)
-            right, right_end = _right_operand(tokens[index + 1])
-            previous_right_end = right_end if right is not None else None
-            if left is None or right is None or max(len(left), len(right)) > _MAX_OPERAND_TOKENS:
-                continue
-            try:
-                holds = _relation_holds(left, relation, right)
-            # Odd text must never break training: anything SymPy cannot handle is simply not checkable.
-            except Exception:
-                holds = None
-            if holds is not None:
-                results.append(bool(holds))
-    return results
-
-
-class SymbolicStepScorer:
-    """Scores each step by the fraction of its numeric relations (``=``, ``<``, ``>=``, ``!=``, chains) that hold.
-
-    Reads plain text (``3 * 4 = 12``, ``2 < 3 < 4``) and simple LaTeX (``\\frac{1}{2} = 0.5``, ``3 \\times 4``,
-    ``\\sqrt{16}``, ``\\pi``). Only relations between numbers count; a side with a variable (``x + 3 = 5``), a
-    number that is part of a longer phrase ("half of 10 = 5") or anything unparseable is left out, so a step is
-    never marked wrong for what could not be read. A decimal with k places may be rounded (``1/3 = 0.33`` holds).
-    Steps with nothing checkable get ``neutral_score``. Exponents are bounded before evaluation.
-    """
-
-    def __init__(self, neutral_score: float = 0.5):
-        if not isinstance(neutral_score, (int, float)) or not 0.0 <= float(neutral_score) <= 1.0:
-            raise ValueError(f"neutral_score must be a number in [0, 1], got {neutral_score!r}")
-        self.neutral_score = float(neutral_score)
-
-    def score(self, prompts: list[str], steps: list[list[str]]) -> list[list[float]]:
-        _check_inputs(prompts, steps)
-        return [[self.score_step(step) for step in completion] for completion in steps]
-
-    def score_step(self, step: str) -> float:
-        results = _check_relations(step)
-        return sum(results) / len(results) if results else self.neutral_score
-
-    def __repr__(self) -> str:
-        return f"SymbolicStepScorer(neutral_score={self.neutral_score})"
 
 
 MODEL_BACKENDS = {backend.prm_type: backend for backend in (QwenMathPRM, MathShepherdPRM, TokenClassificationPRM)}
