@@ -213,6 +213,7 @@ class _ModelStepScorer:
         self._check_tokenizer()
         model, loading_info = self._from_checkpoint(self._model_class(), output_loading_info=True, **load_kwargs)
         self._check_loaded_weights(loading_info["missing_keys"])
+        self._check_weights_not_all_zero(model)
         self.model = model.to(self.device).eval()
         self._pad_id = next(
             (token for token in (self.tokenizer.pad_token_id, self.tokenizer.eos_token_id) if token is not None), 0
@@ -250,6 +251,30 @@ class _ModelStepScorer:
             f"{type(self).__name__} (prm_type={self.prm_type!r}) cannot score with {self.model_name_or_path!r}: "
             f"the checkpoint has no weights for {len(missing)} of its parameters ({shown}), which would be random. "
             f"{self._format_hint()}"
+        )
+
+    def _check_weights_not_all_zero(self, model) -> None:
+        # transformers loads real weights only on local rank 0 under accelerate FSDP with CPU-RAM-efficient loading
+        # and zeros everywhere else, expecting FSDP to broadcast rank 0's copy when the model is prepared. A PRM that
+        # is never prepared would then score every step 0.5 on those ranks without any error.
+        # The first non-zero tensor ends the scan, so a real checkpoint costs one tensor's read.
+        if any(bool(parameter.detach().any()) for parameter in model.parameters()):
+            return
+        from transformers.integrations import is_fsdp_enabled
+
+        if is_fsdp_enabled():
+            cause = (
+                "This process runs under accelerate FSDP with CPU-RAM-efficient loading (ACCELERATE_USE_FSDP and "
+                "FSDP_CPU_RAM_EFFICIENT_LOADING are true, local rank is not 0), where transformers loads real weights "
+                "only on local rank 0 and zeros elsewhere, expecting FSDP to broadcast them; nothing broadcasts the "
+                "PRM's. Set fsdp_cpu_ram_efficient_loading: false in the accelerate config, or load the PRM with "
+                "FSDP_CPU_RAM_EFFICIENT_LOADING=false."
+            )
+        else:
+            cause = "The checkpoint's weight files hold only zeros; re-save or re-download it."
+        raise ValueError(
+            f"{type(self).__name__} (prm_type={self.prm_type!r}) loaded {self.model_name_or_path!r} with every "
+            f"parameter equal to zero, so every step would score 0.5. {cause}"
         )
 
     def _format_hint(self) -> str:
