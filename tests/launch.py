@@ -1,10 +1,15 @@
 """Helpers for tests that launch servers or training processes: loopback ports, an offline environment, configs."""
 
+import contextlib
 import json
 import os
+import shlex
 import socket
 import struct
 import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -27,10 +32,83 @@ LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_compl
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it).
+
+    Another process may take it before the caller binds it: only for launchers that cannot report the port they
+    bound (torch's rendezvous). A `trl-verigate lean-server` reports its own: `lean_server_processes`. A server that
+    must be down: `refused_url`.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def refused_url() -> Iterator[str]:
+    """The URL of a loopback port that refuses connections for as long as the context lasts.
+
+    The port is bound and never listened on: Linux answers a connect with a reset, and no other process can start
+    listening there meanwhile (a port that was merely free a moment ago may get a server that answers).
+    """
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+@dataclass
+class LeanServerProcess:
+    url: str  # set once the server has reported its port
+    process: subprocess.Popen
+    port_file: Path
+    stdout: Path
+    stderr: Path
+
+
+@contextlib.contextmanager
+def lean_server_processes(run_dir: Path, count: int = 1, *flags: str) -> Iterator[list[LeanServerProcess]]:
+    """`count` `trl-verigate lean-server --port 0` processes, each with one stand-in REPL worker, all started before
+    any is waited for; each one's URL from the port it reports.
+
+    The port comes from `--port-file`, written by the server once it accepts connections, so the URL is the
+    server's own and no guessed free port can be taken by another process first. stdout (the `listening on` line,
+    then uvicorn's access log) and stderr go to files, never to an unread pipe that could fill. `flags` are added
+    to every command line (a later `--port` overrides the 0). The servers are stopped with SIGTERM at exit.
+    """
+    from fake_repl import repl_command
+
+    from trl_verigate.lean_server.http import wait_for_port_file
+
+    servers, processes = [], []
+    try:
+        for index in range(count):
+            server_dir = Path(run_dir) / f"lean-server-{index}"
+            server_dir.mkdir(parents=True)
+            port_file, stdout, stderr = (server_dir / name for name in ("port", "stdout.txt", "stderr.txt"))
+            command = [
+                sys.executable, "-m", "trl_verigate.cli", "lean-server", "--port", "0", "--port-file", str(port_file),
+                "--workers", "1", "--repl-command", shlex.join(repl_command("--no-transcripts")),
+                "--project-dir", str(server_dir), *flags,
+            ]  # fmt: skip
+            with stdout.open("wb") as out, stderr.open("wb") as err:
+                processes.append(subprocess.Popen(command, cwd=REPO_ROOT, stdout=out, stderr=err))
+            servers.append(LeanServerProcess("", processes[-1], port_file, stdout, stderr))
+        for server in servers:
+            try:
+                # A cold start on a loaded 2-core machine (imports, then the REPL's header) takes seconds, not 90.
+                port = wait_for_port_file(server.port_file, server.process, timeout_s=90.0)
+            except RuntimeError as error:
+                raise AssertionError(f"{error}; its stderr:\n{server.stderr.read_text()[-4000:]}") from error
+            server.url = f"http://127.0.0.1:{port}"
+        yield servers
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
 
 def offline_env(run_dir: Path, **extra: str) -> dict:

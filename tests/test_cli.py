@@ -2,13 +2,19 @@
 
 import json
 import shlex
+import socket
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from fake_repl import read_log
+from launch import lean_server_processes
 
 from trl_verigate import cli
+from trl_verigate.lean_server import LeanClient, ProofRequest
+from trl_verigate.lean_server.client import SERVICE_NAME
 from trl_verigate.lean_server.types import LeanServerConfig
 
 FAKE_REPL = Path(__file__).resolve().parent / "fake_repl.py"
@@ -255,6 +261,33 @@ def test_resolve_repl_command_wraps_a_binary_in_lake_env_only_when_lake_exists(t
 def test_lean_server_without_a_repl_exits_with_the_fix(bare_machine):
     with pytest.raises(SystemExit, match="TRL_VERIGATE_LEAN_REPL"):
         cli.main(["lean-server", "--project-dir", str(bare_machine), "--port", "0"])
+
+
+@pytest.mark.slow
+def test_two_lean_servers_started_together_on_port_0_report_different_ports_that_both_answer(tmp_path):
+    proof = ProofRequest(statement="theorem zero_add_one : 1 + 0 = 1 := by", proof="  simp")
+    with lean_server_processes(tmp_path, 2) as servers:
+        ports = [urlsplit(server.url).port for server in servers]
+        assert ports[0] != ports[1] and 0 not in ports, ports
+        for server in servers:
+            # The same port on stdout, first thing, in the form a launcher without --port-file can parse.
+            assert server.stdout.read_text().splitlines()[0] == f"listening on {server.url}"
+            assert httpx.get(f"{server.url}/health", timeout=30).json()["service"] == SERVICE_NAME
+            [result] = LeanClient(urls=[server.url], retries=0).verify([proof], progress=False)
+            assert result.status == "passed", result
+    for server in servers:
+        # Stopped (SIGTERM): the file is gone, so no launcher reads the port of a server that is not there.
+        assert server.process.returncode is not None and not server.port_file.exists()
+
+
+@pytest.mark.slow
+def test_a_lean_server_whose_port_is_taken_is_reported_as_exited_not_waited_for(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(AssertionError, match=r"(?s)exited with status 3 .*Address already in use"):
+            with lean_server_processes(tmp_path, 1, "--port", str(taken.getsockname()[1])):
+                pass
 
 
 def test_unknown_subcommand_is_an_argparse_error(capsys):

@@ -20,7 +20,7 @@ import uvicorn
 from adversarial import fake_repl_script, is_file_row, load_corpus
 from fake_repl import repl_command, write_script
 from fastapi import FastAPI
-from launch import free_port
+from launch import refused_url
 
 from trl_verigate.lean_server import FileRequest, LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.http import create_app
@@ -106,6 +106,13 @@ def serving(app: FastAPI):
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+@pytest.fixture
+def dead():
+    """The URL of a server that is down: its port refuses connections for the whole test."""
+    with refused_url() as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -280,8 +287,7 @@ def test_health_reports_workers_and_the_service(url, lean_server):
     assert health["in_flight"] == 0 and health["queued"] == 0
 
 
-def test_client_spreads_over_servers_skips_a_dead_one_and_keeps_order(url):
-    dead = f"http://127.0.0.1:{free_port()}"
+def test_client_spreads_over_servers_skips_a_dead_one_and_keeps_order(url, dead):
     requests = [GOOD, SORRY, WRONG_MIDDLE] * 4
     client = LeanClient(urls=[dead, url], max_batch=5, retries=2, backoff=0.01)
     results = client.verify(requests)
@@ -291,8 +297,9 @@ def test_client_spreads_over_servers_skips_a_dead_one_and_keeps_order(url):
 
 
 def test_client_turns_a_request_no_server_answers_into_an_error_result():
-    dead = [f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"]
-    results = LeanClient(urls=dead, retries=2, backoff=0.01).verify([GOOD, "theorem t : True := trivial"])
+    with refused_url() as first, refused_url() as second:
+        dead = [first, second]
+        results = LeanClient(urls=dead, retries=2, backoff=0.01).verify([GOOD, "theorem t : True := trivial"])
     assert [r.status for r in results] == ["error", "error"]
     assert all(dead[0] in r.reason and dead[1] in r.reason for r in results)
 
@@ -636,9 +643,8 @@ def test_client_learns_a_smaller_server_limit_from_a_413(limited_url, post_sizes
     assert first > 30 * 6000 and len(rest) >= 3 and all(size <= BATCH_LIMIT for size in rest), post_sizes
 
 
-def test_client_rejects_a_request_over_the_size_limit_without_sending_it(capsys):
+def test_client_rejects_a_request_over_the_size_limit_without_sending_it(capsys, dead):
     # A dead server: whatever is sent comes back "error", so "rejected" proves the client kept it.
-    dead = f"http://127.0.0.1:{free_port()}"
     config = LeanServerConfig(max_request_bytes=6000)
     client = LeanClient(urls=[dead], retries=0, config=config)
     small, big, big_file = client.verify([GOOD, padded_proof(6001), FileRequest("x" * 6001)], progress=True)

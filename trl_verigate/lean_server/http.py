@@ -362,11 +362,9 @@ def serve(
     """Run the HTTP service until interrupted, then kill every REPL.
 
     `port=0` lets the OS pick a free port; the server reports it on stdout (`listening on http://HOST:PORT`) and,
-    given `port_file`, in that file (the port and a newline), once it accepts connections. A stale `port_file`
-    is removed before anything starts.
+    given `port_file`, in that file (the port and a newline), once it accepts connections; the file is removed
+    when the server shuts down.
     """
-    if port_file is not None:
-        Path(port_file).unlink(missing_ok=True)
     with LeanServer(config) as server:
         uvicorn_config = uvicorn.Config(create_app(server), host=host, port=port, log_level=log_level)
         ReportingServer(uvicorn_config, port_file=port_file).run()
@@ -375,8 +373,8 @@ def serve(
 def wait_for_port_file(port_file: str | os.PathLike, process: subprocess.Popen, timeout_s: float) -> int:
     """The port a `trl-verigate lean-server --port-file PORT_FILE` child reports once it accepts connections.
 
-    PORT_FILE should be a path no earlier server wrote (a fresh temporary directory): the child removes a stale
-    one when it starts, which may be after this looks. Raises RuntimeError when the child exits first (with its
+    PORT_FILE must be a path no earlier server left behind (e.g. in a fresh temporary directory): a file already
+    there is taken for the report. Raises RuntimeError when the child exits first (with its
     exit status: 3 is uvicorn's failure to bind) or when `timeout_s` passes without a report.
     """
     port_file = Path(port_file)
