@@ -246,7 +246,6 @@ def test_offsets_property_random_unicode_texts(tokenizer_name, request):
 
 
 def test_offsets_tiny_policy_tokenizer(tiny_models):
-    pytest.importorskip("trl_verigate.tiny", reason="trl_verigate/tiny.py (tiny model builder) is not there yet")
     tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
     rng = random.Random(7)
     for _ in range(20):
