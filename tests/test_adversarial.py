@@ -12,7 +12,9 @@ so the server reports "crashed"; their `lean_response` is what Lean says when it
 
 import pytest
 from adversarial import fake_repl_script, is_file_row, load_corpus, load_raw_corpus, request_of
+from fake_repl import read_log, repl_command, write_script
 
+from trl_verigate.lean_server.server import LeanServer
 from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
 from trl_verigate.lean_server.verdict import Prepared, is_axioms_answer, judge, parse_axioms_message, prepare
 
@@ -99,24 +101,18 @@ def test_native_rows_pass_the_precheck_only_under_allow_native_decide():
 
 
 def test_the_whole_corpus_through_the_server_passes_nothing(tmp_path):
-    server_module = pytest.importorskip(
-        "trl_verigate.lean_server.server", reason="LeanServer (trl_verigate.lean_server.server) is not importable"
-    )
-    fake_repl = pytest.importorskip("fake_repl", reason="the stand-in REPL tests/fake_repl.py is missing")
     script = fake_repl_script(ROWS, MINIF2F_HEADER, CONFIG.allow_native_decide)
     assert all(a["match"] not in b["match"] for a in script for b in script if a is not b)
     log = tmp_path / "repl.log"
     config = LeanServerConfig(
-        repl_command=fake_repl.repl_command(
-            "--script", fake_repl.write_script(tmp_path / "script.jsonl", script), "--log", str(log)
-        ),
+        repl_command=repl_command("--script", write_script(tmp_path / "script.jsonl", script), "--log", str(log)),
         project_dir=str(tmp_path),
         workers=2,
         timeout=2.0,
         startup_timeout=30.0,
         memory_limit_mb=1024,
     )
-    with server_module.LeanServer(config) as server:
+    with LeanServer(config) as server:
         results = server.verify([request_of(row) for row in ROWS])
     assert len(results) == len(ROWS)
     for row, result in zip(ROWS, results, strict=True):
@@ -124,6 +120,6 @@ def test_the_whole_corpus_through_the_server_passes_nothing(tmp_path):
         expected = {"oom": "crashed"}.get(row["behaviour"], row["expect"])
         assert result.status == expected, (row["id"], result.status, result.reason)
     # Rejected rows never reach the REPL: every proof command it saw is the code of a row that passed the precheck.
-    sent = {entry["request"]["cmd"] for entry in fake_repl.read_log(log) if "env" in entry["request"]}
+    sent = {entry["request"]["cmd"] for entry in read_log(log) if "env" in entry["request"]}
     assert sent <= {row["match"] for row in script}
     assert len(sent) == len(script)
