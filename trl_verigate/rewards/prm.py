@@ -33,8 +33,9 @@ depend on later tokens), and if it is still longer than ``max_length`` tokens it
 prompt / question first). The last step is therefore always scored; steps whose tag fell off take the score of the
 earliest step that was scored, the nearest judgement of that prefix the model made.
 
-Memory: the weights take parameters x bytes per parameter (7B in bf16 ≈ 15 GB, in fp32 ≈ 30 GB; pass
-``torch_dtype="bfloat16"`` on GPU). Under no-grad nothing is kept for a backward pass and no KV cache is built,
+Memory: the weights take parameters x bytes per parameter (7B in bf16 ≈ 15 GB, in fp32 ≈ 30 GB). They load in
+``torch_dtype``; unset (or ``"auto"``) it is the checkpoint's own dtype, from its config.json (bf16 for
+Qwen2.5-Math-PRM-7B), so ``"float32"`` is what doubles the memory. Under no-grad nothing is kept for a backward pass and no KV cache is built,
 so activations stay near batch_size x seq_len x intermediate_size x bytes for the widest layer (7B, bf16, 8 x 2048
 tokens: about 0.6 GB), plus attention scratch that SDPA/flash kernels keep linear in seq_len. The Qwen head and
 the causal-LM vocabulary projection run only at tag positions. On a GPU that also trains the policy, put the PRM on
@@ -204,10 +205,10 @@ class _ModelStepScorer:
         self.batch_size = batch_size
         self.max_length = max_length
         self.device = resolve_device(device)
-        load_kwargs = {}
         dtype = resolve_dtype(torch_dtype)
-        if dtype is not None:
-            load_kwargs["dtype"] = dtype
+        # Unset means the checkpoint's own dtype (bf16 for the released PRMs), stated here rather than left to the
+        # loader's default, which was fp32 before transformers 5.
+        load_kwargs = {"dtype": "auto" if dtype is None else dtype}
         self.tokenizer = self._from_checkpoint(AutoTokenizer)
         # Before the weights: a wrong checkpoint should fail in a second, not after loading 15 GB.
         self._check_tokenizer()
