@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trl_verigate.es.export import add_parser as _add_es_export
+from trl_verigate.evaluate.command import add_parser as _add_evaluate
 from trl_verigate.lean_server import recheck, recheck_backends, verdict
 from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import (
@@ -646,7 +647,7 @@ def _add_lean_recheck(subparsers) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_lean_recheck, _add_es_export)
+_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_lean_recheck, _add_es_export, _add_evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -12,6 +12,10 @@ Two completion shapes:
   renaming``) are dropped. Anything else before the theorem (helper lemmas) is verified with it, as a `FileRequest`
   held to the trusted statement and header, so `lean_server` polices what may precede the theorem.
 
+The prompt: `format_prompt` renders a dataset row through a template, by default DeepSeek-Prover-V1.5's
+(`DEFAULT_PROMPT_TEMPLATE`, the statement inside an open ``lean4`` fence, for the proof-body shape); conversational
+models (the fenced-block shape) get the same text as a user message.
+
 ``"auto"`` reads a completion holding a ```` ```lean ```` / ```` ```lean4 ```` opening fence as a fenced block and any
 other as a proof body. A completion without a proof (blank, no block, a block cut off before its closing fence) gives
 no request: it fails without reaching Lean.
@@ -20,6 +24,7 @@ no request: it fails without reaching Lean.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 
 from trl_verigate.lean_server import FileRequest, ProofRequest
@@ -33,6 +38,10 @@ _LINE_COMMENT = re.compile(r"--[^\n]*")
 # and is kept with it.
 _HEADER_LINE = re.compile(r"\s*(?:import\s|set_option\s|open\s)")
 _ENDS_WITH_IN = re.compile(r"\bin\s*(?:--[^\n]*)?$")
+
+# DeepSeek-Prover-V1.5's prompt: the model continues the statement inside an open lean4 fence (completion shape
+# "proof_body"); the fields are the row's, missing ones empty.
+DEFAULT_PROMPT_TEMPLATE = "Complete the following Lean 4 code:\n\n```lean4\n{header}{informal_prefix}{formal_statement}"
 
 NO_PROOF = "no proof in the completion"
 CUT_OFF = "the lean4 block has no closing fence (cut off)"
@@ -67,6 +76,18 @@ def completion_text(completion) -> str:
             return content
         return "".join(part.get("text", "") for part in content if isinstance(part, dict))
     raise TypeError(f"a completion must be a str or a list of messages, got {type(completion).__name__}")
+
+
+def prompt_fields(template: str) -> list[str]:
+    """The row columns a prompt template names (``{header}`` -> ``header``)."""
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+
+
+def format_prompt(row: dict, template: str = DEFAULT_PROMPT_TEMPLATE, conversational: bool = False):
+    """The prompt for a dataset row: ``template`` over the row's columns (missing or empty ones as ""); a user
+    message list when ``conversational`` (models prompted through their chat template)."""
+    text = template.format(**{name: row.get(name) or "" for name in prompt_fields(template)})
+    return [{"role": "user", "content": text}] if conversational else text
 
 
 def extract_proof(

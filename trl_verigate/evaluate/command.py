@@ -1,0 +1,191 @@
+"""`trl-verigate evaluate lean|math`: the arguments, checked before any model loads, and the run.
+
+    trl-verigate evaluate lean --model OUT_DIR --dataset minif2f.jsonl --split test --n 64 --k 1,8,32,64 \\
+        --lean-repl-command "lake env /path/to/repl" --lean-project-dir /path/to/project --output results/
+    trl-verigate evaluate math --model OUT_DIR --dataset HuggingFaceH4/MATH-500 --n 4 --k 1,4 --output results/
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+
+from trl_verigate.evaluate.generation import BACKENDS, HFBackend, SamplingConfig, VLLMBackend
+from trl_verigate.evaluate.metrics import check_ks
+from trl_verigate.evaluate.outputs import check_same_run
+from trl_verigate.evaluate.plot import check_matplotlib
+from trl_verigate.evaluate.problems import (
+    DEFAULT_MATH_SYSTEM_PROMPT,
+    MATH_FORMATS,
+    lean_problems,
+    load_rows,
+    math_problems,
+)
+from trl_verigate.evaluate.runner import Evaluation, evaluate
+from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, DEFAULT_PROMPT_TEMPLATE
+
+# Prover papers check each proof with a long limit (DeepSeek-Prover and Kimina report evaluations where a
+# verification may run minutes); training uses 15 s to keep steps short. A short limit here would count slow but
+# correct proofs as failures and understate pass@k.
+DEFAULT_LEAN_TIMEOUT_S = 300.0
+# Proofs in flight per remote server.
+_PROOFS_PER_SERVER = 8
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as error:
+        raise ValueError(f"--k {text}: give comma-separated whole numbers, e.g. --k 1,8,32") from error
+
+
+def _add_common(parser: argparse.ArgumentParser, split_default: str, max_new_tokens: int) -> None:
+    parser.add_argument("--model", required=True, help="model folder (e.g. a training run's output_dir) or hub id")
+    parser.add_argument("--dataset", required=True, help="local .json/.jsonl file, dataset folder, or hub id")
+    parser.add_argument("--dataset-config", default=None, help="hub dataset configuration name")
+    parser.add_argument(
+        "--split", default=split_default, help="dataset split, or the value of the rows' `split` column to keep"
+    )
+    parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
+    parser.add_argument("--n", type=int, default=1, help="attempts sampled per problem")
+    parser.add_argument("--k", default="1", help="comma-separated k of pass@k, each <= --n (e.g. 1,8,32,64)")
+    parser.add_argument("--output", required=True, help="folder for samples.jsonl, summary.json, pass_at_k.png")
+    parser.add_argument("--backend", choices=BACKENDS, default="hf", help="hf: transformers generate; vllm: vLLM")
+    parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs per model")
+    parser.add_argument("--batch-size", type=int, default=16, help="hf: sequences per generate call")
+    parser.add_argument("--chunk-size", type=int, default=256, help="attempts generated before their scoring starts")
+    parser.add_argument("--dtype", default="auto", help="hf: torch dtype to load the model in")
+    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling mass")
+    parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="completion length limit")
+    parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Register `evaluate lean` and `evaluate math` on the `trl-verigate` command's subparsers."""
+    summary = "pass@k of a Lean prover, or accuracy, maj@k and pass@k on math problems"
+    parser = subparsers.add_parser("evaluate", help=summary, description=summary[0].upper() + summary[1:] + ".")
+    tasks = parser.add_subparsers(dest="task", required=True, metavar="TASK")
+
+    lean = tasks.add_parser("lean", help="pass@k on DeepSeek-format Lean problems (miniF2F, ProofNet)")
+    _add_common(lean, "test", 2048)
+    lean.add_argument("--prompt-template", default=DEFAULT_PROMPT_TEMPLATE, help="format string over row columns")
+    lean.add_argument("--conversational", action="store_true", help="send the prompt through the chat template")
+    lean.add_argument("--completion-format", choices=COMPLETION_FORMATS, default="auto", help="proof shape")
+    lean.add_argument("--statement-field", default="formal_statement", help="column of the trusted statement")
+    lean.add_argument("--lean-repl-command", default=None, help='REPL argv, e.g. "lake env /path/to/repl"')
+    lean.add_argument("--lean-project-dir", default=None, help="Lean project the REPL runs in (Mathlib)")
+    lean.add_argument("--lean-server-urls", nargs="+", default=None, help="trl-verigate lean-server URLs instead")
+    lean.add_argument("--lean-workers", type=int, default=None, help="local REPL processes (default: cores - 1)")
+    lean.add_argument(
+        "--lean-timeout",
+        type=float,
+        default=DEFAULT_LEAN_TIMEOUT_S,
+        help="seconds per proof (default 300, as prover papers evaluate; training uses 15)",
+    )
+    lean.add_argument("--lean-memory-limit-mb", type=int, default=8192, help="address-space limit per REPL")
+    lean.set_defaults(func=run, parser=lean)
+
+    math = tasks.add_parser("math", help="accuracy, maj@k and pass@k on MATH-500, MATH or GSM8K rows")
+    _add_common(math, "test", 1024)
+    math.add_argument("--format", choices=MATH_FORMATS, default="auto", help="row format (auto: from the columns)")
+    math.add_argument("--system-prompt", default=DEFAULT_MATH_SYSTEM_PROMPT, help='system message ("": none)')
+    math.add_argument("--math-timeout", type=float, default=5.0, help="seconds to parse and compare one answer")
+    math.set_defaults(func=run, parser=math)
+    return parser
+
+
+def _lean_verifier(args: argparse.Namespace):
+    """The verifier and how many proofs it takes at once: a `LeanClient` for --lean-server-urls, else a (not yet
+    started) `LeanServer` over the REPL of --lean-repl-command."""
+    from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig
+
+    if not args.lean_timeout > 0:
+        raise ValueError(f"--lean-timeout must be > 0 seconds, got {args.lean_timeout}")
+    if args.lean_server_urls:
+        if args.lean_repl_command:
+            raise ValueError("--lean-server-urls and --lean-repl-command: give one (remote servers or a local pool)")
+        client = LeanClient(args.lean_server_urls, timeout=args.lean_timeout)
+        return client, _PROOFS_PER_SERVER * len(args.lean_server_urls)
+    from trl_verigate.cli import resolve_project_dir, resolve_repl_command
+
+    project_dir = resolve_project_dir(args.lean_project_dir)
+    repl_command = resolve_repl_command(args.lean_repl_command, project_dir)
+    if repl_command is None:
+        raise ValueError(
+            '--lean-repl-command: no Lean REPL given or found; pass --lean-repl-command "lake env /path/to/repl" '
+            "with --lean-project-dir, or --lean-server-urls (see `trl-verigate lean-doctor`)"
+        )
+    settings = {"workers": args.lean_workers} if args.lean_workers is not None else {}
+    config = LeanServerConfig(
+        repl_command=repl_command,
+        project_dir=str(project_dir),
+        timeout=args.lean_timeout,
+        memory_limit_mb=args.lean_memory_limit_mb,
+        **settings,
+    )
+    return LeanServer(config), config.workers
+
+
+def prepare(args: argparse.Namespace):
+    """Everything that can be checked without a model: returns (evaluation, verifier or None, identity)."""
+    from trl_verigate.evaluate.lean_scoring import LeanScorer
+    from trl_verigate.evaluate.math_scoring import MathScorer
+
+    if args.n < 1:
+        raise ValueError(f"--n must be >= 1 attempts per problem, got {args.n}")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be >= 1 problems, got {args.limit}")
+    ks = check_ks(parse_ks(args.k), args.n)
+    SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+    if args.backend == "vllm":
+        try:
+            import vllm  # noqa: F401
+        except ImportError as error:
+            raise ValueError(
+                f"--backend vllm: vllm cannot be imported ({error}); `pip install trl-verigate[vllm]` on a GPU "
+                "machine, or use --backend hf"
+            ) from error
+    check_matplotlib()
+    rows = load_rows(args.dataset, args.split, args.dataset_config)
+    verifier = None
+    if args.task == "lean":
+        problem_set = lean_problems(
+            rows, args.prompt_template, args.conversational, args.statement_field, limit=args.limit
+        )
+        verifier, concurrency = _lean_verifier(args)
+        scorer = LeanScorer(
+            verifier, args.lean_timeout, args.completion_format, args.statement_field, concurrency=concurrency
+        )
+        prompt = {"prompt_template": args.prompt_template, "conversational": args.conversational}
+    else:
+        problem_set = math_problems(rows, args.format, args.system_prompt or None, limit=args.limit)
+        scorer = MathScorer(args.math_timeout)
+        prompt = {"system_prompt": args.system_prompt}
+    config = {key: value for key, value in vars(args).items() if key not in ("func", "parser")}
+    evaluation = Evaluation(args.task, problem_set, scorer, args.n, ks, args.seed, args.chunk_size, config)
+    identity = {"task": args.task, "model": args.model, "dataset_sha256": problem_set.sha256, **prompt}
+    check_same_run(args.output, identity)
+    return evaluation, verifier
+
+
+def build_backend(args: argparse.Namespace):
+    sampling = SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+    if args.backend == "vllm":
+        return VLLMBackend.from_pretrained(args.model, sampling, tensor_parallel_size=args.tensor_parallel_size)
+    return HFBackend.from_pretrained(args.model, sampling, batch_size=args.batch_size, dtype=args.dtype)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        evaluation, verifier = prepare(args)
+    except ValueError as error:
+        args.parser.error(str(error))
+    backend = build_backend(args)
+    with contextlib.ExitStack() as stack:
+        if verifier is not None and hasattr(verifier, "__enter__"):  # a local pool: started here, closed after
+            stack.enter_context(verifier)
+        stack.callback(evaluation.scorer.close)
+        evaluate(evaluation, backend, args.output, progress=not args.no_progress)
+    return 0

@@ -1,0 +1,154 @@
+"""Sampling completions: Hugging Face `generate` (batched, left padding) or vLLM.
+
+Both backends take prompts as text or as chat messages (rendered with the tokenizer's chat template) and a number
+of samples per prompt, and return the completions' text per prompt. vLLM is imported only when its backend is built,
+so this package works without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+BACKENDS = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 0.95
+    max_new_tokens: int = 512
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.temperature >= 0:
+            raise ValueError(f"--temperature must be >= 0 (0: greedy), got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+
+
+def render_prompt(tokenizer, prompt) -> str:
+    """A text prompt as is; chat messages through the tokenizer's chat template (with the generation prompt), or,
+    for a tokenizer without one, the messages' contents joined by blank lines."""
+    if isinstance(prompt, str):
+        return prompt
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
+    return "\n\n".join(message["content"] for message in prompt) + "\n\n"
+
+
+class HFBackend:
+    """`model.generate` over batches of ``batch_size`` sequences, prompts left-padded.
+
+    Takes a loaded model and tokenizer (the training callback passes the live policy) or a path via `from_pretrained`.
+    """
+
+    def __init__(self, model, tokenizer, sampling: SamplingConfig, batch_size: int = 16):
+        if batch_size < 1:
+            raise ValueError(f"--batch-size must be >= 1, got {batch_size}")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.sampling = sampling
+        self.batch_size = batch_size
+
+    @classmethod
+    def from_pretrained(cls, model_path: str, sampling: SamplingConfig, batch_size: int = 16, dtype: str = "auto"):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(model_path)
+        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
+        model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
+        return cls(model, tokenizer, sampling, batch_size)
+
+    def generate(
+        self, prompts: Sequence, counts: Sequence[int], on_sample: Callable[[int], None] | None = None
+    ) -> list[list[str]]:
+        """``counts[i]`` completions of ``prompts[i]``; ``on_sample(m)`` after every m finished sequences."""
+        import torch
+
+        tokenizer = self.tokenizer
+        texts = [render_prompt(tokenizer, prompt) for prompt in prompts]
+        flat = [index for index, count in enumerate(counts) for _ in range(count)]
+        outputs: list[list[str]] = [[] for _ in prompts]
+        padding_side = tokenizer.padding_side
+        tokenizer.padding_side = "left"  # generation appends on the right, so every row must end at its prompt
+        if tokenizer.pad_token is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        do_sample = self.sampling.temperature > 0
+        sampling = {"temperature": self.sampling.temperature, "top_p": self.sampling.top_p} if do_sample else {}
+        device = next(self.model.parameters()).device
+        try:
+            for start in range(0, len(flat), self.batch_size):
+                rows = flat[start : start + self.batch_size]
+                encoded = tokenizer(
+                    [texts[index] for index in rows], return_tensors="pt", padding=True, add_special_tokens=False
+                ).to(device)
+                with torch.no_grad():
+                    generated = self.model.generate(
+                        **encoded,
+                        do_sample=do_sample,
+                        max_new_tokens=self.sampling.max_new_tokens,
+                        pad_token_id=tokenizer.pad_token_id,
+                        **sampling,
+                    )
+                completions = tokenizer.batch_decode(
+                    generated[:, encoded["input_ids"].shape[1] :], skip_special_tokens=True
+                )
+                for index, completion in zip(rows, completions, strict=True):
+                    outputs[index].append(completion)
+                if on_sample is not None:
+                    on_sample(len(rows))
+        finally:
+            tokenizer.padding_side = padding_side
+        return outputs
+
+
+class VLLMBackend:
+    """`vllm.LLM.generate` with one `SamplingParams` per prompt (``n`` = the samples that prompt still needs)."""
+
+    def __init__(self, llm, sampling: SamplingConfig, sampling_params_class):
+        self.llm = llm
+        self.sampling = sampling
+        self.sampling_params_class = sampling_params_class
+
+    @classmethod
+    def from_pretrained(cls, model_path: str, sampling: SamplingConfig, tensor_parallel_size: int = 1, **llm_kwargs):
+        try:
+            from vllm import LLM, SamplingParams
+        except ImportError as error:
+            raise ValueError(
+                f"--backend vllm: vllm cannot be imported ({error}); `pip install trl-verigate[vllm]` on a GPU "
+                "machine, or use --backend hf"
+            ) from error
+        llm = LLM(model=model_path, tensor_parallel_size=tensor_parallel_size, seed=sampling.seed, **llm_kwargs)
+        return cls(llm, sampling, SamplingParams)
+
+    def generate(
+        self, prompts: Sequence, counts: Sequence[int], on_sample: Callable[[int], None] | None = None
+    ) -> list[list[str]]:
+        tokenizer = self.llm.get_tokenizer()
+        wanted = [(index, count) for index, count in enumerate(counts) if count > 0]
+        params = [
+            self.sampling_params_class(
+                n=count,
+                temperature=self.sampling.temperature,
+                top_p=self.sampling.top_p,
+                max_tokens=self.sampling.max_new_tokens,
+            )
+            for index, count in wanted
+        ]
+        texts = [render_prompt(tokenizer, prompts[index]) for index, _ in wanted]
+        outputs: list[list[str]] = [[] for _ in prompts]
+        if not wanted:
+            return outputs
+        results = self.llm.generate(texts, params, use_tqdm=False)
+        for (index, count), result in zip(wanted, results, strict=True):
+            outputs[index] = [output.text for output in result.outputs]
+            if len(outputs[index]) != count:
+                raise RuntimeError(f"vllm returned {len(outputs[index])} completions for a prompt asking {count}")
+            if on_sample is not None:
+                on_sample(count)
+        return outputs

@@ -1,0 +1,169 @@
+"""Evaluation problems from a local .json/.jsonl file, a local dataset folder or a hub dataset id, and their formats.
+
+Lean rows are in DeepSeek-Prover-V1.5's format (`name`, `split`, `informal_prefix`, `formal_statement`, `goal`,
+`header`). Math rows are one of
+
+- ``math500``: `problem` and a bare `answer` (HuggingFaceH4/MATH-500);
+- ``math``: `problem` and a `solution` whose final answer is in ``\\boxed{}`` (hendrycks MATH);
+- ``gsm8k``: `question` and an `answer` ending in ``#### N`` (openai/gsm8k);
+
+``auto`` picks the one whose columns the rows have. Every check here runs before a model is loaded, and its error
+names the flag that fixes it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
+
+MATH_FORMATS = ("auto", "math500", "math", "gsm8k")
+# format -> (question column, gold column)
+_MATH_COLUMNS = {"math500": ("problem", "answer"), "math": ("problem", "solution"), "gsm8k": ("question", "answer")}
+# The row's own id where the dataset has one (MATH-500: unique_id; DeepSeek's miniF2F: name).
+_ID_COLUMNS = ("unique_id", "id", "name", "problem_id")
+LOCAL_SUFFIXES = (".json", ".jsonl")
+# Blank-line separated steps and a \boxed{} answer, as the VeriGate math recipe trains with.
+DEFAULT_MATH_SYSTEM_PROMPT = (
+    "Solve the problem step by step. Separate consecutive reasoning steps with a blank line, "
+    "and put the final answer in \\boxed{}."
+)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem: its id (unique in the run), the prompt (text, or messages for a chat template), and the fields
+    scoring needs (Lean: the row; math: the gold solution text)."""
+
+    id: str
+    prompt: str | list
+    row: dict = field(default_factory=dict)
+    gold: str | None = None
+
+
+@dataclass(frozen=True)
+class ProblemSet:
+    problems: list[Problem]
+    sha256: str  # of the selected rows, so a summary says exactly which data it scored
+    format: str
+
+
+def load_rows(dataset: str, split: str | None, config_name: str | None = None) -> list[dict]:
+    """Rows of ``dataset``: a local .json/.jsonl file (all rows), a local dataset folder or a hub id (its ``split``,
+    or, when it has no such split but one split whose rows have a `split` column, that split's rows). Rows with a
+    `split` column are then kept only where it equals ``split``."""
+    from datasets import load_dataset
+
+    if dataset.endswith(LOCAL_SUFFIXES):
+        if not os.path.isfile(dataset):
+            raise ValueError(f"--dataset {dataset}: no such file; give a local .json/.jsonl file or a hub dataset id")
+        rows = list(load_dataset("json", data_files=dataset, split="train"))
+    else:
+        try:
+            splits = load_dataset(dataset, name=config_name)
+        except Exception as error:  # noqa: BLE001 - datasets raises many kinds; the user needs the flag and the cause
+            raise ValueError(
+                f"--dataset {dataset}: could not load it ({type(error).__name__}: {error}); give a local "
+                ".json/.jsonl file, a dataset folder, or a hub id reachable from here"
+            ) from error
+        if split is not None and split in splits:
+            rows = list(splits[split])
+        elif len(splits) == 1:
+            rows = list(next(iter(splits.values())))
+        else:
+            raise ValueError(f"--split {split}: {dataset} has the splits {sorted(splits)}; name one of them")
+    if split is not None and rows and "split" in rows[0]:
+        kept = [row for row in rows if row.get("split") == split]
+        if not kept:
+            present = sorted({str(row.get("split")) for row in rows})
+            raise ValueError(f"--split {split}: no row of {dataset} has split {split!r}; its rows have {present}")
+        rows = kept
+    if not rows:
+        raise ValueError(f"--dataset {dataset}: no rows")
+    return rows
+
+
+def rows_sha256(rows: list[dict]) -> str:
+    text = "\n".join(json.dumps(row, sort_keys=True, ensure_ascii=False, default=str) for row in rows)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _problem_ids(rows: list[dict]) -> list[str]:
+    for column in _ID_COLUMNS:
+        ids = [row.get(column) for row in rows]
+        if all(isinstance(value, (str, int)) and value != "" for value in ids) and len(set(ids)) == len(ids):
+            return [str(value) for value in ids]
+    return [str(index) for index in range(len(rows))]
+
+
+def lean_problems(
+    rows: list[dict],
+    prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+    conversational: bool = False,
+    statement_field: str = "formal_statement",
+    limit: int | None = None,
+) -> ProblemSet:
+    """Lean problems: the prompt from the same template the Lean process trainer uses (`lean_proofs`)."""
+    rows = rows[:limit] if limit is not None else rows
+    columns = sorted(rows[0]) if rows else []
+    for index, row in enumerate(rows):
+        statement = row.get(statement_field)
+        if not isinstance(statement, str) or not statement.strip():
+            raise ValueError(
+                f"--statement-field {statement_field}: row {index} has no such column or it is empty (columns: "
+                f"{columns}); name the column holding the theorem statement ending in `:= by`"
+            )
+    try:
+        prompts = [format_prompt(row, prompt_template, conversational) for row in rows]
+    except (KeyError, IndexError, ValueError) as error:
+        raise ValueError(
+            f"--prompt-template: cannot format it ({type(error).__name__}: {error}); use {{column}} fields only"
+        ) from error
+    ids = _problem_ids(rows)
+    problems = [Problem(id=i, prompt=p, row=row) for i, p, row in zip(ids, prompts, rows, strict=True)]
+    return ProblemSet(problems, rows_sha256(rows), "deepseek")
+
+
+def detect_math_format(columns) -> str:
+    columns = set(columns)
+    for name in ("gsm8k", "math500", "math"):
+        if set(_MATH_COLUMNS[name]) <= columns:
+            return name
+    raise ValueError(
+        f"--format auto: the rows' columns {sorted(columns)} match no known format; MATH-500 has problem/answer, "
+        "MATH problem/solution, GSM8K question/answer. Rename the columns or pass --format"
+    )
+
+
+def math_problems(
+    rows: list[dict],
+    math_format: str = "auto",
+    system_prompt: str | None = DEFAULT_MATH_SYSTEM_PROMPT,
+    limit: int | None = None,
+) -> ProblemSet:
+    """Math problems: prompt messages (system prompt, then the question) and the gold solution text."""
+    if math_format not in MATH_FORMATS:
+        raise ValueError(f"--format {math_format}: unknown format; use one of {', '.join(MATH_FORMATS)}")
+    rows = rows[:limit] if limit is not None else rows
+    columns = sorted(rows[0]) if rows else []
+    if math_format == "auto":
+        math_format = detect_math_format(columns)
+    question_column, gold_column = _MATH_COLUMNS[math_format]
+    for index, row in enumerate(rows):
+        for column in (question_column, gold_column):
+            if not isinstance(row.get(column), str) or not row[column].strip():
+                raise ValueError(
+                    f"--format {math_format}: row {index} has no `{column}` text (columns: {columns}); a {math_format} "
+                    f"row has `{question_column}` and `{gold_column}`: pick the --format these rows are in"
+                )
+    ids = _problem_ids(rows)
+    problems = []
+    for problem_id, row in zip(ids, rows, strict=True):
+        messages = [{"role": "user", "content": row[question_column]}]
+        if system_prompt:
+            messages.insert(0, {"role": "system", "content": system_prompt})
+        problems.append(Problem(id=problem_id, prompt=messages, row=row, gold=row[gold_column]))
+    return ProblemSet(problems, rows_sha256(rows), math_format)

@@ -1,0 +1,173 @@
+"""One evaluation: sample the attempts still missing, score each as it comes, and compute the metrics from the rows.
+
+Generation runs in chunks of attempts; a chunk's Lean proofs verify in the background while the next chunk is
+generated, and each verdict is handed to ``on_row`` (appended to ``samples.jsonl`` by `evaluate`) as soon as it is
+known. The metrics are computed from the rows alone, so ``samples.jsonl`` reproduces every reported number.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from trl_verigate.evaluate.metrics import maj_at_k_metrics, mean_with_ci, pass_at_k_metrics
+from trl_verigate.evaluate.outputs import PLOT_FILE, SamplesFile, format_table, write_summary
+from trl_verigate.evaluate.plot import plot_pass_at_k
+from trl_verigate.evaluate.problems import ProblemSet
+
+TASKS = ("lean", "math")
+
+
+@dataclass
+class Evaluation:
+    """What to evaluate: the problems, how to score an attempt (`LeanScorer` or `MathScorer`), n attempts each, the
+    k of pass@k (and maj@k for math)."""
+
+    task: str
+    problem_set: ProblemSet
+    scorer: object
+    n: int
+    ks: list[int]
+    seed: int = 0
+    chunk_size: int = 64
+    config: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}")
+        if self.chunk_size < 1:
+            raise ValueError(f"--chunk-size must be >= 1, got {self.chunk_size}")
+
+
+def _progress_bar(total: int, desc: str, unit: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, disable=not enabled or total == 0, file=sys.stderr)
+
+
+def generate_and_score(
+    evaluation: Evaluation,
+    backend,
+    missing: dict[int, list[int]],
+    on_row: Callable[[dict], None],
+    progress: bool = True,
+) -> None:
+    """Sample and score the attempts ``missing[problem index]`` (attempt numbers), calling ``on_row`` for each."""
+    problems = evaluation.problem_set.problems
+    order = [index for index in range(len(problems)) if missing.get(index)]
+    total = sum(len(missing[index]) for index in order)
+    unit = "proof" if evaluation.task == "lean" else "answer"
+    generation_bar = _progress_bar(total, "generate", "sample", progress)
+    scoring_bar = _progress_bar(total, "verify" if evaluation.task == "lean" else "score", unit, progress)
+
+    def scored(row: dict) -> None:
+        on_row(row)
+        scoring_bar.update(1)
+
+    try:
+        chunk: list[int] = []
+        for position, index in enumerate(order):
+            chunk.append(index)
+            size = sum(len(missing[i]) for i in chunk)
+            if size < evaluation.chunk_size and position + 1 < len(order):
+                continue
+            completions = backend.generate(
+                [problems[i].prompt for i in chunk], [len(missing[i]) for i in chunk], generation_bar.update
+            )
+            for i, texts in zip(chunk, completions, strict=True):
+                for attempt, text in zip(missing[i], texts, strict=True):
+                    evaluation.scorer.submit(problems[i], attempt, text, scored)
+            chunk = []
+        evaluation.scorer.drain()
+    finally:
+        generation_bar.close()
+        scoring_bar.close()
+
+
+def compute_metrics(
+    rows: Sequence[dict],
+    problem_ids: Sequence[str],
+    n: int,
+    ks: Sequence[int],
+    equivalent: Callable[[str, str], bool] | None = None,
+    seed: int = 0,
+) -> dict:
+    """The metrics from the rows of attempts 0..n-1 of every problem: pass@k for each k, and with ``equivalent``
+    (math) the accuracy (mean fraction of correct attempts) and maj@k."""
+    by_problem: dict[str, dict[int, dict]] = {problem_id: {} for problem_id in problem_ids}
+    for row in rows:
+        attempts = by_problem.get(str(row["problem_id"]))
+        if attempts is not None and int(row["attempt"]) < n:
+            attempts[int(row["attempt"])] = row
+    incomplete = [problem_id for problem_id, attempts in by_problem.items() if len(attempts) != n]
+    if incomplete:
+        raise RuntimeError(f"{len(incomplete)} problems lack some of their {n} attempts, e.g. {incomplete[0]!r}")
+    ordered = [[attempts[a] for a in range(n)] for attempts in by_problem.values()]
+    metrics = {}
+    if equivalent is not None:
+        metrics["accuracy"] = mean_with_ci([sum(r["correct"] for r in rows_) / n for rows_ in ordered], seed=seed)
+    metrics.update(pass_at_k_metrics([[r["correct"] for r in rows_] for rows_ in ordered], ks, seed=seed))
+    if equivalent is not None:
+        answers = [[(r.get("answer"), r["correct"]) for r in rows_] for rows_ in ordered]
+        metrics.update(maj_at_k_metrics(answers, ks, equivalent, seed=seed))
+    return metrics
+
+
+def missing_attempts(samples: SamplesFile, problem_ids: Sequence[str], n: int) -> dict[int, list[int]]:
+    return {
+        index: [attempt for attempt in range(n) if not samples.done(problem_id, attempt)]
+        for index, problem_id in enumerate(problem_ids)
+    }
+
+
+def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = True, echo=print) -> dict:
+    """Run ``evaluation`` into ``output_dir`` (resuming what ``samples.jsonl`` already holds), write
+    ``summary.json`` and ``pass_at_k.png``, print the table; return the summary."""
+    problem_ids = [problem.id for problem in evaluation.problem_set.problems]
+    samples = SamplesFile(output_dir)
+    started = time.perf_counter()
+    try:
+        missing = missing_attempts(samples, problem_ids, evaluation.n)
+        resumed = len(problem_ids) * evaluation.n - sum(map(len, missing.values()))
+        if resumed:
+            echo(f"resuming: {resumed} attempts already in {samples.path}")
+        _seed_generation(evaluation.seed + resumed)
+        generate_and_score(evaluation, backend, missing, samples.append, progress)
+    finally:
+        samples.close()
+    rows = list(samples.rows.values())
+    equivalent = getattr(evaluation.scorer, "equivalent", None) if evaluation.task == "math" else None
+    metrics = compute_metrics(rows, problem_ids, evaluation.n, evaluation.ks, equivalent, evaluation.seed)
+    scored = [row for row in rows if str(row["problem_id"]) in set(problem_ids) and row["attempt"] < evaluation.n]
+    statuses = Counter(row["status"] for row in scored)
+    summary = {
+        "task": evaluation.task,
+        "model": evaluation.config.get("model"),
+        "dataset": evaluation.config.get("dataset"),
+        "config": evaluation.config,
+        "dataset_sha256": evaluation.problem_set.sha256,
+        "format": evaluation.problem_set.format,
+        "problems": len(problem_ids),
+        "n": evaluation.n,
+        "ks": list(evaluation.ks),
+        "attempts": len(scored),
+        "resumed_attempts": resumed,
+        "statuses": dict(statuses),
+        "metrics": metrics,
+        "seconds": time.perf_counter() - started,
+    }
+    write_summary(output_dir, summary)
+    title = f"{evaluation.task}: {evaluation.config.get('model', '')} (n={evaluation.n})"
+    plot_pass_at_k(metrics, f"{output_dir}/{PLOT_FILE}", title)
+    echo(format_table(summary))
+    return summary
+
+
+def _seed_generation(seed: int) -> None:
+    """Seed sampling; a resumed run is seeded apart (by the attempts it already has) so it cannot redraw them."""
+    from transformers import set_seed
+
+    set_seed(seed)
