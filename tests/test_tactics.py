@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from fake_repl import DEFAULT_TRANSCRIPTS as TRANSCRIPTS
 
 from trl_verigate.lean_server.tactics import (
     COMMAND_WORDS,
@@ -17,7 +18,6 @@ from trl_verigate.lean_server.tactics import (
 )
 from trl_verigate.lean_server.types import Tactic
 
-TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" / "lean-repl-transcripts"
 _DECLARATION_BY = re.compile(r":=\s*by(?![\w'!?])")
 
 
@@ -52,6 +52,10 @@ def _proof_cases() -> list[tuple[str, str, dict, dict]]:
 
 PROOF_CASES = _proof_cases()
 ALL_TACTICS_CASES = [case for case in PROOF_CASES if case[2].get("allTactics")]
+if not TRANSCRIPTS.is_dir():
+    # One placeholder case each, so these tests still ask for `transcripts_dir`, which skips them (fails them when
+    # CI is set), instead of pytest skipping an empty parameter set whatever CI says.
+    PROOF_CASES = ALL_TACTICS_CASES = [("transcripts-missing", "", {}, {})]
 
 
 def _body(cmd: str) -> tuple[str, int, int]:
