@@ -271,6 +271,35 @@ def test_symbolic_scorer_hand_cases(step, expected):
 
 
 @pytest.mark.parametrize(
+    ("step", "expected"),
+    [
+        # Ratios are equal when a*d = b*c: 3*8 = 24 = 4*6; 3*9 = 27 != 24 = 4*6; 1.5*2 = 3 = 3*1; 3*2 = 6 != 4 = 4*1.
+        ("The ratio is 3:4 = 6:8.", 1.0),
+        ("The ratio is 3:4 = 6:9.", 0.0),
+        ("3 : 4 = 6 : 8", 1.0),
+        ("1.5:3 = 1:2", 1.0),
+        ("3:4 != 1:2", 1.0),
+        ("3:4 = 6:8 and 2 + 2 = 5", 0.5),
+        # A ratio or a time against a number, an order between ratios, three terms, a zero term: not checkable.
+        ("At 3:30 = 210 minutes", 0.5),
+        ("3:4 = 0.75", 0.5),
+        ("0.75 = 3:4", 0.5),
+        ("2:1 > 1:2", 0.5),
+        ("1:2:3 = 2:4:6", 0.5),
+        ("3:0 = 6:0", 0.5),
+        ("2 + 3:4 = 5", 0.5),
+        ("The meeting ran 9:45 to 10:30 = 45 minutes.", 0.5),
+        # A label's colon (glued to the number before it, a space after) still leaves the arithmetic checkable.
+        ("Step 1: 3 * 4 = 12", 1.0),
+        ("Step 2: 3 * 4 = 13", 0.0),
+        ("At 3:30, 2 + 2 = 4", 1.0),
+    ],
+)
+def test_symbolic_scorer_reads_colons_as_ratios_or_times_not_as_separators(step, expected):
+    assert SymbolicStepScorer().score([""], [[step]]) == [[expected]]
+
+
+@pytest.mark.parametrize(
     "step",
     [
         "10**10**10 = 5",

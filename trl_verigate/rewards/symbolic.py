@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+from fractions import Fraction
 
 from trl_verigate.rewards.step_scorer import check_step_inputs
 
@@ -130,6 +131,8 @@ def _left_operand(tokens, previous_right_end: int | None) -> list | None:
         start += 1
     if not operand or operand[0][0] == "op" and operand[0][1] != "-":
         return None
+    if _is_ratio_colon(tokens, _non_space_index(tokens, start - 1, -1)):
+        return None
     before, spaced = _previous_token(tokens, start)
     if before is not None:
         kind, value = before
@@ -168,7 +171,7 @@ def _right_operand(tokens) -> tuple[list | None, int]:
     while operand and operand[-1][0] == "rp" and _depth(operand) < 0:
         operand = operand[:-1]
         end -= 1
-    if not operand or operand[-1][0] == "op":
+    if not operand or operand[-1][0] == "op" or _is_ratio_colon(tokens, _non_space_index(tokens, end, 1)):
         return None, end
     after, spaced = _next_token(tokens, end)
     if after is not None:
@@ -176,6 +179,72 @@ def _right_operand(tokens) -> tuple[list | None, int]:
         if value in _BINDING_CHARS or kind == "word" and (not spaced or value.lower() in _OPERAND_WORDS):
             return None, end
     return operand, end
+
+
+def _non_space_index(tokens, index: int, step: int) -> int:
+    """Index of the first non-whitespace token from `index` on, going by `step` (-1 or len(tokens) if none)."""
+    while 0 <= index < len(tokens) and tokens[index][0] == "ws":
+        index += step
+    return index
+
+
+def _is_ratio_colon(tokens, index: int) -> bool:
+    """Whether tokens[index] is a colon that joins two numbers into a ratio or a time (``3:4``, ``3 : 4``, ``3:30``).
+
+    A colon glued to the number before it and followed by a space ends a label (``Step 1: 3 + 4 = 7``) instead.
+    """
+    if not 0 <= index < len(tokens) or tokens[index][1] != ":":
+        return False
+    before = _non_space_index(tokens, index - 1, -1)
+    after = _non_space_index(tokens, index + 1, 1)
+    if before < 0 or after == len(tokens) or tokens[before][0] != "num" or tokens[after][0] != "num":
+        return False
+    return not (before == index - 1 and after > index + 1)
+
+
+def _stands_alone_beside_ratio(tokens, index: int, glued: bool) -> bool:
+    """Whether the token at `index`, next to a ratio (`glued`: nothing between them), leaves the ratio on its own
+    rather than making it part of an expression (``2 + 3:4``), a longer ratio (``1:2:3``) or a word."""
+    if not 0 <= index < len(tokens):
+        return True
+    kind, value = tokens[index]
+    if kind in ("num", "op", "fn") or value in _BINDING_CHARS or value == ":":
+        return False
+    return not (glued and kind == "word")
+
+
+def _left_ratio(tokens) -> tuple[str, str] | None:
+    """The two-term ratio ``a:b`` that ends a piece of text, or None."""
+    second = _non_space_index(tokens, len(tokens) - 1, -1)
+    colon = _non_space_index(tokens, second - 1, -1)
+    if second < 0 or tokens[second][0] != "num" or not _is_ratio_colon(tokens, colon):
+        return None
+    first = _non_space_index(tokens, colon - 1, -1)
+    before = _non_space_index(tokens, first - 1, -1)
+    if not _stands_alone_beside_ratio(tokens, before, glued=before == first - 1):
+        return None
+    return tokens[first][1], tokens[second][1]
+
+
+def _right_ratio(tokens) -> tuple[tuple[str, str] | None, int]:
+    """The two-term ratio ``a:b`` that starts a piece of text (or None), and the index of the token after it."""
+    first = _non_space_index(tokens, 0, 1)
+    colon = _non_space_index(tokens, first + 1, 1)
+    if first == len(tokens) or tokens[first][0] != "num" or not _is_ratio_colon(tokens, colon):
+        return None, first
+    second = _non_space_index(tokens, colon + 1, 1)
+    after = _non_space_index(tokens, second + 1, 1)
+    if not _stands_alone_beside_ratio(tokens, after, glued=after == second + 1):
+        return None, first
+    return (tokens[first][1], tokens[second][1]), second + 1
+
+
+def _ratios_equal(left: tuple[str, str], right: tuple[str, str]) -> bool | None:
+    """Whether a:b = c:d, i.e. a*d = b*c exactly; None when a second term is zero (no ratio, or a time like 3:00)."""
+    (a, b), (c, d) = ((Fraction(term) for term in ratio) for ratio in (left, right))
+    if b == 0 or d == 0:
+        return None
+    return a * d == b * c
 
 
 def _depth(tokens) -> int:
@@ -253,6 +322,17 @@ def _check_relations(step: str) -> list[bool]:
         tokens = [_tokenize(piece) for piece in pieces]
         previous_right_end = None
         for index, relation in enumerate(relations[:_MAX_RELATIONS_PER_STEP]):
+            left_ratio = _left_ratio(tokens[index])
+            right_ratio, ratio_end = _right_ratio(tokens[index + 1])
+            if left_ratio is not None or right_ratio is not None:
+                # A ratio or a clock time (3:30) has no single value to compare with a number or order by; only an
+                # equality of two ratios is checked. The numbers on either side of its colon are never operands.
+                previous_right_end = ratio_end if right_ratio is not None else None
+                if left_ratio is not None and right_ratio is not None and relation in ("=", "==", "!="):
+                    equal = _ratios_equal(left_ratio, right_ratio)
+                    if equal is not None:
+                        results.append(equal if relation != "!=" else not equal)
+                continue
             left = _left_operand(tokens[index], previous_right_end)
             right, right_end = _right_operand(tokens[index + 1])
             previous_right_end = right_end if right is not None else None
@@ -275,7 +355,9 @@ class SymbolicStepScorer:
     ``\\sqrt{16}``, ``\\pi``). Only relations between numbers count; a side with a variable (``x + 3 = 5``), a
     number that is part of a longer phrase ("half of 10 = 5") or anything unparseable is left out, so a step is
     never marked wrong for what could not be read. A decimal with k places may be rounded (``1/3 = 0.33`` holds).
-    Steps with nothing checkable get ``neutral_score``. Exponents are bounded before evaluation.
+    A colon between numbers makes a ratio or a clock time: ``3:4 = 6:8`` is checked as 3 * 8 = 4 * 6, while a ratio
+    or time against a number (``3:30 = 210 minutes``) or in an order is left out. Steps with nothing checkable get
+    ``neutral_score``. Exponents are bounded before evaluation.
     """
 
     def __init__(self, neutral_score: float = 0.5):
