@@ -1,8 +1,12 @@
-"""VeriGate over 2 CPU processes (gloo): a group split across processes is normalized as a whole.
+"""VeriGate over 2 CPU processes (gloo).
 
 tests/scripts/verigate_two_process.py runs one generation+scoring step per rank and writes its local view; here the
 ranks' rows are put back together in process order (TRL's gather layout) and every rank's local advantages are
-compared with a single-process hand computation on the gathered rows.
+compared with a single-process hand computation on the gathered rows: a group split across processes is normalized as
+a whole.
+
+tests/scripts/verigate_fsdp_prm.py loads the PRM on each rank under FSDP's CPU-RAM-efficient loading, which gives
+models zero weights on every rank but local rank 0.
 """
 
 import json
@@ -18,14 +22,14 @@ from launch import free_port
 from scripts.verigate_reference import reference_step_advantages
 
 SCRIPT = Path(__file__).parent / "scripts" / "verigate_two_process.py"
+FSDP_SCRIPT = Path(__file__).parent / "scripts" / "verigate_fsdp_prm.py"
 NUM_GENERATIONS = 2
 
 
-@pytest.fixture(scope="module")
-def rank_records(tiny_models, tmp_path_factory):
-    out_dir = tmp_path_factory.mktemp("two_process")
+def run_two_processes(script: Path, script_args: list[str], out_dir: Path, **extra_env: str) -> list[dict]:
+    """Run `script` on 2 gloo processes with torchrun; each rank writes OUT_DIR/rank<r>.json, returned in rank order."""
     port = free_port()
-    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1", **extra_env}
     command = [
         sys.executable,
         "-m",
@@ -36,13 +40,18 @@ def rank_records(tiny_models, tmp_path_factory):
         "127.0.0.1",
         "--master_port",
         str(port),
-        str(SCRIPT),
-        tiny_models["policy"],
+        str(script),
+        *script_args,
         str(out_dir),
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, f"2-process run failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     return [json.loads((out_dir / f"rank{rank}.json").read_text()) for rank in range(2)]
+
+
+@pytest.fixture(scope="module")
+def rank_records(tiny_models, tmp_path_factory):
+    return run_two_processes(SCRIPT, [tiny_models["policy"]], tmp_path_factory.mktemp("two_process"))
 
 
 @pytest.mark.slow
@@ -102,3 +111,22 @@ def test_split_group_gets_globally_normalized_advantages(rank_records):
         assert rank0["metrics"][name] == rank1["metrics"][name]
     assert rank0["metrics"]["verigate/prm_completions_scored"] == [4.0]
     assert rank0["metrics"]["verigate/gate_rate"] == [pytest.approx(2 / 3)]
+
+
+@pytest.mark.slow
+def test_prm_has_real_weights_on_every_rank_under_fsdp_cpu_ram_efficient_loading(tiny_models, tmp_path):
+    rank0, rank1 = run_two_processes(
+        FSDP_SCRIPT,
+        [tiny_models["prm_qwen_math"]],
+        tmp_path,
+        ACCELERATE_USE_FSDP="true",
+        FSDP_CPU_RAM_EFFICIENT_LOADING="true",
+    )
+    assert (rank0["rank"], rank1["rank"]) == (0, 1)
+    # The variable stays set for everything else the process loads (the policy is meant to be broadcast by FSDP).
+    assert rank1["efficient_loading_env"] == "true"
+    # Zero weights make every logit 0 and every step score softmax([0, 0])[1] = 0.5.
+    assert rank1["prm_abs_sum"] > 0
+    assert all(score != 0.5 for row in rank1["scores"] for score in row)
+    assert rank1["prm_abs_sum"] == rank0["prm_abs_sum"]
+    assert rank1["scores"] == rank0["scores"]

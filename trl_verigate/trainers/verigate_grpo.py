@@ -8,6 +8,7 @@ advantages built from a process reward model's step scores.
 """
 
 import math
+import os
 import textwrap
 import time
 from dataclasses import dataclass, field
@@ -27,9 +28,10 @@ from trl_verigate.advantages import (
     process_step_advantages,
     step_advantages_to_tokens,
 )
-from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, build_step_scorer, resolve_device, resolve_dtype
+from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, resolve_device, resolve_dtype
 from trl_verigate.steps import completion_step_token_ids
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
+from trl_verigate.trainers.verigate_prm import check_prm_checkpoint, load_step_scorer, prm_device_for_process
 
 
 @dataclass
@@ -91,7 +93,13 @@ class VeriGateConfig(GRPOConfig):
     )
     prm_device: str | None = field(
         default=None,
-        metadata={"help": "Device of the process reward model. None: the policy's device on each process."},
+        metadata={
+            "help": "Device of each process's PRM copy. None: the process's own training device. 'cpu'. 'cuda:+K': "
+            "the process's local GPU index plus K (e.g. 'cuda:+4' with 4 processes per node on 8 GPUs). A "
+            "comma-separated list (or YAML list) of absolute devices, one per local rank: 'cuda:4,cuda:5'. An "
+            "absolute GPU such as 'cuda:1' only with a single process. Under DeepSpeed ZeRO-3 the training device "
+            "is used whatever this says."
+        },
     )
     prm_torch_dtype: str | None = field(
         default=None,
@@ -120,6 +128,9 @@ class VeriGateConfig(GRPOConfig):
     )
 
     def __post_init__(self):
+        # Before the parent sets up the distributed state, which blocks until every process has started.
+        if self.prm_device is not None:
+            self._check_prm_device()
         super().__post_init__()
         if self.gate not in GATE_MODES:
             raise ValueError(f"gate={self.gate!r} is not supported; set gate to one of {list(GATE_MODES)}.")
@@ -170,15 +181,28 @@ class VeriGateConfig(GRPOConfig):
         if not _is_number(self.prm_audit_fraction) or not 0.0 <= self.prm_audit_fraction <= 1.0:
             raise ValueError(f"prm_audit_fraction={self.prm_audit_fraction!r} must be a number in [0, 1].")
         # Checked here, before the policy loads, rather than when the PRM is built at the end of trainer init.
-        for name, resolve in (("prm_device", resolve_device), ("prm_torch_dtype", resolve_dtype)):
-            value = getattr(self, name)
-            if value is not None:
-                try:
-                    resolve(value)
-                except ValueError as error:
-                    raise ValueError(f"{name}={value!r} is invalid: {error}") from error
+        if self.prm_torch_dtype is not None:
+            try:
+                resolve_dtype(self.prm_torch_dtype)
+            except ValueError as error:
+                raise ValueError(f"prm_torch_dtype={self.prm_torch_dtype!r} is invalid: {error}") from error
         if not _is_number(self.prm_advantage_epsilon) or not self.prm_advantage_epsilon > 0:
             raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
+
+    def _check_prm_device(self) -> None:
+        """Resolve `prm_device` for this process as the trainer will, from the launcher's environment variables."""
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        uses_gpu = not self.use_cpu and torch.cuda.is_available()
+        device = prm_device_for_process(
+            self.prm_device,
+            local_process_index=local_rank,
+            num_processes=int(os.environ.get("WORLD_SIZE", "1")),
+            local_device=torch.device("cuda", local_rank) if uses_gpu else torch.device("cpu"),
+        )
+        try:
+            resolve_device(device)
+        except ValueError as error:
+            raise ValueError(f"prm_device={self.prm_device!r} is invalid: {error}") from error
 
 
 # Scored only to keep a ZeRO-3 PRM's forward passes in step across ranks; the scores are dropped.
@@ -276,17 +300,22 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
                 f"args must be a VeriGateConfig, got {type(args).__name__}; build it with "
                 "VeriGateConfig(**your_grpo_kwargs) so the VeriGate fields have values."
             )
+        builds_model_prm = process_reward_model is None and args.prm_type != "symbolic"
+        if builds_model_prm:
+            # Before the policy loads: a wrong PRM path should fail in a second with one message.
+            check_prm_checkpoint(args.prm_model_name_or_path)
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
 
         self._gate_func_indices = self._resolve_gate_reward_funcs(args.gate_reward_funcs)
         if process_reward_model is None:
-            process_reward_model = build_step_scorer(
-                args.prm_type,
-                model_name_or_path=args.prm_model_name_or_path,
-                batch_size=args.prm_batch_size,
-                device=args.prm_device or self.accelerator.device,
-                torch_dtype=args.prm_torch_dtype,
+            device = prm_device_for_process(
+                args.prm_device,
+                local_process_index=self.accelerator.local_process_index,
+                num_processes=self.accelerator.num_processes,
+                local_device=self.accelerator.device,
+                zero3=self._is_zero3(),
             )
+            process_reward_model = load_step_scorer(args, device)
         self._prm_is_sharded = self._shard_prm_under_zero3(process_reward_model)
         self.process_reward_model = as_step_scorer(process_reward_model)
         self._reward_failures_seen = self._local_reward_failures()
@@ -296,14 +325,13 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         # Under ZeRO-3, transformers partitions every model `from_pretrained` builds, the PRM included; outside a
         # DeepSpeed engine its weights stay empty placeholders. TRL wraps model reward functions the same way.
         prm_model = getattr(process_reward_model, "model", None)
-        if (
-            self.is_deepspeed_enabled
-            and self.accelerator.state.deepspeed_plugin.zero_stage == 3
-            and isinstance(prm_model, PreTrainedModel)
-        ):
+        if self._is_zero3() and isinstance(prm_model, PreTrainedModel):
             process_reward_model.model = prepare_deepspeed(prm_model, self.accelerator)
             return True
         return False
+
+    def _is_zero3(self) -> bool:
+        return self.is_deepspeed_enabled and self.accelerator.state.deepspeed_plugin.zero_stage == 3
 
     def _resolve_gate_reward_funcs(self, names: list[str] | None) -> list[int]:
         if names is None:
