@@ -1,0 +1,149 @@
+"""Generation backends of `trl-verigate evaluate`: HF `generate` with left padding (tiny model), and the vLLM backend
+against a recording fake of the `vllm.LLM` / `SamplingParams` interface (vllm cannot run here)."""
+
+import json
+import sys
+import types
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trl_verigate.cli import main
+from trl_verigate.evaluate.generation import HFBackend, SamplingConfig, VLLMBackend, render_prompt
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"]).eval()
+    return model, tokenizer
+
+
+def test_hf_backend_left_pads_so_batched_equals_alone(policy):
+    model, tokenizer = policy
+    tokenizer.padding_side = "right"  # the backend must switch to left padding for generation, and switch back
+    greedy = SamplingConfig(temperature=0.0, max_new_tokens=6)
+    short, long = "2 + 2 =", "Natalia sold clips to 48 of her friends in April. How many"
+    alone = HFBackend(model, tokenizer, greedy, batch_size=1).generate([short], [1])[0][0]
+    batched = HFBackend(model, tokenizer, greedy, batch_size=8).generate([long, short], [1, 1])
+    assert batched[1][0] == alone
+    assert tokenizer.padding_side == "right"
+
+
+def test_hf_backend_gives_counts_per_prompt_and_reports_progress(policy):
+    model, tokenizer = policy
+    done = []
+    outputs = HFBackend(model, tokenizer, SamplingConfig(max_new_tokens=4), batch_size=3).generate(
+        ["a", [{"role": "user", "content": "b"}], "c"], [2, 0, 3], done.append
+    )
+    assert [len(texts) for texts in outputs] == [2, 0, 3]
+    assert sum(done) == 5 and max(done) <= 3
+
+
+def test_render_prompt_uses_the_chat_template(policy):
+    _, tokenizer = policy
+    messages = [{"role": "user", "content": "What is 1 + 1?"}]
+    assert render_prompt(tokenizer, messages) == "<|im_start|>user\nWhat is 1 + 1?<|im_end|>\n<|im_start|>assistant\n"
+    assert render_prompt(tokenizer, "raw text") == "raw text"
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class FakeLLM:
+    """Records its construction and every generate call; completion j of a prompt is `answers(prompt)[j]`."""
+
+    instances = []
+    answers = staticmethod(lambda prompt: [f"sample {j}" for j in range(64)])
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.calls = []
+        FakeLLM.instances.append(self)
+
+    def get_tokenizer(self):
+        return types.SimpleNamespace(
+            chat_template="x",
+            apply_chat_template=lambda messages, tokenize, add_generation_prompt: "CHAT:" + messages[-1]["content"],
+        )
+
+    def generate(self, prompts, sampling_params, use_tqdm=True):
+        self.calls.append((list(prompts), [params.kwargs for params in sampling_params]))
+        results = []
+        for prompt, params in zip(prompts, sampling_params, strict=True):
+            texts = FakeLLM.answers(prompt)[: params.kwargs["n"]]
+            results.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text) for text in texts]))
+        return results
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    FakeLLM.instances = []
+    module = types.ModuleType("vllm")
+    module.LLM = FakeLLM
+    module.SamplingParams = FakeSamplingParams
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    return module
+
+
+def test_vllm_backend_passes_sampling_params_per_prompt(fake_vllm):
+    sampling = SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=33, seed=5)
+    backend = VLLMBackend.from_pretrained("some/model", sampling, tensor_parallel_size=2)
+    llm = FakeLLM.instances[0]
+    assert llm.kwargs == {"model": "some/model", "tensor_parallel_size": 2, "seed": 5}
+    done = []
+    outputs = backend.generate(["p0", [{"role": "user", "content": "p1"}], "p2"], [2, 3, 0], done.append)
+    assert outputs == [["sample 0", "sample 1"], ["sample 0", "sample 1", "sample 2"], []]
+    (prompts, params), = llm.calls
+    assert prompts == ["p0", "CHAT:p1"]  # nothing asked of p2
+    assert params == [
+        {"n": 2, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},
+        {"n": 3, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},
+    ]
+    assert done == [2, 3]
+
+
+def test_vllm_backend_without_vllm_names_the_flag(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
+    data = tmp_path / "m.jsonl"
+    data.write_text(json.dumps({"problem": "1+1?", "answer": "2"}) + "\n")
+    with pytest.raises(SystemExit):
+        main(["evaluate", "math", "--model", "x", "--dataset", str(data), "--backend", "vllm", "--output",
+              str(tmp_path / "out")])  # fmt: skip
+    assert "--backend vllm" in capsys.readouterr().err
+
+
+def test_math_evaluation_end_to_end_through_the_vllm_backend(fake_vllm, tmp_path):
+    """Known completions give known numbers: problem A (gold 1/2) gets answers 1/2, 0.5, 3, 3; problem B (gold 7)
+    gets 7, 8, no answer, 8."""
+    rows = [
+        {"unique_id": "A", "problem": "Half of one?", "answer": "\\frac{1}{2}"},
+        {"unique_id": "B", "problem": "Three plus four?", "answer": "7"},
+    ]
+    data = tmp_path / "math500.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    completions = {
+        "Half of one?": ["\\boxed{\\frac12}", "so \\boxed{0.5}", "\\boxed{3}", "\\boxed{3}"],
+        "Three plus four?": ["\\boxed{7}", "\\boxed{8}", "no idea", "\\boxed{8}"],
+    }
+    FakeLLM.answers = staticmethod(lambda prompt: completions[prompt.removeprefix("CHAT:")])
+    output = tmp_path / "out"
+    argv = ["evaluate", "math", "--model", "m", "--dataset", str(data), "--backend", "vllm", "--n", "4",
+            "--k", "1,2,4", "--system-prompt", "", "--output", str(output), "--no-progress"]  # fmt: skip
+    assert main(argv) == 0
+    summary = json.loads((output / "summary.json").read_text())
+    metrics = {name: metric["value"] for name, metric in summary["metrics"].items()}
+    # A: c=2 of 4; B: c=1 of 4. pass@1 = (2/4 + 1/4)/2; pass@2 = ((1 - C(2,2)/C(4,2)) + (1 - C(3,2)/C(4,2)))/2.
+    assert metrics["accuracy"] == pytest.approx(0.375)
+    assert metrics["pass@1"] == pytest.approx(0.375)
+    assert metrics["pass@2"] == pytest.approx(((1 - 1 / 6) + (1 - 3 / 6)) / 2)
+    assert metrics["pass@4"] == 1.0
+    # maj@1: A right, B right. maj@2: A {1/2, 0.5} one class: right; B 7-8 tie, 7 first: right.
+    # maj@4: A 1/2-class 2 vs 3-class 2, tie, 1/2 first: right; B 8 wins 2-1: wrong.
+    assert (metrics["maj@1"], metrics["maj@2"], metrics["maj@4"]) == (1.0, 1.0, 0.5)
+    assert summary["statuses"] == {"correct": 3, "wrong": 4, "no_answer": 1}
+    samples = [json.loads(line) for line in (output / "samples.jsonl").read_text().splitlines()]
+    assert {(row["problem_id"], row["attempt"]) for row in samples} == {(p, a) for p in "AB" for a in range(4)}
+    assert next(row for row in samples if row["problem_id"] == "A" and row["attempt"] == 1)["answer"] == "0.5"

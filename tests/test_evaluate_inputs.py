@@ -1,0 +1,141 @@
+"""Datasets, formats and arguments of `trl-verigate evaluate`: every bad input fails before a model is loaded, with
+a message naming the flag that fixes it."""
+
+import json
+
+import pytest
+
+from trl_verigate.cli import main
+from trl_verigate.evaluate.generation import HFBackend
+from trl_verigate.evaluate.problems import detect_math_format, lean_problems, load_rows, math_problems
+from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
+
+HEADER = "import Mathlib\n\n"
+LEAN_ROWS = [
+    {"name": "t1", "split": "test", "informal_prefix": "/-- one -/\n", "formal_statement": "theorem t1 : 1 = 1 := by\n",
+     "goal": "⊢ 1 = 1", "header": HEADER},
+    {"name": "t2", "split": "valid", "informal_prefix": "", "formal_statement": "theorem t2 : 2 = 2 := by\n",
+     "goal": "⊢ 2 = 2", "header": HEADER},
+]  # fmt: skip
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return str(path)
+
+
+def test_lean_prompt_is_the_trainers_template(tmp_path):
+    rows = load_rows(write_jsonl(tmp_path / "lean.jsonl", LEAN_ROWS), "test")
+    problem_set = lean_problems(rows)
+    (problem,) = problem_set.problems
+    assert problem.id == "t1"
+    expected = "Complete the following Lean 4 code:\n\n```lean4\nimport Mathlib\n\n/-- one -/\ntheorem t1 : 1 = 1 := by\n"
+    assert problem.prompt == expected == format_prompt(LEAN_ROWS[0], DEFAULT_PROMPT_TEMPLATE)
+    assert lean_problems(rows, conversational=True).problems[0].prompt == [{"role": "user", "content": expected}]
+
+
+def test_split_column_filters_and_names_the_flag(tmp_path):
+    path = write_jsonl(tmp_path / "lean.jsonl", LEAN_ROWS)
+    assert [row["name"] for row in load_rows(path, "valid")] == ["t2"]
+    with pytest.raises(ValueError, match=r"--split dev: no row .* has split 'dev'; its rows have \['test', 'valid'\]"):
+        load_rows(path, "dev")
+
+
+def test_dataset_folder_loads_its_named_split(tmp_path):
+    # A folder with test.jsonl/train.jsonl loads like a hub dataset with those splits.
+    folder = tmp_path / "ds"
+    folder.mkdir()
+    write_jsonl(folder / "test.jsonl", [{"problem": "p", "answer": "1"}])
+    write_jsonl(folder / "train.jsonl", [{"problem": "q", "answer": "2"}, {"problem": "r", "answer": "3"}])
+    assert [row["problem"] for row in load_rows(str(folder), "test")] == ["p"]
+    with pytest.raises(ValueError, match=r"--split dev: .* has the splits \['test', 'train'\]"):
+        load_rows(str(folder), "dev")
+
+
+def test_math_formats_and_gold_columns():
+    math500 = math_problems([{"problem": "p", "answer": "\\frac{1}{2}", "unique_id": "test/x.json"}])
+    assert (math500.format, math500.problems[0].gold, math500.problems[0].id) == ("math500", "\\frac{1}{2}", "test/x.json")
+    hendrycks = math_problems([{"problem": "p", "solution": "so \\boxed{3}"}], system_prompt=None)
+    assert hendrycks.format == "math" and hendrycks.problems[0].gold == "so \\boxed{3}"
+    assert hendrycks.problems[0].prompt == [{"role": "user", "content": "p"}]
+    gsm8k = math_problems([{"question": "q", "answer": "3 + 4 = 7\n#### 7"}])
+    assert gsm8k.format == "gsm8k" and gsm8k.problems[0].prompt[-1]["content"] == "q"
+    assert gsm8k.problems[0].prompt[0]["role"] == "system"
+    with pytest.raises(ValueError, match="--format auto: the rows' columns .* match no known format"):
+        detect_math_format(["text", "label"])
+    with pytest.raises(ValueError, match="--format gsm8k: row 0 has no `question`"):
+        math_problems([{"problem": "p", "answer": "1"}], "gsm8k")
+
+
+def test_dataset_hash_follows_the_rows():
+    first = math_problems([{"problem": "p", "answer": "1"}]).sha256
+    assert first == math_problems([{"answer": "1", "problem": "p"}]).sha256
+    assert first != math_problems([{"problem": "p", "answer": "2"}]).sha256
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Fails the test if any model is loaded."""
+    loaded = []
+
+    def refuse(*args, **kwargs):
+        loaded.append(args)
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(HFBackend, "from_pretrained", classmethod(refuse))
+    return loaded
+
+
+def run_error(capsys, argv) -> str:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, flag",
+    [
+        (["--n", "4", "--k", "1,8"], "--k: k=8 is larger than --n=4"),
+        (["--k", "1,two"], "--k 1,two: give comma-separated whole numbers"),
+        (["--n", "0"], "--n must be >= 1"),
+        (["--temperature", "-1"], "--temperature must be >= 0"),
+        (["--format", "gsm8k"], "--format gsm8k: row 0 has no `question`"),
+        (["--format", "latex"], "argument --format: invalid choice: 'latex'"),
+        (["--dataset", "missing.jsonl"], "--dataset missing.jsonl: no such file"),
+    ],
+)
+def test_bad_math_arguments_fail_before_the_model_loads(tmp_path, capsys, no_model_load, extra, flag):
+    data = write_jsonl(tmp_path / "m.jsonl", [{"problem": "p", "answer": "1"}])
+    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(tmp_path / "o"),
+                             *extra])  # fmt: skip
+    assert flag in err
+    assert no_model_load == []
+
+
+def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_model_load, monkeypatch):
+    monkeypatch.delenv("TRL_VERIGATE_LEAN_REPL", raising=False)
+    data = write_jsonl(tmp_path / "lean.jsonl", LEAN_ROWS)
+    base = ["evaluate", "lean", "--model", "m", "--dataset", data, "--output", str(tmp_path / "o")]
+    missing_column = write_jsonl(tmp_path / "bad.jsonl", [{"name": "t", "split": "test", "statement": "x"}])
+    cases = [
+        (["--lean-project-dir", str(tmp_path)], "--lean-repl-command: no Lean REPL given or found"),
+        (["--lean-server-urls", "http://127.0.0.1:9", "--lean-timeout", "0"], "--lean-timeout must be > 0"),
+        (["--lean-server-urls", "http://127.0.0.1:9", "--lean-repl-command", "repl"], "give one"),
+        (["--lean-server-urls", "http://127.0.0.1:9", "--dataset", missing_column], "--statement-field formal_statement"),
+        (["--lean-server-urls", "http://127.0.0.1:9", "--n", "2", "--k", "4"], "--k: k=4 is larger than --n=2"),
+    ]
+    for extra, flag in cases:
+        assert flag in run_error(capsys, [*base, *extra]), extra
+    assert no_model_load == []
+
+
+def test_output_of_another_evaluation_is_refused(tmp_path, capsys, no_model_load):
+    first = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    second = write_jsonl(tmp_path / "b.jsonl", [{"problem": "p", "answer": "2"}])
+    output = str(tmp_path / "o")
+    with pytest.raises(AssertionError, match="a model was loaded"):  # the first run gets as far as loading
+        main(["evaluate", "math", "--model", "m", "--dataset", first, "--output", output])
+    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", second, "--output", output])
+    assert f"--output {output} holds another evaluation (dataset_sha256:" in err
+    assert len(no_model_load) == 1
