@@ -248,10 +248,43 @@ def test_only_scored_completions_are_split_into_steps(tiny_models, tmp_path, mon
     assert output["advantages"][NUM_GENERATIONS:].abs().sum() > 0
 
 
-def test_both_normalizations_differ(tiny_models, tmp_path):
-    verigate = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="verigate"))
-    deepseekmath = score_batch(make_trainer(tiny_models, tmp_path, advantage_normalization="deepseekmath"))
-    assert not torch.allclose(verigate["advantages"], deepseekmath["advantages"])
+def test_both_normalizations_differ_as_computed_by_hand(tiny_models, tmp_path, tokenizer):
+    """The hard group's steps (2, 1, 3, 2 of them) get step scores r = [1, 0], [1], [0, 0, 1], [0, 1].
+
+    verigate cumulates first: c = [1, 0], [1], [1, 1, 1], [1, 1]; seven 1s and one 0, mean 7/8, sample variance
+    ((7 * (1/8)^2 + (7/8)^2) / 7 = 1/8, so std = sqrt(1/8), and A = (1/8) / std for c = 1, -(7/8) / std for c = 0.
+    deepseekmath normalizes r first: four 1s, four 0s, mean 1/2, variance (8 * 1/4) / 7 = 2/7, so r~ = +-a with
+    a = (1/2) / sqrt(2/7); then suffix sums: [0, -a], [a], [-a, 0, a], [0, a].
+    """
+    step_scores = [[1.0, 0.0], [1.0], [0.0, 0.0, 1.0], [0.0, 1.0]]
+
+    class FixedScorer:
+        def score(self, prompts, steps):
+            assert [len(row) for row in steps] == [len(row) for row in step_scores]
+            return step_scores
+
+    eps = 1e-4  # added to the std, as in GRPO
+    std_c, std_r = math.sqrt(1 / 8), math.sqrt(2 / 7)
+    high, low = (1 / 8) / (std_c + eps), -(7 / 8) / (std_c + eps)
+    a = (1 / 2) / (std_r + eps)
+    by_hand = {
+        "verigate": [[high, low], [high], [high, high, high], [high, high]],
+        "deepseekmath": [[0.0, -a], [a], [-a, 0.0, a], [0.0, a]],
+    }
+    hard_rows = list(range(NUM_GENERATIONS, 2 * NUM_GENERATIONS))
+    advantages = {}
+    for normalization, step_advantages in by_hand.items():
+        trainer = make_trainer(tiny_models, tmp_path, scorer=FixedScorer(), advantage_normalization=normalization)
+        output = score_batch(trainer)
+        _, step_ids = completion_step_token_ids(tokenizer, output["completion_ids"], output["completion_mask"])
+        expected = torch.zeros(NUM_GENERATIONS, output["completion_ids"].shape[1])
+        for position, row in enumerate(hard_rows):
+            for token, step in enumerate(step_ids[row].tolist()):
+                if step >= 0 and output["completion_mask"][row, token]:
+                    expected[position, token] = step_advantages[position][step]
+        advantages[normalization] = output["advantages"][hard_rows]
+        torch.testing.assert_close(advantages[normalization], expected, rtol=1e-5, atol=1e-6)
+    assert not torch.allclose(advantages["verigate"], advantages["deepseekmath"])
 
 
 def test_no_prm_call_when_no_group_is_gated(tiny_models, tmp_path):
@@ -544,9 +577,20 @@ def test_audit_draws_depend_on_the_step_not_on_history(tiny_models, tmp_path):
     assert len(set(map(tuple, history))) > 1  # different steps audit different groups
 
 
-def test_model_card_cites_verigate():
-    assert VeriGateGRPOTrainer._paper["id"] == "2605.30451"
-    assert "agrawal2026verigate" in VeriGateGRPOTrainer._paper["citation"]
+def test_model_card_cites_verigate(tiny_models, tmp_path):
+    """The card a trained model is pushed with names and cites the VeriGate paper (Agrawal, Liu, Huang, 2026,
+    arXiv:2605.30451), not GRPO's DeepSeekMath paper the parent trainer cites."""
+    trainer = make_trainer(tiny_models, tmp_path)
+    trainer.create_model_card(model_name="tiny-verigate")
+    with open(os.path.join(trainer.args.output_dir, "README.md"), encoding="utf-8") as file:
+        card = file.read()
+    title = "VeriGate: Verifier-Gated Step-Level Supervision for GRPO"
+    assert f"trained with VeriGate, a method introduced in [{title}]" in card
+    assert "(https://huggingface.co/papers/2605.30451)" in card
+    assert "@article{agrawal2026verigate" in card and "Aakriti Agrawal and Minghui Liu and Furong Huang" in card
+    assert "eprint       = {arXiv:2605.30451}" in card
+    assert "shao2024deepseekmath" not in card and "2402.03300" not in card
+    assert "- verigate" in card  # the hub tag
 
 
 @pytest.mark.slow
