@@ -96,7 +96,7 @@ def test_vllm_backend_passes_sampling_params_per_prompt(fake_vllm):
     done = []
     outputs = backend.generate(["p0", [{"role": "user", "content": "p1"}], "p2"], [2, 3, 0], done.append)
     assert outputs == [["sample 0", "sample 1"], ["sample 0", "sample 1", "sample 2"], []]
-    (prompts, params), = llm.calls
+    ((prompts, params),) = llm.calls
     assert prompts == ["p0", "CHAT:p1"]  # nothing asked of p2
     assert params == [
         {"n": 2, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},

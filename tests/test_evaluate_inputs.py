@@ -29,7 +29,9 @@ def test_lean_prompt_is_the_trainers_template(tmp_path):
     problem_set = lean_problems(rows)
     (problem,) = problem_set.problems
     assert problem.id == "t1"
-    expected = "Complete the following Lean 4 code:\n\n```lean4\nimport Mathlib\n\n/-- one -/\ntheorem t1 : 1 = 1 := by\n"
+    expected = (
+        "Complete the following Lean 4 code:\n\n```lean4\nimport Mathlib\n\n/-- one -/\ntheorem t1 : 1 = 1 := by\n"
+    )
     assert problem.prompt == expected == format_prompt(LEAN_ROWS[0], DEFAULT_PROMPT_TEMPLATE)
     assert lean_problems(rows, conversational=True).problems[0].prompt == [{"role": "user", "content": expected}]
 
@@ -54,7 +56,11 @@ def test_dataset_folder_loads_its_named_split(tmp_path):
 
 def test_math_formats_and_gold_columns():
     math500 = math_problems([{"problem": "p", "answer": "\\frac{1}{2}", "unique_id": "test/x.json"}])
-    assert (math500.format, math500.problems[0].gold, math500.problems[0].id) == ("math500", "\\frac{1}{2}", "test/x.json")
+    assert (math500.format, math500.problems[0].gold, math500.problems[0].id) == (
+        "math500",
+        "\\frac{1}{2}",
+        "test/x.json",
+    )
     hendrycks = math_problems([{"problem": "p", "solution": "so \\boxed{3}"}], system_prompt=None)
     assert hendrycks.format == "math" and hendrycks.problems[0].gold == "so \\boxed{3}"
     assert hendrycks.problems[0].prompt == [{"role": "user", "content": "p"}]
@@ -122,7 +128,10 @@ def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_mod
         (["--lean-project-dir", str(tmp_path)], "--lean-repl-command: no Lean REPL given or found"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-timeout", "0"], "--lean-timeout must be > 0"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-repl-command", "repl"], "give one"),
-        (["--lean-server-urls", "http://127.0.0.1:9", "--dataset", missing_column], "--statement-field formal_statement"),
+        (
+            ["--lean-server-urls", "http://127.0.0.1:9", "--dataset", missing_column],
+            "--statement-field formal_statement",
+        ),
         (["--lean-server-urls", "http://127.0.0.1:9", "--n", "2", "--k", "4"], "--k: k=4 is larger than --n=2"),
     ]
     for extra, flag in cases:

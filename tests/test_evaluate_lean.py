@@ -89,7 +89,9 @@ def test_a_verifier_that_raises_is_an_error_status(tmp_path):
 
 
 def test_a_completion_without_a_proof_fails_without_reaching_lean(tmp_path):
-    summary, rows = run(tmp_path, RaisingVerifier(), ["a"], completion="```lean4\ntheorem other : True := by\n  trivial\n```")
+    summary, rows = run(
+        tmp_path, RaisingVerifier(), ["a"], completion="```lean4\ntheorem other : True := by\n  trivial\n```"
+    )
     assert [r["status"] for r in rows.values()] == ["failed", "failed"]
     assert "statement changed" in rows[("a", 0)]["reason"]
 
