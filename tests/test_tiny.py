@@ -63,9 +63,25 @@ def test_builds_are_deterministic(tmp_path, tiny_models):
             assert (Path(other[name]) / file_name).read_bytes() == (Path(tiny_models[name]) / file_name).read_bytes()
 
 
-def test_hub_is_offline_in_tests():
-    # The loads below would silently hit the network if the fixtures' offline switches were missing.
-    assert os.environ["HF_HUB_OFFLINE"] == "1"
+def test_hub_is_offline_in_tests(tmp_path, monkeypatch):
+    """A hub id that is not cached fails to load without one DNS look-up or connection.
+
+    The loads below would silently hit the network if the offline switches were missing, or were set after
+    huggingface_hub had read them (it reads HF_HUB_OFFLINE once, at import).
+    """
+    import socket
+
+    attempts = []
+
+    def no_network(*args, **kwargs):
+        attempts.append(args)
+        raise OSError("a test tried to reach the network")
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_network)
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    with pytest.raises(OSError):
+        AutoConfig.from_pretrained("Qwen/Qwen2.5-Math-PRM-7B", cache_dir=str(tmp_path))
+    assert attempts == []
 
 
 def test_tokenizer_round_trips_unicode_math_and_has_qwen_special_tokens(tiny_models):
