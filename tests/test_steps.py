@@ -53,7 +53,7 @@ def byte_level_tokenizer():
 
 @pytest.fixture(scope="module")
 def metaspace_tokenizer():
-    """SentencePiece-style tokenizer: not byte-level, so offsets come from the exact prefix-decoding fallback."""
+    """SentencePiece-style tokenizer: not byte-level, so offsets come from the prefix-decoding definition."""
     alphabet = sorted(set("".join(CORPUS + UNICODE_PIECES + ASCII_PIECES)))
     return train_tokenizer(
         pre_tokenizers.Metaspace(), decoders.Metaspace(), vocab_size=200, initial_alphabet=alphabet + ["▁"]

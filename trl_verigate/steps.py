@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import codecs
+import re
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +39,19 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 # GPT-2's byte-level BPE writes each byte as one printable character; this is the inverse table.
 _BYTE_OF_CHAR = {char: byte for byte, char in bytes_to_unicode().items()}
+
+# Incremental decoding in windows (`_incremental_decode_offsets`): every token k of a window is decoded together with
+# the window's earlier tokens and a context of tokens before the window; the context absorbs the decoder's rules that
+# look at neighbouring tokens (SentencePiece's leading-space strip on the first token, clean-up of spaces, a byte-level
+# character split over tokens). A window is a few dozen tokens, so the work is linear in the completion's length.
+_WINDOW_TOKENS = 16
+_CONTEXT_TOKENS = 8
+# The context must decode to at least this many characters (skipped special tokens decode to nothing): the decoders'
+# clean-up rules rewrite at most 5 characters, so no rule reaches from before the context into the window.
+_CONTEXT_CHARS = 8
+# SentencePiece byte-fallback pieces. The ByteFallback decoder turns a whole run of them into text, or into one U+FFFD
+# per byte when the run is not valid UTF-8, so a context must not start inside such a run.
+_BYTE_FALLBACK_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 
 # Per tokenizer: {skip_special_tokens: {token_id: the token's bytes, or None when decoding drops it}}.
 _TOKEN_BYTES_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -152,17 +166,103 @@ def _byte_level_offsets(
     return offsets
 
 
-def _common_prefix_length(a: str, b: str) -> int:
-    if b.startswith(a):
-        return len(a)
-    low, high = 0, min(len(a), len(b))  # the answer lies in [low, high]
+def _agreeing_length(text: str, start: int, piece: str) -> int:
+    """Length of the common prefix of ``piece`` and ``text[start:]``, without copying ``text``."""
+    if text.startswith(piece, start):
+        return len(piece)
+    low, high = 0, max(0, min(len(piece), len(text) - start))  # the answer lies in [low, high]
     while low < high:
         middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
+        if text.startswith(piece[:middle], start):
             low = middle
         else:
             high = middle - 1
     return low
+
+
+# A decoded prefix is summarised as (its length, how many of its leading characters agree with the full text).
+def _summary(text: str, decoded: str) -> tuple[int, int]:
+    return len(decoded), _agreeing_length(text, 0, decoded)
+
+
+def _extended_summary(text: str, summary: tuple[int, int], piece: str) -> tuple[int, int]:
+    """The summary of a decoded prefix followed by ``piece``."""
+    length, agreeing = summary
+    if agreeing < length:  # already disagrees: what follows cannot agree
+        return length + len(piece), agreeing
+    return length + len(piece), length + _agreeing_length(text, length, piece)
+
+
+def _every_prefix_summaries(tokenizer, token_ids: list[int], skip_special_tokens: bool, text: str) -> list:
+    """The definition, quadratic: decode every prefix ids[:k+1] whole."""
+    prefixes = tokenizer.batch_decode(
+        [token_ids[: index + 1] for index in range(len(token_ids))], skip_special_tokens=skip_special_tokens
+    )
+    return [_summary(text, prefix) for prefix in prefixes]
+
+
+def _windowed_prefix_summaries(tokenizer, token_ids: list[int], skip_special_tokens: bool, text: str) -> list:
+    """The summary of every decoded prefix ids[:k+1], in linear time.
+
+    Tokens go in windows starting at an anchor. With A the decoded prefix before the anchor and C the decoded context
+    (the tokens just before the anchor), token k's prefix is A followed by what decoding context + window up to k adds
+    after C. That holds when no decoder rule reaches from before the context into the window: the context starts
+    outside byte-fallback runs and decodes to enough characters, and decoding context + window must reproduce C
+    itself (a token that rewrites C, e.g. by clean-up of spaces, restarts the window at that token, and a token
+    right after its context that still rewrites it has its prefix decoded whole).
+
+    A window never ends inside a run of byte-fallback pieces, so a run is decoded as a whole with each of its tokens:
+    quadratic in the run's length, which is a few pieces per character outside the vocabulary.
+    """
+
+    def decode(sequences: list[list[int]]) -> list[str]:
+        return tokenizer.batch_decode(sequences, skip_special_tokens=skip_special_tokens)
+
+    pieces = tokenizer.convert_ids_to_tokens(token_ids)
+    is_byte_piece = [isinstance(piece, str) and _BYTE_FALLBACK_PIECE.fullmatch(piece) is not None for piece in pieces]
+
+    def inside_byte_run(index: int) -> bool:
+        return 0 < index < len(token_ids) and is_byte_piece[index - 1] and is_byte_piece[index]
+
+    def context_before(anchor: int) -> tuple[int, str]:
+        size = _CONTEXT_TOKENS
+        while True:
+            start = max(0, anchor - size)
+            while inside_byte_run(start):
+                start -= 1
+            if start == 0:
+                return 0, ""
+            context = decode([token_ids[start:anchor]])[0]
+            if len(context) >= _CONTEXT_CHARS:
+                return start, context
+            size *= 2
+
+    summaries: list[tuple[int, int]] = []
+    anchor = 0
+    while anchor < len(token_ids):
+        context_start, context = context_before(anchor)
+        window_end = min(anchor + _WINDOW_TOKENS, len(token_ids))
+        while inside_byte_run(window_end):  # the next anchor must not split a run
+            window_end += 1
+        decoded_windows = decode([token_ids[context_start : index + 1] for index in range(anchor, window_end)])
+        before = summaries[anchor - 1] if anchor else (0, 0)
+        rewritten_at = None
+        for index, decoded in zip(range(anchor, window_end), decoded_windows, strict=True):
+            if context_start == 0:  # the window is the whole prefix: exact as it stands
+                summaries.append(_summary(text, decoded))
+            elif decoded.startswith(context):
+                summaries.append(_extended_summary(text, before, decoded[len(context) :]))
+            else:
+                rewritten_at = index
+                break
+        if rewritten_at is None:
+            anchor = window_end
+        elif rewritten_at > anchor and not inside_byte_run(rewritten_at):
+            anchor = rewritten_at
+        else:
+            summaries.append(_summary(text, decode([token_ids[: rewritten_at + 1]])[0]))
+            anchor = rewritten_at + 1
+    return summaries
 
 
 def _incremental_decode_offsets(
@@ -170,18 +270,19 @@ def _incremental_decode_offsets(
 ) -> list[tuple[int, int]]:
     """Exact offsets for any tokenizer: token k ends where the decoded prefix ids[:k+1] stops agreeing with text.
 
-    Decoding every prefix is quadratic, but it reproduces whatever the tokenizer's decoder does (SentencePiece's
-    leading-space rule, byte fallback, clean-up of spaces); it is only used when the byte-level path does not
-    rebuild the text.
+    This reproduces whatever the tokenizer's decoder does (SentencePiece's leading-space rule, byte fallback, clean-up
+    of spaces); it is only used when the byte-level path does not rebuild the text. The prefixes are decoded in
+    windows (`_windowed_prefix_summaries`, linear); should the last one not be the text, which no decoder the windows
+    were built for does, every prefix is decoded whole instead.
     """
-    prefixes = tokenizer.batch_decode(
-        [token_ids[: index + 1] for index in range(len(token_ids))], skip_special_tokens=skip_special_tokens
-    )
+    summaries = _windowed_prefix_summaries(tokenizer, token_ids, skip_special_tokens, text)
+    if summaries[-1] != (len(text), len(text)):
+        summaries = _every_prefix_summaries(tokenizer, token_ids, skip_special_tokens, text)
     offsets = []
     position = 0
-    for prefix in prefixes:
+    for _, agreeing in summaries:
         # The max() keeps spans monotone when a decoder rewrites already-emitted text (clean-up of spaces).
-        end = max(position, _common_prefix_length(prefix, text))
+        end = max(position, agreeing)
         offsets.append((position, end))
         position = end
     if offsets and position < len(text):
@@ -208,7 +309,8 @@ def token_char_offsets(tokenizer, token_ids, skip_special_tokens: bool = True) -
 
     The spans tile the decoded text in token order (see the module docstring for which token owns a character
     split over several tokens). Byte-level BPE tokenizers take a linear fast path, checked against the real decode;
-    any other tokenizer, or a mismatch, uses exact prefix decoding.
+    any other tokenizer, or a mismatch, gets the spans the decoded prefixes define (`_incremental_decode_offsets`),
+    also in linear time.
 
     Args:
         tokenizer: a `transformers` tokenizer (the policy's).
