@@ -1,14 +1,69 @@
 """The package's public names resolve, lazily, to the objects the README documents."""
 
+import importlib
+import inspect
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import trl_verigate
 
+REPO_ROOT = Path(__file__).resolve().parent.parent
 
-def test_every_exported_name_resolves():
+
+def test_every_exported_name_is_what_a_trl_verigate_module_defines_under_that_name():
     for name in trl_verigate.__all__:
-        assert getattr(trl_verigate, name) is not None, name
+        exported = getattr(trl_verigate, name)
+        if inspect.isclass(exported) or inspect.isfunction(exported):
+            # Defined in the package under this name, not a re-export of TRL's or an alias of another name.
+            home = exported.__module__
+            assert home.startswith("trl_verigate.") and exported.__name__ == name, (name, home, exported.__name__)
+            assert getattr(sys.modules[home], name) is exported, name
+        else:
+            # A ready-made reward function (accuracy_reward): an instance of a package class that TRL can call
+            # and log under its __name__.
+            assert type(exported).__module__.startswith("trl_verigate."), (name, type(exported))
+            assert callable(exported) and exported.__name__ == name, name
+
+
+def documented_imports() -> dict[str, list[str]]:
+    """{module: names} of every `from trl_verigate... import ...` in the README and docs/."""
+    imports: dict[str, list[str]] = {}
+    for document in [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]:
+        text = document.read_text(encoding="utf-8")
+        for module, names in re.findall(r"^\s*from (trl_verigate[\w.]*) import (\([^)]*\)|[^\n]*)", text, re.M):
+            for name in names.strip("()").split(","):
+                if name.strip():
+                    imports.setdefault(module, []).append(name.split(" as ")[0].strip())
+    return imports
+
+
+def test_every_name_the_docs_import_from_trl_verigate_exists_and_top_level_ones_are_exported():
+    imports = documented_imports()
+    # The quickstart's import is among them: the parse found the code blocks.
+    assert {"VeriGateConfig", "VeriGateGRPOTrainer", "accuracy_reward"} <= set(imports["trl_verigate"])
+    assert set(imports["trl_verigate"]) <= set(trl_verigate.__all__)
+    for module, names in imports.items():
+        for name in names:
+            assert hasattr(importlib.import_module(module), name), f"the docs import {name} from {module}"
+
+
+def test_every_dotted_trl_verigate_name_in_the_readme_resolves():
+    references = set(re.findall(r"\btrl_verigate(?:\.\w+)+", (REPO_ROOT / "README.md").read_text(encoding="utf-8")))
+    assert "trl_verigate.tactic_scores" in references  # the parse found them
+    for reference in references:
+        parts = reference.split(".")
+        # The longest importable module prefix, then attributes.
+        for cut in range(len(parts), 0, -1):
+            try:
+                target = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ModuleNotFoundError:
+                continue
+        for attribute in parts[cut:]:
+            assert hasattr(target, attribute), f"README names {reference}, which does not exist"
+            target = getattr(target, attribute)
 
 
 def test_trainer_and_lean_names_are_the_real_classes():
