@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean demo-es bench lint tiny clean
+.PHONY: install test test-fast test-lean demo demo-lean demo-es bench bench-peers lint tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -57,6 +57,11 @@ bench: $(STAMP) $(TINY_DIR)/.built
 	$(PY) bench/lean_server_overhead.py
 	$(PY) bench/lean_grpo_loop.py
 	$(PY) bench/es_overhead.py
+
+# lean_server against kimina-lean-server and LeanInteract on the same stand-in REPL; installs the peers (bench-only).
+bench-peers: $(STAMP)
+	$(PIP) install -q -r bench/requirements-peers.txt
+	$(PY) bench/lean_peers.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check trl_verigate tests bench recipes
