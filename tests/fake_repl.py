@@ -33,6 +33,12 @@ happened in an info message "attack KIND: OUTCOME" at line 1 of its real answer:
 - escape:environ: read /proc/self/environ, the parent's and every other readable /proc/*/environ
   into the message.
 
+Latency: `--latency L` charges L to every command. A real REPL answers housekeeping (`#eval 1`, a header of
+imports and options) in milliseconds once its imports are loaded, so `--housekeeping-latency H` charges H instead to
+commands that declare nothing (no theorem/lemma/def/example/instance/abbrev), and `--import-latency I` adds I to
+every command with an `import` line (a header load). `--echo-names` adds an info message "echo: NAME" per declared
+name to each answer, so a caller can tell whose answer it got.
+
 Logging: `--log FILE` appends each request to FILE, which a sandboxed stand-in cannot write;
 `repl_command` therefore turns `--log FILE` into `--log-socket SOCKET`, served by a thread of the
 calling process that appends each row to FILE, with the pid the kernel reports for the peer (its
@@ -61,6 +67,7 @@ DEFAULT_TRANSCRIPTS = Path(__file__).resolve().parent.parent.parent / "shared" /
 PRINT_AXIOMS = re.compile(r"^#print\s+axioms\s+(\S+)\s*$")
 DECLARATION = re.compile(r"\b(theorem|lemma|def|example|instance|abbrev)\b\s*([^\s:({\[]*)")
 SORRY = re.compile(r"\bsorry\b")
+IMPORT_LINE = re.compile(r"^\s*import\s", re.MULTILINE)
 # Without RLIMIT_AS the "oom" behaviour stops here and answers, so a missing limit fails a test
 # instead of exhausting the machine; the memory is reserved, never touched, so RSS stays small.
 OOM_GIVE_UP_BYTES = 64 << 30
@@ -199,6 +206,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--script", help="JSONL rows {match, response} or {match, behaviour}")
     parser.add_argument("--startup-delay", type=float, default=0.0, help="seconds to sleep before reading stdin")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds to sleep before each answer")
+    parser.add_argument(
+        "--housekeeping-latency",
+        type=float,
+        help="seconds for a command that declares nothing (`#eval 1`, a header), instead of --latency",
+    )
+    parser.add_argument("--import-latency", type=float, default=0.0, help="extra seconds for a command that imports")
+    parser.add_argument("--echo-names", action="store_true", help="answer each declared name with 'echo: NAME'")
     parser.add_argument("--log", help="append every request, with this process's pid, as a JSON line")
     parser.add_argument("--log-socket", help="send every request to this UNIX socket and wait for its ack")
     parser.add_argument("--exit-after", type=int, help="answer N commands, then exit with status 1 on the next one")
@@ -577,13 +591,32 @@ class FakeRepl:
             except json.JSONDecodeError as error:
                 write_response({"message": f"Could not parse JSON:\n{error}"})
                 continue
-            if self.args.latency:
-                time.sleep(self.args.latency)
             cmd = request.get("cmd", "")
+            delay = self.latency_of(cmd)
+            if delay:
+                time.sleep(delay)
             behaviours = [row["behaviour"] for row in self.script if "behaviour" in row and row["match"] in cmd]
             if behaviours and not self.behave(behaviours[0], request):
                 continue
-            write_response(self.with_reports(self.answer(request)))
+            write_response(self.with_echo(cmd, self.with_reports(self.answer(request))))
+
+    def latency_of(self, cmd: str) -> float:
+        declares = DECLARATION.search(cmd) is not None
+        delay = (
+            self.args.latency if declares or self.args.housekeeping_latency is None else self.args.housekeeping_latency
+        )
+        return delay + (self.args.import_latency if IMPORT_LINE.search(cmd) else 0.0)
+
+    def with_echo(self, cmd: str, response: dict) -> dict:
+        if self.args.echo_names and "env" in response:
+            echoes = [
+                {"severity": "info", "pos": {"line": 1, "column": 0}, "endPos": None, "data": f"echo: {match.group(2)}"}
+                for match in DECLARATION.finditer(cmd)
+                if match.group(2)
+            ]
+            if echoes:
+                response["messages"] = list(response.get("messages", [])) + echoes
+        return response
 
 
 def attempt(action) -> str:
