@@ -85,6 +85,34 @@ def test_accuracy_reward_math_and_gsm8k(reward):
     assert reward.failures == 0
 
 
+def test_truncated_completion_against_boxed_gold_scores_zero(reward):
+    # The example: a completion cut after "Step 2" has no \boxed answer; its last number, 2, happens to be the
+    # gold answer, and the last-number fallback rewarded the truncation.
+    truncated = ["Let us set up the equation.\n\nStep 2"]
+    gold = [r"Thus $x = \boxed{2}$."]
+    assert reward(truncated, solution=gold) == [0.0]
+    assert reward.failures == 0
+    assert reward([r"Let us set up the equation.\n\nStep 2: x = \boxed{2}"], solution=gold) == [1.0]
+    assert reward.predicted_answer(truncated[0], gold[0]) is None
+    # Opting in to the fallback scores the last number again.
+    assert MathAccuracyReward(timeout_seconds=1.0, allow_unboxed_answers=True)(truncated, solution=gold) == [1.0]
+
+
+def test_gsm8k_and_bare_gold_keep_the_last_number(reward):
+    assert reward(["3 + 4 = 7 apples.\n\nStep 2"], answer=["She has 3 + 4 = 7.\n#### 2"]) == [1.0]
+    assert reward(["so 2"], answer=["2"]) == [1.0]
+
+
+def test_allow_unboxed_answers_must_be_a_bool():
+    with pytest.raises(ValueError, match="`allow_unboxed_answers` must be True or False"):
+        MathAccuracyReward(allow_unboxed_answers="yes")
+
+
+def test_extract_predicted_answer_without_fallback():
+    assert extract_predicted_answer("Step 2", last_number_fallback=False) is None
+    assert extract_predicted_answer(r"Step 2: \boxed{5}", last_number_fallback=False) == "5"
+
+
 @pytest.mark.parametrize(
     "prediction, gold",
     [
@@ -126,7 +154,8 @@ def test_trl_calling_convention(reward):
         log_metric=lambda name, value: None,
     )
     assert rewards == [1.0, 0.0]
-    assert logged == {"gold_answer": ["4", "4"], "predicted_answer": ["4", "5"]}
+    # "5" is not boxed, so against boxed gold it is no answer at all.
+    assert logged == {"gold_answer": ["4", "4"], "predicted_answer": ["4", None]}
     assert accuracy_reward.__name__ == "accuracy_reward"
     assert isinstance(accuracy_reward, MathAccuracyReward)
 
@@ -148,8 +177,10 @@ def test_malformed_items_are_counted_failures(reward):
 
 def test_pickle_keeps_settings_and_count(reward):
     reward(["1"], solution=[None])
+    reward.allow_unboxed_answers = True
     restored = pickle.loads(pickle.dumps(reward))
     assert (restored.timeout_seconds, restored.failures, restored.__name__) == (1.0, 1, "accuracy_reward")
+    assert restored.allow_unboxed_answers is True
     assert restored(["1"], solution=["1"]) == [1.0]
 
 

@@ -82,6 +82,20 @@ def _boxed_content(text: str) -> str | None:
     return None
 
 
+def _gold_answer_and_boxed(text: str) -> tuple[str, bool]:
+    """The gold answer (see `extract_gold_answer`) and whether it came from a ``\\boxed{}``/``\\fbox{}``."""
+    if not isinstance(text, str):
+        raise ValueError(f"The gold solution must be a str, got {type(text).__name__}.")
+    if "####" in text:
+        tail = text.rsplit("####", 1)[1].strip()
+        if tail:
+            return tail.splitlines()[0].strip().replace(",", ""), False
+    boxed = _boxed_content(text)
+    if boxed is not None:
+        return boxed, True
+    return text.strip(), False
+
+
 def extract_gold_answer(text: str) -> str:
     """The gold answer of a dataset solution.
 
@@ -89,25 +103,19 @@ def extract_gold_answer(text: str) -> str:
     ``\\boxed{}``/``\\fbox{}``. Anything else (e.g. an ``answer`` column that already holds the bare answer): the
     whole string, stripped.
     """
-    if not isinstance(text, str):
-        raise ValueError(f"The gold solution must be a str, got {type(text).__name__}.")
-    if "####" in text:
-        tail = text.rsplit("####", 1)[1].strip()
-        if tail:
-            return tail.splitlines()[0].strip().replace(",", "")
-    boxed = _boxed_content(text)
-    if boxed is not None:
-        return boxed
-    return text.strip()
+    return _gold_answer_and_boxed(text)[0]
 
 
-def extract_predicted_answer(text: str) -> str | None:
-    """The final answer of a completion: the last ``\\boxed{}``, else the last number (commas removed), else None."""
+def extract_predicted_answer(text: str, last_number_fallback: bool = True) -> str | None:
+    """The final answer of a completion: the last ``\\boxed{}``, else (with ``last_number_fallback``) the last number
+    (commas removed), else None."""
     if not isinstance(text, str):
         raise ValueError(f"A completion must be a str or a list of messages, got {type(text).__name__}.")
     boxed = _boxed_content(text)
     if boxed is not None:
         return boxed
+    if not last_number_fallback:
+        return None
     numbers = _NUMBER.findall(text)
     return numbers[-1].replace(",", "") if numbers else None
 
@@ -276,15 +284,22 @@ class MathAccuracyReward:
     """TRL reward function: 1.0 when a completion's final answer equals the gold answer (math-verify), else 0.0.
 
     Gold answers come from ``solution`` (MATH-style, last ``\\boxed{}``) or ``answer`` (GSM8K-style ``#### N``);
-    see `extract_gold_answer` and `extract_predicted_answer`. Each item (parsing both answers and comparing them)
+    see `extract_gold_answer` and `extract_predicted_answer`. Against a boxed gold answer only a boxed answer counts:
+    the last number of a completion without ``\\boxed{}`` is most often a truncated one's intermediate result
+    ("Step 2"), and rewarding it would reward truncation (and un-gate VeriGate groups). ``allow_unboxed_answers=True``
+    accepts that last number too. GSM8K ``#### N`` and bare gold answers always take the last number when nothing is
+    boxed. Each item (parsing both answers and comparing them)
     has ``timeout_seconds`` of wall-clock time. Items that error or time out score 0.0 and are counted in
     ``failures`` (cumulative; the trainer logs its increments as ``verigate/reward_failures``).
     """
 
-    def __init__(self, timeout_seconds: float = 5.0):
+    def __init__(self, timeout_seconds: float = 5.0, allow_unboxed_answers: bool = False):
         if isinstance(timeout_seconds, bool) or not isinstance(timeout_seconds, (int, float)) or timeout_seconds <= 0:
             raise ValueError(f"`timeout_seconds` must be a positive number, got {timeout_seconds!r}.")
+        if not isinstance(allow_unboxed_answers, bool):
+            raise ValueError(f"`allow_unboxed_answers` must be True or False, got {allow_unboxed_answers!r}.")
         self.timeout_seconds = float(timeout_seconds)
+        self.allow_unboxed_answers = allow_unboxed_answers
         self.failures = 0
         self.__name__ = "accuracy_reward"  # TRL names the reward's metrics after it
         self._failures_lock = threading.Lock()
@@ -297,6 +312,14 @@ class MathAccuracyReward:
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._failures_lock = threading.Lock()
+
+    def predicted_answer(self, completion, gold: str) -> str | None:
+        """The answer this reward reads from ``completion`` (a str or a list of messages) against the dataset solution
+        ``gold``: only a boxed one when the gold answer is boxed, unless ``allow_unboxed_answers``."""
+        _, gold_is_boxed = _gold_answer_and_boxed(gold)
+        return extract_predicted_answer(
+            _completion_text(completion), last_number_fallback=self.allow_unboxed_answers or not gold_is_boxed
+        )
 
     def __call__(self, completions, solution=None, answer=None, **kwargs) -> list[float]:
         golds = solution if solution is not None else answer
@@ -314,7 +337,7 @@ class MathAccuracyReward:
             gold_answer = predicted_answer = None
             try:
                 gold_answer = extract_gold_answer(gold)
-                predicted_answer = extract_predicted_answer(_completion_text(completion))
+                predicted_answer = self.predicted_answer(completion, gold)
             except ValueError as error:
                 correct, failure = False, str(error)
             else:
