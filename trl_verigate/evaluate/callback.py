@@ -117,8 +117,11 @@ class PassAtKCallback(TrainerCallback):
         if state.global_step % self.eval_steps == 0:
             self.last_metrics = self.run()
             # transformers' Trainer.log, not the GRPO override: that one would flush the step's training metrics
-            # into this row. It records the row in log_history and hands it to every reporting callback.
+            # into this row. It records the row in log_history and hands it to every reporting callback. Its on_log
+            # clears should_log, which would drop this step's training row: the flag is put back.
+            should_log = control.should_log
             Trainer.log(self.trainer, {f"eval/{name}": metric["value"] for name, metric in self.last_metrics.items()})
+            control.should_log = self.trainer.control.should_log = should_log
         return control
 
     def run(self) -> dict:
