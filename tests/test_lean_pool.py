@@ -198,7 +198,10 @@ def test_a_missing_executable_is_a_start_error_that_says_what_to_configure(tmp_p
 
 
 def test_a_slow_start_is_bounded_by_startup_timeout_and_then_fails_fast(tmp_path):
-    config = stand_in_config(tmp_path, "--startup-delay", "30", startup_timeout=0.5)
+    # The stand-in would take 30 s to start; the pool must give up after startup_timeout. The slack covers
+    # spawning and killing a process on a loaded 2-core machine and stays far below the 30 s.
+    startup_delay, startup_timeout, slack = 30.0, 2.0, 10.0
+    config = stand_in_config(tmp_path, "--startup-delay", str(startup_delay), startup_timeout=startup_timeout)
 
     async def body(pool):
         errors, times = [], []
@@ -211,10 +214,13 @@ def test_a_slow_start_is_bounded_by_startup_timeout_and_then_fails_fast(tmp_path
         return errors, times, dict(pool.counters)
 
     errors, times, counters = asyncio.run(with_pool(config, body))
-    assert all("startup_timeout=0.5" in e for e in errors)
-    # Two failed starts, then the back-off answers at once instead of waiting startup_timeout again.
+    assert all("startup_timeout=2 s" in e for e in errors)
+    # Two failed starts, each waited for the whole startup_timeout and no longer (not for the REPL's 30 s)...
     assert counters["start_failures"] == 2
+    assert all(startup_timeout <= t < startup_timeout + slack < startup_delay for t in times[:2]), times
+    # ...then the back-off (4 s after two failures) answers without starting anything: well within startup_timeout.
     assert "not retried for another" in errors[2] and "not retried for another" in errors[3]
+    assert all(t < startup_timeout / 2 for t in times[2:]), times
 
 
 def test_a_header_with_errors_is_a_start_error(tmp_path):
