@@ -59,6 +59,9 @@ _EXPORTS = {
     "population_seeds": "trl_verigate.es.population",
     "shape_fitness": "trl_verigate.es.population",
     "es_update": "trl_verigate.es.update",
+    "PassAtKCallback": "trl_verigate.evaluate.callback",
+    "PassAtKArguments": "trl_verigate.evaluate.callback",
+    "pass_at_k": "trl_verigate.evaluate.metrics",
 }
 
 __all__ = sorted(_EXPORTS)
