@@ -6,7 +6,6 @@ import pytest
 from test_files import FILE
 
 from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.tactics import split_tactics
 from trl_verigate.lean_server.types import (
     MINIF2F_HEADER,
     FileRequest,
@@ -203,26 +202,65 @@ def test_judge_passes_a_clean_proof_with_its_tactics(transcripts_dir):
     assert result.messages == [] and result.axioms == []
 
 
-SPLIT_REQUESTS = [
-    ProofRequest("theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by", "  constructor\n  · exact hp\n  · exact hq"),
-    ProofRequest(
-        "theorem t (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by", "  have h : 0 < x * x := by\n    positivity\n  nlinarith"
+# (request, its proof body, outermost tactics, every tactic) as (text, start, end) offsets into the body, counted
+# by hand from Lean's grammar: `·` and `have … := by` nest the tactics under them, `<;>` joins the tactics on
+# either side into one (whatever the column of a continuation line), `;` separates two tactics of the sequence.
+SPLIT_CASES = [
+    (
+        ProofRequest(
+            "theorem t (p q : Prop) (hp : p) (hq : q) : p ∧ q := by", "  constructor\n  · exact hp\n  · exact hq"
+        ),
+        "  constructor\n  · exact hp\n  · exact hq",
+        [("constructor", 2, 13), ("· exact hp", 16, 26), ("· exact hq", 29, 39)],
+        [
+            ("constructor", 2, 13),
+            ("· exact hp", 16, 26),
+            ("exact hp", 18, 26),
+            ("· exact hq", 29, 39),
+            ("exact hq", 31, 39),
+        ],
     ),
-    "import Mathlib\nexample : 2 + 2 = 4 := by norm_num\n                        <;> rfl",
-    "import Mathlib\ntheorem t (n : ℕ) : n + 0 = n := by simp; omega",
+    (
+        ProofRequest(
+            "theorem t (x : ℝ) (hx : 0 < x) : 0 < x ^ 2 := by",
+            "  have h : 0 < x * x := by\n    positivity\n  nlinarith",
+        ),
+        "  have h : 0 < x * x := by\n    positivity\n  nlinarith",
+        [("have h : 0 < x * x := by\n    positivity", 2, 41), ("nlinarith", 44, 53)],
+        [("have h : 0 < x * x := by\n    positivity", 2, 41), ("positivity", 31, 41), ("nlinarith", 44, 53)],
+    ),
+    (
+        # The `<;>` line starts left of `norm_num` (column 24 against 26): still the same tactic.
+        "import Mathlib\nexample : 2 + 2 = 4 := by norm_num\n                        <;> rfl",
+        " norm_num\n                        <;> rfl",
+        [("norm_num\n                        <;> rfl", 1, 41)],
+        [("norm_num\n                        <;> rfl", 1, 41), ("norm_num", 1, 9), ("rfl", 38, 41)],
+    ),
+    (
+        "import Mathlib\ntheorem t (n : ℕ) : n + 0 = n := by simp; omega",
+        " simp; omega",
+        [("simp", 1, 5), ("omega", 7, 12)],
+        [("simp", 1, 5), ("omega", 7, 12)],
+    ),
 ]
 
 
-@pytest.mark.parametrize("request_", SPLIT_REQUESTS)
-def test_judge_reports_the_tactics_the_precheck_split_at_either_granularity(request_, monkeypatch):
+def spans(tactics) -> list[tuple[str, int, int]]:
+    return [(t.text, t.start, t.end) for t in tactics]
+
+
+@pytest.mark.parametrize(("request_", "body", "outermost", "every"), SPLIT_CASES)
+def test_judge_reports_the_tactics_the_precheck_split_at_either_granularity(
+    request_, body, outermost, every, monkeypatch
+):
     prepared = prepare(request_, MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.proof == body
+    # The hand-counted offsets are the texts' places in the body: a check on the table itself.
+    assert all(body[start:end] == text for text, start, end in outermost + every)
     response = {"env": 1, "messages": [axioms_message(prepared, [])]}
-    column = prepared.proof_column
-    outermost = split_tactics(prepared.proof, start_column=column)
-    every = split_tactics(prepared.proof, "all", start_column=column)
-    assert prepared.outermost_tactics == outermost
-    assert judge(prepared, response, LeanServerConfig(tactic_granularity="all"), 0.0).tactics == every
+    assert spans(prepared.outermost_tactics) == outermost
+    assert spans(judge(prepared, response, LeanServerConfig(tactic_granularity="all"), 0.0).tactics) == every
 
     # The default granularity reuses the precheck's split instead of splitting the proof a second time.
     def no_second_split(*args, **kwargs):
@@ -230,9 +268,9 @@ def test_judge_reports_the_tactics_the_precheck_split_at_either_granularity(requ
 
     monkeypatch.setattr(verdict.tactic_split, "split_tactics", no_second_split)
     result = judge(prepared, response, CONFIG, 0.0)
-    assert result.passed and result.tactics == outermost and result.first_error_tactic == len(outermost)
+    assert result.passed and spans(result.tactics) == outermost and result.first_error_tactic == len(outermost)
     result.tactics.clear()
-    assert prepared.outermost_tactics == outermost, "the verdict's list is the Prepared's own"
+    assert spans(prepared.outermost_tactics) == outermost, "the verdict's list is the Prepared's own"
 
 
 def test_a_hand_built_prepared_without_the_precheck_split_is_split_by_judge(transcripts_dir):
