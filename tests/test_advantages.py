@@ -4,12 +4,14 @@ import pytest
 import torch
 
 from trl_verigate.advantages import (
+    centered_step_rewards,
     deepseekmath_step_advantages,
     future_cumulated_rewards,
     gated_groups,
     group_normalized_step_advantages,
     lean_process_advantages,
     process_step_advantages,
+    sequence_mean_advantages,
     step_advantages_to_tokens,
     tactic_advantages_to_tokens,
     tactic_scores,
@@ -394,3 +396,47 @@ def test_tactic_advantages_to_tokens_bad_inputs():
         tactic_advantages_to_tokens(TACTIC_ADVANTAGES, TOKEN_SPANS[:, :1], 7)
     with pytest.raises(ValueError, match="num_tokens"):
         tactic_advantages_to_tokens(TACTIC_ADVANTAGES, TOKEN_SPANS, -1)
+
+
+# ---------------------------------------------------------------- per-sequence summary of token advantages
+
+
+def test_sequence_mean_advantages_averages_over_the_loss_tokens():
+    advantages = torch.tensor([[1.0, 1.0, -0.5, 7.0], [-1.0, 0.5, -1.0, -1.0], [3.0, 3.0, 3.0, 3.0]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1], [0, 0, 0, 0]])
+    # (1 + 1 - 0.5) / 3 = 0.5 (the masked 7 is left out); (-1 + 0.5 - 1 - 1) / 4 = -0.625; no loss token: 0.
+    assert sequence_mean_advantages(advantages, mask).tolist() == [[0.5], [-0.625], [0.0]]
+
+
+def test_sequence_mean_advantages_passes_one_value_per_sequence_through():
+    advantages = torch.tensor([[0.25], [-2.0]])
+    assert sequence_mean_advantages(advantages, torch.ones(2, 5)) is advantages
+    with pytest.raises(ValueError, match="mask"):
+        sequence_mean_advantages(torch.zeros(2, 3), torch.ones(2, 4))
+
+
+# ---------------------------------------------------------------- centred step scores (length bias)
+
+
+def test_centering_step_scores_lets_a_short_good_completion_beat_a_long_bad_one():
+    # The example of the docstring and README: a bad completion of 6 steps scored 1/3 and a good one of 2 steps
+    # scored 1, in a group of 2.
+    rewards = torch.tensor([[1 / 3] * 6, [1.0, 1.0, 0, 0, 0, 0]])
+    mask = mask_from_counts([6, 2], 6)
+    plain = future_cumulated_rewards(rewards, mask)
+    assert plain[0, 0].item() == pytest.approx(2.0) and plain[1, 0].item() == pytest.approx(2.0)
+    plain_advantages = process_step_advantages(rewards, mask, num_generations=2)
+    assert plain_advantages[0, 0].item() == pytest.approx(plain_advantages[1, 0].item())
+
+    centered = centered_step_rewards(rewards, mask, 0.5)
+    assert centered[:, :2].flatten().tolist() == pytest.approx([-1 / 6, -1 / 6, 0.5, 0.5])
+    assert centered[1, 2:].tolist() == [0.0] * 4
+    cumulated = future_cumulated_rewards(centered, mask)
+    assert cumulated[0, 0].item() == pytest.approx(-1.0) and cumulated[1, 0].item() == pytest.approx(1.0)
+    advantages = process_step_advantages(centered, mask, num_generations=2)
+    assert advantages[1, 0] > 0 > advantages[0, 0]
+
+
+def test_centering_rejects_a_non_number():
+    with pytest.raises(ValueError, match="center"):
+        centered_step_rewards(torch.zeros(1, 1), torch.ones(1, 1, dtype=torch.bool), float("nan"))

@@ -7,9 +7,11 @@ splits and PRM scores are known and the advantages can be checked against hand a
 
 import math
 import os
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from datasets import Dataset
 from scripts.verigate_reference import reference_step_advantages
 from transformers import AutoTokenizer
@@ -234,7 +236,7 @@ def test_non_gated_rows_with_more_steps_than_any_gated_row(tiny_models, tmp_path
 
 def test_only_scored_completions_are_split_into_steps(tiny_models, tmp_path, monkeypatch):
     # Decoding and offset mapping cost time on every step; the easy group is not gated, so it is never split.
-    import trl_verigate.trainers.verigate_grpo as verigate_module
+    import trl_verigate.trainers.verigate_steps as verigate_steps_module
 
     split_rows = []
 
@@ -242,7 +244,7 @@ def test_only_scored_completions_are_split_into_steps(tiny_models, tmp_path, mon
         split_rows.append(len(completion_ids))
         return completion_step_token_ids(tokenizer, completion_ids, completion_mask, **kwargs)
 
-    monkeypatch.setattr(verigate_module, "completion_step_token_ids", counting_split)
+    monkeypatch.setattr(verigate_steps_module, "completion_step_token_ids", counting_split)
     output = score_batch(make_trainer(tiny_models, tmp_path))
     assert split_rows == [NUM_GENERATIONS]
     assert output["advantages"][NUM_GENERATIONS:].abs().sum() > 0
@@ -415,6 +417,8 @@ def test_metrics_are_logged(tiny_models, tmp_path):
     expected_mean = sum(sum(row) for row in RecordingScorer().score([HARD] * 4, _steps())) / 8
     assert metrics["verigate/prm_step_score_mean"] == [pytest.approx(expected_mean)] * 2
     assert "verigate/prm_verifier_agreement" not in metrics
+    # Every fixed completion ends with EOS.
+    assert metrics["verigate/gated_truncated_fraction"] == [0.0, 0.0]
 
 
 def _steps():
@@ -627,3 +631,152 @@ def test_train_two_steps_with_sampling_and_symbolic_prm(tiny_models, tmp_path):
     eval_metrics = trainer.evaluate()
     assert math.isfinite(eval_metrics["eval_loss"])
     assert eval_metrics["eval_verigate/gate_rate"] == 1.0
+
+
+# --- loss options that decide per sequence from the advantage's sign (issue 7, defect 3)
+
+# Row 0: tokens of mixed sign, mean over its 3 loss tokens (1 + 1 - 0.5) / 3 = 0.5 >= 0 (the masked 9 is padding);
+# row 1: mean (-1 + 0.5 - 1 - 1) / 4 = -0.625 < 0.
+MIXED_ADVANTAGES = torch.tensor([[1.0, 1.0, -0.5, 9.0], [-1.0, 0.5, -1.0, -1.0]])
+LOSS_MASK = torch.tensor([[1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
+
+
+def test_off_policy_mask_keeps_or_drops_whole_sequences_by_their_mean_token_advantage():
+    # Every loss token drifted by KL 1 > threshold 0.5, so only the advantage's sign keeps a sequence.
+    kept = VeriGateGRPOTrainer.get_off_policy_mask(
+        advantages=MIXED_ADVANTAGES,
+        per_token_logps=torch.zeros(2, 4),
+        sampling_per_token_logps=torch.ones(2, 4),
+        mask=LOSS_MASK,
+        off_policy_threshold=0.5,
+    )
+    assert kept.tolist() == [[1.0], [0.0]]
+    # Low drift keeps both, whatever the sign.
+    kept = VeriGateGRPOTrainer.get_off_policy_mask(
+        advantages=MIXED_ADVANTAGES,
+        per_token_logps=torch.zeros(2, 4),
+        sampling_per_token_logps=torch.full((2, 4), 0.1),
+        mask=LOSS_MASK,
+        off_policy_threshold=0.5,
+    )
+    assert kept.tolist() == [[1.0], [1.0]]
+
+
+def test_vespo_gamma_weight_is_one_per_sequence_chosen_by_its_mean_token_advantage():
+    # Sequence log ratio ln 2 in both rows (w = 2). phi(w) = exp(lambda + k ln w - lambda w):
+    # non-negative (k=2, lambda=3): e^3 * 4 * e^-6 = 4 e^-3; negative (k=3, lambda=2): e^2 * 8 * e^-4 = 8 e^-2.
+    log_ratio = torch.tensor([[math.log(2) / 3] * 3 + [5.0], [math.log(2) / 4] * 4])
+    weights = VeriGateGRPOTrainer.get_gamma_weights(
+        advantages=MIXED_ADVANTAGES,
+        log_ratio_per_token=log_ratio,
+        mask=LOSS_MASK,
+        importance_sampling_ratio=None,
+        k_pos=2.0,
+        lambda_pos=3.0,
+        k_neg=3.0,
+        lambda_neg=2.0,
+    )
+    assert weights.shape == (2, 1)
+    torch.testing.assert_close(weights, torch.tensor([[4 * math.exp(-3)], [8 * math.exp(-2)]]))
+
+
+@pytest.mark.parametrize("options", [dict(off_policy_mask_threshold=0.5), dict(loss_type="vespo")])
+def test_a_gated_batch_trains_with_the_per_sequence_loss_options(tiny_models, tmp_path, options):
+    # TRL calls the overridden methods with keywords from its loss; one training step shows they fit.
+    trainer = make_trainer(tiny_models, tmp_path, **options)
+    trainer.train()
+    step_log = trainer.state.log_history[0]
+    assert step_log["verigate/gate_rate"] == 0.5
+    assert math.isfinite(step_log["loss"])
+
+
+# --- length bias (issue 7, defect 4)
+
+
+def test_prm_score_center_is_subtracted_before_cumulating(tiny_models, tmp_path, tokenizer):
+    scorer = RecordingScorer()
+    output = score_batch(make_trainer(tiny_models, tmp_path, scorer=scorer, prm_score_center=0.5))
+    hard_rows = list(range(NUM_GENERATIONS, 2 * NUM_GENERATIONS))
+    centered = [[score - 0.5 for score in row] for row in scorer.scored_rows]
+    expected = expected_token_advantages(tokenizer, output, hard_rows, centered, "verigate")
+    torch.testing.assert_close(output["advantages"][hard_rows], expected, rtol=1e-5, atol=1e-6)
+    uncentered = expected_token_advantages(tokenizer, output, hard_rows, scorer.scored_rows, "verigate")
+    assert not torch.allclose(expected, uncentered, atol=1e-3)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(prm_score_center=1.5), "prm_score_center=1.5 must be a number in"),
+        (dict(prm_score_center=0.5, advantage_normalization="deepseekmath"), "prm_score_center=0.5 has no effect"),
+    ],
+)
+def test_bad_prm_score_center_is_refused(tmp_path, options, message):
+    with pytest.raises(ValueError, match=message):
+        VeriGateConfig(output_dir=str(tmp_path), use_cpu=True, **options)
+
+
+def test_gated_truncated_fraction_counts_gated_completions_without_eos(tiny_models, tmp_path):
+    def rollout(prompts, trainer):
+        result = fixed_rollout(prompts, trainer)
+        for row in (NUM_GENERATIONS + 1, NUM_GENERATIONS + 3):  # two of the four hard (gated) completions
+            result["completion_ids"][row] = result["completion_ids"][row][:-1]
+        result["completion_ids"][0] = result["completion_ids"][0][:-1]  # an easy (not gated) one: not counted
+        return result
+
+    trainer = make_trainer(tiny_models, tmp_path, rollout=rollout)
+    score_batch(trainer)
+    assert trainer._metrics["train"]["verigate/gated_truncated_fraction"] == [0.5]
+
+
+# --- tool results (issue 7, defect 6)
+
+TOOL_RESULT = "TOOL RESULT 41.\n\nTOOL RESULT 42."
+
+
+def test_tool_results_are_no_steps_and_get_no_advantage(tiny_models, tmp_path, tokenizer):
+    """Each hard completion is model text, a tool result (env_mask 0), model text, EOS.
+
+    Model text before the tool call: "Call the tool." (1 step); after it: COMPLETIONS[k] (2, 1, 3, 2 steps).
+    """
+
+    def rollout(prompts, trainer):
+        result = fixed_rollout(prompts, trainer)
+        result["env_mask"] = [[1] * len(ids) for ids in result["completion_ids"]]
+        for row, prompt in enumerate(prompts):
+            if HARD in _text(prompt):
+                before = tokenizer("Call the tool.\n\n", add_special_tokens=False)["input_ids"]
+                tool = tokenizer(TOOL_RESULT + "\n\n", add_special_tokens=False)["input_ids"]
+                after = result["completion_ids"][row]
+                result["completion_ids"][row] = before + tool + after
+                result["env_mask"][row] = [1] * len(before) + [0] * len(tool) + [1] * len(after)
+        return result
+
+    scorer = RecordingScorer()
+    output = score_batch(make_trainer(tiny_models, tmp_path, scorer=scorer, rollout=rollout))
+    steps = scorer.calls[0]["steps"]
+    assert not any("TOOL" in step for row in steps for step in row)
+    assert [len(row) for row in steps] == [3, 2, 4, 3]
+    assert [row[0].strip() for row in steps] == ["Call the tool."] * NUM_GENERATIONS
+    assert ["".join(row[1:]).replace("\n", "") for row in steps] == [c.replace("\n", "") for c in COMPLETIONS]
+
+    hard_rows = list(range(NUM_GENERATIONS, 2 * NUM_GENERATIONS))
+    tool_tokens = output["tool_mask"][hard_rows] == 0
+    assert tool_tokens.any()
+    assert (output["advantages"][hard_rows][tool_tokens] == 0).all()
+    # The group statistics are those of the model's steps alone: the reference over the recorded step scores.
+    step_advantages = reference_step_advantages(scorer.scored_rows, "verigate")
+    for position, row in enumerate(hard_rows):
+        model_columns = (output["tool_mask"][row] == 1) & (output["completion_mask"][row] == 1)
+        values = output["advantages"][row][model_columns]
+        # Every model token carries one of its completion's step advantages, and each step's value appears.
+        assert {round(value, 5) for value in values.tolist()} == {
+            round(value, 5) for value in step_advantages[position]
+        }
+
+
+@pytest.mark.parametrize("recipe", ["verigate_math.yaml", "gsm8k.yaml"])
+def test_paper_recipes_mask_truncated_completions(recipe):
+    config = yaml.safe_load((Path(__file__).resolve().parent.parent / "recipes" / recipe).read_text())
+    assert config["mask_truncated_completions"] is True
+    assert "prm_score_center" not in config  # the paper's formula stays the default

@@ -10,6 +10,8 @@ No function here keeps state or knows about the trainer, so each can be checked 
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 GATE_MODES = ("all_zero", "all_equal")
@@ -382,3 +384,55 @@ def tactic_advantages_to_tokens(
     covered = (positions >= low.unsqueeze(2)) & (positions < high.unsqueeze(2)) & has_tokens.unsqueeze(2)
     placed = torch.where(covered, tactic_advantages.unsqueeze(2), torch.zeros((), dtype=tactic_advantages.dtype))
     return placed.sum(dim=1)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Per-sequence summaries of token-level advantages, for the loss options that decide once per sequence.
+
+
+def sequence_mean_advantages(advantages: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Each sequence's mean token advantage over its loss tokens: a_i = sum_t A[i, t] m[i, t] / max(1, sum_t m[i, t]).
+
+    TRL's off-policy sequence mask and VESPO's gamma weights choose per sequence by the sign of the advantage
+    (``advantages >= 0``). Given (B, T) token advantages of mixed sign, that test would run token by token; its sign
+    is taken from this summary instead, the same per-completion value the completions table shows. (B, 1)
+    advantages (one per sequence, broadcast over the tokens) are returned unchanged.
+
+    Args:
+        advantages: (B, 1) or (B, T) float.
+        mask: (B, T) loss mask (completion tokens, tool results excluded), 0/1 of any dtype.
+
+    Returns:
+        (B, 1) tensor with the dtype and device of ``advantages``.
+    """
+    if not isinstance(advantages, torch.Tensor) or advantages.dim() != 2:
+        raise ValueError(f"`advantages` must be a 2-D tensor (B, 1) or (B, T), got {_describe(advantages)}.")
+    if advantages.shape[1] == 1:
+        return advantages
+    if not isinstance(mask, torch.Tensor) or mask.shape != advantages.shape:
+        raise ValueError(f"`mask` must be a tensor of shape {tuple(advantages.shape)}, got {_describe(mask)}.")
+    weights = mask.to(advantages.dtype)
+    return (advantages * weights).sum(dim=1, keepdim=True) / weights.sum(dim=1, keepdim=True).clamp(min=1)
+
+
+def centered_step_rewards(step_rewards: torch.Tensor, step_mask: torch.Tensor, center: float) -> torch.Tensor:
+    """Step scores minus a constant, before they are cumulated: r'_{i,k} = r_{i,k} - center on valid steps, 0 elsewhere.
+
+    Why: PRM scores lie in [0, 1], so the paper's c_{i,j} = sum_{k>=j} r_{i,k} grows with the number of steps left
+    and favours long completions. A bad completion of 6 steps scored 1/3 each and a good one of 2 steps scored 1 each
+    both have c_{i,1} = 2, hence the same first-step advantage. With ``center = 0.5`` the cumulated values become
+    6 x (1/3 - 1/2) = -1 and 2 x (1 - 1/2) = +1: a step now adds to c only when the PRM rates it above ``center``.
+    (DeepSeekMath-style normalization subtracts the group mean from every step score, which cancels any constant.)
+
+    Args:
+        step_rewards: (N, S) float, r_{i,k}.
+        step_mask: (N, S) bool, valid steps.
+        center: the constant subtracted, e.g. 0.5.
+
+    Returns:
+        (N, S) tensor with the dtype and device of ``step_rewards``.
+    """
+    _check_step_tensors(step_rewards, step_mask, "step_rewards")
+    if isinstance(center, bool) or not isinstance(center, (int, float)) or not math.isfinite(center):
+        raise ValueError(f"`center` must be a finite number, got {center!r}.")
+    return torch.where(step_mask, step_rewards - center, torch.zeros_like(step_rewards))

@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
+from trl_verigate.advantages import sequence_mean_advantages
+
 
 @dataclass
 class ScoredBatch:
@@ -41,7 +43,9 @@ class ProcessGRPOTrainer(GRPOTrainer):
     `reward_weights`) unless the subclass replaces row i, then 0, and P is the subclass's token process values.
 
     Subclasses implement `_process_advantages`. (B, T) advantages reach every loss type: TRL's `_compute_loss` only
-    unsqueezes 1-D advantages.
+    unsqueezes 1-D advantages. The two loss options that decide once per sequence from the advantage's sign
+    (`off_policy_mask_threshold`, VESPO's gamma weights) take it from each sequence's mean token advantage
+    (`sequence_mean_advantages`), so a sequence is kept or weighted whole rather than token by token.
     """
 
     _scored_batch: ScoredBatch | None = None
@@ -50,6 +54,26 @@ class ProcessGRPOTrainer(GRPOTrainer):
         """This process's token process values P (B, T) and the rows (B,) bool whose GRPO advantage they replace
         rather than add to; None keeps TRL's (B,) advantages untouched. ``output`` is TRL's batch dict."""
         raise NotImplementedError(f"{type(self).__name__} must implement _process_advantages")
+
+    @staticmethod
+    def get_off_policy_mask(advantages, per_token_logps, sampling_per_token_logps, mask, off_policy_threshold):
+        return GRPOTrainer.get_off_policy_mask(
+            sequence_mean_advantages(advantages, mask),
+            per_token_logps,
+            sampling_per_token_logps,
+            mask,
+            off_policy_threshold,
+        )
+
+    @staticmethod
+    def get_gamma_weights(advantages, log_ratio_per_token, mask, importance_sampling_ratio, **gamma_parameters):
+        return GRPOTrainer.get_gamma_weights(
+            sequence_mean_advantages(advantages, mask),
+            log_ratio_per_token,
+            mask,
+            importance_sampling_ratio,
+            **gamma_parameters,
+        )
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         # TRL does not hand the gathered rewards or the final prompts on: keep them for the hook.

@@ -24,14 +24,15 @@ from trl.trainer.utils import get_config_model_id
 from trl_verigate.advantages import (
     GATE_MODES,
     NORMALIZATIONS,
+    centered_step_rewards,
     gated_groups,
     process_step_advantages,
     step_advantages_to_tokens,
 )
 from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, resolve_device, resolve_dtype
-from trl_verigate.steps import completion_step_token_ids
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
 from trl_verigate.trainers.verigate_prm import check_prm_checkpoint, load_step_scorer, prm_device_for_process
+from trl_verigate.trainers.verigate_steps import model_text_step_token_ids
 
 
 @dataclass
@@ -122,6 +123,16 @@ class VeriGateConfig(GRPOConfig):
             "`verigate/prm_verifier_agreement`. 0.0 (default): the PRM only sees gated groups."
         },
     )
+    prm_score_center: float | None = field(
+        default=None,
+        metadata={
+            "help": "Subtracted from every PRM step score before the scores are cumulated (e.g. 0.5). None "
+            "(default, the paper's formula): scores in [0, 1] are cumulated as they are, which favours completions "
+            "with more steps left: a bad 6-step completion scored 1/3 per step and a good 2-step one scored 1 per "
+            "step both cumulate to 2 at their first step; centred at 0.5 they get -1 and +1. Only with "
+            "advantage_normalization='verigate' (the other one subtracts the group mean, cancelling any constant)."
+        },
+    )
     prm_advantage_epsilon: float = field(
         default=1e-4,
         metadata={"help": "Added to the group standard deviation when normalizing the process advantages."},
@@ -186,6 +197,18 @@ class VeriGateConfig(GRPOConfig):
                 resolve_dtype(self.prm_torch_dtype)
             except ValueError as error:
                 raise ValueError(f"prm_torch_dtype={self.prm_torch_dtype!r} is invalid: {error}") from error
+        if self.prm_score_center is not None:
+            if not _is_number(self.prm_score_center) or not 0.0 <= self.prm_score_center <= 1.0:
+                raise ValueError(
+                    f"prm_score_center={self.prm_score_center!r} must be a number in [0, 1] (PRM scores lie there), "
+                    "e.g. 0.5, or None."
+                )
+            if self.advantage_normalization != "verigate":
+                raise ValueError(
+                    f"prm_score_center={self.prm_score_center!r} has no effect with advantage_normalization="
+                    f"{self.advantage_normalization!r}, which subtracts the group mean from every step score; use "
+                    "advantage_normalization='verigate' or leave prm_score_center unset."
+                )
         if not _is_number(self.prm_advantage_epsilon) or not self.prm_advantage_epsilon > 0:
             raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
 
@@ -245,6 +268,8 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
     4. S2/S3: `advantage_normalization="verigate"` gives step j of completion i the advantage
        (c_ij - mean(c)) / (std(c) + eps) with c_ij = sum_{k>=j} r_ik, mean/std over all steps of the group; every token
        of a step gets its step's advantage. `"deepseekmath"` normalizes r over the group first, then cumulates.
+       With `prm_score_center` set, r_ik - prm_score_center takes the place of r_ik.
+    5. Tool results (TRL's `tool_mask`) are no steps: only the model's own text is split, scored and normalized.
 
     When at least one group is gated, `advantages` has shape (B, T) (non-gated rows broadcast over T, padding 0),
     which `GRPOTrainer._compute_loss` accepts; otherwise it is TRL's (B,) tensor untouched. No PRM call happens when no
@@ -258,6 +283,9 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
     - `verigate/prm_seconds`: wall time of the PRM call on the slowest process.
     - `verigate/prm_step_score_mean`, `verigate/steps_per_completion`: mean PRM step score and mean step count over
       the scored completions (logged only for batches where the PRM ran).
+    - `verigate/gated_truncated_fraction`: fraction of gated completions cut at `max_completion_length` (logged for
+      batches with a gated group). Their early tokens get the largest cumulated advantages unless
+      `mask_truncated_completions` drops them (then they have no steps) or `prm_score_center` is set.
     - `verigate/reward_failures`: new failures counted by the reward functions' `failures` attributes since the
       previous batch, all processes together (reward functions without the attribute count 0).
     - `verigate/prm_verifier_agreement` (only with `prm_audit_fraction > 0`): whole non-gated groups are drawn for
@@ -388,10 +416,18 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         gated_rows = gated.repeat_interleave(num_generations)
         if not gated_rows.any():  # only audited groups were scored: GRPO's advantages stand
             return None
+        metrics["verigate/gated_truncated_fraction"].append(
+            self._truncated_rows(batch)[gated_rows].float().mean().item()
+        )
         step_advantages = torch.zeros_like(step_rewards)
+        gated_step_rewards = step_rewards[gated_rows]
+        if self.args.prm_score_center is not None:
+            gated_step_rewards = centered_step_rewards(
+                gated_step_rewards, step_mask[gated_rows], self.args.prm_score_center
+            )
         # Gated rows are whole groups in order, so the selection still reshapes into (groups, num_generations).
         step_advantages[gated_rows] = process_step_advantages(
-            step_rewards[gated_rows],
+            gated_step_rewards,
             step_mask[gated_rows],
             num_generations,
             normalization=self.args.advantage_normalization,
@@ -403,11 +439,19 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         token_advantages = token_advantages * local_gated.unsqueeze(1).to(token_advantages.device)
         return token_advantages, local_gated
 
+    def _truncated_rows(self, batch: ScoredBatch) -> torch.Tensor:
+        """(N,) bool over all processes: completions cut at `max_completion_length`, by TRL's rule (the last token
+        is neither an EOS nor padding)."""
+        stop_ids = {*self.eos_token_ids, self._tokenizer.pad_token_id}
+        truncated = [bool(ids) and ids[-1] not in stop_ids for ids in batch.completion_ids]
+        return self.accelerator.gather(torch.tensor(truncated, device=self.accelerator.device))
+
     def _local_step_spans(self, output: dict, scored: torch.Tensor) -> tuple[list, torch.Tensor]:
         """Step spans of this process's `scored` completions ([] for the others) and each token's step id (-1: none).
 
         Only scored completions are decoded and mapped: that is all the PRM and the advantages need, and the step
         ids of unscored rows could exceed the width of the gathered step tensor, which the scored rows alone set.
+        Tool results (TRL's `tool_mask` 0) are no steps and have step id -1 (`model_text_step_token_ids`).
         """
         completion_ids = output["completion_ids"]
         token_step_ids = torch.full_like(completion_ids, -1)
@@ -415,10 +459,12 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         rows = scored.nonzero().flatten().to(completion_ids.device)
         if len(rows) == 0:
             return spans, token_step_ids
-        row_spans, row_step_ids = completion_step_token_ids(
+        tool_mask = output.get("tool_mask")
+        row_spans, row_step_ids = model_text_step_token_ids(
             self._tokenizer,
             completion_ids[rows],
             output["completion_mask"][rows],
+            tool_mask[rows] if tool_mask is not None else None,
             separator=self.args.step_separator,
             max_steps=self.args.max_steps_per_completion,
         )
