@@ -116,6 +116,43 @@ def test_math_shepherd_scores_match_the_model_card_computation(tiny_models, scor
     assert_close(scorers["math_shepherd"].score([QUESTION], [numbered]), [probabilities[positions].tolist()])
 
 
+def test_math_shepherd_labels_are_the_pieces_with_the_word_start_marker(scorers):
+    scorer = scorers["math_shepherd"]
+    # As "▁+"/"▁-" (ids 648/387) in Mistral's vocabulary; the tiny vocabulary also has bare "+"/"-" pieces.
+    assert scorer.label_pieces == ["▁+", "▁-"]
+    assert scorer.tokenizer.convert_ids_to_tokens(scorer.candidate_ids) == ["▁+", "▁-"]
+
+
+def test_math_shepherd_labels_on_a_byte_level_tokenizer_are_the_pieces_after_a_space(tiny_models):
+    # A math-shepherd-format PRM on a byte-level model (the tiny policy stands in): the training data wrote the label
+    # after a space, the piece "Ġ+", while encode("+ -") starts with the bare "+" of "48+24".
+    scorer = MathShepherdPRM(tiny_models["policy"], device="cpu")
+    assert scorer.tokenizer.convert_ids_to_tokens(scorer.candidate_ids) == ["Ġ+", "Ġ-"]
+
+
+def test_math_shepherd_label_that_is_no_single_piece_is_refused(tiny_models):
+    with pytest.raises(ValueError, match=r"writes 'plus' after the tag 'ки' as \[.*\] instead of one piece"):
+        MathShepherdPRM(tiny_models["prm_math_shepherd"], device="cpu", good_token="plus")
+
+
+def test_math_shepherd_checkpoint_with_only_tokenizer_model_is_refused_with_the_fix(tiny_models, scorers, tmp_path):
+    import shutil
+
+    from transformers import LlamaTokenizer
+
+    shutil.copytree(tiny_models["prm_math_shepherd"], tmp_path, dirs_exist_ok=True)
+    (tmp_path / "tokenizer.json").unlink()
+    # transformers 5 converts tokenizer.model alone without <s> and without SentencePiece's dummy prefix.
+    converted = AutoTokenizer.from_pretrained(tmp_path)
+    assert converted.convert_ids_to_tokens(converted.encode("+ -")) == ["+", "▁-"]
+    with pytest.raises(ValueError, match=r"does not prepend its bos token '<s>'.*only tokenizer\.model"):
+        MathShepherdPRM(str(tmp_path), device="cpu")
+    # The fix the message gives restores the checkpoint's scores.
+    LlamaTokenizer.from_pretrained(tmp_path, add_bos_token=True).save_pretrained(tmp_path)
+    fixed = MathShepherdPRM(str(tmp_path), device="cpu")
+    assert_close(fixed.score([QUESTION], [STEPS]), scorers["math_shepherd"].score([QUESTION], [STEPS]))
+
+
 def prm_trainer_encoding(tokenizer) -> tuple[list[int], list[int]]:
     """QUESTION and STEPS as PRMTrainer.tokenize_row encoded them, and the label positions: the last token of each
     step + separator."""
@@ -381,12 +418,16 @@ def test_scorer_on_another_prm_format_raises_instead_of_scoring_with_random_weig
 
 
 @pytest.mark.parametrize(
-    ("checkpoint", "matching_type"),
-    [("prm_math_shepherd", "math_shepherd"), ("prm_token_classification", "token_classification")],
+    ("checkpoint", "matching_type", "lacking"),
+    [
+        # Mistral's SentencePiece tokenizer has no chat template, the Qwen-style one no <extra_0>.
+        ("prm_math_shepherd", "math_shepherd", "chat_template"),
+        ("prm_token_classification", "token_classification", "<extra_0>"),
+    ],
 )
-def test_qwen_math_on_another_prm_format_names_the_matching_prm_type(tiny_models, checkpoint, matching_type):
-    # These tokenizers lack <extra_0>, which is caught before any weight is loaded.
-    with pytest.raises(ValueError, match=rf"prm_type=.qwen_math.*<extra_0>.*prm_type={matching_type!r}"):
+def test_qwen_math_on_another_prm_format_names_the_matching_prm_type(tiny_models, checkpoint, matching_type, lacking):
+    # Caught on the tokenizer, before any weight is loaded.
+    with pytest.raises(ValueError, match=rf"prm_type=.qwen_math.*{lacking}.*prm_type={matching_type!r}"):
         QwenMathPRM(tiny_models[checkpoint], device="cpu")
 
 

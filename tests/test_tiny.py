@@ -59,7 +59,10 @@ def test_rebuild_reuses_complete_models_and_replaces_incomplete_ones(tmp_path):
 def test_builds_are_deterministic(tmp_path, tiny_models):
     other = build_tiny_models(tmp_path)
     for name in EXPECTED_NAMES:
-        for file_name in ("model.safetensors", "tokenizer.json", "config.json"):
+        files = sorted(path.name for path in Path(tiny_models[name]).iterdir())
+        assert "model.safetensors" in files and "tokenizer.json" in files
+        assert sorted(path.name for path in Path(other[name]).iterdir()) == files
+        for file_name in files:
             assert (Path(other[name]) / file_name).read_bytes() == (Path(tiny_models[name]) / file_name).read_bytes()
 
 
@@ -147,14 +150,62 @@ def test_qwen_math_prm_is_in_the_hub_checkpoint_format(tiny_models):
     assert logits.shape == (1, 2, 2)
 
 
-def test_math_shepherd_prm_tokenizer_has_tag_and_candidate_tokens(tiny_models):
+def test_math_shepherd_prm_has_a_sentencepiece_tokenizer_like_mistrals(tiny_models):
+    path = Path(tiny_models["prm_math_shepherd"])
+    assert (path / "tokenizer.model").is_file() and (path / "tokenizer.json").is_file()
+    backend = json.loads((path / "tokenizer.json").read_text())
+    assert backend["model"]["type"] == "BPE" and backend["model"]["byte_fallback"] is True
+    assert backend["pre_tokenizer"]["type"] == "Metaspace" and backend["pre_tokenizer"]["replacement"] == "▁"
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert (tokenizer.unk_token, tokenizer.bos_token, tokenizer.eos_token) == ("<unk>", "<s>", "</s>")
+    assert tokenizer.convert_tokens_to_ids(["<unk>", "<s>", "</s>", "<0x00>", "<0x0A>"]) == [0, 1, 2, 3, 13]
+    # The labels are pieces with the word-start marker, as "▁+"/"▁-" (ids 648/387) in Mistral's vocabulary, and
+    # the bare "+"/"-" (as in "48+24") are other pieces, so picking the wrong one would be caught.
+    labels = tokenizer.convert_tokens_to_ids(["▁+", "▁-", "+", "-"])
+    assert tokenizer.unk_token_id not in labels and len(set(labels)) == 4
+    # The model card's reading: encode("+ -") gives <s> and the two label pieces.
+    assert tokenizer.convert_ids_to_tokens(tokenizer.encode("+ -")) == ["<s>", "▁+", "▁-"]
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [
+        # After a space (how the scorer writes every tag) "ки" is the single piece "▁ки"; a newline has no piece
+        # of its own and falls back to its byte, as in Mistral's vocabulary; digits are split one by one.
+        ("12. ки\nStep", ["▁", "1", "2", ".", "▁ки", "<0x0A>", "S", "tep"]),
+        ("ки", ["▁ки"]),
+        # Glued to the text before it, the tag is the piece without the marker.
+        ("12.ки", ["▁", "1", "2", ".", "ки"]),
+        ("48+24", ["▁", "4", "8", "+", "2", "4"]),
+    ],
+)
+def test_math_shepherd_tokenizer_splits_the_tag_like_sentencepiece(tiny_models, text, pieces):
+    import sentencepiece
+
+    path = Path(tiny_models["prm_math_shepherd"])
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert tokenizer.tokenize(text) == pieces
+    # transformers' tokenizer.json says what the SentencePiece model itself says.
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(path / "tokenizer.model"))
+    assert processor.encode(text, out_type=str) == pieces
+
+
+def test_math_shepherd_tokenizer_round_trips_text_through_byte_fallback(tiny_models):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["prm_math_shepherd"])
+    for text in ["ℕ → ∀ ⊢ √ π", "Step 1: 48/2 = 24 ки\nStep 2: 48 + 24 = 72 ки", "∮ 😀 x"]:
+        ids = tokenizer.encode(text)
+        assert ids[0] == tokenizer.bos_token_id
+        assert tokenizer.decode(ids, skip_special_tokens=True) == text
+    assert "<0xF0>" in tokenizer.tokenize("😀")  # a character the corpus never had is spelled in bytes
+
+
+def test_math_shepherd_prm_model_matches_its_tokenizer(tiny_models):
     path = tiny_models["prm_math_shepherd"]
     tokenizer = AutoTokenizer.from_pretrained(path)
-    assert len(tokenizer.encode("ки", add_special_tokens=False)) == 1
-    # The model card reads the two candidate tokens off `encode("+ -")`.
-    assert len(tokenizer.encode("+ -", add_special_tokens=False)) == 2
     model = AutoModelForCausalLM.from_pretrained(path)
-    assert model.config.vocab_size >= len(tokenizer)
+    assert model.config.architectures == ["MistralForCausalLM"]
+    assert model.config.vocab_size == len(tokenizer)
+    assert (model.config.bos_token_id, model.config.eos_token_id) == (1, 2)
 
 
 def test_token_classification_prm_has_two_labels(tiny_models):

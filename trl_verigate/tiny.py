@@ -5,11 +5,13 @@
 - ``policy``: a 2-layer ``Qwen2ForCausalLM`` with a Qwen-like ChatML tokenizer (eos ``<|im_end|>``, pad
   ``<|endoftext|>``), for GRPO runs on CPU;
 - ``prm_qwen_math``: the Qwen2.5-Math-PRM checkpoint format (``Qwen2ForProcessRewardModel``, step tag ``<extra_0>``);
-- ``prm_math_shepherd``: the math-shepherd format (a causal LM whose tokenizer has the tag ``ки`` and ``+``/``-``);
+- ``prm_math_shepherd``: the math-shepherd format, a ``MistralForCausalLM`` with a SentencePiece BPE tokenizer like
+  Mistral's (``tokenizer.model`` and ``tokenizer.json``, byte fallback, digits split, ``<s>`` prepended), so the
+  step tag is the piece ``▁ки`` and the labels the pieces ``▁+``/``▁-``, distinct from the bare ``+``/``-``;
 - ``prm_token_classification``: a ``Qwen2ForTokenClassification`` with two labels, like TRL's former PRMTrainer made.
 
-The tokenizer is a byte-level BPE trained on the spot on a small built-in math corpus, so it splits text and
-multi-byte characters the way Qwen's tokenizer does, while staying small (about 1k tokens). Weights are random
+The other tokenizers are a byte-level BPE trained on the spot on a small built-in math corpus, so they split text
+and multi-byte characters the way Qwen's tokenizer does, while staying small (about 1k tokens). Weights are random
 (seeded), so the models say nothing meaningful; they exercise shapes, special tokens and code paths.
 Command line: ``python -m trl_verigate.tiny DIR`` prints the paths as JSON.
 """
@@ -26,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 # Bump when anything below changes what is written, so stale builds are rebuilt instead of reused.
-BUILD_VERSION = "1"
+BUILD_VERSION = "2"
 SEED = 1234
 VOCAB_SIZE = 1024
 COMPLETE_MARKER = ".tiny_complete"
@@ -179,7 +181,7 @@ def _save(model, tokenizer, target: Path) -> None:
     from transformers import GenerationConfig
 
     model.generation_config = GenerationConfig(
-        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
+        eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id
     )
     model.save_pretrained(target)
     tokenizer.save_pretrained(target)
@@ -205,12 +207,45 @@ def _build_prm_qwen_math(target: Path) -> None:
     _save(model, tokenizer, target)
 
 
+def _train_sentencepiece_tokenizer(target: Path):
+    """A SentencePiece BPE model trained like Mistral's (byte fallback, digits split, ``<unk>``, ``<s>``, ``</s>`` at
+    ids 0-2, no normalization), written to ``target/tokenizer.model`` and loaded as transformers' ``LlamaTokenizer``,
+    the class Mistral checkpoints name; ``save_pretrained`` then adds the converted ``tokenizer.json``."""
+    import io
+
+    import sentencepiece
+    from transformers import LlamaTokenizer
+
+    # One sentence per line, as SentencePiece corpora are fed: a newline gets no piece of its own and falls back to
+    # the byte <0x0A>, as in Mistral's vocabulary.
+    lines = [line for text in _corpus() for line in text.split("\n") if line]
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        model_type="bpe",
+        vocab_size=VOCAB_SIZE,
+        byte_fallback=True,
+        split_digits=True,
+        character_coverage=1.0,
+        normalization_rule_name="identity",
+        remove_extra_whitespaces=False,
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        num_threads=1,  # one thread keeps the trained model identical from build to build
+        minloglevel=2,
+    )
+    (target / "tokenizer.model").write_bytes(model.getvalue())
+    return LlamaTokenizer.from_pretrained(str(target), add_bos_token=True, model_max_length=1024)
+
+
 def _build_prm_math_shepherd(target: Path) -> None:
     import torch
     from transformers import MistralConfig, MistralForCausalLM
 
-    # `+` and `-` are ordinary byte tokens already; `ки` is added so it is always one token, as in Mistral's vocab.
-    tokenizer = _train_tokenizer([], [SHEPHERD_STEP_TAG])
+    tokenizer = _train_sentencepiece_tokenizer(target)
     config = MistralConfig(
         vocab_size=len(tokenizer),
         hidden_size=64,
@@ -222,9 +257,9 @@ def _build_prm_math_shepherd(target: Path) -> None:
         sliding_window=None,
         tie_word_embeddings=False,
         initializer_range=0.2,
+        bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=None,
+        pad_token_id=None,
     )
     torch.manual_seed(SEED + 2)
     _save(MistralForCausalLM(config), tokenizer, target)

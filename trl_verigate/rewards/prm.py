@@ -13,8 +13,8 @@ Backends (pick one with `build_step_scorer(prm_type, ...)`):
   (`Qwen2ForProcessRewardModel`), always: the hub's ``modeling_qwen2_rm.py`` needs ``trust_remote_code`` and does
   not run on transformers 5, and the local class has the same parameter names, so the real weights load into it.
 - `MathShepherdPRM` (``"math_shepherd"``): peiyi9979/math-shepherd-mistral-7b-prm, a causal LM. Input
-  ``question + " " + "Step 1: ... ки\\nStep 2: ... ки"``; score = softmax over the logits of ``+`` and ``-`` at
-  each ``ки`` tag, taking ``+``.
+  ``question + " " + "Step 1: ... ки\\nStep 2: ... ки"``; score = softmax over the logits of the label pieces
+  ``▁+`` and ``▁-`` (found by their piece strings) at each ``ки`` tag, taking ``+``.
 - `TokenClassificationPRM` (``"token_classification"``): models trained with TRL's former ``PRMTrainer``:
   (bos) + prompt + each step followed by the separator, all tokenized piecewise; score = softmax probability of
   label 1 at the last token of each step's separator, where PRMTrainer put the step label.
@@ -451,14 +451,40 @@ class MathShepherdPRM(_ModelStepScorer):
         super().__init__(model_name_or_path, device, batch_size, torch_dtype, max_length)
 
     def _check_tokenizer(self) -> None:
-        # As on the model card: the candidates are the two tokens of "+ -" (in Mistral's vocabulary "▁+", "▁-").
-        candidates = self.tokenizer.encode(f"{self.good_token} {self.bad_token}", add_special_tokens=False)
-        if len(candidates) != 2:
+        bos = self.tokenizer.bos_token_id
+        if bos is not None and self.tokenizer("x")["input_ids"][:1] != [bos]:
+            # transformers 5 builds such a tokenizer from a checkpoint that ships only tokenizer.model (SentencePiece)
+            # and no tokenizer.json: no <s> and no SentencePiece dummy prefix, so every input would differ from the
+            # ones the model was trained on.
             raise ValueError(
-                f"the tokenizer of {self.model_name_or_path} splits {self.good_token!r} {self.bad_token!r} into "
-                f"{len(candidates)} tokens instead of 2; pass good_token/bad_token that are single tokens"
+                f"MathShepherdPRM (prm_type='math_shepherd'): the tokenizer of {self.model_name_or_path} does not "
+                f"prepend its bos token {self.tokenizer.bos_token!r}, which the model was trained with. A checkpoint "
+                "with only tokenizer.model loads that way in transformers 5; write its tokenizer.json once with "
+                "transformers.LlamaTokenizer.from_pretrained(path, add_bos_token=True).save_pretrained(path)."
             )
-        self.candidate_ids = candidates
+        self.label_pieces = [self._label_piece(label) for label in (self.good_token, self.bad_token)]
+        self.candidate_ids = self.tokenizer.convert_tokens_to_ids(self.label_pieces)
+
+    def _label_piece(self, label: str) -> str:
+        """The vocabulary piece the model predicts at a tag for `label`: the one `label` forms after the tag and a
+        space, where the training data wrote it ("... ки" became "... +").
+
+        That is ``▁+``/``▁-`` in Mistral's SentencePiece vocabulary (ids 648/387) and ``Ġ+`` in a byte-level one;
+        a bare ``+`` (as in "48+24") is another token, and encoding the label alone gives one or the other depending
+        on whether the tokenizer adds a leading space.
+        """
+        tag_pieces = self.tokenizer.tokenize(self.step_tag)
+        pieces = self.tokenizer.tokenize(f"{self.step_tag} {label}")
+        if (
+            pieces[: len(tag_pieces)] != tag_pieces
+            or len(pieces) != len(tag_pieces) + 1
+            or self.tokenizer.convert_tokens_to_string(pieces[-1:]).strip() != label
+        ):
+            raise ValueError(
+                f"the tokenizer of {self.model_name_or_path} writes {label!r} after the tag {self.step_tag!r} as "
+                f"{pieces[len(tag_pieces) :]} instead of one piece; pass good_token/bad_token that are single pieces"
+            )
+        return pieces[-1]
 
     def _model_class(self) -> type:
         from transformers import AutoModelForCausalLM
