@@ -143,3 +143,5 @@ def test_recipe_arguments_build_the_callback(tiny_models, tmp_path):
                                                                  pass_at_k_k="4"))  # fmt: skip
     with pytest.raises(ValueError, match="pass_at_k_steps"):
         PassAtKCallback(trainer, callback.evaluation, SamplingConfig())  # the trainer has no eval_steps either
+    trainer.args.eval_steps = 2.0  # how TrainingArguments holds `eval_steps: 2` from a YAML
+    assert PassAtKCallback(trainer, callback.evaluation, SamplingConfig()).eval_steps == 2

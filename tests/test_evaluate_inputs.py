@@ -52,6 +52,18 @@ def test_dataset_folder_loads_its_named_split(tmp_path):
     assert [row["problem"] for row in load_rows(str(folder), "test")] == ["p"]
     with pytest.raises(ValueError, match=r"--split dev: .* has the splits \['test', 'train'\]"):
         load_rows(str(folder), "dev")
+    # One split whose rows carry no `split` column: another split name is an error, not that split's rows.
+    single = tmp_path / "single"
+    single.mkdir()
+    write_jsonl(single / "test.jsonl", [{"problem": "p", "answer": "1"}])
+    assert len(load_rows(str(single), "test")) == 1
+    with pytest.raises(ValueError, match=r"--split valid: .* has the splits \['test'\]"):
+        load_rows(str(single), "valid")
+    # One split of DeepSeek rows that say their split: the --split value filters them.
+    deepseek = tmp_path / "deepseek"
+    deepseek.mkdir()
+    write_jsonl(deepseek / "train.jsonl", LEAN_ROWS)
+    assert [row["name"] for row in load_rows(str(deepseek), "valid")] == ["t2"]
 
 
 def test_math_formats_and_gold_columns():

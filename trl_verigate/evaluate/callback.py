@@ -66,6 +66,8 @@ class PassAtKCallback(TrainerCallback):
         batch_size: int = 16,
     ):
         steps = eval_steps if eval_steps is not None else trainer.args.eval_steps
+        if isinstance(steps, float) and steps.is_integer():  # TrainingArguments types eval_steps as a float
+            steps = int(steps)
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(
                 f"pass_at_k_steps: the evaluation needs a whole number of steps >= 1, got {steps!r} (the trainer's "
@@ -133,8 +135,9 @@ class PassAtKCallback(TrainerCallback):
         accelerator = trainer.accelerator
         problems = evaluation.problem_set.problems
         rows: list[dict] = []
-        # Padding repeats the last problems so every process generates (ZeRO-3 needs all in each forward).
-        with accelerator.split_between_processes(list(range(len(problems))), apply_padding=True) as mine:
+        # Shares may differ by one problem: under ZeRO-3 the unwrapped model holds gathered weights, so no forward
+        # pass waits for the other processes.
+        with accelerator.split_between_processes(list(range(len(problems)))) as mine:
             missing = {index: list(range(evaluation.n)) for index in mine}
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         with unwrap_model_for_generation(trainer.model_wrapped, accelerator) as model, torch.random.fork_rng(devices):

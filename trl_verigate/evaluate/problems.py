@@ -69,10 +69,11 @@ def load_rows(dataset: str, split: str | None, config_name: str | None = None) -
                 f"--dataset {dataset}: could not load it ({type(error).__name__}: {error}); give a local "
                 ".json/.jsonl file, a dataset folder, or a hub id reachable from here"
             ) from error
+        only = next(iter(splits.values())) if len(splits) == 1 else None
         if split is not None and split in splits:
             rows = list(splits[split])
-        elif len(splits) == 1:
-            rows = list(next(iter(splits.values())))
+        elif only is not None and (split is None or "split" in only.column_names):
+            rows = list(only)  # the one split; rows that say their own split are filtered below
         else:
             raise ValueError(f"--split {split}: {dataset} has the splits {sorted(splits)}; name one of them")
     if split is not None and rows and "split" in rows[0]:
