@@ -6,6 +6,7 @@ import json
 import pytest
 
 from trl_verigate.cli import main
+from trl_verigate.evaluate import command
 from trl_verigate.evaluate.generation import HFBackend
 from trl_verigate.evaluate.problems import detect_math_format, lean_problems, load_rows, math_problems
 from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
@@ -117,6 +118,8 @@ def run_error(capsys, argv) -> str:
         (["--n", "4", "--k", "1,8"], "--k: k=8 is larger than --n=4"),
         (["--k", "1,two"], "--k 1,two: give comma-separated whole numbers"),
         (["--n", "0"], "--n must be >= 1"),
+        (["--batch-size", "0"], "--batch-size must be >= 1"),
+        (["--math-timeout", "0"], "--math-timeout must be > 0"),
         (["--temperature", "-1"], "--temperature must be >= 0"),
         (["--format", "gsm8k"], "--format gsm8k: row 0 has no `question`"),
         (["--format", "latex"], "argument --format: invalid choice: 'latex'"),
@@ -139,6 +142,7 @@ def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_mod
     cases = [
         (["--lean-project-dir", str(tmp_path)], "--lean-repl-command: no Lean REPL given or found"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-timeout", "0"], "--lean-timeout must be > 0"),
+        (["--lean-server-urls", "http://127.0.0.1:9", "--lean-workers", "0"], "--lean-workers must be >= 1"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-repl-command", "repl"], "give one"),
         (
             ["--lean-server-urls", "http://127.0.0.1:9", "--dataset", missing_column],
@@ -151,12 +155,30 @@ def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_mod
     assert no_model_load == []
 
 
-def test_output_of_another_evaluation_is_refused(tmp_path, capsys, no_model_load):
+class BoxedOneBackend:
+    """Stands in for a loaded model: every completion answers \\boxed{1}."""
+
+    def generate(self, prompts, counts, on_sample=None):
+        return [["\\boxed{1}"] * count for count in counts]
+
+
+def test_output_of_another_evaluation_is_refused(tmp_path, capsys, monkeypatch):
     first = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
     second = write_jsonl(tmp_path / "b.jsonl", [{"problem": "p", "answer": "2"}])
     output = str(tmp_path / "o")
-    with pytest.raises(AssertionError, match="a model was loaded"):  # the first run gets as far as loading
-        main(["evaluate", "math", "--model", "m", "--dataset", first, "--output", output])
+    loads = []
+    monkeypatch.setattr(command, "build_backend", lambda args, sampling: loads.append(args.model) or BoxedOneBackend())
+    assert main(["evaluate", "math", "--model", "m", "--dataset", first, "--output", output, "--no-progress"]) == 0
     err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", second, "--output", output])
     assert f"--output {output} holds another evaluation (dataset_sha256:" in err
-    assert len(no_model_load) == 1
+    err = run_error(capsys, ["evaluate", "math", "--model", "m2", "--dataset", first, "--output", output])
+    assert "model: 'm' there, 'm2' now" in err
+    assert loads == ["m"]
+
+
+def test_a_run_whose_model_fails_to_load_records_nothing(tmp_path, no_model_load):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    output = tmp_path / "o"
+    with pytest.raises(AssertionError, match="a model was loaded"):
+        main(["evaluate", "math", "--model", "typo", "--dataset", data, "--output", str(output)])
+    assert not (output / "run.json").exists()  # so the corrected rerun into the same folder is not refused

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+from dataclasses import dataclass
 
 from trl_verigate.evaluate.generation import BACKENDS, HFBackend, SamplingConfig, VLLMBackend
 from trl_verigate.evaluate.metrics import check_ks
-from trl_verigate.evaluate.outputs import check_same_run
+from trl_verigate.evaluate.outputs import check_same_run, record_run
 from trl_verigate.evaluate.plot import check_matplotlib
 from trl_verigate.evaluate.problems import (
     DEFAULT_MATH_SYSTEM_PROMPT,
@@ -128,17 +129,35 @@ def _lean_verifier(args: argparse.Namespace):
     return LeanServer(config), config.workers
 
 
-def prepare(args: argparse.Namespace):
-    """Everything that can be checked without a model: returns (evaluation, verifier or None, identity)."""
+@dataclass
+class Prepared:
+    """What `prepare` checked and built, before any model loads."""
+
+    evaluation: Evaluation
+    sampling: SamplingConfig
+    verifier: object | None  # the Lean verifier (a LeanServer not yet started, or a LeanClient)
+    identity: dict  # what the output folder evaluates (run.json)
+
+
+def _check_at_least(args: argparse.Namespace, minimum: float, *names: str) -> None:
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and not value >= minimum:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {value}")
+
+
+def prepare(args: argparse.Namespace) -> Prepared:
+    """Everything that can be checked without a model, checked; a ValueError names the flag to fix."""
     from trl_verigate.evaluate.lean_scoring import LeanScorer
     from trl_verigate.evaluate.math_scoring import MathScorer
 
-    if args.n < 1:
-        raise ValueError(f"--n must be >= 1 attempts per problem, got {args.n}")
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1 problems, got {args.limit}")
+    _check_at_least(args, 1, "n", "limit", "batch_size", "chunk_size", "tensor_parallel_size")
+    if args.task == "lean":
+        _check_at_least(args, 1, "lean_workers", "lean_memory_limit_mb")
+    elif not args.math_timeout > 0:
+        raise ValueError(f"--math-timeout must be > 0 seconds, got {args.math_timeout}")
     ks = check_ks(parse_ks(args.k), args.n)
-    SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+    sampling = SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
     if args.backend == "vllm":
         try:
             import vllm  # noqa: F401
@@ -167,11 +186,10 @@ def prepare(args: argparse.Namespace):
     evaluation = Evaluation(args.task, problem_set, scorer, args.n, ks, args.seed, args.chunk_size, config)
     identity = {"task": args.task, "model": args.model, "dataset_sha256": problem_set.sha256, **prompt}
     check_same_run(args.output, identity)
-    return evaluation, verifier
+    return Prepared(evaluation, sampling, verifier, identity)
 
 
-def build_backend(args: argparse.Namespace):
-    sampling = SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+def build_backend(args: argparse.Namespace, sampling: SamplingConfig):
     if args.backend == "vllm":
         return VLLMBackend.from_pretrained(args.model, sampling, tensor_parallel_size=args.tensor_parallel_size)
     return HFBackend.from_pretrained(args.model, sampling, batch_size=args.batch_size, dtype=args.dtype)
@@ -179,13 +197,14 @@ def build_backend(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     try:
-        evaluation, verifier = prepare(args)
+        prepared = prepare(args)
     except ValueError as error:
         args.parser.error(str(error))
-    backend = build_backend(args)
+    backend = build_backend(args, prepared.sampling)
+    record_run(args.output, prepared.identity)
     with contextlib.ExitStack() as stack:
-        if verifier is not None and hasattr(verifier, "__enter__"):  # a local pool: started here, closed after
-            stack.enter_context(verifier)
-        stack.callback(evaluation.scorer.close)
-        evaluate(evaluation, backend, args.output, progress=not args.no_progress)
+        if hasattr(prepared.verifier, "__enter__"):  # a local pool: started here, closed after
+            stack.enter_context(prepared.verifier)
+        stack.callback(prepared.evaluation.scorer.close)
+        evaluate(prepared.evaluation, backend, args.output, progress=not args.no_progress)
     return 0

@@ -71,21 +71,27 @@ def read_samples(output_dir: str | os.PathLike) -> list[dict]:
 
 
 def check_same_run(output_dir: str | os.PathLike, identity: dict) -> None:
-    """Record what this output folder evaluates (task, model, dataset hash, prompt); a rerun into the same folder must
-    evaluate the same thing, or resuming would mix two evaluations."""
+    """A rerun into an output folder must evaluate what its `run.json` says (task, model, dataset hash, prompt), or
+    resuming would mix two evaluations."""
     path = Path(output_dir) / RUN_FILE
-    if path.exists():
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-        changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
-        if changed:
-            details = "; ".join(f"{key}: {recorded.get(key)!r} there, {identity.get(key)!r} now" for key in changed)
-            raise ValueError(
-                f"--output {output_dir} holds another evaluation ({details}); give a new --output, or rerun with the "
-                "same settings to resume it"
-            )
+    if not path.exists():
         return
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
+    if changed:
+        details = "; ".join(f"{key}: {recorded.get(key)!r} there, {identity.get(key)!r} now" for key in changed)
+        raise ValueError(
+            f"--output {output_dir} holds another evaluation ({details}); give a new --output, or rerun with the "
+            "same settings to resume it"
+        )
+
+
+def record_run(output_dir: str | os.PathLike, identity: dict) -> None:
+    """Write `run.json`; called once the model has loaded, so a run that never started records nothing."""
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(identity, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (Path(output_dir) / RUN_FILE).write_text(
+        json.dumps(identity, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
 
 def write_summary(output_dir: str | os.PathLike, summary: dict) -> Path:

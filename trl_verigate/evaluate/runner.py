@@ -141,7 +141,8 @@ def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = 
     rows = list(samples.rows.values())
     equivalent = getattr(evaluation.scorer, "equivalent", None) if evaluation.task == "math" else None
     metrics = compute_metrics(rows, problem_ids, evaluation.n, evaluation.ks, equivalent, evaluation.seed)
-    scored = [row for row in rows if str(row["problem_id"]) in set(problem_ids) and row["attempt"] < evaluation.n]
+    evaluated = set(problem_ids)
+    scored = [row for row in rows if str(row["problem_id"]) in evaluated and row["attempt"] < evaluation.n]
     statuses = Counter(row["status"] for row in scored)
     summary = {
         "task": evaluation.task,
