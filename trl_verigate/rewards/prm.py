@@ -258,8 +258,10 @@ class _ModelStepScorer:
         # transformers loads real weights only on local rank 0 under accelerate FSDP with CPU-RAM-efficient loading
         # and zeros everywhere else, expecting FSDP to broadcast rank 0's copy when the model is prepared. A PRM that
         # is never prepared would then score every step 0.5 on those ranks without any error.
+        # Under DeepSpeed ZeRO-3 every parameter here is an empty placeholder for its shards, which are not zeros.
         # The first non-zero tensor ends the scan, so a real checkpoint costs one tensor's read.
-        if any(bool(parameter.detach().any()) for parameter in model.parameters()):
+        held = [parameter for parameter in model.parameters() if parameter.numel() > 0]
+        if not held or any(bool(parameter.detach().any()) for parameter in held):
             return
         from transformers.integrations import is_fsdp_enabled
 
