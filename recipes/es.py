@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 from lean_process_grpo import LeanScriptArguments
 from lean_process_grpo import to_prompts as lean_prompts
-from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
-from verigate_math import MathScriptArguments, load_math_dataset, set_model_init_kwargs, train_and_save
+from recipe_tools import RecipeParser, check_dataset_name
+from trl import ModelConfig, get_peft_config, get_quantization_config
+from verigate_math import MathScriptArguments, load_math_dataset, math_reward, set_model_init_kwargs, train_and_save
 from verigate_math import to_prompts as math_prompts
 
-from trl_verigate import accuracy_reward
 from trl_verigate.trainers.es import ESConfig, ESTrainer
 
 TASKS = ("lean", "math")
@@ -72,6 +72,7 @@ def lean_reward(args: ESScriptArguments):
 def main(script_args: ESScriptArguments, training_args: ESConfig, model_args: ModelConfig):
     if script_args.task not in TASKS:
         raise ValueError(f"task={script_args.task!r}: set one of {', '.join(TASKS)}")
+    check_dataset_name(script_args.dataset_name)
     set_model_init_kwargs(training_args, model_args)
     verifier = None
     if script_args.task == "lean":
@@ -79,7 +80,7 @@ def main(script_args: ESScriptArguments, training_args: ESConfig, model_args: Mo
         reward, verifier = lean_reward(script_args)
     else:
         to_prompts = math_prompts
-        reward = accuracy_reward
+        reward = math_reward(script_args)
     train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
     trainer = ESTrainer(
         model=model_args.model_name_or_path,
@@ -96,6 +97,9 @@ def main(script_args: ESScriptArguments, training_args: ESConfig, model_args: Mo
             verifier.close()
 
 
+def parse_args(args: list[str] | None = None):
+    return RecipeParser((ESScriptArguments, ESConfig, ModelConfig)).parse_args_and_config(args)
+
+
 if __name__ == "__main__":
-    parser = TrlParser((ESScriptArguments, ESConfig, ModelConfig))
-    main(*parser.parse_args_and_config())
+    main(*parse_args())

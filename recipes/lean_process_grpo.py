@@ -11,7 +11,8 @@ the hub or a local .json/.jsonl file. Every field of `LeanScriptArguments`, `Lea
 import string
 from dataclasses import dataclass, field
 
-from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
+from recipe_tools import RecipeParser, check_dataset_name
+from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
 
 from trl_verigate import LeanProcessConfig, LeanProcessGRPOTrainer
@@ -66,6 +67,7 @@ def to_prompts(dataset, args: LeanScriptArguments, statement_field: str = "forma
 
 
 def main(script_args: LeanScriptArguments, training_args: LeanProcessConfig, model_args: ModelConfig):
+    check_dataset_name(script_args.dataset_name)
     set_model_init_kwargs(training_args, model_args)
     statement_field = training_args.statement_field
     train_dataset = to_prompts(
@@ -87,6 +89,9 @@ def main(script_args: LeanScriptArguments, training_args: LeanProcessConfig, mod
     train_and_save(trainer, training_args, script_args.dataset_name)
 
 
+def parse_args(args: list[str] | None = None):
+    return RecipeParser((LeanScriptArguments, LeanProcessConfig, ModelConfig)).parse_args_and_config(args)
+
+
 if __name__ == "__main__":
-    parser = TrlParser((LeanScriptArguments, LeanProcessConfig, ModelConfig))
-    main(*parser.parse_args_and_config())
+    main(*parse_args())

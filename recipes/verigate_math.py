@@ -11,9 +11,10 @@ import os
 from dataclasses import dataclass, field
 
 from datasets import load_dataset
-from trl import ModelConfig, ScriptArguments, TrlParser, get_peft_config, get_quantization_config
+from recipe_tools import LOCAL_DATA_SUFFIXES, RecipeParser, check_dataset_name, summarize_run
+from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 
-from trl_verigate import VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
+from trl_verigate import MathAccuracyReward, VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
 
 # Blank-line separated steps are what the PRM scores one by one (`step_separator` defaults to "\n\n"), and
 # \boxed{} is what `accuracy_reward` extracts, so the prompt asks for exactly those two things.
@@ -44,9 +45,19 @@ class MathScriptArguments(ScriptArguments):
     )
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training rows."})
     system_prompt: str = field(default=DEFAULT_SYSTEM_PROMPT, metadata={"help": "System message of every prompt."})
+    allow_unboxed_answers: bool = field(
+        default=False,
+        metadata={
+            "help": "Against a \\boxed{} gold answer, also score a completion without \\boxed{} by its last number. "
+            "Off by default: that number is most often a truncated completion's intermediate result. GSM8K `#### N` "
+            "gold always takes the last number."
+        },
+    )
 
 
-LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
+def math_reward(args: MathScriptArguments) -> MathAccuracyReward:
+    """`accuracy_reward`, or one that also reads unboxed answers against boxed gold (`allow_unboxed_answers`)."""
+    return MathAccuracyReward(allow_unboxed_answers=True) if args.allow_unboxed_answers else accuracy_reward
 
 
 def load_math_dataset(args: MathScriptArguments, split: str):
@@ -55,8 +66,7 @@ def load_math_dataset(args: MathScriptArguments, split: str):
     `split` may itself be the path of a local .json/.jsonl file (how `dataset_test_split` names a separate eval
     file); that file is then the whole split.
     """
-    if args.dataset_name is None:
-        raise ValueError("`dataset_name` is not set: give a hub dataset id or a local .json/.jsonl file.")
+    check_dataset_name(args.dataset_name)
     if split.endswith(LOCAL_DATA_SUFFIXES):
         if not os.path.isfile(split):
             field_name = "dataset_test_split" if split == args.dataset_test_split else "dataset_train_split"
@@ -118,6 +128,7 @@ def train_and_save(trainer, training_args, dataset_name: str | None) -> None:
 
 
 def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_args: ModelConfig):
+    check_dataset_name(script_args.dataset_name)
     set_model_init_kwargs(training_args, model_args)
     train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
     eval_dataset = None
@@ -126,7 +137,7 @@ def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_
 
     trainer = VeriGateGRPOTrainer(
         model=model_args.model_name_or_path,
-        reward_funcs=[accuracy_reward],
+        reward_funcs=[math_reward(script_args)],
         args=training_args,
         train_dataset=train_dataset,
         eval_dataset=eval_dataset,
@@ -134,8 +145,13 @@ def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_
         peft_config=get_peft_config(model_args),
     )
     train_and_save(trainer, training_args, script_args.dataset_name)
+    if trainer.accelerator.is_main_process:
+        summarize_run(trainer.state.log_history, training_args.output_dir, training_args.report_to)
+
+
+def parse_args(args: list[str] | None = None):
+    return RecipeParser((MathScriptArguments, VeriGateConfig, ModelConfig)).parse_args_and_config(args)
 
 
 if __name__ == "__main__":
-    parser = TrlParser((MathScriptArguments, VeriGateConfig, ModelConfig))
-    main(*parser.parse_args_and_config())
+    main(*parse_args())

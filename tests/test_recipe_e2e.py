@@ -181,12 +181,14 @@ def tracker_env(tmp_path: Path) -> dict:
     )
 
 
-def run_recipe(launcher: list[str], config: Path, tmp_path: Path) -> None:
+def run_recipe(launcher: list[str], config: Path, tmp_path: Path) -> str:
+    """The run's stdout."""
     command = [*launcher, str(RECIPE), "--config", str(config)]
     result = subprocess.run(
         command, cwd=REPO_ROOT, env=tracker_env(tmp_path), capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, f"{' '.join(command)} failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return result.stdout
 
 
 def assert_verigate_metrics_tracked(tmp_path: Path, num_processes: int) -> None:
@@ -221,9 +223,17 @@ def assert_verigate_metrics_tracked(tmp_path: Path, num_processes: int) -> None:
 @pytest.mark.slow
 def test_recipe_single_process_logs_verigate_metrics_to_wandb_and_mlflow(tiny_models, tmp_path):
     config = write_tiny_config(tiny_models, tmp_path)
-    run_recipe([sys.executable], config, tmp_path)
+    stdout = run_recipe([sys.executable], config, tmp_path)
     assert_verigate_metrics_tracked(tmp_path, num_processes=1)
     assert (tmp_path / "output" / "config.json").is_file(), "the recipe did not save the trained policy"
+    # The end-of-run summary: the metrics table with one column per step, where things went, and the plot.
+    table = stdout.split("VeriGate metrics per step:\n", 1)[1].splitlines()
+    assert table[0].split() == ["step", *(str(step) for step in range(1, TRAIN_STEPS + 1))]
+    assert any(line.split()[0] == "verigate/gate_rate" for line in table[1:])
+    assert f"Model: {tmp_path / 'output'}" in stdout
+    logged = json.loads((tmp_path / "output" / "verigate_metrics.json").read_text())
+    assert [row["step"] for row in logged] == list(range(1, TRAIN_STEPS + 1))
+    assert (tmp_path / "output" / "verigate_metrics.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.slow

@@ -1,0 +1,155 @@
+"""What the recipes share (recipes/recipe_tools.py): flags are spelled out in full, a missing local dataset is named
+before anything loads, and the end-of-run summary (metrics table, where things went, plot)."""
+
+import importlib
+import json
+import subprocess
+import sys
+
+import pytest
+from launch import REPO_ROOT, TINY_CONFIG, offline_env
+
+sys.path.insert(0, str(REPO_ROOT / "recipes"))  # the recipes import each other and recipe_tools as scripts do
+recipe_tools = importlib.import_module("recipe_tools")
+RECIPES = ["verigate_math", "lean_process_grpo", "es"]
+# A flag each recipe's parser knows, misspelled as a prefix argparse would otherwise complete, a value and its parse.
+MISSPELLED = {
+    "verigate_math": ("--prm_typ", "--prm_type", "symbolic", "symbolic"),
+    "lean_process_grpo": ("--lean_timeou", "--lean_timeout", "30", 30.0),
+    "es": ("--population_siz", "--population_size", "4", 4),
+}
+
+
+@pytest.mark.parametrize("recipe_name", RECIPES)
+def test_recipes_refuse_abbreviated_flags(recipe_name, tmp_path):
+    recipe = importlib.import_module(recipe_name)
+    misspelled, full, value, parsed_value = MISSPELLED[recipe_name]
+    base = ["--output_dir", str(tmp_path), "--dataset_name", "x.jsonl", "--use_cpu", "true"]
+    with pytest.raises(ValueError, match=rf"Unknown flag {misspelled} .*did you mean {full}\?"):
+        recipe.parse_args([*base, misspelled, value])
+    with pytest.raises(ValueError, match=rf"Unknown flag {misspelled} "):
+        recipe.parse_args([*base, f"{misspelled}={value}"])
+    parsed = recipe.parse_args([*base, full, value])
+    assert parsed_value in [getattr(group, full.removeprefix("--"), None) for group in parsed]
+
+
+@pytest.mark.slow
+def test_a_misspelled_flag_stops_the_recipe_before_it_trains(tmp_path):
+    # What a user runs; before, `--prm_typ` was read as `--prm_type` and the run trained.
+    command = [sys.executable, "recipes/verigate_math.py", "--config", str(TINY_CONFIG), "--prm_typ", "symbolic"]
+    command += ["--output_dir", str(tmp_path)]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=offline_env(tmp_path), capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "Unknown flag --prm_typ (flags must be spelled out in full); did you mean --prm_type?" in result.stderr
+
+
+@pytest.mark.slow
+def test_a_missing_relative_dataset_file_is_named_before_models_load(tmp_path):
+    (tmp_path / "data").mkdir()
+    command = [sys.executable, str(REPO_ROOT / "recipes" / "verigate_math.py"), "--config", str(TINY_CONFIG)]
+    command += ["--dataset_name", "data/train.jsonl", "--output_dir", str(tmp_path / "out")]
+    command += ["--model_name_or_path", str(tmp_path / "no_model")]  # loading it first would fail differently
+    result = subprocess.run(command, cwd=tmp_path, env=offline_env(tmp_path), capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "FileNotFoundError: `dataset_name` is data/train.jsonl, a local path, but there is no such file" in (
+        result.stderr
+    )
+    assert "ConnectionError" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "name, make, is_path",
+    [
+        ("data/train.jsonl", "data/", True),  # the directory exists, the file does not
+        ("train.json", None, True),
+        ("data/train", "data/", True),
+        ("./train", None, True),
+        ("openai/gsm8k", None, False),
+        ("gsm8k", None, False),
+    ],
+)
+def test_which_dataset_names_are_local_paths(name, make, is_path, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    if make:
+        (tmp_path / make).mkdir()
+    assert recipe_tools.looks_like_a_local_path(name) is is_path
+    if is_path:
+        with pytest.raises(FileNotFoundError, match=rf"`dataset_name` is {name}, a local path, but there is no such"):
+            recipe_tools.check_dataset_name(name)
+    else:
+        recipe_tools.check_dataset_name(name)  # a hub id: left to `datasets`
+
+
+def test_existing_local_dataset_paths_pass(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.jsonl").write_text("{}\n")
+    recipe_tools.check_dataset_name("data/train.jsonl")
+    recipe_tools.check_dataset_name("data")  # a directory `datasets` can load
+
+
+@pytest.mark.parametrize("recipe_name", RECIPES)
+def test_recipe_mains_check_the_dataset_name_first(recipe_name, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    recipe = importlib.import_module(recipe_name)
+    args = recipe.parse_args(
+        ["--dataset_name", "data/missing.jsonl", "--output_dir", str(tmp_path), "--model_name_or_path", "nowhere"]
+        + ["--use_cpu", "true"]
+    )
+    with pytest.raises(FileNotFoundError, match="`dataset_name` is data/missing.jsonl"):
+        recipe.main(*args)
+
+
+# ---------------------------------------------------------------- end-of-run summary
+
+# Three logging steps as transformers records them, then the end-of-training summary row (no metrics).
+LOG_HISTORY = [
+    {"step": 1, "loss": 0.1, "reward": 0.0, "verigate/gate_rate": 1.0, "verigate/prm_step_score_mean": 0.5},
+    {"step": 2, "loss": 0.2, "reward": 0.25, "verigate/gate_rate": 0.5},
+    {"step": 3, "loss": 0.3, "reward": 0.5, "verigate/gate_rate": 0.0, "verigate/prm_step_score_mean": 0.75},
+    {"step": 3, "train_runtime": 12.0, "train_loss": 0.2},
+]
+
+
+def test_metrics_table_has_a_column_per_step_and_a_row_per_metric():
+    lines = recipe_tools.metrics_table(LOG_HISTORY).splitlines()
+    assert [line.split() for line in lines] == [
+        ["step", "1", "2", "3"],
+        ["reward", "0", "0.25", "0.5"],
+        ["verigate/gate_rate", "1", "0.5", "0"],
+        ["verigate/prm_step_score_mean", "0.5", "-", "0.75"],  # not logged at step 2
+    ]
+    assert recipe_tools.metrics_table([{"step": 1, "loss": 0.1}]) == "No verigate/* metrics were logged."
+
+
+def test_long_runs_show_evenly_spaced_steps_ending_with_the_last():
+    history = [{"step": step, "verigate/gate_rate": step / 100} for step in range(1, 101)]
+    header = recipe_tools.metrics_table(history).splitlines()[0].split()
+    # 8 columns over steps 1..100: indices round(k * 99 / 7) for k = 0..7, i.e. 0, 14, 28, 42, 57, 71, 85, 99.
+    assert header == ["step", "1", "15", "29", "43", "58", "72", "86", "100"]
+
+
+def test_summarize_run_prints_the_table_and_writes_metrics_and_plot(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "w"))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    printed = []
+    recipe_tools.summarize_run(LOG_HISTORY, str(tmp_path / "out"), ["wandb"], printed.append)
+    text = "\n".join(printed)
+    assert recipe_tools.metrics_table(LOG_HISTORY) in text
+    assert f"Model: {tmp_path / 'out'}" in text
+    assert f"wandb (offline): {tmp_path / 'w' / 'wandb'}" in text
+    assert json.loads((tmp_path / "out" / "verigate_metrics.json").read_text()) == LOG_HISTORY[:3]
+    png = (tmp_path / "out" / "verigate_metrics.png").read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"Plot of gate rate and rewards per step: {tmp_path / 'out' / 'verigate_metrics.png'}" in text
+
+
+def test_without_matplotlib_the_plot_is_skipped_with_how_to_get_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
+    printed = []
+    recipe_tools.summarize_run(LOG_HISTORY, str(tmp_path), [], printed.append)
+    assert printed[-1] == "No plot: matplotlib is not installed (pip install matplotlib)."
+    assert "Trackers: none (report_to: none)" in printed
+    assert not (tmp_path / "verigate_metrics.png").exists()
