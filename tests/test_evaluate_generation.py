@@ -19,15 +19,17 @@ def policy(tiny_models):
     return model, tokenizer
 
 
-def test_hf_backend_left_pads_so_batched_equals_alone(policy):
-    model, tokenizer = policy
-    tokenizer.padding_side = "right"  # the backend must switch to left padding for generation, and switch back
+def test_hf_backend_left_pads_so_batched_equals_alone(policy, tiny_models):
+    model, _ = policy
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    # The backend must switch to left padding (and a pad token) for generation, and switch back.
+    tokenizer.padding_side, tokenizer.pad_token = "right", None
     greedy = SamplingConfig(temperature=0.0, max_new_tokens=6)
     short, long = "2 + 2 =", "Natalia sold clips to 48 of her friends in April. How many"
     alone = HFBackend(model, tokenizer, greedy, batch_size=1).generate([short], [1])[0][0]
     batched = HFBackend(model, tokenizer, greedy, batch_size=8).generate([long, short], [1, 1])
     assert batched[1][0] == alone
-    assert tokenizer.padding_side == "right"
+    assert tokenizer.padding_side == "right" and tokenizer.pad_token is None
 
 
 def test_hf_backend_gives_counts_per_prompt_and_reports_progress(policy):

@@ -73,9 +73,11 @@ class HFBackend:
         texts = [render_prompt(tokenizer, prompt) for prompt in prompts]
         flat = [index for index, count in enumerate(counts) for _ in range(count)]
         outputs: list[list[str]] = [[] for _ in prompts]
-        padding_side = tokenizer.padding_side
-        tokenizer.padding_side = "left"  # generation appends on the right, so every row must end at its prompt
-        if tokenizer.pad_token is None:
+        # Generation appends on the right, so every row must end at its prompt: left padding, put back afterwards
+        # (the training callback shares the trainer's tokenizer).
+        padding_side, pad_token = tokenizer.padding_side, tokenizer.pad_token
+        tokenizer.padding_side = "left"
+        if pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
         do_sample = self.sampling.temperature > 0
         sampling = {"temperature": self.sampling.temperature, "top_p": self.sampling.top_p} if do_sample else {}
@@ -103,6 +105,8 @@ class HFBackend:
                     on_sample(len(rows))
         finally:
             tokenizer.padding_side = padding_side
+            if pad_token is None:
+                tokenizer.pad_token = None
         return outputs
 
 
