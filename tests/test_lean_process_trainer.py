@@ -342,13 +342,14 @@ def test_training_survives_hang_crash_and_garbage(tiny_models, tmp_path, lean_se
 
 
 def test_unreachable_remote_server_gives_zero_and_counts(tiny_models, tmp_path):
-    from launch import free_port
+    from launch import refused_url
 
     from trl_verigate.lean_server import LeanClient
 
-    client = LeanClient([f"http://127.0.0.1:{free_port()}"], retries=0, backoff=0.0, protocol="verigate")
-    trainer = make_trainer(tiny_models, tmp_path, client)
-    output = score_batch(trainer)
+    with refused_url() as dead:
+        client = LeanClient([dead], retries=0, backoff=0.0, protocol="verigate")
+        trainer = make_trainer(tiny_models, tmp_path, client)
+        output = score_batch(trainer)
     assert trainer.lean_reward.failures == 2 * G - 1  # every completion but the empty one reached for the server
     assert torch.equal(output["advantages"], torch.zeros_like(output["advantages"]))  # all g = 0, no tactics
 
