@@ -12,11 +12,12 @@ TINY_DIR ?= .tiny
 
 .PHONY: install test test-fast test-lean demo demo-lean demo-es bench bench-peers lint tiny clean
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg pyproject.toml scripts/torch_pip_args.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	# The CPU wheel first: otherwise pip resolves torch to a multi-GB CUDA build.
-	$(PIP) install -q torch==2.13.0
+	# torch first: the build pip's configuration provides when it is a CPU one (offline from a local wheel directory),
+	# the CUDA build where an NVIDIA driver is, else PyTorch's CPU index; scripts/torch_pip_args.py says which and why.
+	$(PIP) install -q $$($(PY) scripts/torch_pip_args.py)
 	$(PIP) install -q -e '.[dev]'
 	touch $(STAMP)
 
