@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.code_tokens import CodeTokens, indices_of
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
@@ -103,7 +104,7 @@ _TERM_SEQUENCE_WORDS = frozenset(
 )
 
 
-def check_config_values(code: list[Token]) -> None:
+def check_config_values(code: list[Token], view: CodeTokens | None = None) -> None:
     """Every `(NAME := VALUE)` configuration item must have a literal VALUE (see `_is_literal`).
 
     Tactic configurations built with `declare_config_elab` (`simp`, `omega`, `linarith`, `rw`, `decide`, `aesop`,
@@ -116,16 +117,21 @@ def check_config_values(code: list[Token]) -> None:
     identifier (or after further items of it) is taken for a named argument. After an undotted name the two cannot
     be told apart without knowing every tactic of every library, so a non-literal value is refused there, with the
     rewrite in the reason.
+
+    `view`: `code`'s `CodeTokens`, when the caller has one (its derived lists are computed once per proof).
     """
     # The code inside a string's `{…}` follows the string in the token list; reading it here could pair a bracket
     # inside the literal with one outside (`(config := "{)}" ++ e)` would look like a literal value).
-    code = outside_literals(code)
-    closers = matching_closers(code)
+    view = CodeTokens(code, has_comments=False) if view is None else view
+    items = _config_items(view)
+    if not items:
+        return
+    code = view.outside
+    closers = view.closers_of_outside
     openers = {close: open_ for open_, close in closers.items()}
     named_arguments: dict[int, bool] = {}
-    for k, token in enumerate(code):
-        if not _is_config_item(code, k):
-            continue
+    for k in items:
+        token = code[k]
         name = code[k + 1]
         close = closers.get(k, len(code))
         value = code[k + 4 : close]
@@ -157,16 +163,16 @@ def check_config_values(code: list[Token]) -> None:
         )
 
 
-def config_item_values(code: list[Token]) -> Iterator[tuple[Token, list[Token]]]:
+def config_item_values(code: list[Token], view: CodeTokens | None = None) -> Iterator[tuple[Token, list[Token]]]:
     """(NAME, VALUE) of each `(NAME := VALUE)` item whose value Lean may evaluate as code: a tactic-valued item's
     (`TACTIC_VALUED_ITEMS`), and any item with a literal value (a `.ctor` names a constant that the configuration
     elaborator compiles and runs). Non-literal values of other items are refused by `check_config_values` or are
     a function's named arguments, which Lean only elaborates."""
-    code = outside_literals(code)
-    closers = matching_closers(code)
-    for k in range(len(code)):
-        if not _is_config_item(code, k):
-            continue
+    view = CodeTokens(code, has_comments=False) if view is None else view
+    items = _config_items(view)
+    code = view.outside
+    closers = view.closers_of_outside if items else {}
+    for k in items:
         name, value = code[k + 1], code[k + 4 : closers.get(k, len(code))]
         if name.text in TACTIC_VALUED_ITEMS or _is_literal(value):
             yield name, value
@@ -223,17 +229,11 @@ def _numeral_at(tokens: list[Token], i: int) -> Token | None:
     return tokens[i] if i < len(tokens) and tokens[i].kind == "number" else None
 
 
-def outside_literals(code: list[Token]) -> list[Token]:
-    """`code` less the tokens lexed from inside string literals (interpolation segments)."""
-    kept: list[Token] = []
-    literal_end = 0
-    for token in code:
-        if token.start < literal_end:
-            continue
-        if token.kind == "string":
-            literal_end = token.end
-        kept.append(token)
-    return kept
+def _config_items(view: CodeTokens) -> list[int]:
+    """The indices in `view.outside` of the `(` of each `(NAME := …` (`_is_config_item`), in order, found from the
+    `:` tokens (one C pass over the texts) rather than by trying every token."""
+    code = view.outside
+    return [j - 2 for j in indices_of(view.outside_texts, ":") if j >= 2 and _is_config_item(code, j - 2)]
 
 
 def _is_config_item(code: list[Token], k: int) -> bool:
@@ -242,20 +242,6 @@ def _is_config_item(code: list[Token], k: int) -> bool:
         return False
     colon, equals = code[k + 2], code[k + 3]
     return colon.text == ":" and equals.text == "=" and equals.start == colon.end
-
-
-def matching_closers(code: list[Token]) -> dict[int, int]:
-    """Index of each opening bracket's matching closer, for the brackets that are closed."""
-    pairs: dict[int, int] = {}
-    stack: list[int] = []
-    for k, token in enumerate(code):
-        if token.kind != "symbol":
-            continue
-        if token.text in tactic_split.OPENERS:
-            stack.append(k)
-        elif token.text in tactic_split.CLOSERS and stack:
-            pairs[stack.pop()] = k
-    return pairs
 
 
 def _is_named_argument(code: list[Token], k: int, openers: dict[int, int], known: dict[int, bool]) -> bool:

@@ -7,7 +7,8 @@ Split from `precheck`, which calls `check_local_definitions` once the splitter h
 from __future__ import annotations
 
 from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.config_values import config_item_values, matching_closers, outside_literals
+from trl_verigate.lean_server.code_tokens import CodeTokens
+from trl_verigate.lean_server.config_values import config_item_values
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
 
@@ -15,7 +16,9 @@ def _column(text: str, offset: int) -> int:
     return offset - (text.rfind("\n", 0, offset) + 1)
 
 
-def _local_definition_names(text: str, code: list[Token], layout: tactic_split.ProofLayout) -> list[Token]:
+def _local_definition_names(
+    text: str, code: list[Token], layout: tactic_split.ProofLayout, closers: dict[int, int]
+) -> list[Token]:
     """The name tokens of the proof's auxiliary definitions (`where` declarations, `let rec`s), from one pass.
 
     `code`: the code tokens outside literals. A `where` clause (only the theorem's suffix has one) is a block of
@@ -28,7 +31,6 @@ def _local_definition_names(text: str, code: list[Token], layout: tactic_split.P
     """
     names: list[Token] = []
     keywords = layout.clause_keywords
-    closers = matching_closers(code)
     declaration_column = None  # the `where` declarations' column, once the clause has started
     open_let_recs: list[tuple[int, int]] = []  # (bracket depth, column of `let`) of each open `let rec`
     depth = 0
@@ -89,7 +91,9 @@ def _declares(code: list[Token], j: int, closers: dict[int, int]) -> bool:
     return False
 
 
-def check_local_definitions(tokens: list[Token], text: str, layout: tactic_split.ProofLayout) -> None:
+def check_local_definitions(
+    tokens: list[Token], text: str, layout: tactic_split.ProofLayout, view: CodeTokens | None = None
+) -> None:
     """The proof's `where`/`let rec` definitions are named plainly and never evaluated as code.
 
     A plain name (no `.`, no `_root_`) keeps a definition out of another namespace, where a `.ctor` configuration
@@ -99,9 +103,15 @@ def check_local_definitions(tokens: list[Token], text: str, layout: tactic_split
     configuration value) would run the proof's code inside the REPL. So no tactic-valued item (`disch`,
     `discharger`, `norm`) and no literal configuration value may name one, under any prefix (`aux`, `thm.aux`,
     `.x.aux`), as `files._check_no_helper_code_is_run` does for a file's helper `def`s.
+
+    `view`: `tokens`' `CodeTokens`, when the caller has one.
     """
-    code = outside_literals([t for t in tokens if t.kind != "comment"])
-    names = _local_definition_names(text, code, layout)
+    view = CodeTokens(tokens) if view is None else view
+    # Only a suffix keyword the splitter placed (`where`) or a `rec` starts a definition: without either, none.
+    if not layout.clause_keywords and "rec" not in view.outside_texts:
+        return
+    code = view.outside
+    names = _local_definition_names(text, code, layout, view.closers_of_outside)
     for name in names:
         if name.kind != "ident" or len(name.components) > 1:
             raise PrecheckError(
@@ -110,7 +120,7 @@ def check_local_definitions(tokens: list[Token], text: str, layout: tactic_split
     defined = {name.text for name in names}
     if not defined:
         return
-    for item, value in config_item_values(code):
+    for item, value in config_item_values(code, view):
         for token in value:
             if token.kind == "ident" and defined.intersection(token.components):
                 raise PrecheckError(

@@ -27,12 +27,14 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from itertools import compress, repeat
-from operator import attrgetter, ge
+from operator import attrgetter, ge, itemgetter, le, methodcaller, ne, not_
 
+from trl_verigate.lean_server import code_tokens
 from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.code_tokens import CodeTokens, indices_of
 from trl_verigate.lean_server.config_values import check_config_values, check_set_option
 from trl_verigate.lean_server.gc_pause import gc_paused
-from trl_verigate.lean_server.lexer import PrecheckError, Token, enclosing_openers, lex, split_name
+from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
 from trl_verigate.lean_server.local_definitions import check_local_definitions
 from trl_verigate.lean_server.types import Tactic
 
@@ -113,6 +115,10 @@ _CONFUSABLES = str.maketrans(
 )
 
 
+_KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2)
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_LITERAL_KINDS = frozenset({"string", "char"})
+
 # `open`, `set_option` and `import` start commands; `open … in` and `set_option … in` are also tactic prefixes.
 PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
 
@@ -122,7 +128,10 @@ _NOT_PLAIN_ASCII = re.compile(r"[^\n\x20-\x7e]")
 
 def check_characters(text: str, what: str) -> None:
     """Reject characters that read differently to a person than to Lean, or that Lean refuses anyway."""
-    # Line breaks and printable ASCII all pass: only the other characters are looked at.
+    # Line breaks and printable ASCII all pass: only the other characters are looked at, and each distinct one once
+    # (a `\r`'s verdict depends on the character after it): only a text holding a refused one is walked.
+    if all(map(_is_harmless, set(_NOT_PLAIN_ASCII.findall(text)))):
+        return
     for match in _NOT_PLAIN_ASCII.finditer(text):
         i, c = match.start(), match.group()
         if c == "\r":
@@ -131,10 +140,18 @@ def check_characters(text: str, what: str) -> None:
             raise PrecheckError(f"lone carriage return in the {what}", i, ": use \\n line endings")
         if c == "\t":
             raise PrecheckError(f"tab in the {what}", i, ": Lean refuses tabs, indent with spaces")
-        category = unicodedata.category(c)
-        if category in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"):
+        if unicodedata.category(c) in _REFUSED_CATEGORIES:
             name = unicodedata.name(c, "unnamed")
             raise PrecheckError(f"invisible or control character U+{ord(c):04X} ({name}) in the {what}", i)
+
+
+_REFUSED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+
+
+def _is_harmless(c: str) -> bool:
+    """Whether `check_characters` accepts the character `c` wherever it stands (not `\r`, which only `\n` may
+    follow)."""
+    return c not in "\r\t" and unicodedata.category(c) not in _REFUSED_CATEGORIES
 
 
 def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[str] | None = None) -> str | None:
@@ -170,18 +187,32 @@ def forbidden_word(word: str, allow_native_decide: bool, components: Sequence[st
 
 
 def check_tokens(
-    tokens: list[Token], allow_native_decide: bool, allowed_commands=frozenset(), clause_keywords=frozenset()
+    tokens: list[Token],
+    allow_native_decide: bool,
+    allowed_commands=frozenset(),
+    clause_keywords=frozenset(),
+    view: CodeTokens | None = None,
 ) -> None:
     """Hold every code token to the word, attribute, native-evaluation, option and configuration rules.
 
     `clause_keywords`: the offsets where the splitter reads `where`/`termination_by`/`decreasing_by` as a suffix
     keyword (of the theorem, of a `where` declaration or of a `let rec`: `ProofLayout.clause_keywords`); there, and
     only there, those words are allowed. Every other token of a suffix is held to the same rules as a tactic's.
+    `view`: `tokens`' `CodeTokens`, when the caller has one.
     """
-    code = [t for t in tokens if t.kind != "comment"]
-    enclosing = enclosing_openers(code)
-    reasons: dict[str, str | None] = {}  # `forbidden_word` of each word met, which proofs repeat
-    for k, token in enumerate(code):
+    view = CodeTokens(tokens) if view is None else view
+    code, texts = view.code, view.texts
+    enclosing = view.enclosing
+    # `forbidden_word` of each distinct word (a word's verdict depends on the word alone). The loop below visits only
+    # the tokens a rule can refuse: a word with a reason or a rule of its own, or `#`, `@`, `+`; every other token
+    # passes every rule, and skipping them in C keeps the check linear with a small constant.
+    is_word = list(map("ident".__eq__, view.kinds))
+    words: dict[str, Token] = dict(zip(compress(texts, is_word), compress(code, is_word), strict=True))
+    reasons = {word: forbidden_word(word, allow_native_decide, token.components) for word, token in words.items()}
+    watched = {word for word, reason in reasons.items() if reason} | _OWN_RULE_WORDS
+    watched |= _WATCHED_SYMBOLS if allow_native_decide else _WATCHED_SYMBOLS_NATIVE
+    for k in indices_of(texts, watched):
+        token = code[k]
         following = code[k + 1] if k + 1 < len(code) else None
         adjacent = following is not None and following.start == token.end
         if token.kind == "ident":
@@ -200,10 +231,7 @@ def check_tokens(
                 continue
             if token.start in clause_keywords and token.text in tactic_split.SUFFIX_WORDS:
                 continue
-            if token.text in reasons:
-                reason = reasons[token.text]
-            else:
-                reason = reasons[token.text] = forbidden_word(token.text, allow_native_decide, token.components)
+            reason = reasons[token.text]
             if reason:
                 raise PrecheckError(reason, token.start)
             if token.text in PERCENT_ELABORATORS and adjacent and following.text == "%":
@@ -216,9 +244,11 @@ def check_tokens(
             if not allow_native_decide and token.text == "+" and following is not None and _is_native(following):
                 raise PrecheckError("`+native` (native evaluation)", token.start)
     if not allow_native_decide:
-        for k, token in enumerate(code[:-2]):
-            if token.kind != "ident" or token.components[-1] != "native":  # not `_is_native(token)`: nothing to check
-                continue
+        natives = {word for word, token in words.items() if token.components[-1] == "native"}
+        for k in indices_of(texts, natives) if natives else ():
+            if k >= len(code) - 2:
+                break
+            token = code[k]
             assigns = code[k + 1].text == ":" and code[k + 2].text == "=" and code[k + 2].start == code[k + 1].end
             # Any value counts (`Bool.true`, `!false`, `(true)`): only the field name is certain. A local named
             # `native` (`have native := h`) sets no field. A whole config written positionally (`⟨false, true, …⟩`,
@@ -226,7 +256,13 @@ def check_tokens(
             binds = k > 0 and code[k - 1].text in _BINDING_WORDS
             if _is_native(token) and assigns and not binds:
                 raise PrecheckError("`native :=` (native evaluation)", token.start)
-    check_config_values(code)
+    check_config_values(code, view)
+
+
+# Words with a rule of their own in `check_tokens` besides `forbidden_word`, and the symbols it looks at.
+_OWN_RULE_WORDS = frozenset({"set_option", "where", "rec"} | PERCENT_ELABORATORS)
+_WATCHED_SYMBOLS = frozenset({"#", "@"})
+_WATCHED_SYMBOLS_NATIVE = _WATCHED_SYMBOLS | {"+"}
 
 
 def check_header(header: str, allow_native_decide: bool) -> None:
@@ -274,13 +310,23 @@ def _skeleton(word: str) -> str:
 
 def _code_only(text: str, tokens: list[Token]) -> str:
     """`text` with comments and string/char literals blanked, newlines kept (so lines stay put)."""
-    chars = list(text)
-    for token in tokens:
-        if token.kind in ("comment", "string", "char"):
-            for i in range(token.start, token.end):
-                if chars[i] != "\n":
-                    chars[i] = " "
-    return "".join(chars)
+    pieces: list[str] = []
+    kept_from = 0  # the text before a blanked token is kept as is, and the blanked token's text goes line by line
+    for token in compress(tokens, map(_BLANKED_KINDS.__contains__, map(_KIND, tokens))):
+        if token.start < kept_from:  # inside a literal already blanked (the code in an interpolated string)
+            continue
+        pieces.append(text[kept_from : token.start])
+        pieces.append(_NOT_LINE_BREAK.sub(" ", text[token.start : token.end]))
+        kept_from = token.end
+    if not pieces:
+        return text
+    pieces.append(text[kept_from:])
+    return "".join(pieces)
+
+
+_BLANKED_KINDS = frozenset({"comment", "string", "char"})
+_NOT_LINE_BREAK = re.compile(r"[^\n]")
+_WORD = re.compile(r"[\w'!?«».]+")
 
 
 def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool, clause_keywords=frozenset()) -> None:
@@ -288,16 +334,20 @@ def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool
     code = _code_only(text, tokens)
     if code.isascii():  # every word below would be skipped, and NFKC leaves ASCII unchanged
         return
-    checked: set[str] = set()  # words found innocent: a word's verdict depends on the word alone
-    for match in re.finditer(r"[\w'!?«».]+", code):
-        word = match.group(0)
-        if word.isascii() or word in checked:
-            continue
-        checked.add(word)
-        skeleton = _skeleton(word)
-        reason = forbidden_word(skeleton, allow_native_decide) or forbidden_word(skeleton.strip("."), False)
-        if reason:
-            raise PrecheckError(f"look-alike characters spelling {reason} in `{word}`", match.start())
+    # A word's verdict depends on the word alone: each distinct non-ASCII word is judged once, and the text is walked
+    # for the first refused one only when there is one.
+    if any(map(_look_alike_reason, filter(_not_ascii, set(_WORD.findall(code))), repeat(allow_native_decide))):
+        checked: set[str] = set()  # words found innocent
+        for match in _WORD.finditer(code):
+            word = match.group(0)
+            if word.isascii() or word in checked:
+                continue
+            checked.add(word)
+            reason = _look_alike_reason(word, allow_native_decide)
+            if reason:
+                raise PrecheckError(f"look-alike characters spelling {reason} in `{word}`", match.start())
+    if unicodedata.is_normalized("NFKC", code):
+        return
     normalized = unicodedata.normalize("NFKC", code)
     if normalized != code:
         try:
@@ -309,37 +359,53 @@ def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool
             ) from None
 
 
-def _check_columns(text: str, tokens: list[Token], first_line_at_line_start: bool, clause_keywords=frozenset()) -> None:
+def _not_ascii(word: str) -> bool:
+    return not word.isascii()
+
+
+def _look_alike_reason(word: str, allow_native_decide: bool) -> str | None:
+    skeleton = _skeleton(word)
+    return forbidden_word(skeleton, allow_native_decide) or forbidden_word(skeleton.strip("."), False)
+
+
+_LINE_SPACE = frozenset({"", " ", "\n", "\r", "\t"})
+# A line break, then a character that is no whitespace to the lexer: a token (or a comment) starts at column 0.
+_CODE_AT_COLUMN_0 = re.compile(r"\n[^ \n\r\t]")
+_START_OF_MATCH = methodcaller("start")
+
+
+def _check_columns(text: str, view: CodeTokens, first_line_at_line_start: bool, clause_keywords=frozenset()) -> None:
     """A code token at column 0 outside brackets closes the `by` block: everything from there on is a new command.
 
     Inside brackets Lean checks no columns (`withoutPosition`), so a term list may go on at column 0 there; a
     command word or `#` command is refused at any depth by the token checks, and `_check_block` follows the layout.
     """
-    depth = 0
-    literal_end = 0
-    line_start = scanned = 0  # tokens come in text order: each stretch of text is searched for a line break once
-    for token in tokens:
-        if token.kind == "comment" or token.start < literal_end or token.start in clause_keywords:
-            # Code inside an interpolated string's braces is part of the literal for layout, as for the splitter.
-            # The suffix keywords the splitter placed (`where`, `termination_by`, `decreasing_by`) stand at column 0
-            # by convention; what follows them is held to the column rule as usual.
-            continue
-        if token.kind == "string":
-            literal_end = token.end
-        line_start, scanned = text.rfind("\n", scanned, token.start) + 1 or line_start, token.start
+    # Code inside an interpolated string's braces is part of the literal for layout, as for the splitter. The suffix
+    # keywords the splitter placed (`where`, `termination_by`, `decreasing_by`) stand at column 0 by convention;
+    # what follows them is held to the column rule as usual (they are words: skipping them moves no bracket depth).
+    tokens = view.outside
+    # Only a token at column 0 can close the block: the first code character of each line that starts with one is
+    # found in the text (in C), and a token starting there, with the bracket depth before it, only for those.
+    candidates = [0] if first_line_at_line_start and text[:1] not in _LINE_SPACE else []
+    candidates += map((1).__add__, map(_START_OF_MATCH, _CODE_AT_COLUMN_0.finditer(text)))
+    at_column_0 = []
+    for offset in candidates:
+        k = bisect.bisect_left(tokens, offset, key=_START)
+        if k < len(tokens) and tokens[k].start == offset and offset not in clause_keywords:
+            at_column_0.append(k)
+    if not at_column_0:
+        return
+    depth_after = code_tokens.depth_after(view.outside_texts)
+    for k in at_column_0:
         # A stray closer leaves the depth below 0, where columns are still checked.
-        if depth <= 0 and token.start == line_start and (line_start > 0 or first_line_at_line_start):
+        if (depth_after[k - 1] if k else 0) <= 0:
+            token = tokens[k]
             raise PrecheckError(
                 f"`{token.text}`",
                 token.start,
                 " closes the `by` block: indent every line of the proof body, e.g. "
-                + json.dumps(_indented(text, tokens, token), ensure_ascii=False),
+                + json.dumps(_indented(text, view.tokens, token), ensure_ascii=False),
             )
-        if token.kind == "symbol":
-            if token.text in tactic_split.OPENERS:
-                depth += 1
-            elif token.text in tactic_split.CLOSERS:
-                depth -= 1
 
 
 def _indented(text: str, tokens: list[Token], dedented: Token) -> str:
@@ -361,7 +427,7 @@ def _indented(text: str, tokens: list[Token], dedented: Token) -> str:
     return shown if len(shown) <= 200 else shown[:200] + "…"
 
 
-def _check_block(text: str, tokens: list[Token], layout: tactic_split.ProofLayout) -> list[Tactic]:
+def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout) -> list[Tactic]:
     """Every code token must lie in a top-level tactic: anything after the block's end is read by Lean as commands.
 
     Lean ends the `by` block at the first line indented less than its first tactic (or at a token no tactic
@@ -370,7 +436,7 @@ def _check_block(text: str, tokens: list[Token], layout: tactic_split.ProofLayou
     suffix it read (`layout.suffix`) is exactly that. Returns those spans, the proof's outermost tactics.
     """
     spans, suffix = layout.tactics, layout.suffix
-    disagreement = lexers_disagree_at(tokens, layout.tokens)
+    disagreement = lexers_disagree_at(view.tokens, layout.tokens, view)
     if disagreement is not None:
         raise PrecheckError(
             "the proof's layout",
@@ -382,14 +448,12 @@ def _check_block(text: str, tokens: list[Token], layout: tactic_split.ProofLayou
     # The end of the span each token's start falls after (-1 before the first span, so a token there is outside too).
     ends_before = [-1, *(span.end for span in spans)]
     low, high = suffix if suffix is not None else (0, 0)
-    checked = [
-        token
-        for token in tokens
-        # `;` separates tactics, so it sits between spans (or after the last, which Lean allows). The suffix holds the
-        # theorem's termination hints and `where` declarations, whose extent the splitter follows as Lean does.
-        if token.kind != "comment" and token.text != ";" and not low <= token.start < high
-    ]
-    offsets = [token.start for token in checked]
+    # `;` separates tactics, so it sits between spans (or after the last, which Lean allows). The suffix holds the
+    # theorem's termination hints and `where` declarations, whose extent the splitter follows as Lean does.
+    checked = list(compress(view.code, map(";".__ne__, view.texts)))
+    if low < high:
+        checked = [token for token in checked if not low <= token.start < high]
+    offsets = list(map(_START, checked))
     # One binary search per token, mapped in C; the first token at or after the end of its span is outside.
     outside = map(ge, offsets, map(ends_before.__getitem__, map(bisect.bisect_right, repeat(starts), offsets)))
     token = next(compress(checked, outside), None)
@@ -425,12 +489,52 @@ def _reading(spans) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     return runs, literals
 
 
-def lexers_disagree_at(tokens: list[Token], splitter_tokens) -> int | None:
+def _runs_and_literals(starts: list[int], ends: list[int], literal: list[bool]) -> tuple[list[int], ...]:
+    """`_reading` of tokens in text order that do not overlap, computed in C: the starts and ends of its code runs
+    (a run ends where the next code token does not start at its end) and of its literals."""
+    code_starts = list(compress(starts, map(not_, literal)))
+    code_ends = list(compress(ends, map(not_, literal)))
+    breaks = list(map(ne, code_starts[1:], code_ends))  # between code token i and i + 1: a new run starts
+    return (
+        code_starts[:1] + list(compress(code_starts[1:], breaks)),
+        list(compress(code_ends, breaks)) + code_ends[-1:],
+        list(compress(starts, literal)),
+        list(compress(ends, literal)),
+    )
+
+
+def _in_order_without_overlap(starts: list[int], ends: list[int]) -> bool:
+    return all(map(ge, starts[1:], ends))
+
+
+def _same_reading(view: CodeTokens, splitter_tokens) -> bool:
+    """Whether `_reading` of the precheck's tokens and of the splitter's is the same, decided in C where both token
+    lists are in text order without overlaps (a token inside a literal is dropped by `_reading`, so none may be
+    left after `view.outside` drops the interpolated strings' code). False means: compare them the slow way."""
+    starts = list(map(_START, view.code))
+    if not all(map(le, starts, starts[1:])):
+        return False
+    ours = view.outside
+    our_starts, our_ends = list(map(_START, ours)), list(map(_END, ours))
+    their_starts, their_ends = list(map(_FIRST, splitter_tokens)), list(map(_SECOND, splitter_tokens))
+    if not (_in_order_without_overlap(our_starts, our_ends) and _in_order_without_overlap(their_starts, their_ends)):
+        return False
+    our_literals = list(map(_LITERAL_KINDS.__contains__, map(_KIND, ours)))
+    their_literals = list(map(bool, map(_THIRD, splitter_tokens)))
+    return _runs_and_literals(our_starts, our_ends, our_literals) == _runs_and_literals(
+        their_starts, their_ends, their_literals
+    )
+
+
+def lexers_disagree_at(tokens: list[Token], splitter_tokens, view: CodeTokens | None = None) -> int | None:
     """The first offset where the precheck's tokens and the splitter's differ on what is code, literal or comment.
 
     `_check_block` trusts the splitter's spans only if both read the same code: otherwise text one of them takes
-    for a string or comment could hold the line that, to Lean, ends the `by` block.
+    for a string or comment could hold the line that, to Lean, ends the `by` block. `view`: `tokens`' `CodeTokens`.
     """
+    view = CodeTokens(tokens) if view is None else view
+    if _same_reading(view, splitter_tokens):
+        return None
     ours = _reading(
         (t.start, t.end, t.kind in ("string", "char"))
         for t in sorted(tokens, key=attrgetter("start"))
@@ -472,14 +576,18 @@ def scoped_prefix_in(code: list[Token], k: int) -> int | None:
     return end if end < len(code) and code[end].text == "in" else None
 
 
-def _check_scoped_prefixes(tokens: list[Token]) -> None:
+_PREFIX_WORDS = frozenset({"open", "set_option"})
+
+
+def _check_scoped_prefixes(view: CodeTokens) -> None:
     """`open` and `set_option` are tactics only as `open … in tac` / `set_option NAME VALUE in tac`.
 
     Without `in` they are commands, which Lean would run after ending the tactic block there.
     """
-    code = [t for t in tokens if t.kind != "comment"]
-    for k, token in enumerate(code):
-        if token.kind == "ident" and token.text in ("open", "set_option") and scoped_prefix_in(code, k) is None:
+    code = view.code
+    for k in indices_of(view.texts, _PREFIX_WORDS):
+        token = code[k]
+        if token.kind == "ident" and token.text in _PREFIX_WORDS and scoped_prefix_in(code, k) is None:
             raise PrecheckError(
                 f"`{token.text}`",
                 token.start,
@@ -501,14 +609,15 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: 
     """
     check_characters(proof, "proof")
     tokens = lex(proof)
+    view = CodeTokens(tokens)  # what the checks below derive from the tokens, computed once
     layout = tactic_split.split_proof(proof, "outermost", start_column=start_column)
     keywords = layout.clause_keywords
-    _check_columns(proof, tokens, first_line_at_line_start=start_column == 0, clause_keywords=keywords)
-    check_tokens(tokens, allow_native_decide, clause_keywords=keywords)
+    _check_columns(proof, view, first_line_at_line_start=start_column == 0, clause_keywords=keywords)
+    check_tokens(tokens, allow_native_decide, clause_keywords=keywords, view=view)
     _check_look_alikes(proof, tokens, allow_native_decide, clause_keywords=keywords)
-    _check_scoped_prefixes(tokens)
-    tactics = _check_block(proof, tokens, layout)
-    check_local_definitions(tokens, proof, layout)
+    _check_scoped_prefixes(view)
+    tactics = _check_block(view, layout)
+    check_local_definitions(tokens, proof, layout, view)
     return tactics
 
 

@@ -1,0 +1,116 @@
+"""`CodeTokens`: a proof's tokens as the precheck's checks read them, each derived list computed once per proof.
+
+A 1 MB proof has up to a million tokens, and the precheck's checks (precheck.py, config_values.py,
+local_definitions.py) each used to walk all of them in Python, filtering comments and literals and matching brackets
+again for themselves. Here every derived list is computed once, on first use, and mostly in C (`map`, `compress`
+over the tokens' fields), so a check can find the few tokens it cares about (a `(` opening `(NAME :=`, an `open`, a
+forbidden word) without a Python step per token, and then run its own rule on just those.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from itertools import accumulate, compress, repeat
+from operator import itemgetter, ne
+
+from trl_verigate.lean_server.layout_words import CLOSERS, OPENERS
+from trl_verigate.lean_server.lexer import EnclosingOpeners, Token
+
+_KIND, _START, _END, _TEXT = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+_BRACKETS = OPENERS | CLOSERS
+# +1 for an opener, -1 for a closer: a running sum over tokens is the bracket depth after each.
+_DEPTH_CHANGE = {**dict.fromkeys(OPENERS, 1), **dict.fromkeys(CLOSERS, -1)}
+
+
+def indices_of(texts: list[str], wanted) -> list[int]:
+    """The indices of the texts in `wanted` (a set, or one str), in order: one C pass over `texts`."""
+    test = wanted.__eq__ if isinstance(wanted, str) else wanted.__contains__
+    return list(compress(range(len(texts)), map(test, texts)))
+
+
+def outside_literals(code: list[Token]) -> list[Token]:
+    """`code` less the tokens lexed from inside string literals (interpolation segments)."""
+    kept: list[Token] = []
+    literal_end = 0
+    for token in code:
+        if token.start < literal_end:
+            continue
+        if token.kind == "string":
+            literal_end = token.end
+        kept.append(token)
+    return kept
+
+
+def matching_closers(code: list[Token]) -> dict[int, int]:
+    """Index of each opening bracket's matching closer, for the brackets that are closed."""
+    return closers_in(list(map(_TEXT, code)))
+
+
+def closers_in(texts: list[str]) -> dict[int, int]:
+    """`matching_closers` of the tokens with these texts: a closer closes the nearest open bracket of any kind."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for k in indices_of(texts, _BRACKETS):
+        if texts[k] in OPENERS:
+            stack.append(k)
+        elif stack:
+            pairs[stack.pop()] = k
+    return pairs
+
+
+class CodeTokens:
+    """The tokens of one text (comments included, as `lex` returns them), and what the checks derive from them.
+
+    A text is always a bracket (`(`, `⟨`, …), `:`, `=`, … only as a symbol token of that text: no identifier, number,
+    literal or comment has a one-character text of those, so a check may find symbols by their text alone.
+    """
+
+    def __init__(self, tokens: list[Token], has_comments: bool = True):
+        self.tokens = tokens
+        if has_comments and "comment" in map(_KIND, tokens):
+            self.code = list(compress(tokens, map(ne, map(_KIND, tokens), repeat("comment"))))
+        else:
+            self.code = tokens
+
+    @cached_property
+    def texts(self) -> list[str]:
+        """The code tokens' texts."""
+        return list(map(_TEXT, self.code))
+
+    @cached_property
+    def kinds(self) -> list[str]:
+        return list(map(_KIND, self.code))
+
+    @cached_property
+    def enclosing(self) -> EnclosingOpeners:
+        """`lexer.enclosing_openers(code)`."""
+        return EnclosingOpeners(self.code)
+
+    @cached_property
+    def has_inner_tokens(self) -> bool:
+        """Whether a code token was lexed from inside a string literal (the code in an interpolated string's `{…}`):
+        such tokens follow their literal in the list and start before its end."""
+        code = self.code
+        for k in indices_of(self.kinds, "string"):
+            if k + 1 < len(code) and code[k + 1].start < code[k].end:
+                return True
+        return False
+
+    @cached_property
+    def outside(self) -> list[Token]:
+        """`outside_literals(code)`: the code tokens not lexed from inside a string literal."""
+        return outside_literals(self.code) if self.has_inner_tokens else self.code
+
+    @cached_property
+    def outside_texts(self) -> list[str]:
+        return list(map(_TEXT, self.outside)) if self.has_inner_tokens else self.texts
+
+    @cached_property
+    def closers_of_outside(self) -> dict[int, int]:
+        """`matching_closers(outside)`: the index in `outside` of each opening bracket's matching closer."""
+        return closers_in(self.outside_texts)
+
+
+def depth_after(texts: list[str]) -> list[int]:
+    """The bracket depth after each of `texts` (closers not matched by an opener take it below 0), summed in C."""
+    return list(accumulate(map(_DEPTH_CHANGE.get, texts, repeat(0))))
