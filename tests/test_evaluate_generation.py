@@ -100,11 +100,20 @@ def test_vllm_backend_passes_sampling_params_per_prompt(fake_vllm):
     assert outputs == [["sample 0", "sample 1"], ["sample 0", "sample 1", "sample 2"], []]
     ((prompts, params),) = llm.calls
     assert prompts == ["p0", "CHAT:p1"]  # nothing asked of p2
+    seeds = [p.pop("seed") for p in params]
     assert params == [
         {"n": 2, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},
         {"n": 3, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},
     ]
     assert done == [2, 3]
+    # Each request its own seed, from a stream set_seed restarts: the same seed draws the same, another differs.
+    assert len(set(seeds)) == 2
+    backend.set_seed(5)
+    backend.generate(["p0", "p1"], [2, 3])
+    assert [p["seed"] for p in llm.calls[1][1]] == seeds
+    backend.set_seed(6)
+    backend.generate(["p0", "p1"], [2, 3])
+    assert [p["seed"] for p in llm.calls[2][1]] != seeds
 
 
 def test_vllm_backend_without_vllm_names_the_flag(monkeypatch, tmp_path, capsys):

@@ -158,6 +158,9 @@ def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_mod
 class BoxedOneBackend:
     """Stands in for a loaded model: every completion answers \\boxed{1}."""
 
+    def set_seed(self, seed):
+        pass
+
     def generate(self, prompts, counts, on_sample=None):
         return [["\\boxed{1}"] * count for count in counts]
 

@@ -30,6 +30,9 @@ class FixedBackend:
     def __init__(self, completion: str):
         self.completion = completion
 
+    def set_seed(self, seed):
+        pass
+
     def generate(self, prompts, counts, on_sample=None):
         if on_sample is not None:
             on_sample(sum(counts))

@@ -1,12 +1,14 @@
 """Sampling completions: Hugging Face `generate` (batched, left padding) or vLLM.
 
 Both backends take prompts as text or as chat messages (rendered with the tokenizer's chat template) and a number
-of samples per prompt, and return the completions' text per prompt. vLLM is imported only when its backend is built,
+of samples per prompt, and return the completions' text per prompt. `set_seed` starts their sampling stream (an
+evaluation seeds a resumed run apart from the first, so it cannot redraw the samples it already has). vLLM is imported only when its backend is built,
 so this package works without it.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -63,6 +65,11 @@ class HFBackend:
         model.to("cuda" if torch.cuda.is_available() else "cpu").eval()
         return cls(model, tokenizer, sampling, batch_size)
 
+    def set_seed(self, seed: int) -> None:
+        from transformers import set_seed
+
+        set_seed(seed)
+
     def generate(
         self, prompts: Sequence, counts: Sequence[int], on_sample: Callable[[int], None] | None = None
     ) -> list[list[str]]:
@@ -111,12 +118,17 @@ class HFBackend:
 
 
 class VLLMBackend:
-    """`vllm.LLM.generate` with one `SamplingParams` per prompt (``n`` = the samples that prompt still needs)."""
+    """`vllm.LLM.generate` with one `SamplingParams` per prompt: ``n`` = the samples that prompt still needs, and a
+    seed of its own drawn from the backend's seeded stream (so the draws do not depend on how vLLM batches)."""
 
     def __init__(self, llm, sampling: SamplingConfig, sampling_params_class):
         self.llm = llm
         self.sampling = sampling
         self.sampling_params_class = sampling_params_class
+        self._seeds = random.Random(sampling.seed)
+
+    def set_seed(self, seed: int) -> None:
+        self._seeds = random.Random(seed)
 
     @classmethod
     def from_pretrained(cls, model_path: str, sampling: SamplingConfig, tensor_parallel_size: int = 1, **llm_kwargs):
@@ -141,6 +153,7 @@ class VLLMBackend:
                 temperature=self.sampling.temperature,
                 top_p=self.sampling.top_p,
                 max_tokens=self.sampling.max_new_tokens,
+                seed=self._seeds.randrange(2**31),
             )
             for index, count in wanted
         ]

@@ -17,9 +17,6 @@ from trl_verigate.lean_server import MINIF2F_HEADER
 from trl_verigate.lean_server.verifier import Verifier
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, extract_proof
 
-# Statuses of attempts whose verification itself failed; they count as failures (not proved).
-FAULT_STATUSES = ("timeout", "crashed", "error")
-
 
 class LeanScorer:
     """Verify attempts in ``concurrency`` threads; ``on_row(row)`` is called (under a lock) as each is judged.

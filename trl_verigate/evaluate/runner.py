@@ -134,7 +134,8 @@ def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = 
         resumed = len(problem_ids) * evaluation.n - sum(map(len, missing.values()))
         if resumed:
             echo(f"resuming: {resumed} attempts already in {samples.path}")
-        _seed_generation(evaluation.seed + resumed)
+        # A resumed run is seeded apart (by the attempts it already has), so it cannot redraw them.
+        backend.set_seed(evaluation.seed + resumed)
         generate_and_score(evaluation, backend, missing, samples.append, progress)
     finally:
         samples.close()
@@ -165,10 +166,3 @@ def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = 
     plot_pass_at_k(metrics, f"{output_dir}/{PLOT_FILE}", title)
     echo(format_table(summary))
     return summary
-
-
-def _seed_generation(seed: int) -> None:
-    """Seed sampling; a resumed run is seeded apart (by the attempts it already has) so it cannot redraw them."""
-    from transformers import set_seed
-
-    set_seed(seed)
