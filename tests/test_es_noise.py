@@ -45,16 +45,22 @@ def numpy_sqrt(x):
     return y * np.ldexp(F32(1), exponent // 2).astype(np.float32)
 
 
-def numpy_es_noise(seed: int, name: str, numel: int) -> np.ndarray:
+def numpy_es_noise(seed: int, name: str, numel: int, first: int = 0) -> np.ndarray:
+    """The noise of element counters first, ..., first + numel - 1."""
     digest = hashlib.blake2b(f"{seed}:{name}".encode(), digest_size=16).digest()
     k0, k1, k2, k3 = (np.uint32(int.from_bytes(digest[4 * j : 4 * j + 4], "little")) for j in range(4))
-    index = np.arange(numel, dtype=np.uint64)
+    index = np.arange(first, first + numel, dtype=np.uint64)
     low = (index & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     high = (index >> np.uint64(32)).astype(np.uint32)
     with np.errstate(over="ignore"):
         x = numpy_mix32(numpy_mix32(low ^ k0) ^ high ^ k1)
         u1 = ((numpy_mix32(x ^ k2) >> np.uint32(9)).astype(np.float32) * F32(2) + F32(1)) * F32(2.0**-24)
         u2 = (numpy_mix32(x ^ k3) >> np.uint32(8)).astype(np.float32) * F32(2.0**-24)
+    return numpy_radius(u1) * numpy_cosine(u2)
+
+
+def numpy_radius(u1):
+    """sqrt(-2 ln u1) as documented."""
     # ln u1 = e ln 2 + 2 atanh((m - 1)/(m + 1)), m in [sqrt(1/2), sqrt(2))
     mantissa, exponent = np.frexp(u1)
     low_mantissa = mantissa < F32(math.sqrt(0.5))
@@ -64,11 +70,14 @@ def numpy_es_noise(seed: int, name: str, numel: int) -> np.ndarray:
     log_u1 = exponent.astype(np.float32) * F32(math.log(2.0)) + numpy_horner(
         s * s, [1.0, 1 / 3, 1 / 5, 1 / 7, 1 / 9, 1 / 11]
     ) * s * F32(2)
-    radius = numpy_sqrt(log_u1 * F32(-2))
-    # cos(2 pi u2) = -sin(2 pi (|u2 - round(u2)| - 1/4))
+    return numpy_sqrt(log_u1 * F32(-2))
+
+
+def numpy_cosine(u2):
+    """cos(2 pi u2) as documented: -sin(2 pi (|u2 - round(u2)| - 1/4))."""
     t = (np.abs(u2 - np.round(u2)) - F32(0.25)) * F32(2 * math.pi)
     sine = numpy_horner(t * t, [(-1.0) ** k / math.factorial(2 * k + 1) for k in range(7)]) * t
-    return radius * -sine
+    return -sine
 
 
 @pytest.mark.parametrize(
@@ -164,3 +173,45 @@ def test_bad_seed_is_refused():
         es_noise(-1, "w", (3,))
     with pytest.raises(ValueError, match="float32 tensor of shape"):
         es_noise(1, "w", (3,), out=torch.empty(4))
+
+
+def _as_int32_bits(words: np.ndarray) -> torch.Tensor:
+    """uint32 words as the int32 tensor with the same bits."""
+    return torch.from_numpy(words.astype(np.uint32).view(np.int32).copy())
+
+
+def test_radius_stage_matches_the_twin_on_every_u1():
+    """The radius sqrt(-2 ln u1) depends on 23 bits of mix32(x ^ k2) only: all 2^23 of them, against the twin (with
+    random bits in the 9 ignored low bits, which must not matter)."""
+    rng = np.random.default_rng(0)
+    for first in range(0, 1 << 23, 1 << 21):
+        k = np.arange(first, first + (1 << 21), dtype=np.uint64)
+        hashed = _as_int32_bits((k << np.uint64(9)) | rng.integers(0, 512, len(k), dtype=np.uint64))
+        buffers = noise_module._Buffers(len(k), "cpu")
+        actual = noise_module._box_muller_radius(hashed, buffers.ints[0], buffers.floats[0], buffers.floats[1])
+        u1 = (k.astype(np.float32) * F32(2) + F32(1)) * F32(2.0**-24)
+        np.testing.assert_array_equal(actual.numpy().view(np.uint32), numpy_radius(u1).view(np.uint32))
+
+
+def test_cosine_stage_matches_the_twin_on_every_u2():
+    """cos(2 pi u2) depends on the top 24 bits of mix32(x ^ k3) only: all 2^24 of them, against the twin."""
+    rng = np.random.default_rng(1)
+    for first in range(0, 1 << 24, 1 << 22):
+        j = np.arange(first, first + (1 << 22), dtype=np.uint64)
+        hashed = _as_int32_bits((j << np.uint64(8)) | rng.integers(0, 256, len(j), dtype=np.uint64))
+        out, square = torch.empty(len(j)), torch.empty(len(j))
+        actual = noise_module._cos_two_pi(hashed, out, square)
+        expected = numpy_cosine(j.astype(np.float32) * F32(2.0**-24))
+        np.testing.assert_array_equal(actual.numpy().view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("chunk", [1000, 1024])
+@pytest.mark.parametrize("first", [2**31 - 1500, 2**32 - 1500])
+def test_counters_across_2_to_the_31_and_32_match_the_twin(monkeypatch, chunk, first):
+    """Chunks split at multiples of 2^31 (the int32 sign of the low word) and 2^32 (the high word); unaligned chunk
+    starts (chunk 1000) take the add path, aligned ones (chunk 1024 after the boundary) the xor path."""
+    monkeypatch.setattr(noise_module, "CHUNK_ELEMENTS", chunk)
+    out = torch.empty(3000)
+    noise_module._fill_noise(out, first, noise_module.noise_key(8, "far"))
+    expected = numpy_es_noise(8, "far", 3000, first=first)
+    np.testing.assert_array_equal(out.numpy().view(np.uint32), expected.view(np.uint32))

@@ -9,32 +9,60 @@ another device. Here every element is a pure function of (seed, parameter name, 
     u2  = (mix32(x ^ k3) >> 8) / 2^24              ∈ [0, 1)
     ε_i = sqrt(−2·ln u1) · cos(2π·u2)                                             (Box–Muller)
 
-with ln, cos and sqrt evaluated as `_log_unit`, `_cos_two_pi` and `_sqrt_positive` describe.
+with ln, sqrt and cos evaluated as `_box_muller_radius` and `_cos_two_pi` describe.
 
-`mix32` is Wellons' lowbias32 integer hash. Integer steps run on int64 tensors with every product kept below 2^63
-(a 32-bit multiply is split into 16-bit halves), so no op overflows. The float steps use only IEEE-754 operations that
-are correctly rounded on every device (+, −, ×, ÷, frexp, round, abs, int/float bit casts), each as its own torch op so
-no backend can fuse two roundings into one (FMA). ln, cos and sqrt are computed from those by fixed polynomials and
-Newton steps for the same reason: libm's `log`/`cos` differ between CPU and CUDA in the last bit, and torch's CPU
-`sqrt` is not correctly rounded (it differs from numpy's in the last bit for ~15% of float32 inputs). A BLAKE2b key per (seed, name) makes tensors of equal shape
-independent, unlike reseeding one generator with the same seed per tensor.
+`mix32` is Wellons' lowbias32 integer hash. The float steps use only IEEE-754 operations that are correctly rounded
+on every device (+, −, ×, ÷, int/float conversions and bit casts), each as its own torch op so no backend can fuse two
+roundings into one (FMA). ln, cos and sqrt are computed from those by fixed polynomials and Newton steps for the same
+reason: libm's `log`/`cos` differ between CPU and CUDA in the last bit, and torch's CPU `sqrt` is not correctly
+rounded (it differs from numpy's in the last bit for ~15% of float32 inputs). A BLAKE2b key per (seed, name) makes
+tensors of equal shape independent, unlike reseeding one generator with the same seed per tensor.
+
+How it is computed (the values above are the definition; this is only how they are reached quickly):
+
+- Chunks of `CHUNK_ELEMENTS` run through 7 preallocated int32/float32 buffers with in-place ops and 0-dim constant
+  operands, so the ~115 elementwise steps per chunk stay in the CPU's L2 cache, allocate nothing and convert no
+  Python number (13x the throughput of the int64, allocate-per-step form this replaced, same bits).
+- The hash runs on int32 words: products wrap mod 2^32 in two's complement, logical right shifts are arithmetic
+  shifts masked to the shifted width.
+- The float stages read exponents and mantissas from the bits instead of `frexp`/`where`: the decompositions
+  `_box_muller_radius` defines are unique, so any exact way of reaching them gives the same bits. The radius depends
+  on the 23 bits behind u1 only and the cosine on the 24 bits of u2, so tests compare both stages with an independent
+  numpy twin on every possible input (and whole tensors, including counters past 2^31 and 2^32, bit for bit).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
+import struct
 
 import torch
 
-# Bump when any step above changes: an es_state.json records it, and a replay with another version is refused.
+# Bump when any value above changes: an es_state.json records it, and a replay with another version is refused.
 NOISE_VERSION = "es-noise-v1"
 
 MASK32 = 0xFFFFFFFF
 LOWBIAS_MUL_1 = 0x7FEB352D
 LOWBIAS_MUL_2 = 0x846CA68B
-# Elements per chunk: bounds the int64 temporaries (about 10 live chunk-sized tensors) and keeps them cache-sized.
-CHUNK_ELEMENTS = 1 << 18
+# Elements per chunk on the CPU: one below torch's parallel grain (32768 elements), so every op of a chunk runs in
+# the calling thread. A parallel op waits at a barrier for its second thread, and on a shared or oversubscribed CPU
+# that wait (a scheduler time slice) costs more than the op: measured 2 M vs 17 M elements/s with 2 threads under
+# load. The ~6 chunk buffers (0.75 MiB) stay in L2 and each op is long enough that dispatch is a small part of it.
+CHUNK_ELEMENTS = (1 << 15) - 1
+# On an accelerator each op is a kernel launch: larger chunks (6 buffers of 16 MiB) keep the launches few.
+ACCELERATOR_CHUNK_ELEMENTS = 1 << 22
+
+
+def _f32(value: float) -> float:
+    """`value` rounded to float32 once (in Python), so a scalar operand means the same float32 on every device."""
+    return struct.unpack("<f", struct.pack("<f", value))[0]
+
+
+def _f32_bits(value: float) -> int:
+    return struct.unpack("<i", struct.pack("<f", value))[0]
+
 
 # ln(m) = 2·atanh(s) with s = (m − 1)/(m + 1), |s| ≤ 0.1716 for m in [√½, √2]: 2·Σ s^(2k+1)/(2k+1), k ≤ 5.
 LOG_SERIES = [1.0, 1.0 / 3.0, 1.0 / 5.0, 1.0 / 7.0, 1.0 / 9.0, 1.0 / 11.0]
@@ -45,6 +73,16 @@ TWO_PI = 2.0 * math.pi
 SQRT_HALF = math.sqrt(0.5)
 SQRT_CHORD_SLOPE = (math.sqrt(2.0) - math.sqrt(0.5)) / 1.5
 
+_LOG_SERIES_F32 = [_f32(c) for c in LOG_SERIES]
+_SIN_SERIES_F32 = [_f32(c) for c in SIN_SERIES]
+# −2·f32(ln 2) is exact in float32 (a power-of-two multiple).
+_MINUS_TWO_LN2_F32 = -2.0 * _f32(LN2)
+# f32(2π)·2^-24 is exact in float32: a product by it is the product by 2^-24 (exact) then by f32(2π).
+_TWO_PI_OVER_2_24 = _f32(TWO_PI) * 2.0**-24
+_SQRT_CHORD_SLOPE_F32 = _f32(SQRT_CHORD_SLOPE)
+_SQRT_HALF_BITS = _f32_bits(SQRT_HALF)
+_HALF_BITS = _f32_bits(0.5)
+
 
 def noise_key(seed: int, name: str) -> tuple[int, int, int, int]:
     """The four 32-bit key words of (seed, name): BLAKE2b-128 of "{seed}:{name}", little-endian words."""
@@ -54,95 +92,200 @@ def noise_key(seed: int, name: str) -> tuple[int, int, int, int]:
     return tuple(int.from_bytes(digest[4 * j : 4 * j + 4], "little") for j in range(4))
 
 
-def _mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
-    """(x · constant) mod 2^32 for x in [0, 2^32), without any int64 product reaching 2^63."""
-    low = (x & 0xFFFF) * constant
-    high = (((x >> 16) * constant) & 0xFFFF) << 16
-    return (low + high) & MASK32
+def _signed32(word: int) -> int:
+    """The int32 whose bits are the uint32 `word`."""
+    word &= MASK32
+    return word - (1 << 32) if word >= 1 << 31 else word
 
 
-def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """Wellons' lowbias32: x ^= x>>16; x *= 0x7feb352d; x ^= x>>15; x *= 0x846ca68b; x ^= x>>16 (mod 2^32)."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, LOWBIAS_MUL_1)
-    x = x ^ (x >> 15)
-    x = _mul32(x, LOWBIAS_MUL_2)
-    return x ^ (x >> 16)
+@functools.lru_cache(maxsize=None, typed=True)
+def _constant(value: int | float, device: torch.device) -> torch.Tensor:
+    """A 0-dim int32 (for an int) or float32 (for a float) operand on `device`: a Python number costs a conversion
+    per op, which at ~120 ops per chunk is most of the time for small chunks."""
+    return torch.tensor(value, dtype=torch.int32 if isinstance(value, int) else torch.float32, device=device)
 
 
-def _f32(value: float, device) -> torch.Tensor:
-    """A float32 scalar tensor: the constant is rounded to float32 once, the same way on every device."""
-    return torch.tensor(value, dtype=torch.float32, device=device)
+class _Buffers:
+    """Chunk-sized scratch tensors: `counters` (0, 1, ..., size − 1), three int32 (the hash state, a second hash,
+    exponents and shift temporaries) and three float32 (each also read as int32 bits where a step works on a float's
+    exponent and mantissa, and the other way)."""
+
+    def __init__(self, size: int, device):
+        self.counters = torch.arange(size, dtype=torch.int32, device=device)
+        self.ints = [torch.empty(size, dtype=torch.int32, device=device) for _ in range(3)]
+        self.floats = [torch.empty(size, dtype=torch.float32, device=device) for _ in range(3)]
+
+    def take(self, count: int):
+        return [t[:count] for t in self.ints], [t[:count] for t in self.floats]
 
 
-def _polynomial(x: torch.Tensor, coefficients: list[float]) -> torch.Tensor:
-    """Σ c_k x^k by Horner's rule, one rounded multiply and one rounded add per step."""
-    result = _f32(coefficients[-1], x.device).expand_as(x).clone()
-    for coefficient in reversed(coefficients[:-1]):
-        result = result * x
-        result = result + _f32(coefficient, x.device)
+def _shift_right_logical_xor_(x: torch.Tensor, shift: int, scratch: torch.Tensor) -> None:
+    """x ^= x >>> shift on the uint32 bits of int32 `x` (an arithmetic shift, its sign copies masked off)."""
+    torch.bitwise_right_shift(x, _constant(shift, x.device), out=scratch)
+    scratch.bitwise_and_(_constant((1 << (32 - shift)) - 1, x.device))
+    x.bitwise_xor_(scratch)
+
+
+def _mix32_(x: torch.Tensor, scratch: torch.Tensor) -> None:
+    """Wellons' lowbias32 in place: x ^= x>>16; x *= 0x7feb352d; x ^= x>>15; x *= 0x846ca68b; x ^= x>>16 (mod 2^32).
+
+    The products are int32 products with the constants' int32 bit patterns: they wrap mod 2^32 (two's complement)
+    in torch's CPU and CUDA kernels, which the numpy twin in tests (native uint32 arithmetic) checks."""
+    _shift_right_logical_xor_(x, 16, scratch)
+    x.mul_(_constant(_signed32(LOWBIAS_MUL_1), x.device))
+    _shift_right_logical_xor_(x, 15, scratch)
+    x.mul_(_constant(_signed32(LOWBIAS_MUL_2), x.device))
+    _shift_right_logical_xor_(x, 16, scratch)
+
+
+def _polynomial_(result: torch.Tensor, x: torch.Tensor, coefficients: list[float]) -> torch.Tensor:
+    """result ← Σ c_k x^k by Horner's rule (c_n·x, + c_{n−1}, ·x, ..., + c_0), one rounded op per step."""
+    torch.mul(x, _constant(coefficients[-1], x.device), out=result)
+    for position, coefficient in enumerate(reversed(coefficients[:-1])):
+        if position:
+            result.mul_(x)
+        result.add_(_constant(coefficient, x.device))
     return result
 
 
-def _log_unit(u: torch.Tensor) -> torch.Tensor:
-    """ln(u) for u in (0, 1): u = m·2^e with m in [√½, √2), ln u = e·ln2 + 2·atanh((m−1)/(m+1))."""
-    mantissa, exponent = torch.frexp(u)  # mantissa in [0.5, 1)
-    low = mantissa < _f32(SQRT_HALF, u.device)
-    mantissa = torch.where(low, mantissa * _f32(2.0, u.device), mantissa)
-    exponent = torch.where(low, exponent - 1, exponent)
-    one = _f32(1.0, u.device)
-    s = (mantissa - one) / (mantissa + one)
-    series = _polynomial(s * s, LOG_SERIES) * s
-    return exponent.to(torch.float32) * _f32(LN2, u.device) + series * _f32(2.0, u.device)
+def _cos_two_pi(hashed: torch.Tensor, out: torch.Tensor, square: torch.Tensor) -> torch.Tensor:
+    """cos(2π·u2), u2 = (h >>> 8)/2^24, for the int32 bits h in `hashed` (overwritten), into float32 `out`.
+
+    With a = |u2 − round(u2)| in [0, ½]: cos(2πa) = −sin(2π(a − ¼)), |2π(a − ¼)| ≤ π/2, t = (a − ¼)·f32(2π) and
+    cos = −(P_sin(t·t)·t), P_sin the SIN_SERIES polynomial. In integers, with j = h >>> 8: a − ¼ = e/2^24 exactly
+    for e = 2^22 − |j − 2^23|, and j − 2^23 = (h ^ 2^31) >> 8 (an arithmetic shift). So t' = −t = e·(−f32(2π)/2^24)
+    and cos = P_sin(t'·t')·t': the same roundings, and the same −0 where t = +0 (a product by a negative constant,
+    unlike the negation of an integer). `square` (float32) is scratch.
+    """
+    device = hashed.device
+    hashed.bitwise_xor_(_constant(-(1 << 31), device)).bitwise_right_shift_(_constant(8, device)).abs_()
+    torch.sub(_constant(1 << 22, device), hashed, out=hashed)
+    minus_t = out
+    minus_t.copy_(hashed)
+    minus_t.mul_(_constant(-_TWO_PI_OVER_2_24, device))
+    torch.mul(minus_t, minus_t, out=square)
+    sine_series = _polynomial_(hashed.view(torch.float32), square, _SIN_SERIES_F32)
+    return minus_t.mul_(sine_series)
 
 
-def _cos_two_pi(v: torch.Tensor) -> torch.Tensor:
-    """cos(2πv) for v in [0, 1): with a = |v − round(v)| in [0, ½], cos(2πa) = −sin(2π(a − ¼)), |2π(a − ¼)| ≤ π/2."""
-    a = torch.abs(v - torch.round(v))
-    t = (a - _f32(0.25, v.device)) * _f32(TWO_PI, v.device)
-    return -(_polynomial(t * t, SIN_SERIES) * t)
+def _box_muller_radius(hashed: torch.Tensor, exponent: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """sqrt(−2·ln u1), u1 = (2·(h >>> 9) + 1)/2^24, for the int32 bits h in `hashed` (overwritten); returns `a`.
+
+    - u1: 2·(h >>> 9) + 1 = (h >>> 8) | 1 =: n, an odd integer below 2^24, so float32(n) is exact and
+      bits(u1) = bits(float32(n)) − 24·2^23.
+    - ln u1: u1 = m·2^e with m in [f32(√½), 2·f32(√½)) (unique), s = (m − 1)/(m + 1),
+      ln u1 = e·f32(ln2) + (P_log(s·s)·s)·2, P_log the LOG_SERIES polynomial. With w = bits(u1) − bits(f32(√½)):
+      e = w >> 23 (floor) and bits(m) = (w & 0x7FFFFF) + bits(f32(√½)).
+    - x = ln u1·(−2), computed as e·f32(−2·ln2) + (P_log(s·s)·s)·(−4): scaling by a power of two is exact, so each
+      rounding is the same one.
+    - sqrt(x): x = m·4^q with m in [½, 2) (unique); y₀ = the chord of sqrt on [½, 2] (f32(0.4714)·(m + 1)), four
+      Newton steps y ← (y + m/y)·½, then y·2^q. With w = bits(x) − bits(½): q = w >> 24 (floor) and
+      bits(m) = (w & 0xFFFFFF) + bits(½). The last step's ½ and 2^q are one exact product by 2^(q − 1), added to y's
+      exponent field.
+
+    `exponent` (int32), `a` and `b` (float32) are scratch.
+    """
+    device = hashed.device
+    hashed.bitwise_right_shift_(_constant(8, device)).bitwise_and_(_constant(0xFFFFFF, device))
+    hashed.bitwise_or_(_constant(1, device))
+    a.copy_(hashed)
+    bits = a.view(torch.int32)
+    bits.sub_(_constant(_SQRT_HALF_BITS + (24 << 23), device))
+    torch.bitwise_right_shift(bits, _constant(23, device), out=exponent)
+    bits.bitwise_and_(_constant(0x7FFFFF, device)).add_(_constant(_SQRT_HALF_BITS, device))
+    mantissa = a
+    one = _constant(1.0, device)
+    torch.add(mantissa, one, out=b)
+    s = mantissa.sub_(one).div_(b)
+    torch.mul(s, s, out=b)
+    series = _polynomial_(hashed.view(torch.float32), b, _LOG_SERIES_F32).mul_(s)
+    b.copy_(exponent)
+    b.mul_(_constant(_MINUS_TWO_LN2_F32, device))
+    x = series.mul_(_constant(-4.0, device)).add_(b)
+
+    bits = x.view(torch.int32)
+    bits.sub_(_constant(_HALF_BITS + (1 << 24), device))
+    torch.bitwise_right_shift(bits, _constant(24, device), out=exponent)  # q − 1
+    bits.bitwise_and_(_constant(0xFFFFFF, device)).add_(_constant(_HALF_BITS, device))
+    mantissa = x
+    y = torch.add(mantissa, one, out=a).mul_(_constant(_SQRT_CHORD_SLOPE_F32, device))
+    half = _constant(0.5, device)
+    for step in range(4):
+        y.add_(torch.div(mantissa, y, out=b))
+        if step < 3:
+            y.mul_(half)
+    y.view(torch.int32).add_(exponent.mul_(_constant(1 << 23, device)))
+    return y
 
 
-def _sqrt_positive(x: torch.Tensor) -> torch.Tensor:
-    """sqrt(x) for x > 0: x = m·2^e with e even and m in [½, 2); y₀ = the chord of sqrt on [½, 2]
-    (0.4714·(m + 1)), four Newton steps y ← (y + m/y)·½, then y·2^(e/2) with 2^(e/2) built from its exponent bits."""
-    mantissa, exponent = torch.frexp(x)  # mantissa in [0.5, 1)
-    odd = (exponent & 1) == 1
-    mantissa = torch.where(odd, mantissa * _f32(2.0, x.device), mantissa)
-    exponent = torch.where(odd, exponent - 1, exponent)
-    y = (mantissa + _f32(1.0, x.device)) * _f32(SQRT_CHORD_SLOPE, x.device)
-    for _ in range(4):
-        y = (y + mantissa / y) * _f32(0.5, x.device)
-    scale = ((exponent // 2 + 127).to(torch.int32) << 23).view(torch.float32)
-    return y * scale
+def _normal_(buffers: _Buffers, count: int, high, key: tuple[int, int, int, int], out: torch.Tensor) -> None:
+    """out ← ε for `count` counters whose low words, xor k0, are in the first int buffer (as int32 bits), and whose
+    high word is the int `high` or an int32 tensor of them."""
+    _, k1, k2, k3 = key
+    (x, hashed, scratch), (a, b, c) = buffers.take(count)
+    _mix32_(x, scratch)
+    if isinstance(high, int):
+        x.bitwise_xor_(_signed32(high ^ k1))
+    else:
+        x.bitwise_xor_(high).bitwise_xor_(_signed32(k1))
+    _mix32_(x, scratch)
+    torch.bitwise_xor(x, _signed32(k3), out=hashed)
+    _mix32_(hashed, scratch)
+    cosine = _cos_two_pi(hashed, c, a)
+    hashed = x.bitwise_xor_(_signed32(k2))
+    _mix32_(hashed, scratch)
+    radius = _box_muller_radius(hashed, scratch, a, b)
+    torch.mul(radius, cosine, out=out)
 
 
 def _normal_from_counters(counters: torch.Tensor, key: tuple[int, int, int, int]) -> torch.Tensor:
-    k0, k1, k2, k3 = key
-    x = _mix32((counters & MASK32) ^ k0)
-    x = _mix32(x ^ (counters >> 32) ^ k1)
-    u1 = ((_mix32(x ^ k2) >> 9) * 2 + 1).to(torch.float32) * _f32(2.0**-24, counters.device)
-    u2 = (_mix32(x ^ k3) >> 8).to(torch.float32) * _f32(2.0**-24, counters.device)
-    radius = _sqrt_positive(_log_unit(u1) * _f32(-2.0, counters.device))
-    return radius * _cos_two_pi(u2)
+    """ε for arbitrary int64 element counters (any values in [0, 2^63)), one float32 per counter."""
+    counters = counters.flatten()
+    buffers = _Buffers(len(counters), counters.device)
+    # The uint32 halves of each counter as int32 bits: v − 2^32 when v ≥ 2^31 (exact in int64, then narrowed).
+    buffers.ints[0].copy_(((counters & MASK32) ^ (1 << 31)) - (1 << 31))
+    buffers.ints[0].bitwise_xor_(_signed32(key[0]))
+    high_words = ((((counters >> 32) & MASK32) ^ (1 << 31)) - (1 << 31)).to(torch.int32)
+    out = torch.empty(len(counters), dtype=torch.float32, device=counters.device)
+    _normal_(buffers, len(counters), high_words, key, out)
+    return out
 
 
 def es_noise(seed: int, name: str, shape, device=None, out: torch.Tensor | None = None) -> torch.Tensor:
     """ε(seed, name) ~ N(0, I) of `shape`, float32, bit-identical on every device (see the module docstring).
 
     Element i (row-major index) depends only on (seed, name, i): a slice of the noise of a larger tensor is the noise
-    of the same indices. `out`, if given, is a float32 tensor of `shape` to write into (saves one allocation).
+    of the same indices. `out`, if given, is a contiguous float32 tensor of `shape` to write into (saves one
+    allocation).
     """
     shape = torch.Size(shape)
-    numel = shape.numel()
     key = noise_key(seed, name)
     if out is None:
         out = torch.empty(shape, dtype=torch.float32, device=device)
-    elif out.shape != shape or out.dtype != torch.float32:
-        raise ValueError(f"`out` must be a float32 tensor of shape {tuple(shape)}, got {out.dtype} {tuple(out.shape)}")
-    flat = out.view(-1)
-    for start in range(0, numel, CHUNK_ELEMENTS):
-        stop = min(start + CHUNK_ELEMENTS, numel)
-        counters = torch.arange(start, stop, dtype=torch.int64, device=flat.device)
-        flat[start:stop] = _normal_from_counters(counters, key)
+    elif out.shape != shape or out.dtype != torch.float32 or not out.is_contiguous():
+        raise ValueError(
+            f"`out` must be a contiguous float32 tensor of shape {tuple(shape)}, got {out.dtype} {tuple(out.shape)}"
+        )
+    _fill_noise(out.view(-1), 0, key)
     return out
+
+
+def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
+    """flat[j] ← ε of element counter first + j, chunk by chunk."""
+    count_total = len(flat)
+    chunk = CHUNK_ELEMENTS if flat.device.type == "cpu" else ACCELERATOR_CHUNK_ELEMENTS
+    buffers = _Buffers(min(count_total, chunk), flat.device)
+    done = 0
+    while done < count_total:
+        start = first + done
+        # A chunk never crosses a multiple of 2^31: its low words are one int32 range and its high word is one int.
+        count = min(chunk, count_total - done, (((start >> 31) + 1) << 31) - start)
+        low_words, offsets = buffers.ints[0][:count], buffers.counters[:count]
+        low_start = start & MASK32
+        if low_start % (1 << (count - 1).bit_length()) == 0:
+            # The offsets' bits lie below low_start's lowest set bit: low_start + j = low_start | j = low_start ^ j.
+            torch.bitwise_xor(offsets, _signed32(low_start ^ key[0]), out=low_words)
+        else:
+            torch.add(offsets, _signed32(low_start), out=low_words).bitwise_xor_(_signed32(key[0]))
+        _normal_(buffers, count, start >> 32, key, flat[done : done + count])
+        done += count
