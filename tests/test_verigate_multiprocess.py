@@ -107,8 +107,14 @@ def test_split_group_gets_globally_normalized_advantages(rank_records):
     assert checked_gated == 4 and checked_plain == 2
 
     # Metrics are global: identical on both ranks.
-    for name in ("verigate/gate_rate", "verigate/prm_completions_scored", "verigate/steps_per_completion"):
+    for name in (
+        "verigate/gate_rate",
+        "verigate/prm_completions_scored",
+        "verigate/steps_per_completion",
+        "verigate/gated_truncated_fraction",
+    ):
         assert rank0["metrics"][name] == rank1["metrics"][name]
+    assert rank0["metrics"]["verigate/gated_truncated_fraction"] == [0.0]  # every completion ends with EOS
     assert rank0["metrics"]["verigate/prm_completions_scored"] == [4.0]
     assert rank0["metrics"]["verigate/gate_rate"] == [pytest.approx(2 / 3)]
 

@@ -443,8 +443,9 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         """(N,) bool over all processes: completions cut at `max_completion_length`, by TRL's rule (the last token
         is neither an EOS nor padding)."""
         stop_ids = {*self.eos_token_ids, self._tokenizer.pad_token_id}
-        truncated = [bool(ids) and ids[-1] not in stop_ids for ids in batch.completion_ids]
-        return self.accelerator.gather(torch.tensor(truncated, device=self.accelerator.device))
+        truncated = [float(bool(ids) and ids[-1] not in stop_ids) for ids in batch.completion_ids]
+        # Gathered as floats: not every backend gathers bool tensors.
+        return self.accelerator.gather(torch.tensor(truncated, device=self.accelerator.device)).bool()
 
     def _local_step_spans(self, output: dict, scored: torch.Tensor) -> tuple[list, torch.Tensor]:
         """Step spans of this process's `scored` completions ([] for the others) and each token's step id (-1: none).
