@@ -3,6 +3,12 @@
 - At most `config.workers` processes live in total; a request needs one idle process whose header
   is its own; when none is idle, a free slot gets a new process, else the least recently used idle
   process of another header is evicted. A batch therefore spreads over all slots.
+- Requests wait in arrival order, but one whose header already has a process evicts another header's idle
+  process only when nobody waits for that process and its own wait would be longer than a header load: its
+  header's waiting requests times the mean proof time per own process, against how long its header last took
+  to load. Otherwise it waits for its own processes. So interleaved headers settle on processes of each instead of
+  re-importing (a Mathlib import takes seconds, a proof often less), while a header with no process at all still
+  gets one at once.
 - A process is retired after `max_uses_per_repl` commands (every command adds an env, so memory
   only grows), after a timeout, after a crash and when its output breaks the framing rules
   (`process.ReplCompromised`, counted as "compromised"; a request that found its REPL already
@@ -16,7 +22,9 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from trl_verigate.lean_server.process import ReplCompromised, ReplError, ReplProcess, ReplStartError
@@ -52,7 +60,12 @@ class ReplPool:
     def __init__(self, config: LeanServerConfig):
         self.config = config
         self._slots: list[_Slot] = []
-        self._capacity: asyncio.Semaphore | None = None
+        # Per header, the requests waiting for a slot: (arrival number, future the slot is handed to).
+        self._waiting: dict[str, deque[tuple[int, asyncio.Future]]] = {}
+        self._arrivals = itertools.count()
+        # For the eviction rule: mean seconds of a proof (moving average) and each header's last load time.
+        self._proof_seconds: float | None = None
+        self._load_seconds: dict[str, float] = {}
         self._processes: set[ReplProcess] = set()
         self._cleanups: set[asyncio.Task] = set()
         self._start_failures: dict[str, _StartFailures] = {}
@@ -65,12 +78,6 @@ class ReplPool:
             "crashes": 0,
             "compromised": 0,
         }
-
-    def _semaphore(self) -> asyncio.Semaphore:
-        # Created lazily so it binds to the loop the pool runs on.
-        if self._capacity is None:
-            self._capacity = asyncio.Semaphore(self.config.workers)
-        return self._capacity
 
     def prewarm(self, header: str) -> None:
         """Start processes for `header` in every free slot, in the background."""
@@ -89,20 +96,58 @@ class ReplPool:
         `status` its request gets); the pool stays usable either way.
         """
         self._check_open()
-        async with self._semaphore():
-            slot = self._claim(header)
+        slot = await self._acquire(header)
+        try:
             try:
-                try:
-                    return await self._run_in(slot, code, timeout)
-                except ReplCompromised as error:
-                    if error.request_sent:
-                        raise
-                # The REPL was compromised by an earlier request before this one was written: this one is
-                # innocent, so it runs on the replacement.
                 return await self._run_in(slot, code, timeout)
-            finally:
-                slot.busy = False
-                slot.last_used = time.monotonic()
+            except ReplCompromised as error:
+                if error.request_sent:
+                    raise
+            # The REPL was compromised by an earlier request before this one was written: this one is
+            # innocent, so it runs on the replacement.
+            return await self._run_in(slot, code, timeout)
+        finally:
+            self._release(slot)
+
+    async def _acquire(self, header: str) -> _Slot:
+        """Wait for this request's turn and a slot (`_claim`), in arrival order among those who can take one."""
+        waiter = asyncio.get_running_loop().create_future()
+        queue = self._waiting.setdefault(header, deque())
+        entry = (next(self._arrivals), waiter)
+        queue.append(entry)
+        self._dispatch()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if entry in queue:
+                queue.remove(entry)
+            if waiter.done() and not waiter.cancelled():
+                self._release(waiter.result())  # handed a slot just as it was cancelled
+            raise
+
+    def _release(self, slot: _Slot) -> None:
+        slot.busy = False
+        slot.last_used = time.monotonic()
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand idle slots to waiting requests: the earliest waiter first among the headers that can take one."""
+        while True:
+            heads = []
+            for header, queue in list(self._waiting.items()):
+                while queue and queue[0][1].done():  # cancelled while waiting
+                    queue.popleft()
+                if queue:
+                    heads.append((queue[0][0], header))
+                else:  # file requests bring their own headers: keep no queue per header ever seen
+                    del self._waiting[header]
+            for _, header in sorted(heads):
+                slot = self._claim(header)
+                if slot is not None:
+                    self._waiting[header].popleft()[1].set_result(slot)
+                    break
+            else:
+                return
 
     async def _run_in(self, slot: _Slot, code: str, timeout: float) -> tuple[dict, float]:
         process = await self._ready(slot)
@@ -119,10 +164,12 @@ class ReplPool:
         except asyncio.CancelledError:
             self._replace(slot)
             raise
+        seconds = time.monotonic() - started
+        self._proof_seconds = seconds if self._proof_seconds is None else 0.9 * self._proof_seconds + 0.1 * seconds
         if process.uses >= self.config.max_uses_per_repl:
             self.counters["recycled"] += 1
             self._replace(slot)
-        return response, time.monotonic() - started
+        return response, seconds
 
     def live_pids(self) -> list[int]:
         return sorted(p.pid for p in self._processes if p.alive and p.pid is not None)
@@ -131,8 +178,9 @@ class ReplPool:
         if self._closed:
             raise RuntimeError("the REPL pool is closed; start a new LeanServer")
 
-    def _claim(self, header: str) -> _Slot:
-        """Pick and mark busy the slot for this request; synchronous, so no other request interleaves."""
+    def _claim(self, header: str) -> _Slot | None:
+        """Pick and mark busy a slot for a request of `header`, or None when it should wait; synchronous, so no other
+        request interleaves."""
         idle = [s for s in self._slots if not s.busy]
         own = [s for s in idle if s.header == header]
         # Ready processes first, then ones starting, then empty slots of this header.
@@ -145,12 +193,30 @@ class ReplPool:
         elif own:
             slot = own[0]
         else:
-            # The semaphore guarantees an idle slot exists; evict the cheapest: empty, then least recently used.
-            slot = min(idle, key=lambda s: (s.has_process, s.last_used))
+            # Evict the cheapest idle slot (empty, then least recently used): any when this header has no process to
+            # wait for, else one whose header nobody waits for, and only when waiting would take longer than a load.
+            own_processes = sum(s.header == header and s.has_process for s in self._slots)
+            if own_processes == 0:
+                candidates = idle
+            elif self._waiting_outlasts_a_load(header, own_processes):
+                candidates = [s for s in idle if not self._waiting.get(s.header)]
+            else:
+                candidates = []
+            if not candidates:
+                return None
+            slot = min(candidates, key=lambda s: (s.has_process, s.last_used))
             self._discard(slot)
-            slot.header = header
+            evicted, slot.header = slot.header, header
+            if all(s.header != evicted for s in self._slots):
+                self._load_seconds.pop(evicted, None)
         slot.busy = True
         return slot
+
+    def _waiting_outlasts_a_load(self, header: str, own_processes: int) -> bool:
+        if self._proof_seconds is None or header not in self._load_seconds:
+            return True  # nothing measured yet
+        waiting = len(self._waiting.get(header, ()))
+        return waiting * self._proof_seconds / own_processes > self._load_seconds[header]
 
     async def _ready(self, slot: _Slot) -> ReplProcess:
         if slot.pending is not None:
@@ -173,6 +239,7 @@ class ReplPool:
             raise ReplStartError(f"{failures.reason} (not retried for another {failures.retry_at - now:.0f} s)")
         process = ReplProcess(self.config)
         self._processes.add(process)
+        loading = time.monotonic()
         try:
             await process.start(header)
         except ReplStartError as error:
@@ -188,6 +255,7 @@ class ReplPool:
             await asyncio.shield(process.close())
             raise
         self._start_failures.pop(header, None)
+        self._load_seconds[header] = time.monotonic() - loading
         self.counters["started"] += 1
         return process
 
@@ -235,6 +303,11 @@ class ReplPool:
     async def close(self) -> None:
         """Kill every process group and wait until all are gone; idempotent."""
         self._closed = True
+        for queue in self._waiting.values():
+            for _, waiter in queue:
+                if not waiter.done():
+                    waiter.set_exception(RuntimeError("the REPL pool was closed while this request waited"))
+        self._waiting.clear()
         for slot in self._slots:
             self._discard(slot)
         for process in list(self._processes):
