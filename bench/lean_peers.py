@@ -302,6 +302,7 @@ def table_rows(results: dict, args) -> list[tuple[str, dict[str, str]]]:
     rows += [
         row(f"header loads ({reuse}; {args.workers} REPLs)", "header_reuse", "header_loads"),
         row(f"proofs/s ({reuse})", "header_reuse", "proofs_per_s", fmt="{:.1f}"),
+        row(f"wrong or lost answers ({reuse})", "header_reuse", "wrong"),
     ]
     rows += [row(f"fault '{kind}': its own status", "faults", kind) for kind in FAULTS]
     rows += [
@@ -403,7 +404,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=4, help="REPL processes per peer (W)")
     parser.add_argument("--batches", default="64,3840", help="comma-separated batch sizes")
     parser.add_argument("--rounds", type=int, default=3, help="repeats of batches up to 256 (median kept)")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds per proof for every peer")
+    parser.add_argument("--timeout", type=int, default=3, help="whole seconds per proof for every peer (kimina's unit)")
     parser.add_argument("--reuse-proofs", type=int, default=128, help="proofs in the header-reuse section")
     parser.add_argument("--fault-proofs", type=int, default=64, help="healthy proofs around the faults")
     parser.add_argument("--scale-proofs", type=int, default=1024, help="proofs per scale-out measurement")
@@ -412,8 +413,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--json", help="also write the measurements here")
     args = parser.parse_args(argv)
     args.batches = [int(n) for n in args.batches.split(",") if n.strip()]
-    if args.latency <= 0 or args.workers < 1 or not args.batches or min(args.batches) < 1:
-        parser.error("--latency must be > 0, --workers >= 1 and --batches positive sizes")
+    if args.latency <= 0 or args.workers < 1 or not args.batches or min(args.batches) < 1 or args.timeout < 1:
+        parser.error("--latency must be > 0, --workers and --timeout >= 1, and --batches positive sizes")
     args.stand_in = [
         "--latency", str(args.latency), "--housekeeping-latency", str(args.housekeeping_latency),
         "--import-latency", str(args.import_latency), "--echo-names",
