@@ -1,7 +1,10 @@
 """Overhead of VeriGate over plain TRL GRPO on the tiny CPU models.
 
-Runs `trl.GRPOTrainer` and `VeriGateGRPOTrainer` on the same tiny policy, seed and prompts, alternating the two
-(and the order within each round) so that machine drift hits both alike, and prints:
+Trains `trl.GRPOTrainer` and `VeriGateGRPOTrainer` on the same tiny policy, seed and prompts, one step at a time in
+turn: GRPO step 1, VeriGate step 1, VeriGate step 2, GRPO step 2, ... (each trainer in its own thread, only one
+running at a time, each with its own random state so both sample the very completions they would alone). A pair's
+two steps run back to back on the same data, so machine load, which comes and goes over seconds, hits both alike;
+per pair the ratio VeriGate / GRPO is taken, and the median of those ratios is reported with its spread. It prints:
 
 1. the step-time ratio VeriGate / GRPO with the PRM's own time (`verigate/prm_seconds`) removed: the cost of the
    gate, step splitting and token-level advantages (target: <= 1.03);
@@ -12,17 +15,21 @@ The reward is deterministic: half the prompts are "solvable" and every other com
 prompts get 0 everywhere. Every step sees every prompt once, so the gate rate is exactly the unsolvable share.
 Nothing is asserted: timings depend on the machine.
 
-    python bench/verigate_overhead.py --steps 10 --rounds 6
+    python bench/verigate_overhead.py --steps 40
 """
 
 import argparse
+import random
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
+import numpy
+import torch
 from datasets import Dataset
-from transformers import PrinterCallback, TrainerCallback
+from transformers import PrinterCallback, TrainerCallback, set_seed
 from transformers.utils import logging as transformers_logging
 from trl import GRPOConfig, GRPOTrainer
 
@@ -60,18 +67,79 @@ class CountingStepScorer:
         return self.scorer.score(prompts, steps)
 
 
-class StepTimer(TrainerCallback):
-    """Wall time of each optimizer step, generation and reward scoring included (TRL generates inside the step)."""
+class Turns:
+    """Lets trainers that train in their own threads run one step at a time, in the order of ``schedule``.
 
-    def __init__(self):
+    Each trainer has its own random state: the first turn seeds it, later turns restore what the trainer's previous
+    turn left, so interleaving changes no sample.
+    """
+
+    def __init__(self, schedule: list[str], seed: int):
+        self.schedule = schedule
+        self.seed = seed
+        self.position = 0
+        self.condition = threading.Condition()
+        self.random_states = {}
+        self.arrived = set()
+
+    def acquire(self, name: str) -> None:
+        with self.condition:
+            # The first turn waits for every trainer to reach its first step: until then the others are still
+            # setting up, which may draw from the shared random state.
+            self.arrived.add(name)
+            self.condition.notify_all()
+            self.condition.wait_for(
+                lambda: (
+                    self.position >= len(self.schedule)
+                    or (self.arrived >= set(self.schedule) and self.schedule[self.position] == name)
+                )
+            )
+        if name in self.random_states:
+            torch_state, python_state, numpy_state = self.random_states[name]
+            torch.set_rng_state(torch_state)
+            random.setstate(python_state)
+            numpy.random.set_state(numpy_state)
+        else:
+            set_seed(self.seed)
+
+    def release(self, name: str) -> None:
+        self.random_states[name] = (torch.get_rng_state(), random.getstate(), numpy.random.get_state())
+        with self.condition:
+            self.position += 1
+            self.condition.notify_all()
+
+    def abandon(self) -> None:
+        """A trainer failed: let the other one run on unhindered so its thread ends too."""
+        with self.condition:
+            self.position = len(self.schedule)
+            self.condition.notify_all()
+
+
+class TakeTurns(TrainerCallback):
+    """Holds the turn from one step's start to the next one's (so the step's logging and the next batch are inside
+    it too, and never overlap the other trainer's step), and times each step, generation and rewards included."""
+
+    def __init__(self, name: str, turns: Turns):
+        self.name = name
+        self.turns = turns
         self.seconds = []
+        self._holding = False
         self._start = None
 
     def on_step_begin(self, args, state, control, **kwargs):
+        if self._holding:
+            self.turns.release(self.name)
+        self.turns.acquire(self.name)
+        self._holding = True
         self._start = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         self.seconds.append(time.perf_counter() - self._start)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self._holding:
+            self.turns.release(self.name)
+            self._holding = False
 
 
 def build_dataset(num_prompts: int) -> Dataset:
@@ -85,7 +153,7 @@ def build_dataset(num_prompts: int) -> Dataset:
     return Dataset.from_list(rows)
 
 
-def run_once(kind: str, args, models: dict, dataset: Dataset, output_dir: str) -> dict:
+def build_trainer(kind: str, args, models: dict, dataset: Dataset, output_dir: str, turns: Turns):
     common = dict(
         output_dir=output_dir,
         use_cpu=True,
@@ -103,12 +171,12 @@ def run_once(kind: str, args, models: dict, dataset: Dataset, output_dir: str) -
         save_strategy="no",
         disable_tqdm=True,
     )
-    timer = StepTimer()
+    turn_taker = TakeTurns(kind, turns)
     trainer_kwargs = dict(
         model=models["policy"],
         reward_funcs=[alternating_reward],
         train_dataset=dataset,
-        callbacks=[timer],
+        callbacks=[turn_taker],
     )
     counter = None
     if kind == "grpo":
@@ -119,27 +187,37 @@ def run_once(kind: str, args, models: dict, dataset: Dataset, output_dir: str) -
         trainer = VeriGateGRPOTrainer(args=config, process_reward_model=counter, **trainer_kwargs)
     # The per-step log dicts would bury the summary; the numbers are read from `log_history` instead.
     trainer.remove_callback(PrinterCallback)
-    trainer.train()
+    return trainer, turn_taker, counter
 
-    step_logs = [entry for entry in trainer.state.log_history if "loss" in entry]
-    # The first step pays one-off costs (lazy init, allocator warm-up); it is excluded from every statistic.
-    result = {"step_seconds": timer.seconds[1:], "completions": args.steps * len(dataset) * args.num_generations}
-    if counter is not None:
-        prm_seconds = [entry["verigate/prm_seconds"] for entry in step_logs[1:]]
-        result["net_step_seconds"] = [
-            total - prm for total, prm in zip(result["step_seconds"], prm_seconds, strict=True)
-        ]
-        result["prm_seconds"] = prm_seconds
-        result["gate_rates"] = [entry["verigate/gate_rate"] for entry in step_logs[1:]]
-        result["prm_completions"] = counter.completions_scored
-        result["prm_completions_warmup"] = int(step_logs[0]["verigate/prm_completions_scored"])
-    return result
+
+def train_in_turns(trainers: dict, turns: Turns) -> None:
+    """Train every trainer in its own thread, the steps taken in `turns`' order; re-raise the first failure."""
+    failures = []
+
+    def train(trainer):
+        try:
+            trainer.train()
+        except BaseException as error:  # noqa: BLE001 -- re-raised in the main thread below
+            failures.append(error)
+            turns.abandon()
+
+    threads = [threading.Thread(target=train, args=(trainer,)) for trainer in trainers.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
+
+
+def spread(values: list[float]) -> str:
+    quartiles = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+    return f"median {quartiles[1]:.3f}, quartiles {quartiles[0]:.3f}-{quartiles[2]:.3f}, range {min(values):.3f}-{max(values):.3f}"
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=10, help="Timed steps per run (one warm-up step is added).")
-    parser.add_argument("--rounds", type=int, default=6, help="Runs of each trainer, alternated.")
+    parser.add_argument("--steps", type=int, default=40, help="Timed step pairs (one warm-up pair is added).")
     parser.add_argument("--num-prompts", type=int, default=4, help="Prompts per step (half of them solvable).")
     parser.add_argument("--num-generations", type=int, default=4, help="Completions per prompt (even).")
     parser.add_argument("--max-completion-length", type=int, default=32, help="Tokens per completion.")
@@ -150,47 +228,52 @@ def main(argv=None):
         parser.error(f"--num-generations must be even and >= 2 (got {args.num_generations}) for the reward pattern.")
     if not 2 <= args.num_prompts <= len(QUESTIONS):
         parser.error(f"--num-prompts must be between 2 and {len(QUESTIONS)} (got {args.num_prompts}).")
-    if args.steps < 1 or args.rounds < 1:
-        parser.error("--steps and --rounds must be at least 1.")
+    if args.steps < 2:
+        parser.error("--steps must be at least 2.")
 
     transformers_logging.set_verbosity_error()
     transformers_logging.disable_progress_bar()
     models = build_tiny_models(args.tiny_dir)
     dataset = build_dataset(args.num_prompts)
-    runs = {"grpo": [], "verigate": []}
+    # Which trainer goes first alternates from pair to pair, so neither always runs right after the other.
+    schedule = [
+        kind for pair in range(args.steps + 1) for kind in (("grpo", "verigate"), ("verigate", "grpo"))[pair % 2]
+    ]
+    turns = Turns(schedule, args.seed)
     with tempfile.TemporaryDirectory() as output_dir:
-        for round_index in range(args.rounds):
-            order = ("grpo", "verigate") if round_index % 2 == 0 else ("verigate", "grpo")
-            for kind in order:
-                runs[kind].append(run_once(kind, args, models, dataset, output_dir))
+        built = {kind: build_trainer(kind, args, models, dataset, output_dir, turns) for kind in ("grpo", "verigate")}
+        train_in_turns({kind: trainer for kind, (trainer, _, _) in built.items()}, turns)
 
-    grpo_seconds = [s for run in runs["grpo"] for s in run["step_seconds"]]
-    verigate_seconds = [s for run in runs["verigate"] for s in run["step_seconds"]]
-    verigate_net = [s for run in runs["verigate"] for s in run["net_step_seconds"]]
-    prm_seconds = [s for run in runs["verigate"] for s in run["prm_seconds"]]
-    gate_rate = statistics.mean(rate for run in runs["verigate"] for rate in run["gate_rates"])
+    (_, grpo_timer, _), (verigate_trainer, verigate_timer, counter) = built["grpo"], built["verigate"]
+    step_logs = [entry for entry in verigate_trainer.state.log_history if "loss" in entry]
+    # The first pair pays one-off costs (lazy init, allocator warm-up); it is excluded from every statistic.
+    grpo_seconds, verigate_seconds = grpo_timer.seconds[1:], verigate_timer.seconds[1:]
+    prm_seconds = [entry["verigate/prm_seconds"] for entry in step_logs[1:]]
+    net_seconds = [total - prm for total, prm in zip(verigate_seconds, prm_seconds, strict=True)]
+    net_ratios = [net / grpo for net, grpo in zip(net_seconds, grpo_seconds, strict=True)]
+    total_ratios = [total / grpo for total, grpo in zip(verigate_seconds, grpo_seconds, strict=True)]
+    gate_rate = statistics.mean(entry["verigate/gate_rate"] for entry in step_logs[1:])
     # The counter also saw the warm-up step, whose count the trainer logged; drop it like its time.
-    prm_completions = sum(run["prm_completions"] - run["prm_completions_warmup"] for run in runs["verigate"])
-    completions = sum(run["completions"] for run in runs["verigate"])
+    prm_completions = counter.completions_scored - int(step_logs[0]["verigate/prm_completions_scored"])
+    completions = args.steps * len(dataset) * args.num_generations
 
-    grpo_median, grpo_fastest = statistics.median(grpo_seconds), min(grpo_seconds)
-    print(f"steps timed per trainer: {len(grpo_seconds)} ({args.rounds} rounds x {args.steps}, warm-up excluded)")
-    print("                          median    fastest")
-    print(f"GRPO step                 {grpo_median:.3f} s   {grpo_fastest:.3f} s")
-    print(f"VeriGate step             {statistics.median(verigate_seconds):.3f} s   {min(verigate_seconds):.3f} s")
-    print(f"  of which PRM            {statistics.median(prm_seconds):.3f} s   {min(prm_seconds):.3f} s")
-    print(f"  without PRM             {statistics.median(verigate_net):.3f} s   {min(verigate_net):.3f} s")
-    # Load from other processes only ever adds time, so on a busy machine the fastest steps are the fairer pair.
-    print(
-        "(1) step-time ratio VeriGate/GRPO, PRM excluded: "
-        f"{statistics.median(verigate_net) / grpo_median:.3f} (medians), {min(verigate_net) / grpo_fastest:.3f} "
-        f"(fastest); target <= 1.03. PRM included: {statistics.median(verigate_seconds) / grpo_median:.3f}"
-    )
+    print(f"step pairs timed: {len(net_ratios)} (GRPO and VeriGate back to back on the same data, warm-up excluded)")
+    print(f"GRPO step, s              {spread(grpo_seconds)}")
+    print(f"VeriGate step, s          {spread(verigate_seconds)}")
+    print(f"  of which PRM, s         {spread(prm_seconds)}")
+    print(f"(1) per-pair ratio VeriGate/GRPO, PRM excluded: {spread(net_ratios)}; target <= 1.03 (median)")
+    print(f"    PRM included: {spread(total_ratios)}")
     print(
         f"(2) PRM calls vs. PRM on every group: {prm_completions}/{completions} completions = "
         f"{prm_completions / completions:.3f}   gate rate = {gate_rate:.3f}"
     )
     print("    (equal unless a gated completion had no text to split into steps, which skips the PRM)")
+    # Same samples in both trainers: their logged completion lengths agree step by step.
+    lengths = {
+        kind: [entry["completions/mean_length"] for entry in trainer.state.log_history if "loss" in entry]
+        for kind, (trainer, _, _) in built.items()
+    }
+    print(f"same completions in every pair (mean lengths agree): {lengths['grpo'] == lengths['verigate']}")
 
 
 if __name__ == "__main__":
