@@ -13,6 +13,8 @@ is lexed too and checked like the rest of the proof. A `'` that starts no charac
 from __future__ import annotations
 
 import re
+from functools import partial
+from itertools import repeat
 from typing import NamedTuple
 
 from trl_verigate.lean_server import tactics as tactic_split
@@ -37,6 +39,10 @@ _ID_FIRST = "a-zA-Z_" + _LETTER_LIKE
 _ID_REST = _ID_FIRST + "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
 _ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
 _NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# A character that `_NEXT_TOKEN` reads as a one-character symbol wherever it stands: no whitespace, identifier or
+# number character, no `"`/`'`/`«`, and no `-`/`/` starting a comment. A run of them (`((((`, `)],`, `:=`) is one
+# match, turned into one symbol token per character in C.
+_SYMBOL_CHARACTER = rf"""(?:(?!--|/-)[^ \n\r\t"'«0-9{_ID_FIRST}])"""
 # The next token after whitespace: a comment, literal, `'` or unterminated `«` (group `special`, lexed by
 # `_lex_special`), an identifier (dotted parts, `«escaped»` ones included), a number, or any other character as a
 # one-character symbol. The alternatives are tried in the order Lean's tokenizer tries them; each matches at its
@@ -47,11 +53,14 @@ _NEXT_TOKEN = re.compile(
     rf"|(?P<ident>{_ID_PART}(?:\.{_ID_PART})*)"
     rf"|(?P<number>{_NUMBER})"
     r"|(?P<unterminated>«)"
+    rf"|(?P<symbols>{_SYMBOL_CHARACTER}{{2,}})"
     r"|(?P<symbol>[^ \n\r\t])"
     r")",
     re.DOTALL,
 )
-_IDENT, _NUMBER_GROUP, _SYMBOL = (_NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol"))
+_IDENT, _NUMBER_GROUP, _SYMBOL, _SYMBOLS = (
+    _NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol", "symbols")
+)
 # What ends a run of plain characters in a string literal: its end, an escape, or a brace.
 _STRING_STOP = re.compile(r'["\\{}]')
 
@@ -120,6 +129,10 @@ class Token(NamedTuple):
     components: tuple[str, ...] = ()
 
 
+# `Token(...)` from a tuple of its fields, callable from C (`map(_new_token, …)`).
+_new_token = partial(tuple.__new__, Token)
+
+
 def split_name(text: str) -> list[str]:
     if "«" not in text and "»" not in text:
         return text.split(".")
@@ -171,6 +184,10 @@ def _lex(text: str) -> list[Token]:
                 append(new(Token, ("ident", start, end, name, components)))
             elif group == _SYMBOL:
                 append(new(Token, ("symbol", start, end, found.group(group), ())))
+            elif group == _SYMBOLS:
+                # One token per character: (kind, start, end, text, components) zipped and built in C.
+                run = zip(repeat("symbol"), range(start, end), range(start + 1, end + 1), found.group(group), repeat(()))
+                tokens.extend(map(_new_token, run))
             elif group == _NUMBER_GROUP:
                 append(new(Token, ("number", start, end, found.group(group), ())))
             else:  # special, unterminated

@@ -27,7 +27,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from itertools import compress, repeat
-from operator import attrgetter, ge, itemgetter, le, methodcaller, ne, not_
+from operator import attrgetter, ge, itemgetter, le, methodcaller, ne, not_, sub
 
 from trl_verigate.lean_server import code_tokens
 from trl_verigate.lean_server import tactics as tactic_split
@@ -118,6 +118,7 @@ _CONFUSABLES = str.maketrans(
 _KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2)
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _LITERAL_KINDS = frozenset({"string", "char"})
+_SPAN_START, _SPAN_END = attrgetter("start"), attrgetter("end")
 
 # `open`, `set_option` and `import` start commands; `open … in` and `set_option … in` are also tactic prefixes.
 PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
@@ -454,9 +455,11 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout) -> list[Tac
     if low < high:
         checked = [token for token in checked if not low <= token.start < high]
     offsets = list(map(_START, checked))
-    # One binary search per token, mapped in C; the first token at or after the end of its span is outside.
-    outside = map(ge, offsets, map(ends_before.__getitem__, map(bisect.bisect_right, repeat(starts), offsets)))
-    token = next(compress(checked, outside), None)
+    token = None
+    if not _all_inside(offsets, spans):
+        # One binary search per token, mapped in C; the first token at or after the end of its span is outside.
+        outside = map(ge, offsets, map(ends_before.__getitem__, map(bisect.bisect_right, repeat(starts), offsets)))
+        token = next(compress(checked, outside), None)
     if token is not None:
         raise PrecheckError(
             f"`{token.text}`",
@@ -487,6 +490,20 @@ def _reading(spans) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
         else:
             runs.append((start, end))
     return runs, literals
+
+
+def _all_inside(offsets: list[int], spans: list[Tactic]) -> bool:
+    """Whether every offset (sorted) lies in one of the spans, decided by counting the offsets in each span (two
+    binary searches per span, in C) when the spans are in order without overlap; False also where they are not."""
+    starts, ends = list(map(_SPAN_START, spans)), list(map(_SPAN_END, spans))
+    if not (
+        all(map(le, starts, ends)) and _in_order_without_overlap(starts, ends) and all(map(le, offsets, offsets[1:]))
+    ):
+        return False
+    inside = sum(
+        map(sub, map(bisect.bisect_left, repeat(offsets), ends), map(bisect.bisect_left, repeat(offsets), starts))
+    )
+    return inside == len(offsets)
 
 
 def _runs_and_literals(starts: list[int], ends: list[int], literal: list[bool]) -> tuple[list[int], ...]:
