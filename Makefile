@@ -12,7 +12,7 @@ TINY_DIR ?= .tiny
 
 .PHONY: install test test-fast test-lean demo demo-lean demo-es bench bench-peers lint tiny clean
 
-$(STAMP): setup.cfg pyproject.toml scripts/torch_pip_args.py
+$(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch first: the build pip's configuration provides when it is a CPU one (offline from a local wheel directory),
