@@ -27,10 +27,6 @@ so surrounding whitespace and comments are never part of it.
 
 from __future__ import annotations
 
-import re
-from bisect import bisect_left
-from itertools import accumulate, compress, repeat
-from operator import add, contains, itemgetter, sub
 from typing import NamedTuple
 
 from trl_verigate.lean_server.gc_pause import gc_paused
@@ -51,15 +47,18 @@ from trl_verigate.lean_server.layout_words import (
     SUFFIX_WORDS,
     TACTIC_BRACKETS,
 )
+from trl_verigate.lean_server.tactic_tokens import CHAR_LITERAL, Tokens, block_comment_end, is_literal_text
 from trl_verigate.lean_server.types import GRANULARITIES, Tactic
 
 # The layout vocabulary the precheck and files.py read from here as well (bracket sets, command and suffix words).
 __all__ = [
+    "CHAR_LITERAL",
     "CLOSERS",
     "COMMAND_WORDS",
     "OPENERS",
     "SUFFIX_WORDS",
     "ProofLayout",
+    "block_comment_end",
     "TokenSpan",
     "first_error_tactic",
     "offset_of",
@@ -68,42 +67,6 @@ __all__ = [
     "split_tactics_and_tokens",
 ]
 
-# Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
-# character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
-# not a letter, so `λx` is two tokens.
-_ID_PART = r"(?:«[^»]*»|(?!λ)[^\W\d][\w'!?]*)"  # `«…»` may span lines, as in Lean
-# A raw string `r#"…"#` ends at the first `"` followed by as many `#` as it opened with; it comes before identifiers
-# so that its `r` is not read as one.
-_RAW_STRING = r'r(?P<hashes>#*)".*?(?:"(?P=hashes)|\Z)'
-_RAW_STRING_START = re.compile(r'r#*"')
-# One character (or escape) between quotes; the precheck reads character literals with the same pattern.
-CHAR_LITERAL = r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"
-# Literals (a raw string, a string, a character literal) match in the group `literal`, so each token's literal flag
-# comes out of the same match as the token. A `"` that starts no string (one ending in a lone `\`) is a literal
-# token of its own: it starts one to the precheck's lexer, which then finds it unterminated. Brackets, `,` and `;`
-# come first: no other alternative starts with them, and bracket-dense proofs are mostly them.
-_TOKEN = (
-    r"[()\[\]{}⟨⟩,;]"
-    rf"|(?P<literal>{_RAW_STRING}"
-    r'|"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
-    rf"|{CHAR_LITERAL}"
-    r'|")'
-    rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
-    r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
-    r"|<;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\."
-    r"|(?!--)\S"
-)
-# Without block comments, one `findall` returns (skipped whitespace and line comments, token, literal, a raw string's
-# hashes) for each token of the whole proof. After the skip the next character always starts a token (none starts at
-# whitespace or `--`) or the input ends, so nothing is ever skipped over, and the skip is possessive: nothing
-# backtracks into it.
-_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)({_TOKEN}|\Z)", re.DOTALL)
-# With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
-# then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
-# backtracking into the prefix never yields a token.
-_TOKEN_RE = re.compile(rf"(?:\s|--[^\n]*(?=\n|\Z))*(?:(/-)|({_TOKEN}))", re.DOTALL)
-_COMMENT_DELIM_RE = re.compile(r"/-|-/")
-_NEWLINE_RE = re.compile(r"\n")
 # The only tokens for which `_Parser._ends_block` can be true.
 _MAY_END_BLOCK = CLOSERS | BLOCK_ENDING_WORDS | SUFFIX_WORDS | {",", "|"}
 # Nested blocks deeper than this are read as plain tokens of their enclosing tactic: the parser recurses once
@@ -121,98 +84,10 @@ class _Node(NamedTuple):
     children: list
 
 
-class _Tokens:
-    """The proof's tokens as parallel lists (comments and whitespace dropped), which keeps tokenizing cheap."""
-
-    def __init__(self, proof: str, start_column: int):
-        self.proof, self.start_column = proof, start_column
-        self._newlines: list[int] | None = None
-        self.text: list[str] = []
-        self.start: list[int] = []
-        self.end: list[int] = []
-        self.literal: list[bool] = []  # a string, char or raw string literal
-        self.line_start: list[bool] = []  # first token on its line
-        # Token index -> column, for the tokens that start a line (read off the whitespace before them at
-        # tokenizing; the layout asks for these columns most); other entries are absent or meaningless.
-        self.line_column: dict[int, int] | list[int] = []
-        if "/-" in proof:
-            self._scan_with_block_comments(proof)
-        else:
-            # Each match is (trivia, token, literal, a raw string's hashes); the hashes are part of the token. Every
-            # list below is built in C (map over the matches), not by a Python step per token.
-            matches = _TRIVIA_AND_TOKEN_RE.findall(proof)
-            while matches and not matches[-1][1]:  # the match at the end of the input
-                matches.pop()
-            trivia = list(map(itemgetter(0), matches))
-            self.text = list(map(itemgetter(1), matches))
-            self.literal = list(map(bool, map(itemgetter(2), matches)))
-            self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
-            self.start = list(map(sub, self.end, map(len, self.text)))
-            self.line_start = list(map(contains, trivia, repeat("\n")))
-            # One step per line, not per token.
-            self.line_column = {
-                index: len(skipped) - 1 - skipped.rfind("\n")
-                for index, skipped in zip(
-                    compress(range(len(trivia)), self.line_start), compress(trivia, self.line_start), strict=True
-                )
-            }
-        self.n = len(self.text)
-
-    def _scan_with_block_comments(self, proof: str) -> None:
-        texts, starts, ends, literals, line_starts, line_columns = (
-            self.text,
-            self.start,
-            self.end,
-            self.literal,
-            self.line_start,
-            self.line_column,
-        )
-        match, rfind, n = _TOKEN_RE.match, proof.rfind, len(proof)
-        pos = previous_end = 0
-        while pos < n:
-            m = match(proof, pos)
-            if m is None:  # only whitespace and comments remain
-                break
-            start, end = m.span(2)
-            if start < 0:  # a block comment: find its (nested) end and resume after it
-                pos = block_comment_end(proof, m.end(1)) or len(proof)
-                continue
-            texts.append(proof[start:end])
-            starts.append(start)
-            ends.append(end)
-            literals.append(m.start("literal") >= 0)
-            newline = rfind("\n", previous_end, start)
-            line_starts.append(newline >= 0)
-            line_columns.append(start - newline - 1)
-            pos = previous_end = end
-
-    def column(self, i: int) -> int:
-        """Lean's column of token i: code points from the start of its source line."""
-        if self.line_start[i]:
-            return self.line_column[i]
-        if self._newlines is None:
-            # Binary search over line breaks keeps this O(log n) even on one very long line.
-            self._newlines = [m.start() for m in _NEWLINE_RE.finditer(self.proof)]
-        start = self.start[i]
-        line = bisect_left(self._newlines, start)
-        return start - self._newlines[line - 1] - 1 if line else start + self.start_column
-
-
-def block_comment_end(text: str, after_opening: int) -> int | None:
-    """The offset just past the `-/` closing the block comment whose `/-` ends at `after_opening` (comments
-    nest), or None if it is never closed."""
-    depth = 1
-    for delim in _COMMENT_DELIM_RE.finditer(text, after_opening):
-        depth += 1 if delim.group() == "/-" else -1
-        if depth == 0:
-            return delim.end()
-    return None
-
-
 class _Parser:
     """Recursive descent over the tokens; every loop consumes at least one token, so it always terminates."""
 
-    def __init__(self, tokens: _Tokens):
+    def __init__(self, tokens: Tokens):
         self.tokens = tokens
         self.text, self.column, self.line_start = tokens.text, tokens.column, tokens.line_start
         self.line_column = tokens.line_column  # only for tokens that start a line
@@ -255,8 +130,12 @@ class _Parser:
             return [], i
         nodes: list[_Node] = []
         self.nesting += 1
+        operand = self.operand
         while True:
-            node, i = self.tactic(i, block_column, in_brackets, in_alternative)
+            # One tactic: `operand`, then `<;> operand …` only where the next token is `<;>` (`tactic`, inlined).
+            node, i = operand(i, block_column, in_brackets, in_alternative)
+            if i < n and text[i] == "<;>":
+                node, i = self.then_chain(node, i, block_column, in_brackets, in_alternative)
             nodes.append(node)
             if i >= n:
                 break
@@ -279,10 +158,11 @@ class _Parser:
         self.nesting -= 1
         return nodes, i
 
-    def tactic(self, i: int, block_column: int, in_brackets: bool, in_alternative: bool) -> tuple[_Node, int]:
-        """One tactic of a block, `t1 <;> t2 <;> t3` (left-associative) included."""
+    def then_chain(
+        self, node: _Node, i: int, block_column: int, in_brackets: bool, in_alternative: bool
+    ) -> tuple[_Node, int]:
+        """The tactic `node <;> t2 <;> t3 …` (left-associative), `node` the first operand and token i its `<;>`."""
         text, n = self.text, self.n
-        node, i = self.operand(i, block_column, in_brackets, in_alternative)
         while i < n and text[i] == "<;>":
             if i + 1 >= n:
                 return _Node(node.start, self.tokens.end[i], [node]), i + 1
@@ -334,8 +214,26 @@ class _Parser:
                     calc_step = line_column >= lowest
                     if calc_step and calc_step_column is None:
                         calc_step_column = line_column
-                if depth == 0 and line_column <= block_column and not (calc_step or self._continues(i, block_column)):
-                    break
+                if depth == 0 and line_column <= block_column and not calc_step:
+                    # Whether the line still belongs to this tactic (inlined: it runs once per line). Left of the block
+                    # column Lean has ended the block, so an unfinished-looking tactic before does not carry the line:
+                    # to Lean it may be a command the precheck does not know. Only a line that no command can start
+                    # (it starts with an infix continuation such as `<;>`: if Lean does not read it on, it fails to
+                    # parse) and the steps of a `calc` ending the line before (a `calc` ending the `by` line puts
+                    # them below the block, as in the calc transcript) go on there. At the block column the line also
+                    # continues an unfinished tactic.
+                    if token in BLOCK_ENDING_WORDS:
+                        break
+                    if token not in CONTINUATIONS:
+                        previous = text[i - 1]
+                        if line_column < block_column:
+                            if previous != "calc":
+                                break
+                        elif previous not in EXPECTS_MORE:
+                            if not (previous == "only" and token == "["):
+                                break
+                        elif not (self._expects_more(i - 1) or (previous == "only" and token == "[")):
+                            break
             if token not in STRUCTURAL:
                 i += 1
                 continue
@@ -456,30 +354,10 @@ class _Parser:
         """Whether token i can name a `where` declaration: an identifier that is no keyword the splitter knows."""
         token = self.text[i]
         return (
-            (token[0].isalpha() or token[0] in "_«") and not _is_literal(token) and token not in NOT_DECLARATION_NAMES
+            (token[0].isalpha() or token[0] in "_«")
+            and not is_literal_text(token)
+            and token not in NOT_DECLARATION_NAMES
         )
-
-    def _continues(self, i: int, block_column: int) -> bool:
-        """Whether the line starting at token i, at or left of the block column, still belongs to the tactic before.
-
-        Left of the block column Lean has ended the block, so an unfinished-looking tactic before does not carry the
-        line: to Lean it may be a command the precheck does not know. Only a line that no command can start (it
-        starts with an infix continuation such as `<;>`: if Lean does not read it on, it fails to parse) and the
-        steps of a `calc` ending the line before (a `calc` ending the `by` line puts them below the block, as in
-        the calc transcript) go on there. At the block column the line also continues an unfinished tactic.
-        """
-        text = self.text
-        token = text[i]
-        if token in BLOCK_ENDING_WORDS:
-            return False
-        if token in CONTINUATIONS:
-            return True
-        previous = text[i - 1]
-        if self.line_column[i] < block_column:
-            return previous == "calc"
-        if previous not in EXPECTS_MORE:  # `_expects_more(i - 1)` is false: the common case, without a call
-            return previous == "only" and token == "["
-        return self._expects_more(i - 1) or (previous == "only" and token == "[")
 
     def _expects_more(self, j: int) -> bool:
         """Whether token j leaves its tactic unfinished; `*` after `at` is the complete location "everywhere"."""
@@ -528,10 +406,6 @@ def _flatten(nodes: list[_Node]) -> list[_Node]:
 TokenSpan = tuple[int, int, bool]
 
 
-def _is_literal(text: str) -> bool:
-    return text[0] == '"' or (text[0] == "'" and len(text) > 1) or _RAW_STRING_START.match(text) is not None
-
-
 def split_tactics(proof: str, granularity: str = "outermost", *, start_column: int = 0) -> list[Tactic]:
     """Split a proof body (the untrusted text after the trusted `:= by`) into its tactics.
 
@@ -549,7 +423,7 @@ def split_tactics(proof: str, granularity: str = "outermost", *, start_column: i
     """
     _check_arguments(proof, granularity, start_column)
     with gc_paused():  # see gc_pause.py
-        return _split(_Tokens(proof, start_column), granularity)
+        return _split(Tokens(proof, start_column), granularity)
 
 
 def split_tactics_and_tokens(
@@ -593,7 +467,7 @@ def split_proof(proof: str, granularity: str = "outermost", *, start_column: int
 
 
 def _split_proof(proof: str, granularity: str, start_column: int) -> ProofLayout:
-    tokens = _Tokens(proof, start_column)
+    tokens = Tokens(proof, start_column)
     # Built only here: `split_tactics` alone (the judge's call) has no use for them. Plain tuples zipped in C: this
     # runs on every token of every proof.
     spans = list(zip(tokens.start, tokens.end, tokens.literal, strict=True))
@@ -618,7 +492,7 @@ def _check_arguments(proof: str, granularity: str, start_column: int) -> None:
         raise ValueError(f"split_tactics(start_column=...) must be an int >= 0, got {start_column!r}")
 
 
-def _split(tokens: _Tokens, granularity: str) -> list[Tactic]:
+def _split(tokens: Tokens, granularity: str) -> list[Tactic]:
     if not tokens.n:
         return []
     # The declaration starts at column 0 and Lean requires its `by` block to be indented past it.
@@ -626,7 +500,7 @@ def _split(tokens: _Tokens, granularity: str) -> list[Tactic]:
     return _tactics(tokens, nodes, granularity)
 
 
-def _tactics(tokens: _Tokens, nodes: list[_Node], granularity: str) -> list[Tactic]:
+def _tactics(tokens: Tokens, nodes: list[_Node], granularity: str) -> list[Tactic]:
     if granularity == "all":
         nodes = sorted(_flatten(nodes), key=lambda node: (node.start, -node.end))
     proof = tokens.proof

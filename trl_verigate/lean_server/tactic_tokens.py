@@ -1,0 +1,141 @@
+"""The tactic splitter's tokenizer (`Tokens`): a proof body's tokens as parallel lists, for `tactics._Parser`.
+
+Split from `tactics`, which re-exports `CHAR_LITERAL` and `block_comment_end`. It reads just what Lean's layout
+rules need: each token's text, span, whether it is a literal, whether it starts a line, and its column.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from itertools import accumulate, compress, repeat
+from operator import add, contains, itemgetter, sub
+
+# Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
+# character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
+# not a letter, so `λx` is two tokens.
+_ID_PART = r"(?:«[^»]*»|(?!λ)[^\W\d][\w'!?]*)"  # `«…»` may span lines, as in Lean
+# A raw string `r#"…"#` ends at the first `"` followed by as many `#` as it opened with; it comes before identifiers
+# so that its `r` is not read as one.
+_RAW_STRING = r'r(?P<hashes>#*)".*?(?:"(?P=hashes)|\Z)'
+_RAW_STRING_START = re.compile(r'r#*"')
+# One character (or escape) between quotes; the precheck reads character literals with the same pattern.
+CHAR_LITERAL = r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^'\\\n])'"
+# Literals (a raw string, a string, a character literal) match in the group `literal`, so each token's literal flag
+# comes out of the same match as the token. A `"` that starts no string (one ending in a lone `\`) is a literal
+# token of its own: it starts one to the precheck's lexer, which then finds it unterminated. Brackets, `,` and `;`
+# come first: no other alternative starts with them, and bracket-dense proofs are mostly them.
+_TOKEN = (
+    r"[()\[\]{}⟨⟩,;]"
+    rf"|(?P<literal>{_RAW_STRING}"
+    r'|"(?:[^"\\]|\\.)*(?:"|\Z)'  # string literal
+    rf"|{CHAR_LITERAL}"
+    r'|")'
+    rf"|{_ID_PART}(?:\.(?:{_ID_PART}|\d+))*"
+    r"|0[xXbBoO][0-9a-fA-F_]+|\d[\d_]*(?:\.\d+)?(?:[eE][+-]?\d+)?"
+    r"|<;>|<\|>|:=|=>|<\||\|>\.|\|>|\|\||->|<->|<-|\.\.\.|\.\."
+    r"|(?!--)\S"
+)
+# Without block comments, one `findall` returns (skipped whitespace and line comments, token, literal, a raw string's
+# hashes) for each token of the whole proof. After the skip the next character always starts a token (none starts at
+# whitespace or `--`) or the input ends, so nothing is ever skipped over, and the skip is possessive: nothing
+# backtracks into it.
+_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)({_TOKEN}|\Z)", re.DOTALL)
+# With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
+# then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
+# backtracking into the prefix never yields a token.
+_TOKEN_RE = re.compile(rf"(?:\s|--[^\n]*(?=\n|\Z))*(?:(/-)|({_TOKEN}))", re.DOTALL)
+_COMMENT_DELIM_RE = re.compile(r"/-|-/")
+_NEWLINE_RE = re.compile(r"\n")
+
+
+class Tokens:
+    """The proof's tokens as parallel lists (comments and whitespace dropped), which keeps tokenizing cheap."""
+
+    def __init__(self, proof: str, start_column: int):
+        self.proof, self.start_column = proof, start_column
+        self._newlines: list[int] | None = None
+        self.text: list[str] = []
+        self.start: list[int] = []
+        self.end: list[int] = []
+        self.literal: list[bool] = []  # a string, char or raw string literal
+        self.line_start: list[bool] = []  # first token on its line
+        # Token index -> column, for the tokens that start a line (read off the whitespace before them at
+        # tokenizing; the layout asks for these columns most); other entries are absent or meaningless.
+        self.line_column: dict[int, int] | list[int] = []
+        if "/-" in proof:
+            self._scan_with_block_comments(proof)
+        else:
+            # Each match is (trivia, token, literal, a raw string's hashes); the hashes are part of the token. Every
+            # list below is built in C (map over the matches), not by a Python step per token.
+            matches = _TRIVIA_AND_TOKEN_RE.findall(proof)
+            while matches and not matches[-1][1]:  # the match at the end of the input
+                matches.pop()
+            trivia = list(map(itemgetter(0), matches))
+            self.text = list(map(itemgetter(1), matches))
+            self.literal = list(map(bool, map(itemgetter(2), matches)))
+            self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
+            self.start = list(map(sub, self.end, map(len, self.text)))
+            self.line_start = list(map(contains, trivia, repeat("\n")))
+            # One step per line, not per token.
+            self.line_column = {
+                index: len(skipped) - 1 - skipped.rfind("\n")
+                for index, skipped in zip(
+                    compress(range(len(trivia)), self.line_start), compress(trivia, self.line_start), strict=True
+                )
+            }
+        self.n = len(self.text)
+
+    def _scan_with_block_comments(self, proof: str) -> None:
+        texts, starts, ends, literals, line_starts, line_columns = (
+            self.text,
+            self.start,
+            self.end,
+            self.literal,
+            self.line_start,
+            self.line_column,
+        )
+        match, rfind, n = _TOKEN_RE.match, proof.rfind, len(proof)
+        pos = previous_end = 0
+        while pos < n:
+            m = match(proof, pos)
+            if m is None:  # only whitespace and comments remain
+                break
+            start, end = m.span(2)
+            if start < 0:  # a block comment: find its (nested) end and resume after it
+                pos = block_comment_end(proof, m.end(1)) or len(proof)
+                continue
+            texts.append(proof[start:end])
+            starts.append(start)
+            ends.append(end)
+            literals.append(m.start("literal") >= 0)
+            newline = rfind("\n", previous_end, start)
+            line_starts.append(newline >= 0)
+            line_columns.append(start - newline - 1)
+            pos = previous_end = end
+
+    def column(self, i: int) -> int:
+        """Lean's column of token i: code points from the start of its source line."""
+        if self.line_start[i]:
+            return self.line_column[i]
+        if self._newlines is None:
+            # Binary search over line breaks keeps this O(log n) even on one very long line.
+            self._newlines = [m.start() for m in _NEWLINE_RE.finditer(self.proof)]
+        start = self.start[i]
+        line = bisect_left(self._newlines, start)
+        return start - self._newlines[line - 1] - 1 if line else start + self.start_column
+
+
+def block_comment_end(text: str, after_opening: int) -> int | None:
+    """The offset just past the `-/` closing the block comment whose `/-` ends at `after_opening` (comments
+    nest), or None if it is never closed."""
+    depth = 1
+    for delim in _COMMENT_DELIM_RE.finditer(text, after_opening):
+        depth += 1 if delim.group() == "/-" else -1
+        if depth == 0:
+            return delim.end()
+    return None
+
+
+def is_literal_text(text: str) -> bool:
+    return text[0] == '"' or (text[0] == "'" and len(text) > 1) or _RAW_STRING_START.match(text) is not None
