@@ -165,6 +165,7 @@ def test_metrics_are_logged_every_iteration(trained):
         assert row["rewards/letter_reward/mean"] == pytest.approx(row["es/reward_mean"])
         for key in ("es/seconds_perturb", "es/seconds_generate", "es/seconds_update", "es/members_per_second"):
             assert row[key] > 0, key
+        assert row["es/seconds_restore"] > 0
 
 
 def test_every_checkpoint_holds_a_small_es_state(trained):
@@ -337,3 +338,37 @@ def test_vllm_engine_gets_each_members_weights_before_generating(tiny_models, tm
             assert torch.equal(synced[name], expected), name
     assert fake.calls[1][1] == 4  # 2 prompts x 2 generations
     assert trainer.es_history[0]["rewards"] == [pytest.approx(letter_reward(["see the tree"])[0])] * 4
+
+
+def test_peft_run_perturbs_the_adapters_and_export_refuses_naming_the_checkpoint_adapter(tiny_models, tmp_path, capsys):
+    """With LoRA only the adapters are perturbed; their initial values are not in es_state.json, so es-export and
+    reconstruct refuse (before loading any model) and point at the adapter the checkpoint holds, which is the
+    trained one."""
+    from peft import LoraConfig
+
+    lora = LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], task_type="CAUSAL_LM")
+    trainer = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(tmp_path / "run", max_steps=1, save_strategy="no"),
+        train_dataset=prompt_dataset(),
+        peft_config=lora,
+    )
+    assert trainer.es_param_names and all("lora_" in name for name in trainer.es_param_names)
+    trainer.train()
+    trainer.save_model(str(tmp_path / "final"))
+    state = json.loads((tmp_path / "final" / "es_state.json").read_text())
+    assert state["base_model"]["peft"] is True
+
+    assert es_export_main(["es-export", "--state", str(tmp_path / "final"), "--output", str(tmp_path / "out")]) == 2
+    assert "records a PEFT run" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="PeftModel.from_pretrained"):
+        reconstruct(tmp_path / "final")
+    # The advice holds: the saved adapter is the trained one.
+    saved = load_file(str(tmp_path / "final" / "adapter_model.safetensors"))
+    live = {name: p.detach() for name, p in trainer.model.named_parameters() if name in trainer.es_param_names}
+    assert len(saved) == len(live)
+    for name, value in live.items():
+        saved_name = name.replace(".default", "")
+        assert torch.equal(saved[saved_name], value), name

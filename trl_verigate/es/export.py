@@ -7,8 +7,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 # torch and the ES modules are imported inside the functions: `trl-verigate --help` must stay cheap.
+
+PEFT_REFUSAL = (
+    "this es_state.json records a PEFT run: the perturbed parameters are adapters whose initial values are not in the "
+    "state, so the model cannot be rebuilt from the base model. The checkpoint already holds the trained adapter "
+    "(TRL saves it with every checkpoint): load it with PeftModel.from_pretrained(base_model, CHECKPOINT_DIR), and "
+    "call merge_and_unload() on it for a full model"
+)
 
 
 def reconstruct(state, model=None, base_model: str | None = None, progress: bool = False):
@@ -28,7 +36,7 @@ def reconstruct(state, model=None, base_model: str | None = None, progress: bool
         state = read_state(os.fspath(state))
     base = state["base_model"]
     if base.get("peft"):
-        raise ValueError("this ES run perturbed PEFT adapters; reconstruct() rebuilds full models only")
+        raise ValueError(PEFT_REFUSAL)
     if model is None:
         from transformers import AutoModelForCausalLM
 
@@ -73,6 +81,9 @@ def run(args: argparse.Namespace) -> int:
     from trl_verigate.es.state import read_state
 
     state = read_state(args.state)
+    if state["base_model"].get("peft"):  # refused before any model loads
+        print(f"es-export: {PEFT_REFUSAL}", file=sys.stderr)
+        return 2
     model = reconstruct(state, base_model=args.base_model, progress=True)
     model.save_pretrained(args.output)
     source = args.base_model or state["base_model"]["name_or_path"]

@@ -350,7 +350,7 @@ class ESTrainer(GRPOTrainer):
         slots, mine = member_slots(args.population_size, self.accelerator.num_processes, self.accelerator.process_index)
         params = self._es_parameters()
         prompts = [example["prompt"] for example in inputs]
-        timings = {"perturb": 0.0, "generate": 0.0, "update": 0.0, "reward_wait": 0.0}
+        timings = {"perturb": 0.0, "generate": 0.0, "restore": 0.0, "update": 0.0, "reward_wait": 0.0}
         started = time.perf_counter()
         pending = []
         for slot in range(slots):
@@ -370,7 +370,7 @@ class ESTrainer(GRPOTrainer):
                 pending.append(start_member_rewards(self, inputs, prompts, completions, completion_ids))
         clock = time.perf_counter()
         write_master(params, self._es_master)  # restore θ
-        timings["perturb"] += time.perf_counter() - clock
+        timings["restore"] = time.perf_counter() - clock
         clock = time.perf_counter()
         per_member = [rewards.result() for rewards in pending]
         timings["reward_wait"] = time.perf_counter() - clock
@@ -403,7 +403,7 @@ class ESTrainer(GRPOTrainer):
         metrics["es/reward_max"].append(float(rewards.max()))
         metrics["es/best_member"].append(int(torch.argmax(rewards)))
         metrics["es/update_norm"].append(update_norm)
-        for name in ("perturb", "generate", "update", "reward_wait"):
+        for name in ("perturb", "generate", "restore", "update", "reward_wait"):
             metrics[f"es/seconds_{name}"].append(timings[name])
         metrics["es/members_per_second"].append(members_per_second)
         # TRL's reward metrics, over every completion of every member.
