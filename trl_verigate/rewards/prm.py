@@ -39,7 +39,7 @@ Qwen2.5-Math-PRM-7B), so ``"float32"`` is what doubles the memory. Under no-grad
 so activations stay near batch_size x seq_len x intermediate_size x bytes for the widest layer (7B, bf16, 8 x 2048
 tokens: about 0.6 GB), plus attention scratch that SDPA/flash kernels keep linear in seq_len. The Qwen head and
 the causal-LM vocabulary projection run only at tag positions. On a GPU that also trains the policy, put the PRM on
-a separate GPU (``prm_device="cuda:1"``) or keep ``prm_batch_size`` small on the same one.
+a separate GPU per process (``prm_device="cuda:+1"`` in VeriGateConfig: the local GPU index plus 1) or keep ``prm_batch_size`` small on the same one.
 """
 
 from __future__ import annotations

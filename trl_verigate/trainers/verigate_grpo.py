@@ -106,7 +106,7 @@ class VeriGateConfig(GRPOConfig):
         default=None,
         metadata={
             "help": "Dtype the process reward model is loaded in ('bfloat16', 'float16', 'float32', 'auto'). "
-            "None: the loader's default."
+            "None: the checkpoint's own dtype (dtype='auto'; bf16 for Qwen2.5-Math-PRM-7B)."
         },
     )
     gate_reward_funcs: list[str] | None = field(
