@@ -215,3 +215,12 @@ def test_counters_across_2_to_the_31_and_32_match_the_twin(monkeypatch, chunk, f
     noise_module._fill_noise(out, first, noise_module.noise_key(8, "far"))
     expected = numpy_es_noise(8, "far", 3000, first=first)
     np.testing.assert_array_equal(out.numpy().view(np.uint32), expected.view(np.uint32))
+
+
+@pytest.mark.parametrize("chunk", [1000, 4096, 1 << 17])
+def test_every_chunk_path_matches_the_twin(monkeypatch, chunk):
+    """Unaligned chunks (add the offsets), aligned chunks of at most 2^16 (mix32's first step folded into the
+    counter xor) and aligned larger chunks (the accelerator chunking: a plain xor)."""
+    monkeypatch.setattr(noise_module, "CHUNK_ELEMENTS", chunk)
+    values = es_noise(6, "chunks", (300_000,))
+    np.testing.assert_array_equal(values.numpy().view(np.uint32), numpy_es_noise(6, "chunks", 300_000).view(np.uint32))

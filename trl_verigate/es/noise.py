@@ -22,7 +22,7 @@ How it is computed (the values above are the definition; this is only how they a
 
 - Chunks of `CHUNK_ELEMENTS` run through 7 preallocated int32/float32 buffers with in-place ops and 0-dim constant
   operands, so the ~115 elementwise steps per chunk stay in the CPU's L2 cache, allocate nothing and convert no
-  Python number (13x the throughput of the int64, allocate-per-step form this replaced, same bits).
+  Python number (about 13x the throughput of the int64, allocate-per-step form this replaced, same bits).
 - The hash runs on int32 words: products wrap mod 2^32 in two's complement, logical right shifts are arithmetic
   shifts masked to the shifted width.
 - The float stages read exponents and mantissas from the bits instead of `frexp`/`where`: the decompositions
@@ -46,11 +46,12 @@ NOISE_VERSION = "es-noise-v1"
 MASK32 = 0xFFFFFFFF
 LOWBIAS_MUL_1 = 0x7FEB352D
 LOWBIAS_MUL_2 = 0x846CA68B
-# Elements per chunk on the CPU: one below torch's parallel grain (32768 elements), so every op of a chunk runs in
-# the calling thread. A parallel op waits at a barrier for its second thread, and on a shared or oversubscribed CPU
-# that wait (a scheduler time slice) costs more than the op: measured 2 M vs 17 M elements/s with 2 threads under
-# load. The ~6 chunk buffers (0.75 MiB) stay in L2 and each op is long enough that dispatch is a small part of it.
-CHUNK_ELEMENTS = (1 << 15) - 1
+# Elements per chunk on the CPU: torch's parallel grain (32768 elements), so every op of a chunk runs in one thread
+# (torch splits an op into ceil(elements / grain) tasks). A parallel op waits at a barrier for its second thread, and
+# on a shared or oversubscribed CPU that wait (a scheduler time slice) costs more than the op: measured 2 M vs 17 M
+# elements/s at 2^16 vs 2^15 with 2 threads under load. The 7 chunk buffers (0.9 MiB) stay in L2 and each op is long
+# enough that dispatch is a small part of it.
+CHUNK_ELEMENTS = 1 << 15
 # On an accelerator each op is a kernel launch: larger chunks (6 buffers of 16 MiB) keep the launches few.
 ACCELERATOR_CHUNK_ELEMENTS = 1 << 22
 
@@ -126,12 +127,14 @@ def _shift_right_logical_xor_(x: torch.Tensor, shift: int, scratch: torch.Tensor
     x.bitwise_xor_(scratch)
 
 
-def _mix32_(x: torch.Tensor, scratch: torch.Tensor) -> None:
+def _mix32_(x: torch.Tensor, scratch: torch.Tensor, first_shift_done: bool = False) -> None:
     """Wellons' lowbias32 in place: x ^= x>>16; x *= 0x7feb352d; x ^= x>>15; x *= 0x846ca68b; x ^= x>>16 (mod 2^32).
 
     The products are int32 products with the constants' int32 bit patterns: they wrap mod 2^32 (two's complement)
-    in torch's CPU and CUDA kernels, which the numpy twin in tests (native uint32 arithmetic) checks."""
-    _shift_right_logical_xor_(x, 16, scratch)
+    in torch's CPU and CUDA kernels, which the numpy twin in tests (native uint32 arithmetic) checks.
+    `first_shift_done`: x already holds x ^ (x >>> 16)."""
+    if not first_shift_done:
+        _shift_right_logical_xor_(x, 16, scratch)
     x.mul_(_constant(_signed32(LOWBIAS_MUL_1), x.device))
     _shift_right_logical_xor_(x, 15, scratch)
     x.mul_(_constant(_signed32(LOWBIAS_MUL_2), x.device))
@@ -218,12 +221,15 @@ def _box_muller_radius(hashed: torch.Tensor, exponent: torch.Tensor, a: torch.Te
     return y
 
 
-def _normal_(buffers: _Buffers, count: int, high, key: tuple[int, int, int, int], out: torch.Tensor) -> None:
-    """out ← ε for `count` counters whose low words, xor k0, are in the first int buffer (as int32 bits), and whose
-    high word is the int `high` or an int32 tensor of them."""
+def _normal_(
+    buffers: _Buffers, count: int, high, key: tuple[int, int, int, int], out: torch.Tensor, first_shift_done=False
+) -> None:
+    """out ← ε for `count` counters whose low words, xor k0, are in the first int buffer (as int32 bits; with
+    `first_shift_done`, already xor'ed with themselves >>> 16), and whose high word is the int `high` or an int32
+    tensor of them."""
     _, k1, k2, k3 = key
     (x, hashed, scratch), (a, b, c) = buffers.take(count)
-    _mix32_(x, scratch)
+    _mix32_(x, scratch, first_shift_done)
     if isinstance(high, int):
         x.bitwise_xor_(_signed32(high ^ k1))
     else:
@@ -282,10 +288,16 @@ def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) 
         count = min(chunk, count_total - done, (((start >> 31) + 1) << 31) - start)
         low_words, offsets = buffers.ints[0][:count], buffers.counters[:count]
         low_start = start & MASK32
+        first_shift_done = False
         if low_start % (1 << (count - 1).bit_length()) == 0:
             # The offsets' bits lie below low_start's lowest set bit: low_start + j = low_start | j = low_start ^ j.
-            torch.bitwise_xor(offsets, _signed32(low_start ^ key[0]), out=low_words)
+            word = low_start ^ key[0]
+            if count <= 1 << 16:
+                # Then w ^ j >>> 16 = w >>> 16 for every j: mix32's first step, w ^ j ^ (w >>> 16), is one xor.
+                word ^= word >> 16
+                first_shift_done = True
+            torch.bitwise_xor(offsets, _signed32(word), out=low_words)
         else:
             torch.add(offsets, _signed32(low_start), out=low_words).bitwise_xor_(_signed32(key[0]))
-        _normal_(buffers, count, start >> 32, key, flat[done : done + count])
+        _normal_(buffers, count, start >> 32, key, flat[done : done + count], first_shift_done)
         done += count
