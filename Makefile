@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean demo-es bench bench-peers lint tiny clean
+.PHONY: install test test-fast test-lean demo demo-lean demo-es experiment bench bench-peers lint tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -52,6 +52,12 @@ demo-lean: $(STAMP) $(TINY_DIR)/.built
 demo-es: $(STAMP) $(TINY_DIR)/.built
 	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
 		recipes/es.py --config recipes/tiny/es.yaml
+
+# GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic (docs/experiments.md); writes
+# outputs/experiments/toy_arithmetic/{results.json,results.md,*.png}. EXPERIMENT_ARGS=--quick for the small preset.
+EXPERIMENT_ARGS ?=
+experiment: $(STAMP)
+	$(PY) -m experiments.toy_arithmetic.launch $(EXPERIMENT_ARGS)
 
 bench: $(STAMP) $(TINY_DIR)/.built
 	$(PY) bench/verigate_overhead.py
