@@ -1,0 +1,1 @@
+"""Reproducible experiments on top of trl_verigate (see docs/experiments.md)."""

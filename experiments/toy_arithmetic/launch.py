@@ -1,0 +1,240 @@
+"""The whole comparison: warm start, starting point, coefficient-0 check, ES sweep, every method × seed, report.
+
+    python -m experiments.toy_arithmetic.launch [--quick] [--output DIR] [--seeds 0 1 2] [...]
+
+Writes DIR/results.json, DIR/results.md (table) and DIR/pass_rate.png, DIR/zero_std_vs_gate.png. ``--quick`` is a
+small preset meant to finish in about 10 minutes on 2 idle CPU cores; any size flag overrides the preset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+PRESETS = {
+    # Sizes of the full run; chosen to fit about an hour on 2 cores (not yet measured, see docs/experiments.md).
+    "full": {
+        "hidden_size": 192, "num_layers": 4, "sft_problems": 2000, "sft_steps": 600, "sft_batch_size": 32,
+        "train_problems": 256, "eval_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 3072,
+        "max_completion_length": 72, "seeds": [0, 1, 2], "eval_every": 512, "start_groups": 64,
+        "es_sweep": [[4, 1e-3], [4, 3e-3], [8, 1e-3], [8, 3e-3]],
+    },
+    "quick": {
+        "hidden_size": 128, "num_layers": 4, "sft_problems": 600, "sft_steps": 150, "sft_batch_size": 32,
+        "train_problems": 64, "eval_problems": 16, "num_generations": 4, "prompts_per_step": 2, "budget": 96,
+        "max_completion_length": 64, "seeds": [0, 1, 2], "eval_every": 32, "start_groups": 16,
+        "es_sweep": [[2, 1e-3], [2, 1e-2]],
+    },
+}  # fmt: skip
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description="GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic.")
+    parser.add_argument("--quick", action="store_true", help="the small preset (about 10 minutes on 2 CPU cores)")
+    parser.add_argument("--output", type=Path, default=Path("outputs/experiments/toy_arithmetic"))
+    parser.add_argument("--methods", nargs="+", default=["grpo", "verigate", "process", "process_coef0", "es"])
+    parser.add_argument("--task-seed", type=int, default=1234, help="seed of the problem sets")
+    parser.add_argument("--easy", type=int, nargs="+", default=[1, 2], help="operations per warm-start problem")
+    parser.add_argument("--hard", type=int, nargs="+", default=[3], help="operations per RL training problem")
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods")
+    parser.add_argument("--es-learning-rate", type=float, default=5e-4)
+    parser.add_argument("--sft-learning-rate", type=float, default=3e-3)
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    for name, value in PRESETS["full"].items():
+        flag = "--" + name.replace("_", "-")
+        if name == "es_sweep":
+            parser.add_argument(flag, type=str, default=None, help="ES sweep as 'P:sigma,P:sigma', e.g. 4:1e-3,8:1e-3")
+        elif isinstance(value, list):
+            parser.add_argument(flag, type=int, nargs="+", default=None)
+        else:
+            parser.add_argument(flag, type=type(value), default=None)
+    args = parser.parse_args(argv)
+    preset = PRESETS["quick" if args.quick else "full"]
+    for name, value in preset.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    if isinstance(args.es_sweep, str):
+        try:
+            args.es_sweep = [[int(p), float(s)] for p, s in (item.split(":") for item in args.es_sweep.split(","))]
+        except ValueError as error:
+            parser.error(f"--es-sweep {args.es_sweep!r}: write population:sigma pairs like 4:1e-3,8:1e-3 ({error})")
+    unknown = set(args.methods) - {"grpo", "verigate", "process", "process_coef0", "es"}
+    if unknown:
+        parser.error(f"--methods: unknown {sorted(unknown)}; choose from grpo verigate process process_coef0 es")
+    if args.budget < args.prompts_per_step * args.num_generations:
+        parser.error(f"--budget {args.budget} is below one GRPO step ({args.prompts_per_step * args.num_generations})")
+    if "process_coef0" in args.methods and "grpo" not in args.methods:
+        parser.error("--methods: process_coef0 is checked against grpo; include grpo too")
+    return args
+
+
+def coef0_check(policy, train, output: Path, seed: int, budget) -> dict:
+    """First-batch advantages of GRPO, process coef 0 and process coef 1 from the same seed and rows."""
+    from experiments.toy_arithmetic.methods import first_batch_advantages
+
+    batches = {
+        m: first_batch_advantages(m, policy, train, str(output / f"check_{m}"), seed, budget)
+        for m in ("grpo", "process_coef0", "process")
+    }
+
+    def max_diff(a, b):
+        if len(a) != len(b) or any(len(ra) != len(rb) for ra, rb in zip(a, b, strict=True)):
+            return float("inf")  # different completions: no token-by-token comparison
+        return max((abs(x - y) for ra, rb in zip(a, b, strict=True) for x, y in zip(ra, rb, strict=True)), default=0.0)
+
+    same = all(batches[m]["completion_ids"] == batches["grpo"]["completion_ids"] for m in batches)
+    return {
+        "same_completions": same,
+        "max_abs_diff_coef0_vs_grpo": max_diff(batches["process_coef0"]["advantages"], batches["grpo"]["advantages"]),
+        "max_abs_diff_coef1_vs_grpo": max_diff(batches["process"]["advantages"], batches["grpo"]["advantages"]),
+        "num_completions": len(batches["grpo"]["advantages"]),
+    }
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    for name, value in (
+        ("HF_HUB_OFFLINE", "1"),
+        ("TRANSFORMERS_OFFLINE", "1"),
+        ("HF_DATASETS_OFFLINE", "1"),
+        ("WANDB_MODE", "offline"),
+        ("TOKENIZERS_PARALLELISM", "false"),
+    ):
+        os.environ.setdefault(name, value)
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from experiments.toy_arithmetic.methods import Budget, run_method
+    from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle
+    from experiments.toy_arithmetic.policy import build_policy, pass_rate, starting_point, warm_start
+    from experiments.toy_arithmetic.report import summarize, write_report
+    from experiments.toy_arithmetic.task import make_splits
+    from trl_verigate.rewards.math import MathAccuracyReward
+
+    torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    output: Path = args.output
+    output.mkdir(parents=True, exist_ok=True)
+    splits = make_splits(
+        args.task_seed, args.easy, args.hard, args.sft_problems, args.train_problems, args.eval_problems
+    )
+    budget = Budget(
+        args.num_generations,
+        args.prompts_per_step,
+        args.budget,
+        args.max_completion_length,
+        args.learning_rate,
+        args.es_learning_rate,
+        args.eval_every,
+    )
+    timings = {}
+
+    clock = time.perf_counter()
+    base = build_policy(output / "base", args.hidden_size, args.num_layers)
+    policy = warm_start(
+        base,
+        splits.sft,
+        output / "warm_start",
+        args.sft_steps,
+        args.sft_batch_size,
+        args.sft_learning_rate,
+        args.seeds[0],
+    )
+    timings["warm_start"] = time.perf_counter() - clock
+    model, tokenizer = AutoModelForCausalLM.from_pretrained(policy), AutoTokenizer.from_pretrained(policy)
+    accuracy = MathAccuracyReward()
+    warm_eval = {
+        "easy": pass_rate(model, tokenizer, splits.eval_easy, args.max_completion_length, accuracy),
+        "hard": pass_rate(model, tokenizer, splits.eval_hard, args.max_completion_length, accuracy),
+    }
+    start = starting_point(
+        policy,
+        splits.train[: args.start_groups],
+        args.num_generations,
+        args.max_completion_length,
+        1.0,
+        args.seeds[0],
+        ArithmeticProcessOracle(),
+    )
+    print(f"warm start: held-out {warm_eval}; on hard training prompts {start}", flush=True)
+
+    results = {
+        "config": {
+            **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "budget_detail": asdict(budget),
+        },
+        "warm_start_eval": warm_eval,
+        "starting_point": start,
+        "timings": timings,
+        "runs": [],
+        "es_sweep": [],
+    }
+    if "process_coef0" in args.methods:
+        clock = time.perf_counter()
+        results["coef0_check"] = coef0_check(policy, splits.train, output / "check", args.seeds[0], budget)
+        timings["coef0_check"] = time.perf_counter() - clock
+        print(f"coefficient-0 check: {results['coef0_check']}", flush=True)
+
+    es_chosen = None
+    if "es" in args.methods:
+        clock = time.perf_counter()
+        for population, sigma in args.es_sweep:
+            es = {"population_size": population, "sigma": sigma}
+            run = run_method(
+                "es",
+                policy,
+                splits.train,
+                splits.eval_easy,
+                splits.eval_hard,
+                str(output / f"es_sweep_P{population}_s{sigma}"),
+                args.seeds[0],
+                budget,
+                es,
+            )
+            # Chosen on the training reward, never on the held-out sets.
+            rewards = [m["es/reward_mean"] for m in run["metrics"] if "es/reward_mean" in m]
+            results["es_sweep"].append(
+                {
+                    **es,
+                    "train_reward_mean": sum(rewards) / len(rewards),
+                    "final_eval": run["eval"][-1],
+                    "wall_seconds": run["wall_seconds"],
+                }
+            )
+        es_chosen = max(results["es_sweep"], key=lambda r: r["train_reward_mean"])
+        es_chosen = {"population_size": es_chosen["population_size"], "sigma": es_chosen["sigma"]}
+        results["es_chosen"] = es_chosen
+        timings["es_sweep"] = time.perf_counter() - clock
+        print(f"ES sweep: {results['es_sweep']}; chosen {es_chosen}", flush=True)
+
+    for method in args.methods:
+        for seed in args.seeds:
+            clock = time.perf_counter()
+            run = run_method(
+                method,
+                policy,
+                splits.train,
+                splits.eval_easy,
+                splits.eval_hard,
+                str(output / f"{method}_seed{seed}"),
+                seed,
+                budget,
+                es_chosen,
+            )
+            results["runs"].append(run)
+            print(f"{method} seed {seed}: {run['eval'][-1]} in {time.perf_counter() - clock:.0f} s", flush=True)
+    timings["total"] = time.perf_counter() - started
+    results["summary"] = summarize(results)
+    path = output / "results.json"
+    path.write_text(json.dumps(results, indent=1))
+    for written in write_report(path):
+        print(written)
+    return results
+
+
+if __name__ == "__main__":
+    main()

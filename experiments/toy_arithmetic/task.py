@@ -1,0 +1,131 @@
+"""Seeded multi-step arithmetic problems whose difficulty is the number of operations.
+
+A problem is a chain ``a op1 b op2 c ...`` with ``+`` and ``-`` only, so left-to-right evaluation is the usual one,
+and every intermediate result stays in [0, MAX_VALUE] (no negative numbers for the step checker to misread). The
+reference completion writes one verified step per line, then the answer boxed:
+
+    Compute: 12 + 7 - 3
+    12 + 7 = 19
+    19 - 3 = 16
+    \\boxed{16}
+
+The gold answer goes in the ``solution`` column as ``\\boxed{N}``, the format `trl_verigate.rewards.math.
+accuracy_reward` reads from a MATH-style solution; against a boxed gold it only accepts a boxed predicted answer,
+so a completion cut off mid-chain is never rewarded for an intermediate number that happens to equal the answer.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+MAX_OPERAND = 20
+MAX_VALUE = 60
+PROMPT_TEMPLATE = "Compute: {expression}\n"
+
+
+@dataclass(frozen=True)
+class Problem:
+    numbers: tuple[int, ...]
+    operators: tuple[str, ...]
+
+    @property
+    def difficulty(self) -> int:
+        return len(self.operators)
+
+    @property
+    def expression(self) -> str:
+        parts = [str(self.numbers[0])]
+        for operator, number in zip(self.operators, self.numbers[1:], strict=True):
+            parts += [operator, str(number)]
+        return " ".join(parts)
+
+    def steps(self) -> list[str]:
+        """The verified steps ``a op b = c``, one per operation, each starting from the previous result."""
+        steps, value = [], self.numbers[0]
+        for operator, number in zip(self.operators, self.numbers[1:], strict=True):
+            result = value + number if operator == "+" else value - number
+            steps.append(f"{value} {operator} {number} = {result}")
+            value = result
+        return steps
+
+    @property
+    def answer(self) -> int:
+        return int(self.steps()[-1].rsplit("=", 1)[1])
+
+    @property
+    def prompt(self) -> str:
+        return PROMPT_TEMPLATE.format(expression=self.expression)
+
+    @property
+    def solution(self) -> str:
+        return f"\\boxed{{{self.answer}}}"
+
+    def completion(self) -> str:
+        return "\n".join([*self.steps(), self.solution])
+
+    def row(self) -> dict:
+        return {"prompt": self.prompt, "solution": self.solution, "difficulty": self.difficulty}
+
+
+def random_problem(rng: random.Random, difficulty: int) -> Problem:
+    if difficulty < 1:
+        raise ValueError(f"difficulty={difficulty} must be at least 1 operation")
+    value = rng.randint(1, MAX_OPERAND)
+    numbers, operators = [value], []
+    for _ in range(difficulty):
+        operator = rng.choice("+-")
+        if operator == "+" and value + 1 > MAX_VALUE:
+            operator = "-"
+        if operator == "-" and value < 1:
+            operator = "+"
+        if operator == "+":
+            number = rng.randint(1, min(MAX_OPERAND, MAX_VALUE - value))
+            value += number
+        else:
+            number = rng.randint(1, min(MAX_OPERAND, value))
+            value -= number
+        numbers.append(number)
+        operators.append(operator)
+    return Problem(tuple(numbers), tuple(operators))
+
+
+def make_problems(seed: int, difficulties: list[int], count: int, exclude: set[str] | None = None) -> list[Problem]:
+    """``count`` distinct problems, difficulties cycling through ``difficulties``, none whose prompt is in
+    ``exclude`` (so held-out sets never overlap training sets)."""
+    if count < 0:
+        raise ValueError(f"count={count} must be non-negative")
+    rng = random.Random(seed)
+    seen = set(exclude or ())
+    problems: list[Problem] = []
+    attempts = 0
+    while len(problems) < count:
+        attempts += 1
+        if attempts > 1000 * max(count, 1):
+            raise RuntimeError(f"could not draw {count} distinct problems of difficulties {difficulties}")
+        problem = random_problem(rng, difficulties[len(problems) % len(difficulties)])
+        if problem.prompt not in seen:
+            seen.add(problem.prompt)
+            problems.append(problem)
+    return problems
+
+
+@dataclass(frozen=True)
+class Splits:
+    """Warm-start (easy, with completions), RL training (hard prompts) and held-out easy/hard evaluation sets."""
+
+    sft: list[Problem]
+    train: list[Problem]
+    eval_easy: list[Problem]
+    eval_hard: list[Problem]
+
+
+def make_splits(seed: int, easy: list[int], hard: list[int], num_sft: int, num_train: int, num_eval: int) -> Splits:
+    sft = make_problems(seed, easy, num_sft)
+    used = {p.prompt for p in sft}
+    train = make_problems(seed + 1, hard, num_train, used)
+    used |= {p.prompt for p in train}
+    eval_easy = make_problems(seed + 2, easy, num_eval, used)
+    used |= {p.prompt for p in eval_easy}
+    eval_hard = make_problems(seed + 3, hard, num_eval, used)
+    return Splits(sft, train, eval_easy, eval_hard)
