@@ -87,19 +87,18 @@ class CodeTokens:
         return EnclosingOpeners(self.code)
 
     @cached_property
-    def has_inner_tokens(self) -> bool:
-        """Whether a code token was lexed from inside a string literal (the code in an interpolated string's `{…}`):
-        such tokens follow their literal in the list and start before its end."""
-        code = self.code
-        for k in indices_of(self.kinds, "string"):
-            if k + 1 < len(code) and code[k + 1].start < code[k].end:
-                return True
-        return False
-
-    @cached_property
     def outside(self) -> list[Token]:
-        """`outside_literals(code)`: the code tokens not lexed from inside a string literal."""
-        return outside_literals(self.code) if self.has_inner_tokens else self.code
+        """`outside_literals(code)`: the code tokens not lexed from inside a string literal (the code in an
+        interpolated string's `{…}`); `code` itself when there are none."""
+        if "string" not in self.kinds:
+            return self.code
+        kept = outside_literals(self.code)
+        return self.code if len(kept) == len(self.code) else kept
+
+    @property
+    def has_inner_tokens(self) -> bool:
+        """Whether a code token was lexed from inside a string literal."""
+        return self.outside is not self.code
 
     @cached_property
     def outside_texts(self) -> list[str]:

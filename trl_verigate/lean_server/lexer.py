@@ -39,10 +39,11 @@ _ID_FIRST = "a-zA-Z_" + _LETTER_LIKE
 _ID_REST = _ID_FIRST + "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
 _ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
 _NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-# A character that `_NEXT_TOKEN` reads as a one-character symbol wherever it stands: no whitespace, identifier or
-# number character, no `"`/`'`/`«`, and no `-`/`/` starting a comment. A run of them (`((((`, `)],`, `:=`) is one
-# match, turned into one symbol token per character in C.
-_SYMBOL_CHARACTER = rf"""(?:(?!--|/-)[^ \n\r\t"'«0-9{_ID_FIRST}])"""
+# Brackets and the other characters that `_NEXT_TOKEN` reads as a one-character symbol wherever they stand (none is
+# whitespace, an identifier or number character, a quote, `«`, or a `-`/`/` that may start a comment). A run of them
+# (`((((`, `)],`, `:=`) is one match, turned into one symbol token per character in C; the class is short, so a
+# lone symbol of another kind costs one failed character test.
+_RUN_SYMBOL_CHARACTERS = "()\\[\\]{}⟨⟩,:=;"
 # The next token after whitespace: a comment, literal, `'` or unterminated `«` (group `special`, lexed by
 # `_lex_special`), an identifier (dotted parts, `«escaped»` ones included), a number, or any other character as a
 # one-character symbol. The alternatives are tried in the order Lean's tokenizer tries them; each matches at its
@@ -53,7 +54,7 @@ _NEXT_TOKEN = re.compile(
     rf"|(?P<ident>{_ID_PART}(?:\.{_ID_PART})*)"
     rf"|(?P<number>{_NUMBER})"
     r"|(?P<unterminated>«)"
-    rf"|(?P<symbols>{_SYMBOL_CHARACTER}{{2,}})"
+    rf"|(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{2,}})"
     r"|(?P<symbol>[^ \n\r\t])"
     r")",
     re.DOTALL,

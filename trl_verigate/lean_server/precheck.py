@@ -509,35 +509,41 @@ def _all_inside(offsets: list[int], spans: list[Tactic]) -> bool:
 def _runs_and_literals(starts: list[int], ends: list[int], literal: list[bool]) -> tuple[list[int], ...]:
     """`_reading` of tokens in text order that do not overlap, computed in C: the starts and ends of its code runs
     (a run ends where the next code token does not start at its end) and of its literals."""
-    code_starts = list(compress(starts, map(not_, literal)))
-    code_ends = list(compress(ends, map(not_, literal)))
+    if any(literal):
+        code_starts = list(compress(starts, map(not_, literal)))
+        code_ends = list(compress(ends, map(not_, literal)))
+        literals = (list(compress(starts, literal)), list(compress(ends, literal)))
+    else:
+        code_starts, code_ends, literals = starts, ends, ([], [])
     breaks = list(map(ne, code_starts[1:], code_ends))  # between code token i and i + 1: a new run starts
     return (
         code_starts[:1] + list(compress(code_starts[1:], breaks)),
         list(compress(code_ends, breaks)) + code_ends[-1:],
-        list(compress(starts, literal)),
-        list(compress(ends, literal)),
+        *literals,
     )
 
 
 def _in_order_without_overlap(starts: list[int], ends: list[int]) -> bool:
-    return all(map(ge, starts[1:], ends))
+    """Whether the tokens are in text order and none starts before the one before it ends (so none lies inside a
+    literal before it, which `_reading` would drop)."""
+    return all(map(le, starts, starts[1:])) and all(map(ge, starts[1:], ends))
 
 
 def _same_reading(view: CodeTokens, splitter_tokens) -> bool:
     """Whether `_reading` of the precheck's tokens and of the splitter's is the same, decided in C where both token
     lists are in text order without overlaps (a token inside a literal is dropped by `_reading`, so none may be
     left after `view.outside` drops the interpolated strings' code). False means: compare them the slow way."""
-    starts = list(map(_START, view.code))
-    if not all(map(le, starts, starts[1:])):
-        return False
+    if view.has_inner_tokens:  # `view.outside` drops them: the order they were in still decides what `_reading` drops
+        starts = list(map(_START, view.code))
+        if not all(map(le, starts, starts[1:])):
+            return False
     ours = view.outside
     our_starts, our_ends = list(map(_START, ours)), list(map(_END, ours))
     their_starts, their_ends = list(map(_FIRST, splitter_tokens)), list(map(_SECOND, splitter_tokens))
     if not (_in_order_without_overlap(our_starts, our_ends) and _in_order_without_overlap(their_starts, their_ends)):
         return False
     our_literals = list(map(_LITERAL_KINDS.__contains__, map(_KIND, ours)))
-    their_literals = list(map(bool, map(_THIRD, splitter_tokens)))
+    their_literals = list(map(_THIRD, splitter_tokens))
     return _runs_and_literals(our_starts, our_ends, our_literals) == _runs_and_literals(
         their_starts, their_ends, their_literals
     )
