@@ -185,3 +185,86 @@ def test_a_run_whose_model_fails_to_load_records_nothing(tmp_path, no_model_load
     with pytest.raises(AssertionError, match="a model was loaded"):
         main(["evaluate", "math", "--model", "typo", "--dataset", data, "--output", str(output)])
     assert not (output / "run.json").exists()  # so the corrected rerun into the same folder is not refused
+
+
+def test_resume_refuses_other_sampling_or_scoring_settings_and_says_how_a_new_n_resumes(tmp_path, capsys, monkeypatch):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}, {"problem": "q", "answer": "2"}])
+    output = tmp_path / "o"
+    monkeypatch.setattr(command, "build_backend", lambda args, sampling: BoxedOneBackend())
+    base = ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output), "--no-progress"]
+    assert main([*base, "--n", "2"]) == 0
+    # Attempts drawn or judged another way would be mixed into the same pass@k: refused, naming what differs.
+    for extra, difference in [
+        (["--temperature", "0.5"], "temperature: 1.0 there, 0.5 now"),
+        (["--top-p", "0.5"], "top_p: 0.95 there, 0.5 now"),
+        (["--max-new-tokens", "8"], "max_new_tokens: 1024 there, 8 now"),
+        (["--seed", "3"], "seed: 0 there, 3 now"),
+        (["--math-timeout", "1"], "math_timeout: 5.0 there, 1.0 now"),
+    ]:
+        assert difference in run_error(capsys, [*base, "--n", "2", *extra]), extra
+    # --format auto and the format it resolves to are the same evaluation.
+    assert main([*base, "--n", "2", "--format", "math500"]) == 0
+    capsys.readouterr()
+    # A larger --n samples the missing attempts with the same settings, and says so.
+    assert main([*base, "--n", "3", "--k", "1,3"]) == 0
+    out = capsys.readouterr().out
+    assert f"--n 3: {output} was run with --n 2; sampling attempts 2..2" in out
+    rows = [json.loads(line) for line in (output / "samples.jsonl").read_text().splitlines()]
+    assert sorted((row["problem_id"], row["attempt"]) for row in rows) == [(p, a) for p in "01" for a in range(3)]
+    # A smaller one counts only the first attempts.
+    assert main([*base, "--n", "1"]) == 0
+    assert f"--n 1: {output} was run with --n 3; only attempts 0..0" in capsys.readouterr().out
+    assert json.loads((output / "summary.json").read_text())["attempts"] == 2
+
+
+def test_an_output_that_is_a_file_fails_before_the_model_loads(tmp_path, capsys, no_model_load):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    output = tmp_path / "results"
+    output.write_text("not a folder")
+    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output)])
+    assert f"--output {output} is a file, not a folder" in err
+    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output / "sub")])
+    assert f"--output {output / 'sub'}: cannot create or write it ({output} is not a writable folder)" in err
+    assert no_model_load == []
+
+
+def test_an_empty_or_broken_dataset_file_names_the_flag(tmp_path, capsys, no_model_load):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"problem": "p", "answer": \n')
+    for path, message in [(empty, "the file is empty"), (broken, "not a JSON Lines file of rows")]:
+        err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", str(path), "--output", "o"])
+        assert f"--dataset {path}: {message}" in err
+    assert no_model_load == []
+
+
+def test_repeated_problem_names_keep_their_names_and_stay_unique():
+    rows = [{**LEAN_ROWS[0], "name": name} for name in ["定理_αβ", "dup", "dup", "dup#2", "dup"]]
+    ids = [problem.id for problem in lean_problems(rows).problems]
+    assert ids == ["定理_αβ", "dup", "dup#2#", "dup#2", "dup#4"]
+
+
+def test_a_damaged_samples_line_stops_the_run_before_the_model_loads_and_keeps_the_file(
+    tmp_path, capsys, no_model_load
+):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    output = tmp_path / "o"
+    output.mkdir()
+    text = '{"problem_id": "0", "attempt": 0, "correct": true}\nnot json\n{"problem_id": "0", "attempt": 1}\n'
+    (output / "samples.jsonl").write_text(text)
+    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output)])
+    assert "samples.jsonl line 2 is not an attempt row" in err
+    assert (output / "samples.jsonl").read_text() == text  # no verdict after the bad line was thrown away
+    assert no_model_load == []
+
+
+def test_unreachable_lean_servers_fail_before_the_model_loads(tmp_path, capsys, no_model_load):
+    from launch import refused_url
+
+    data = write_jsonl(tmp_path / "lean.jsonl", LEAN_ROWS)
+    with refused_url() as url:
+        argv = ["evaluate", "lean", "--model", "m", "--dataset", data, "--output", str(tmp_path / "o")]
+        err = run_error(capsys, [*argv, "--lean-server-urls", url])
+    assert f"--lean-server-urls: no server answers /health ({url}: ConnectError" in err
+    assert no_model_load == []

@@ -10,10 +10,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from trl_verigate.evaluate.generation import BACKENDS, HFBackend, SamplingConfig, VLLMBackend
 from trl_verigate.evaluate.metrics import check_ks
-from trl_verigate.evaluate.outputs import check_same_run, record_run
+from trl_verigate.evaluate.outputs import SAMPLES_FILE, check_output_dir, check_same_run, read_samples, record_run
 from trl_verigate.evaluate.plot import check_matplotlib
 from trl_verigate.evaluate.problems import (
     DEFAULT_MATH_SYSTEM_PROMPT,
@@ -31,6 +32,7 @@ from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, DEFAULT_PROMPT_
 DEFAULT_LEAN_TIMEOUT_S = 300.0
 # Proofs in flight per remote server.
 _PROOFS_PER_SERVER = 8
+_HEALTH_TIMEOUT_S = 10.0
 
 
 def parse_ks(text: str) -> list[int]:
@@ -97,6 +99,24 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def _check_reachable(urls: list[str]) -> None:
+    """At least one server must answer `/health` now: with none, every attempt of the run would be an `error` row
+    (a fault mid-run is still only that attempt's status)."""
+    import httpx
+
+    failures = []
+    for url in urls:
+        try:
+            httpx.get(f"{url.rstrip('/')}/health", timeout=_HEALTH_TIMEOUT_S).raise_for_status()
+            return
+        except httpx.HTTPError as error:
+            failures.append(f"{url}: {type(error).__name__}: {error}")
+    raise ValueError(
+        f"--lean-server-urls: no server answers /health ({'; '.join(failures)}); start `trl-verigate lean-server` "
+        "there or fix the URLs"
+    )
+
+
 def _lean_verifier(args: argparse.Namespace):
     """The verifier and how many proofs it takes at once: a `LeanClient` for --lean-server-urls, else a (not yet
     started) `LeanServer` over the REPL of --lean-repl-command."""
@@ -108,6 +128,7 @@ def _lean_verifier(args: argparse.Namespace):
         if args.lean_repl_command:
             raise ValueError("--lean-server-urls and --lean-repl-command: give one (remote servers or a local pool)")
         client = LeanClient(args.lean_server_urls, timeout=args.lean_timeout)
+        _check_reachable(args.lean_server_urls)
         return client, _PROOFS_PER_SERVER * len(args.lean_server_urls)
     from trl_verigate.cli import resolve_project_dir, resolve_repl_command
 
@@ -137,6 +158,7 @@ class Prepared:
     sampling: SamplingConfig
     verifier: object | None  # the Lean verifier (a LeanServer not yet started, or a LeanClient)
     identity: dict  # what the output folder evaluates (run.json)
+    resume_note: str | None = None  # how a changed --n resumes the folder's attempts
 
 
 def _check_at_least(args: argparse.Namespace, minimum: float, *names: str) -> None:
@@ -152,6 +174,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     from trl_verigate.evaluate.math_scoring import MathScorer
 
     _check_at_least(args, 1, "n", "limit", "batch_size", "chunk_size", "tensor_parallel_size")
+    check_output_dir(args.output)
     if args.task == "lean":
         _check_at_least(args, 1, "lean_workers", "lean_memory_limit_mb")
     elif not args.math_timeout > 0:
@@ -178,15 +201,34 @@ def prepare(args: argparse.Namespace) -> Prepared:
             verifier, args.lean_timeout, args.completion_format, args.statement_field, concurrency=concurrency
         )
         prompt = {"prompt_template": args.prompt_template, "conversational": args.conversational}
+        scoring = {
+            "completion_format": args.completion_format,
+            "statement_field": args.statement_field,
+            "lean_timeout": args.lean_timeout,
+        }
     else:
         problem_set = math_problems(rows, args.format, args.system_prompt or None, limit=args.limit)
         scorer = MathScorer(args.math_timeout)
         prompt = {"system_prompt": args.system_prompt}
+        scoring = {"format": problem_set.format, "math_timeout": args.math_timeout}
     config = {key: value for key, value in vars(args).items() if key not in ("func", "parser")}
     evaluation = Evaluation(args.task, problem_set, scorer, args.n, ks, args.seed, args.chunk_size, config)
-    identity = {"task": args.task, "model": args.model, "dataset_sha256": problem_set.sha256, **prompt}
-    check_same_run(args.output, identity)
-    return Prepared(evaluation, sampling, verifier, identity)
+    # Everything that decides what an attempt's row holds: a resumed run must agree on all of it, or its rows would
+    # mix two evaluations. (--n may change: see check_same_run.)
+    sampled = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    identity = {
+        "task": args.task,
+        "model": args.model,
+        "dataset_sha256": problem_set.sha256,
+        **prompt,
+        **sampled,
+        "seed": args.seed,
+        **scoring,
+    }
+    resume_note = check_same_run(args.output, identity, args.n)
+    if (Path(args.output) / SAMPLES_FILE).exists():
+        read_samples(args.output)  # a damaged samples.jsonl stops the run here, not after the model has loaded
+    return Prepared(evaluation, sampling, verifier, identity, resume_note)
 
 
 def build_backend(args: argparse.Namespace, sampling: SamplingConfig):
@@ -200,8 +242,10 @@ def run(args: argparse.Namespace) -> int:
         prepared = prepare(args)
     except ValueError as error:
         args.parser.error(str(error))
+    if prepared.resume_note:
+        print(prepared.resume_note)
     backend = build_backend(args, prepared.sampling)
-    record_run(args.output, prepared.identity)
+    record_run(args.output, prepared.identity, args.n)
     with contextlib.ExitStack() as stack:
         if hasattr(prepared.verifier, "__enter__"):  # a local pool: started here, closed after
             stack.enter_context(prepared.verifier)

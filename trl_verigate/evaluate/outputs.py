@@ -1,7 +1,8 @@
 """What an evaluation leaves in ``--output``: ``samples.jsonl`` (one row per attempt, appended and flushed as each
 is judged, which is what a rerun resumes from), ``summary.json`` and the terminal table.
 
-A run killed mid-write can leave a partial last line; opening the file drops it, so the attempt is redone.
+A run killed mid-write can leave a partial last line (no newline); opening the file drops it, so the attempt is
+redone. Any other line that is not a row stops the run instead: dropping it would lose the verdicts after it.
 """
 
 from __future__ import annotations
@@ -32,14 +33,19 @@ class SamplesFile:
     def _read_and_repair(self) -> None:
         data = self.path.read_bytes()
         good_end = 0
-        for line in data.splitlines(keepends=True):
+        for number, line in enumerate(data.splitlines(keepends=True), start=1):
             if not line.endswith(b"\n"):
-                break  # cut off by a kill mid-write
+                break  # the last line, cut off by a kill mid-write: dropped, its attempt is redone
             try:
                 row = json.loads(line)
-            except json.JSONDecodeError:
-                break
-            self.rows.setdefault((str(row["problem_id"]), int(row["attempt"])), row)
+                key = (str(row["problem_id"]), int(row["attempt"]))
+            except (ValueError, KeyError, TypeError) as error:
+                # A whole line this writer never wrote: cutting the file here would throw away every verdict after it.
+                raise ValueError(
+                    f"--output: {self.path} line {number} is not an attempt row ({type(error).__name__}: {error}); "
+                    "fix or delete that line, or give a new --output"
+                ) from error
+            self.rows.setdefault(key, row)
             good_end += len(line)
         if good_end < len(data):
             with open(self.path, "r+b") as file:
@@ -70,13 +76,27 @@ def read_samples(output_dir: str | os.PathLike) -> list[dict]:
     return list(samples.rows.values())
 
 
-def check_same_run(output_dir: str | os.PathLike, identity: dict) -> None:
-    """A rerun into an output folder must evaluate what its `run.json` says (task, model, dataset hash, prompt), or
-    resuming would mix two evaluations."""
+def check_output_dir(output_dir: str | os.PathLike) -> None:
+    """``--output`` must be a folder this process can create and write (checked before any model loads)."""
+    path = Path(output_dir)
+    if path.exists() and not path.is_dir():
+        raise ValueError(
+            f"--output {output_dir} is a file, not a folder; give a folder path (it is created if missing)"
+        )
+    existing = next((parent for parent in (path, *path.parents) if parent.exists()), Path("."))
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--output {output_dir}: cannot create or write it ({existing} is not a writable folder)")
+
+
+def check_same_run(output_dir: str | os.PathLike, identity: dict, n: int) -> str | None:
+    """A rerun into an output folder must evaluate what its `run.json` says (task, model, dataset hash, prompt,
+    sampling and scoring settings), or resuming would mix two evaluations. Only --n may change: more attempts are
+    drawn with the same settings, fewer count only the first ones. Returns a line saying so when it changed."""
     path = Path(output_dir) / RUN_FILE
     if not path.exists():
-        return
+        return None
     recorded = json.loads(path.read_text(encoding="utf-8"))
+    recorded_n = recorded.pop("n", None)
     changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
     if changed:
         details = "; ".join(f"{key}: {recorded.get(key)!r} there, {identity.get(key)!r} now" for key in changed)
@@ -84,14 +104,22 @@ def check_same_run(output_dir: str | os.PathLike, identity: dict) -> None:
             f"--output {output_dir} holds another evaluation ({details}); give a new --output, or rerun with the "
             "same settings to resume it"
         )
+    if recorded_n is None or recorded_n == n:
+        return None
+    before = f"--n {n}: {output_dir} was run with --n {recorded_n}"
+    if n > recorded_n:
+        return f"{before}; sampling attempts {recorded_n}..{n - 1} of each problem with the same settings"
+    return f"{before}; only attempts 0..{n - 1} of each problem are counted"
 
 
-def record_run(output_dir: str | os.PathLike, identity: dict) -> None:
-    """Write `run.json`; called once the model has loaded, so a run that never started records nothing."""
+def record_run(output_dir: str | os.PathLike, identity: dict, n: int) -> None:
+    """Write `run.json` (the identity and the largest --n run into the folder); called once the model has loaded, so
+    a run that never started records nothing."""
+    path = Path(output_dir) / RUN_FILE
+    if path.exists():
+        n = max(n, json.loads(path.read_text(encoding="utf-8")).get("n", n))
     Path(output_dir).mkdir(parents=True, exist_ok=True)
-    (Path(output_dir) / RUN_FILE).write_text(
-        json.dumps(identity, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
+    path.write_text(json.dumps({**identity, "n": n}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def write_summary(output_dir: str | os.PathLike, summary: dict) -> Path:

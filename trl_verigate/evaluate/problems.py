@@ -60,7 +60,16 @@ def load_rows(dataset: str, split: str | None, config_name: str | None = None) -
     if dataset.endswith(LOCAL_SUFFIXES):
         if not os.path.isfile(dataset):
             raise ValueError(f"--dataset {dataset}: no such file; give a local .json/.jsonl file or a hub dataset id")
-        rows = list(load_dataset("json", data_files=dataset, split="train"))
+        with open(dataset, "rb") as file:
+            if not file.read().strip():
+                raise ValueError(f"--dataset {dataset}: the file is empty; give a file with one problem per row")
+        try:
+            rows = list(load_dataset("json", data_files=dataset, split="train"))
+        except Exception as error:  # noqa: BLE001 - datasets raises many kinds; the user needs the flag and the cause
+            raise ValueError(
+                f"--dataset {dataset}: not a JSON Lines file of rows ({type(error).__name__}: {error}); give one JSON "
+                "object per line"
+            ) from error
     else:
         try:
             splits = load_dataset(dataset, name=config_name)
@@ -93,10 +102,24 @@ def rows_sha256(rows: list[dict]) -> str:
 
 
 def _problem_ids(rows: list[dict]) -> list[str]:
+    """The rows' own ids (the first id column every row fills); a repeated id gets ``#<row index>`` after its second
+    occurrence, so each problem keeps its name and every id stays unique (resume keys rows by it). Row indexes when
+    no column fills every row."""
     for column in _ID_COLUMNS:
         ids = [row.get(column) for row in rows]
-        if all(isinstance(value, (str, int)) and value != "" for value in ids) and len(set(ids)) == len(ids):
-            return [str(value) for value in ids]
+        if all(isinstance(value, (str, int)) and not isinstance(value, bool) and value != "" for value in ids):
+            seen: set[str] = set()
+            taken = set(map(str, ids))
+            unique = []
+            for index, value in enumerate(map(str, ids)):
+                if value in seen:
+                    value = f"{value}#{index}"
+                    while value in taken:  # a dataset id that already reads like this
+                        value += "#"
+                    taken.add(value)
+                seen.add(value)
+                unique.append(value)
+            return unique
     return [str(index) for index in range(len(rows))]
 
 
