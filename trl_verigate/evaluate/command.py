@@ -12,7 +12,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.evaluate.generation import BACKENDS, HFBackend, SamplingConfig, VLLMBackend
+from trl_verigate.evaluate.generation import BACKENDS, HFBackend, SamplingConfig, VLLMBackend, import_vllm
 from trl_verigate.evaluate.metrics import check_ks
 from trl_verigate.evaluate.outputs import SAMPLES_FILE, check_output_dir, check_same_run, read_samples, record_run
 from trl_verigate.evaluate.plot import check_matplotlib
@@ -182,13 +182,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
     ks = check_ks(parse_ks(args.k), args.n)
     sampling = SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
     if args.backend == "vllm":
-        try:
-            import vllm  # noqa: F401
-        except ImportError as error:
-            raise ValueError(
-                f"--backend vllm: vllm cannot be imported ({error}); `pip install trl-verigate[vllm]` on a GPU "
-                "machine, or use --backend hf"
-            ) from error
+        import_vllm()
     check_matplotlib()
     rows = load_rows(args.dataset, args.split, args.dataset_config)
     verifier = None

@@ -117,6 +117,18 @@ class HFBackend:
         return outputs
 
 
+def import_vllm():
+    """vLLM's `LLM` and `SamplingParams`; a ValueError naming --backend when vllm cannot be imported."""
+    try:
+        from vllm import LLM, SamplingParams
+    except ImportError as error:
+        raise ValueError(
+            f"--backend vllm: vllm cannot be imported ({error}); `pip install trl-verigate[vllm]` on a GPU "
+            "machine, or use --backend hf"
+        ) from error
+    return LLM, SamplingParams
+
+
 class VLLMBackend:
     """`vllm.LLM.generate` with one `SamplingParams` per prompt: ``n`` = the samples that prompt still needs, and a
     seed of its own drawn from the backend's seeded stream (so the draws do not depend on how vLLM batches)."""
@@ -132,13 +144,7 @@ class VLLMBackend:
 
     @classmethod
     def from_pretrained(cls, model_path: str, sampling: SamplingConfig, tensor_parallel_size: int = 1, **llm_kwargs):
-        try:
-            from vllm import LLM, SamplingParams
-        except ImportError as error:
-            raise ValueError(
-                f"--backend vllm: vllm cannot be imported ({error}); `pip install trl-verigate[vllm]` on a GPU "
-                "machine, or use --backend hf"
-            ) from error
+        LLM, SamplingParams = import_vllm()  # noqa: N806 - vLLM's class names
         llm = LLM(model=model_path, tensor_parallel_size=tensor_parallel_size, seed=sampling.seed, **llm_kwargs)
         return cls(llm, sampling, SamplingParams)
 
