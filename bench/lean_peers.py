@@ -114,10 +114,12 @@ def throughput(drivers: list[Driver], args, results: dict) -> None:
             order = drivers[round_index % len(drivers) :] + drivers[: round_index % len(drivers)]
             for driver in order:
                 jobs = proof_jobs(n, f"n{n}r{round_index}")
+                recycled = driver.recycled()
                 outcomes, wall = run(driver, jobs, args.timeout)
                 done = [outcome.done_s for outcome in outcomes]
                 measured[driver.name].append(
                     {
+                        "recycled": None if recycled is None else driver.recycled() - recycled,
                         "proofs_per_s": n / wall,
                         "overhead_ms": (wall * args.workers / n - args.latency) * 1000,
                         "first_result_s": min(done),
@@ -294,10 +296,11 @@ def table_rows(results: dict, args) -> list[tuple[str, dict[str, str]]]:
             row(f"first result s, batch {n}", batch, "first_result_s", fmt="{:.2f}"),
             row(f"p50 / p99 s until held, batch {n}", batch, "p50_s", fmt="{:.2f}"),
             row(f"wrong or lost answers, batch {n}", batch, "wrong"),
+            row(f"REPLs retired after max_uses_per_repl, batch {n}", batch, "recycled"),
         ]
         for name in PEERS:  # p50 and p99 in one cell
-            if rows[-2][1][name] != "-":
-                rows[-2][1][name] += " / " + cell(results, name, batch, "p99_s", fmt="{:.2f}")
+            if rows[-3][1][name] != "-":
+                rows[-3][1][name] += " / " + cell(results, name, batch, "p99_s", fmt="{:.2f}")
     reuse = f"{args.reuse_proofs} proofs, 2 headers"
     rows += [
         row(f"header loads ({reuse}; {args.workers} REPLs)", "header_reuse", "header_loads"),

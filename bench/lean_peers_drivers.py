@@ -146,6 +146,11 @@ class Driver:
     async def run(self, jobs: list[Job], timeout: float) -> list[Outcome]:
         raise NotImplementedError
 
+    def recycled(self) -> int | None:
+        """REPLs retired so far for reaching their use limit; None where the peer has no such limit here (kimina's
+        max_repl_uses and LeanInteract's restarts, by memory only, are left at their defaults)."""
+        return None
+
     def close(self) -> None:
         pass
 
@@ -186,8 +191,8 @@ class LeanServerDriver(Driver):
         parts = await asyncio.gather(*(chunk(jobs[at : at + self.chunk]) for at in range(0, len(jobs), self.chunk)))
         return [outcome for part in parts for outcome in part]
 
-    def stand_in_pids(self) -> list[int]:
-        return list(self.server.stats()["live_pids"])
+    def recycled(self) -> int:
+        return self.server.stats()["recycled"]
 
     def close(self) -> None:
         self.server.close()
