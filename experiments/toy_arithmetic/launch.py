@@ -25,8 +25,8 @@ PRESETS = {
     },
     "quick": {
         "hidden_size": 128, "num_layers": 4, "sft_problems": 600, "sft_steps": 150, "sft_batch_size": 32,
-        "train_problems": 64, "eval_problems": 16, "num_generations": 4, "prompts_per_step": 2, "budget": 96,
-        "max_completion_length": 64, "seeds": [0, 1, 2], "eval_every": 32, "start_groups": 16,
+        "train_problems": 64, "eval_problems": 16, "num_generations": 4, "prompts_per_step": 2, "budget": 32,
+        "max_completion_length": 64, "seeds": [0, 1, 2], "eval_every": 16, "start_groups": 8,
         "es_sweep": [[2, 1e-3], [2, 1e-2]],
     },
 }  # fmt: skip
