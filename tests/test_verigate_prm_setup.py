@@ -105,6 +105,15 @@ def test_a_missing_folder_is_named(value, offline_cache):
         check_prm_checkpoint(value)
 
 
+def test_a_folder_without_config_json_is_not_a_checkpoint(tmp_path):
+    # A run's output folder before its first save, or the parent of the checkpoint folder.
+    (tmp_path / "checkpoint-500").mkdir()
+    with pytest.raises(ValueError, match=r"prm_model_name_or_path='.*' is a folder without config\.json"):
+        check_prm_checkpoint(str(tmp_path))
+    (tmp_path / "config.json").write_text("{}")
+    check_prm_checkpoint(str(tmp_path))
+
+
 def test_a_file_is_not_a_checkpoint(tmp_path):
     weights = tmp_path / "model.safetensors"
     weights.write_bytes(b"")

@@ -139,7 +139,8 @@ def _torch_device(entry: str, prm_device) -> torch.device:
 
 
 def check_prm_checkpoint(prm_model_name_or_path: str) -> None:
-    """Raise a ValueError naming `prm_model_name_or_path` unless it is a local folder or a hub id that can load.
+    """Raise a ValueError naming `prm_model_name_or_path` unless it is a checkpoint folder (one with config.json) or a
+    hub id that can load.
 
     A hub id is accepted when its config.json is in the local cache, or when the hub may be reached (downloading
     happens at load time). Checked before the policy loads, so a typo costs a second instead of a model load.
@@ -150,13 +151,16 @@ def check_prm_checkpoint(prm_model_name_or_path: str) -> None:
 
     value = prm_model_name_or_path
     path = Path(value).expanduser()
-    if path.is_dir():
-        return
     fix = (
         "set prm_model_name_or_path to a folder holding the PRM's config.json, weights and tokenizer (e.g. one written "
         "by `python -m trl_verigate.tiny DIR`), or to a hub id that is downloaded (`hf download ID`) when "
         "HF_HUB_OFFLINE=1; prm_type='symbolic' needs no model."
     )
+    if path.is_dir():
+        # Every checkpoint from_pretrained reads has one; a run's output folder or a parent folder does not.
+        if not (path / "config.json").is_file():
+            raise ValueError(f"prm_model_name_or_path={value!r} is a folder without config.json, no checkpoint: {fix}")
+        return
     if path.exists():
         raise ValueError(f"prm_model_name_or_path={value!r} is a file, not a checkpoint folder: {fix}")
     looks_like_path = value.startswith(_PATH_PREFIXES) or value.count("/") > 1 or os.sep != "/" and os.sep in value
