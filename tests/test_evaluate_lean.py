@@ -111,3 +111,44 @@ def test_samples_file_drops_a_cut_off_last_line_and_skips_duplicates(tmp_path):
     lines = path.read_text().splitlines()
     assert [json.loads(line)["attempt"] for line in lines] == [0, 1]
     assert json.loads(lines[0])["status"] == "passed"
+
+
+class NoGenerationBackend:
+    def set_seed(self, seed):
+        pass
+
+    def generate(self, prompts, counts, on_sample=None):
+        raise AssertionError("a rerun sampled again an attempt it already had")
+
+
+def test_a_rerun_judges_faulted_attempts_again_from_their_completions(tmp_path):
+    # First run: the verifier is down, every attempt is an `error` row.
+    summary, rows = run(tmp_path, RaisingVerifier(), ["a", "b"], completion="  rfl")
+    assert summary["statuses"] == {"error": 4}
+    # Rerun once it is back: the same completions are verified (nothing is sampled again); the verdicts replace the
+    # fault rows, and the file is left with one row per attempt.
+    with LeanServer(stand_in_config(tmp_path, workers=2, timeout=5.0)) as server:
+        problem_set = lean_problems([row("a"), row("b")])
+        evaluation = Evaluation("lean", problem_set, LeanScorer(server, 5.0, concurrency=2), 2, [1, 2])
+        messages = []
+        summary = evaluate(
+            evaluation, NoGenerationBackend(), str(tmp_path / "out"), progress=False, echo=messages.append
+        )
+        evaluation.scorer.close()
+    assert "judging again 4 attempts whose verification failed (status 'error')" in messages
+    assert summary["statuses"] == {"passed": 4} and summary["metrics"]["pass@1"]["value"] == 1.0
+    lines = [json.loads(line) for line in (tmp_path / "out" / "samples.jsonl").read_text().splitlines()]
+    assert sorted((r["problem_id"], r["attempt"], r["status"], r["completion"]) for r in lines) == [
+        (name, attempt, "passed", "  rfl") for name in "ab" for attempt in range(2)
+    ]
+
+
+def test_samples_file_lets_a_verdict_replace_a_fault_but_never_another_verdict(tmp_path):
+    key = {"problem_id": "p", "attempt": 0}
+    rows = [{**key, "status": "error"}, {**key, "status": "failed"}, {**key, "status": "passed"}]
+    (tmp_path / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    samples = SamplesFile(tmp_path)  # a run killed after judging the fault again, before compacting
+    assert samples.rows[("p", 0)]["status"] == "failed" and samples.faults() == []
+    samples.close()
+    samples.compact()
+    assert [json.loads(line)["status"] for line in (tmp_path / "samples.jsonl").read_text().splitlines()] == ["failed"]

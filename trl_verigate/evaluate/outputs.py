@@ -2,7 +2,8 @@
 is judged, which is what a rerun resumes from), ``summary.json`` and the terminal table.
 
 A run killed mid-write can leave a partial last line (no newline); opening the file drops it, so the attempt is
-redone. Any other line that is not a row stops the run instead: dropping it would lose the verdicts after it.
+redone. Any other line that is not a row stops the run instead: dropping it would lose the verdicts after it. A row
+whose judging failed (`FAULT_STATUS`) is judged again by a rerun, and its new row replaces it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ SAMPLES_FILE = "samples.jsonl"
 SUMMARY_FILE = "summary.json"
 RUN_FILE = "run.json"
 PLOT_FILE = "pass_at_k.png"
+# A fault of the verifier or scorer (unreachable server, a verifier that raised, math-verify failing), not a verdict
+# on the attempt: a rerun judges the row's completion again, and the new row replaces it.
+FAULT_STATUS = "error"
 
 
 class SamplesFile:
@@ -25,6 +29,7 @@ class SamplesFile:
         self.path = Path(output_dir) / SAMPLES_FILE
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.rows: dict[tuple[str, int], dict] = {}
+        self.replaced = 0  # fault rows a later row superseded (the file then holds both until `compact`)
         self._lock = threading.Lock()
         if self.path.exists():
             self._read_and_repair()
@@ -45,28 +50,53 @@ class SamplesFile:
                     f"--output: {self.path} line {number} is not an attempt row ({type(error).__name__}: {error}); "
                     "fix or delete that line, or give a new --output"
                 ) from error
-            self.rows.setdefault(key, row)
+            self._keep(key, row)
             good_end += len(line)
         if good_end < len(data):
             with open(self.path, "r+b") as file:
                 file.truncate(good_end)
 
+    def _keep(self, key: tuple[str, int], row: dict) -> bool:
+        """Take ``row`` unless ``key`` already has a verdict (a row whose status is not a fault)."""
+        existing = self.rows.get(key)
+        if existing is not None and existing.get("status") != FAULT_STATUS:
+            return False
+        self.replaced += existing is not None
+        self.rows[key] = row
+        return True
+
     def done(self, problem_id: str, attempt: int) -> bool:
+        """Whether the attempt has been sampled (it has a row, perhaps a fault to judge again)."""
         return (problem_id, attempt) in self.rows
+
+    def faults(self) -> list[dict]:
+        """The rows whose judging failed (`FAULT_STATUS`): their completions are to be judged again."""
+        return [row for row in self.rows.values() if row.get("status") == FAULT_STATUS]
 
     def append(self, row: dict) -> None:
         """Write one attempt's row and flush it to disk before returning: a crash after this loses nothing."""
         key = (str(row["problem_id"]), int(row["attempt"]))
         with self._lock:
-            if key in self.rows:
+            if not self._keep(key, row):
                 return
             self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
-            self.rows[key] = row
 
     def close(self) -> None:
         self._file.close()
+
+    def compact(self) -> None:
+        """After `close`: rewrite the file with one row per attempt when faults were superseded (atomically)."""
+        if not self.replaced:
+            return
+        temporary = self.path.with_suffix(".jsonl.tmp")
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row in self.rows.values())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, self.path)
+        self.replaced = 0
 
 
 def read_samples(output_dir: str | os.PathLike) -> list[dict]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trl_verigate.evaluate.metrics import maj_at_k_metrics, mean_with_ci, pass_at_k_metrics
-from trl_verigate.evaluate.outputs import PLOT_FILE, SamplesFile, format_table, write_summary
+from trl_verigate.evaluate.outputs import FAULT_STATUS, PLOT_FILE, SamplesFile, format_table, write_summary
 from trl_verigate.evaluate.plot import plot_pass_at_k
 from trl_verigate.evaluate.problems import ProblemSet
 
@@ -54,20 +54,26 @@ def generate_and_score(
     missing: dict[int, list[int]],
     on_row: Callable[[dict], None],
     progress: bool = True,
+    rejudge: Sequence[tuple[int, dict]] = (),
 ) -> None:
-    """Sample and score the attempts ``missing[problem index]`` (attempt numbers), calling ``on_row`` for each."""
+    """Sample and score the attempts ``missing[problem index]`` (attempt numbers), calling ``on_row`` for each;
+    first score again the completions of ``rejudge`` ((problem index, row) of attempts whose judging failed)."""
     problems = evaluation.problem_set.problems
     order = [index for index in range(len(problems)) if missing.get(index)]
     total = sum(len(missing[index]) for index in order)
     unit = "proof" if evaluation.task == "lean" else "answer"
     generation_bar = _progress_bar(total, "generate", "sample", progress)
-    scoring_bar = _progress_bar(total, "verify" if evaluation.task == "lean" else "score", unit, progress)
+    scoring_bar = _progress_bar(
+        total + len(rejudge), "verify" if evaluation.task == "lean" else "score", unit, progress
+    )
 
     def scored(row: dict) -> None:
         on_row(row)
         scoring_bar.update(1)
 
     try:
+        for index, row in rejudge:
+            evaluation.scorer.submit(problems[index], int(row["attempt"]), row["completion"], scored)
         chunk: list[int] = []
         for position, index in enumerate(order):
             chunk.append(index)
@@ -134,11 +140,20 @@ def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = 
         resumed = len(problem_ids) * evaluation.n - sum(map(len, missing.values()))
         if resumed:
             echo(f"resuming: {resumed} attempts already in {samples.path}")
+        index_of = {problem_id: index for index, problem_id in enumerate(problem_ids)}
+        rejudge = [
+            (index_of[str(row["problem_id"])], row)
+            for row in samples.faults()
+            if str(row["problem_id"]) in index_of and int(row["attempt"]) < evaluation.n
+        ]
+        if rejudge:
+            echo(f"judging again {len(rejudge)} attempts whose verification failed (status {FAULT_STATUS!r})")
         # A resumed run is seeded apart (by the attempts it already has), so it cannot redraw them.
         backend.set_seed(evaluation.seed + resumed)
-        generate_and_score(evaluation, backend, missing, samples.append, progress)
+        generate_and_score(evaluation, backend, missing, samples.append, progress, rejudge)
     finally:
         samples.close()
+    samples.compact()
     rows = list(samples.rows.values())
     equivalent = getattr(evaluation.scorer, "equivalent", None) if evaluation.task == "math" else None
     metrics = compute_metrics(rows, problem_ids, evaluation.n, evaluation.ks, equivalent, evaluation.seed)
