@@ -79,6 +79,25 @@ def test_oracle_names_the_missing_solution_column():
         ArithmeticProcessOracle().verify(["p"], [{"prompt": "p"}], ["1 + 1 = 2"])
 
 
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--es-sweep", "3:1e-3"], "--es-sweep population 3"),
+        (["--es-sweep", "1e-3"], "--es-sweep"),
+        (["--num-generations", "1"], "--num-generations"),
+        (["--budget", "4"], "--budget"),
+        (["--methods", "grpo", "ppo"], "--methods"),
+        (["--methods", "process_coef0"], "include grpo"),
+    ],
+)
+def test_launcher_refuses_bad_sizes_before_loading_anything(flags, named, capsys):
+    from experiments.toy_arithmetic.launch import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--quick", *flags])
+    assert named in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_quick_launcher_end_to_end(tmp_path):
     from experiments.toy_arithmetic.launch import main

@@ -67,6 +67,22 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f"--methods: unknown {sorted(unknown)}; choose from grpo verigate process process_coef0 es")
     if args.budget < args.prompts_per_step * args.num_generations:
         parser.error(f"--budget {args.budget} is below one GRPO step ({args.prompts_per_step * args.num_generations})")
+    if "es" in args.methods:
+        for population, _ in args.es_sweep:
+            if (
+                population < 2
+                or population % 2
+                or args.budget < population * args.prompts_per_step * args.num_generations
+            ):
+                parser.error(
+                    f"--es-sweep population {population}: needs an even P >= 2 (antithetic pairs) with --budget >= "
+                    f"P x prompts_per_step x num_generations = {population * args.prompts_per_step * args.num_generations}"
+                )
+    for name in ("num_generations", "prompts_per_step", "eval_problems", "train_problems", "sft_steps"):
+        if getattr(args, name) < (2 if name == "num_generations" else 1):
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} is too small (GRPO needs >= 2 generations)")
+    if not args.seeds:
+        parser.error("--seeds: give at least one seed")
     if "process_coef0" in args.methods and "grpo" not in args.methods:
         parser.error("--methods: process_coef0 is checked against grpo; include grpo too")
     return args
