@@ -187,7 +187,9 @@ def _lex(text: str) -> list[Token]:
                 append(new(Token, ("symbol", start, end, found.group(group), ())))
             elif group == _SYMBOLS:
                 # One token per character: (kind, start, end, text, components) zipped and built in C.
-                run = zip(repeat("symbol"), range(start, end), range(start + 1, end + 1), found.group(group), repeat(()))
+                run = zip(
+                    repeat("symbol"), range(start, end), range(start + 1, end + 1), found.group(group), repeat(())
+                )
                 tokens.extend(map(_new_token, run))
             elif group == _NUMBER_GROUP:
                 append(new(Token, ("number", start, end, found.group(group), ())))

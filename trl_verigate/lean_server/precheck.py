@@ -456,7 +456,8 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout) -> list[Tac
         checked = [token for token in checked if not low <= token.start < high]
     offsets = list(map(_START, checked))
     token = None
-    if not _all_inside(offsets, spans):
+    # Counting per span is the cheaper test where spans are fewer than tokens (a bracket-dense line is one span).
+    if 2 * len(spans) >= len(offsets) or not _all_inside(offsets, spans):
         # One binary search per token, mapped in C; the first token at or after the end of its span is outside.
         outside = map(ge, offsets, map(ends_before.__getitem__, map(bisect.bisect_right, repeat(starts), offsets)))
         token = next(compress(checked, outside), None)

@@ -27,6 +27,7 @@ so surrounding whitespace and comments are never part of it.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import NamedTuple
 
 from trl_verigate.lean_server.gc_pause import gc_paused
@@ -503,8 +504,8 @@ def _split(tokens: Tokens, granularity: str) -> list[Tactic]:
 def _tactics(tokens: Tokens, nodes: list[_Node], granularity: str) -> list[Tactic]:
     if granularity == "all":
         nodes = sorted(_flatten(nodes), key=lambda node: (node.start, -node.end))
-    proof = tokens.proof
-    return [Tactic(proof[start:end], start, end) for start, end, _ in nodes]
+    starts, ends = list(map(itemgetter(0), nodes)), list(map(itemgetter(1), nodes))
+    return list(map(Tactic, map(tokens.proof.__getitem__, map(slice, starts, ends)), starts, ends))
 
 
 def offset_of(text: str, line: int, column: int) -> int:
