@@ -104,6 +104,7 @@ def plot_metrics(log_history: list[dict], path: Path, prefix: str = "verigate/")
         return False
     matplotlib.use("Agg")  # files only: no display on a cluster node
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     rows = metric_rows(log_history, prefix)
     figure, axes = plt.subplots(figsize=(6, 3.5))
@@ -113,6 +114,7 @@ def plot_metrics(log_history: list[dict], path: Path, prefix: str = "verigate/")
             steps, values = zip(*points, strict=True)
             axes.plot(steps, values, marker="o", label=name)
     axes.set_xlabel("step")
+    axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
     axes.set_ylim(-0.05, 1.05)  # all three lie in [0, 1]
     axes.legend()
     axes.grid(alpha=0.3)
