@@ -268,3 +268,26 @@ def test_unreachable_lean_servers_fail_before_the_model_loads(tmp_path, capsys, 
         err = run_error(capsys, [*argv, "--lean-server-urls", url])
     assert f"--lean-server-urls: no server answers /health ({url}: ConnectError" in err
     assert no_model_load == []
+
+
+@pytest.mark.parametrize("conversational", [False, True])
+@pytest.mark.parametrize("template", [None, "{formal_statement}{goal}"])
+def test_evaluation_prompts_are_the_lean_recipes_training_prompts(conversational, template):
+    # The recipe builds the training prompts; evaluation must show the model the very same text for a row.
+    import importlib.util
+    import sys
+
+    from datasets import Dataset
+    from launch import REPO_ROOT
+
+    recipe_path = REPO_ROOT / "recipes" / "lean_process_grpo.py"
+    sys.path.insert(0, str(recipe_path.parent))  # the recipe imports its shared helpers from verigate_math.py
+    spec = importlib.util.spec_from_file_location("lean_process_grpo_recipe", recipe_path)
+    recipe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(recipe)
+    template = template or recipe.LeanScriptArguments.prompt_template
+    args = recipe.LeanScriptArguments(dataset_name="x", prompt_template=template, conversational=conversational)
+    rows = [{**LEAN_ROWS[0], "informal_prefix": None}, LEAN_ROWS[1]]  # a missing field renders as ""
+    trained = recipe.to_prompts(Dataset.from_list(rows), args)["prompt"]
+    evaluated = [problem.prompt for problem in lean_problems(rows, template, conversational).problems]
+    assert evaluated == trained
