@@ -62,6 +62,9 @@ _NEXT_TOKEN = re.compile(
 _IDENT, _NUMBER_GROUP, _SYMBOL, _SYMBOLS = (
     _NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol", "symbols")
 )
+# A character that may start a comment, a literal or the `'`/`«` tokens `_lex_special` reads: a segment of an
+# interpolated string without one is lexed in place.
+_PLAIN_SEGMENT = re.compile(r"""[-/"'«]""")
 # What ends a run of plain characters in a string literal: its end, an escape, or a brace.
 _STRING_STOP = re.compile(r'["\\{}]')
 
@@ -164,17 +167,20 @@ def lex(text: str) -> list[Token]:
         return _lex(text)
 
 
-def _lex(text: str) -> list[Token]:
-    tokens: list[Token] = []
+def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None = None) -> list[Token]:
+    """The tokens of `text`, appended to `tokens`; with `i` and `n`, of `text[i:n]` at their offsets in `text`, which
+    must then hold no character that starts a comment or literal (`_PLAIN_SEGMENT`): `_lex_special` reads to the end
+    of `text`, not to `n`."""
+    tokens = [] if tokens is None else tokens
     # Built with `tuple.__new__`, as `Token(...)` would, without a Python-level call per token.
-    append, new, n, i = tokens.append, tuple.__new__, len(text), 0
+    append, new, n = tokens.append, tuple.__new__, len(text) if n is None else n
     # An identifier's components, split once per distinct name (proofs repeat their names).
     components_of: dict[str, tuple[str, ...]] = {}
     while True:
         # Consecutive matches, one per token; a comment or literal is lexed by `_lex_special` and the scan resumes
         # after it. At trailing whitespace the pattern no longer matches and the scan ends. Groups are read by
         # number (`_IDENT` …), which is quicker than by name.
-        for found in _NEXT_TOKEN.finditer(text, i):
+        for found in _NEXT_TOKEN.finditer(text, i, n):
             group = found.lastindex
             start, end = found.span(group)
             if group == _IDENT:
@@ -278,6 +284,11 @@ def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
         raise _ambiguous_braces(j)
     tokens.append(Token("string", i, j + 1, text[i : j + 1]))
     for start, end in segments:
+        if _PLAIN_SEGMENT.search(text, start, end) is None:
+            # Lexed in place, as `_lex(text[start:end])` shifted by `start` would be: without a comment or literal the
+            # segment is read by `_NEXT_TOKEN` alone, which sees the text end at `end` as it would the slice's.
+            _lex(text, tokens, start, end)
+            continue
         try:
             segment = _lex(text[start:end])
         except PrecheckError as error:
