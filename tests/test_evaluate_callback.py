@@ -145,3 +145,16 @@ def test_recipe_arguments_build_the_callback(tiny_models, tmp_path):
         PassAtKCallback(trainer, callback.evaluation, SamplingConfig())  # the trainer has no eval_steps either
     trainer.args.eval_steps = 2.0  # how TrainingArguments holds `eval_steps: 2` from a YAML
     assert PassAtKCallback(trainer, callback.evaluation, SamplingConfig()).eval_steps == 2
+
+
+def test_a_fractional_eval_steps_becomes_steps_when_training_begins(tiny_models, tmp_path):
+    trainer = make_trainer(tiny_models, tmp_path, max_steps=8)
+    evaluation = Evaluation("math", math_problems(PROBLEMS[:1]), ParityScorer(), n=1, ks=[1])
+    trainer.args.eval_steps = 0.25  # TrainingArguments: a quarter of the run, 8 steps -> every 2
+    callback = PassAtKCallback(trainer, evaluation, SamplingConfig(max_new_tokens=4))
+    trainer.state.compute_steps(trainer.args, 8)  # what Trainer.train does before on_train_begin
+    callback.on_train_begin(trainer.args, trainer.state, trainer.control)
+    assert callback.eval_steps == 2
+    # An explicit step count must be whole: a fraction there is refused, naming the field.
+    with pytest.raises(ValueError, match="pass_at_k_steps: the evaluation needs a whole number of steps >= 1, got 0.5"):
+        PassAtKCallback(trainer, evaluation, SamplingConfig(), eval_steps=0.5)

@@ -53,7 +53,8 @@ class PassAtKCallback(TrainerCallback):
         trainer: the trainer the callback is added to (its model, tokenizer, accelerator and loggers are used).
         evaluation: problems, scorer, n and ks (see `runner.Evaluation`).
         sampling: temperature, top-p, completion length and seed.
-        eval_steps: every this many optimizer steps; None: ``trainer.args.eval_steps``.
+        eval_steps: every this many optimizer steps; None: ``trainer.args.eval_steps`` (a fraction of the run
+            below 1 is resolved when training begins, as the trainer resolves it).
         batch_size: sequences per generate call.
     """
 
@@ -68,15 +69,19 @@ class PassAtKCallback(TrainerCallback):
         steps = eval_steps if eval_steps is not None else trainer.args.eval_steps
         if isinstance(steps, float) and steps.is_integer():  # TrainingArguments types eval_steps as a float
             steps = int(steps)
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        # The trainer's eval_steps may be a fraction of the run (0.25: every quarter); the trainer turns it into steps
+        # once it knows max_steps, and `on_train_begin` takes that number.
+        fraction = eval_steps is None and isinstance(steps, float) and 0 < steps < 1
+        if not fraction and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 1):
             raise ValueError(
                 f"pass_at_k_steps: the evaluation needs a whole number of steps >= 1, got {steps!r} (the trainer's "
-                "eval_steps when unset); set pass_at_k_steps or eval_steps"
+                "eval_steps when unset, which may also be a fraction of the run below 1); set pass_at_k_steps or "
+                "eval_steps"
             )
         self.trainer = trainer
         self.evaluation = evaluation
         self.sampling = sampling
-        self.eval_steps = steps
+        self.eval_steps: int | None = None if fraction else steps
         self.batch_size = batch_size
         self.last_metrics: dict | None = None
 
@@ -114,6 +119,11 @@ class PassAtKCallback(TrainerCallback):
             arguments.pass_at_k_seed,
         )
         return cls(trainer, evaluation, sampling, arguments.pass_at_k_steps, arguments.pass_at_k_batch_size)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if self.eval_steps is None:  # the trainer's fractional eval_steps, now in steps (TrainerState.compute_steps)
+            self.eval_steps = max(1, int(state.eval_steps))
+        return control
 
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step % self.eval_steps == 0:
