@@ -64,6 +64,7 @@ bench: $(STAMP) $(TINY_DIR)/.built
 	$(PY) bench/lean_server_overhead.py
 	$(PY) bench/lean_grpo_loop.py
 	$(PY) bench/es_overhead.py
+	$(PY) bench/token_offsets.py
 
 # lean_server against kimina-lean-server and LeanInteract on the same stand-in REPL; installs the peers (bench-only).
 bench-peers: $(STAMP)

@@ -8,18 +8,14 @@ the hub or a local .json/.jsonl file. Every field of `LeanScriptArguments`, `Lea
 `ModelConfig` can be set in the YAML or overridden on the command line.
 """
 
-import string
 from dataclasses import dataclass, field
 
-from recipe_tools import RecipeParser, check_dataset_name
+from recipe_tools import RecipeParser, add_pass_at_k_callback, check_dataset_name
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
 
-from trl_verigate import LeanProcessConfig, LeanProcessGRPOTrainer
-
-# DeepSeek-Prover-V1.5's prompt: the model continues the statement inside an open lean4 fence (completion shape
-# "proof_body"); the fields are the row's, missing ones empty.
-DEFAULT_PROMPT_TEMPLATE = "Complete the following Lean 4 code:\n\n```lean4\n{header}{informal_prefix}{formal_statement}"
+from trl_verigate import LeanProcessConfig, LeanProcessGRPOTrainer, PassAtKArguments
+from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
 
 
 @dataclass
@@ -53,20 +49,23 @@ def to_prompts(dataset, args: LeanScriptArguments, statement_field: str = "forma
             f"Dataset {args.dataset_name} has no column `{statement_field}`; its columns are {dataset.column_names}. "
             "Set `--statement_field` to the column holding the theorem statement ending in `:= by`."
         )
-    fields = [name for _, name, _, _ in string.Formatter().parse(args.prompt_template) if name]
     if args.split_filter is not None:
         dataset = dataset.filter(lambda row: row.get("split") == args.split_filter)
     if args.max_train_samples is not None:
         dataset = dataset.select(range(min(args.max_train_samples, len(dataset))))
 
     def convert(row):
-        text = args.prompt_template.format(**{name: row.get(name) or "" for name in fields})
-        return {"prompt": [{"role": "user", "content": text}] if args.conversational else text}
+        return {"prompt": format_prompt(row, args.prompt_template, args.conversational)}
 
     return dataset.map(convert)
 
 
-def main(script_args: LeanScriptArguments, training_args: LeanProcessConfig, model_args: ModelConfig):
+def main(
+    script_args: LeanScriptArguments,
+    training_args: LeanProcessConfig,
+    model_args: ModelConfig,
+    pass_at_k_args: PassAtKArguments | None = None,
+):
     check_dataset_name(script_args.dataset_name)
     set_model_init_kwargs(training_args, model_args)
     statement_field = training_args.statement_field
@@ -86,11 +85,15 @@ def main(script_args: LeanScriptArguments, training_args: LeanProcessConfig, mod
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
     )
+    if pass_at_k_args is not None:
+        add_pass_at_k_callback(trainer, pass_at_k_args, verifier=trainer.lean_reward.oracle.verifier)
     train_and_save(trainer, training_args, script_args.dataset_name)
 
 
 def parse_args(args: list[str] | None = None):
-    return RecipeParser((LeanScriptArguments, LeanProcessConfig, ModelConfig)).parse_args_and_config(args)
+    return RecipeParser((LeanScriptArguments, LeanProcessConfig, ModelConfig, PassAtKArguments)).parse_args_and_config(
+        args
+    )
 
 
 if __name__ == "__main__":

@@ -157,3 +157,11 @@ def summarize_run(
         print_fn(f"Plot of gate rate and rewards per step: {plot.resolve()}")
     else:
         print_fn("No plot: matplotlib is not installed (pip install matplotlib).")
+
+
+def add_pass_at_k_callback(trainer, arguments, verifier=None) -> None:
+    """Evaluate pass@k during training when the recipe's `pass_at_k_dataset` is set (`PassAtKArguments`)."""
+    if arguments.pass_at_k_dataset:
+        from trl_verigate import PassAtKCallback
+
+        trainer.add_callback(PassAtKCallback.from_arguments(trainer, arguments, verifier=verifier))

@@ -11,10 +11,10 @@ import os
 from dataclasses import dataclass, field
 
 from datasets import load_dataset
-from recipe_tools import LOCAL_DATA_SUFFIXES, RecipeParser, check_dataset_name, summarize_run
+from recipe_tools import LOCAL_DATA_SUFFIXES, RecipeParser, add_pass_at_k_callback, check_dataset_name, summarize_run
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 
-from trl_verigate import MathAccuracyReward, VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
+from trl_verigate import MathAccuracyReward, PassAtKArguments, VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
 
 # Blank-line separated steps are what the PRM scores one by one (`step_separator` defaults to "\n\n"), and
 # \boxed{} is what `accuracy_reward` extracts, so the prompt asks for exactly those two things.
@@ -127,7 +127,12 @@ def train_and_save(trainer, training_args, dataset_name: str | None) -> None:
         trainer.push_to_hub(dataset_name=dataset_name)
 
 
-def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_args: ModelConfig):
+def main(
+    script_args: MathScriptArguments,
+    training_args: VeriGateConfig,
+    model_args: ModelConfig,
+    pass_at_k_args: PassAtKArguments | None = None,
+):
     check_dataset_name(script_args.dataset_name)
     set_model_init_kwargs(training_args, model_args)
     train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
@@ -144,13 +149,17 @@ def main(script_args: MathScriptArguments, training_args: VeriGateConfig, model_
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
     )
+    if pass_at_k_args is not None:
+        add_pass_at_k_callback(trainer, pass_at_k_args)
     train_and_save(trainer, training_args, script_args.dataset_name)
     if trainer.accelerator.is_main_process:
         summarize_run(trainer.state.log_history, training_args.output_dir, training_args.report_to)
 
 
 def parse_args(args: list[str] | None = None):
-    return RecipeParser((MathScriptArguments, VeriGateConfig, ModelConfig)).parse_args_and_config(args)
+    return RecipeParser((MathScriptArguments, VeriGateConfig, ModelConfig, PassAtKArguments)).parse_args_and_config(
+        args
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
 RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
 # What a VeriGate run logs every step, and only in steps where the PRM ran. The random tiny policy almost never answers
-# right, so that is nearly every step, but an occasional lucky number (accuracy_reward falls back to the last number)
-# can open a step's groups.
+# right, so that is nearly every step, but an occasional lucky `\boxed` answer (the tiny data's gold is boxed, so no
+# last-number fallback) can open a step's groups.
 ALWAYS_LOGGED = (
     "verigate/gate_rate",
     "verigate/frac_zero_std_outcome",

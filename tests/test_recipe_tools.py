@@ -153,3 +153,41 @@ def test_without_matplotlib_the_plot_is_skipped_with_how_to_get_it(tmp_path, mon
     assert printed[-1] == "No plot: matplotlib is not installed (pip install matplotlib)."
     assert "Trackers: none (report_to: none)" in printed
     assert not (tmp_path / "verigate_metrics.png").exists()
+
+
+# ---------------------------------------------------------------- pass@k during training
+
+
+@pytest.mark.slow
+def test_the_math_recipe_switches_pass_at_k_on_from_its_config(tiny_models, tmp_path, monkeypatch):
+    from launch import write_tiny_recipe_config
+
+    recipe = importlib.import_module("verigate_math")
+    trainers = []
+    train_and_save = recipe.train_and_save
+    monkeypatch.setattr(
+        recipe, "train_and_save", lambda trainer, *args: (trainers.append(trainer), train_and_save(trainer, *args))
+    )
+    monkeypatch.chdir(REPO_ROOT)  # the tiny config's dataset path is relative to the repository
+    config = write_tiny_recipe_config(
+        tiny_models,
+        tmp_path,
+        max_steps=2,
+        pass_at_k_dataset="recipes/tiny/math_tiny.jsonl",
+        pass_at_k_limit=2,
+        pass_at_k_n=2,
+        pass_at_k_k="1,2",
+        pass_at_k_steps=1,
+        pass_at_k_max_new_tokens=8,
+    )
+    recipe.main(*recipe.parse_args(["--config", str(config), "--output_dir", str(tmp_path / "out")]))
+    logged = [row for row in trainers[0].state.log_history if "eval/pass@1" in row]
+    assert [row["step"] for row in logged] == [1, 2]
+    assert all(0.0 <= row["eval/pass@1"] <= row["eval/pass@2"] <= 1.0 for row in logged)
+
+    # Unset, nothing is evaluated.
+    trainers.clear()
+    recipe.main(
+        *recipe.parse_args(["--config", str(config), "--output_dir", str(tmp_path / "off"), "--pass_at_k_dataset", ""])
+    )
+    assert not any("eval/pass@1" in row for row in trainers[0].state.log_history)
