@@ -291,3 +291,21 @@ def test_evaluation_prompts_are_the_lean_recipes_training_prompts(conversational
     trained = recipe.to_prompts(Dataset.from_list(rows), args)["prompt"]
     evaluated = [problem.prompt for problem in lean_problems(rows, template, conversational).problems]
     assert evaluated == trained
+
+
+def test_a_model_that_cannot_load_names_the_flag(tmp_path, capsys, no_model_load, monkeypatch):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    base = ["evaluate", "math", "--dataset", data, "--output", str(tmp_path / "o")]
+    # A path that is not there: refused before anything loads.
+    missing = str(tmp_path / "no-such-model")
+    assert f"--model {missing}: no such folder" in run_error(capsys, [*base, "--model", missing])
+    assert no_model_load == []
+
+    # A folder or hub id transformers cannot load: the flag and transformers' reason, not a traceback.
+    def cannot_load(args, sampling):
+        raise OSError("no file named config.json")
+
+    monkeypatch.setattr(command, "build_backend", cannot_load)
+    err = run_error(capsys, [*base, "--model", "org/typo"])
+    assert "--model org/typo: cannot load it (no file named config.json)" in err
+    assert not (tmp_path / "o" / "run.json").exists()

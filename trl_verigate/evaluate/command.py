@@ -33,6 +33,8 @@ DEFAULT_LEAN_TIMEOUT_S = 300.0
 # Proofs in flight per remote server.
 _PROOFS_PER_SERVER = 8
 _HEALTH_TIMEOUT_S = 10.0
+# A --model written as a path, not a hub id: it must be a folder here.
+_PATH_PREFIXES = ("/", "./", "../", "~")
 
 
 def parse_ks(text: str) -> list[int]:
@@ -175,6 +177,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
 
     _check_at_least(args, 1, "n", "limit", "batch_size", "chunk_size", "tensor_parallel_size")
     check_output_dir(args.output)
+    if args.model.startswith(_PATH_PREFIXES) and not Path(args.model).expanduser().is_dir():
+        raise ValueError(
+            f"--model {args.model}: no such folder; give a model folder (e.g. a run's output_dir) or a hub id"
+        )
     if args.task == "lean":
         _check_at_least(args, 1, "lean_workers", "lean_memory_limit_mb")
     elif not args.math_timeout > 0:
@@ -238,7 +244,10 @@ def run(args: argparse.Namespace) -> int:
         args.parser.error(str(error))
     if prepared.resume_note:
         print(prepared.resume_note)
-    backend = build_backend(args, prepared.sampling)
+    try:
+        backend = build_backend(args, prepared.sampling)
+    except OSError as error:  # transformers' "not a folder, not on the hub, no config.json here"
+        args.parser.error(f"--model {args.model}: cannot load it ({error})")
     record_run(args.output, prepared.identity, args.n)
     with contextlib.ExitStack() as stack:
         if hasattr(prepared.verifier, "__enter__"):  # a local pool: started here, closed after
