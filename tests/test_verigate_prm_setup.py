@@ -133,6 +133,32 @@ def test_an_uncached_hub_id_passes_online(offline_cache, monkeypatch):
     check_prm_checkpoint("org/some-prm")
 
 
+@pytest.mark.parametrize("prm_type", ["math_shepherd", "token_classification"])
+def test_the_default_qwen_prm_is_refused_for_another_prm_type(prm_type, offline_cache, monkeypatch):
+    # Online and even cached, the released Qwen PRM cannot be read as another format: refused before any download.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    write_cached_snapshot(offline_cache, "Qwen/Qwen2.5-Math-PRM-7B")
+    with pytest.raises(
+        ValueError,
+        match=rf"prm_model_name_or_path='Qwen/Qwen2.5-Math-PRM-7B' is a qwen_math PRM, which prm_type='{prm_type}' "
+        rf"cannot read: set prm_model_name_or_path to a {prm_type} checkpoint",
+    ):
+        check_prm_checkpoint("Qwen/Qwen2.5-Math-PRM-7B", prm_type)
+    check_prm_checkpoint("Qwen/Qwen2.5-Math-PRM-7B", "qwen_math")
+    check_prm_checkpoint("Qwen/Qwen2.5-Math-PRM-72B", "qwen_math")
+
+
+def test_trainer_refuses_another_prm_type_with_the_default_path_before_loading_the_policy(tmp_path):
+    args = VeriGateConfig(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", prm_type="math_shepherd")
+    with pytest.raises(ValueError, match="prm_type='math_shepherd' cannot read"):
+        VeriGateGRPOTrainer(
+            model=str(tmp_path / "no-policy"),
+            reward_funcs=lambda completions, **kwargs: [0.0] * len(completions),
+            args=args,
+            train_dataset=Dataset.from_dict({"prompt": ["What is 1 + 1?"]}),
+        )
+
+
 def test_trainer_reports_a_wrong_prm_path_before_loading_the_policy(tmp_path, offline_cache):
     args = VeriGateConfig(
         output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", prm_model_name_or_path="./typo/prm"

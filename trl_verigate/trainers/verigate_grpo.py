@@ -331,7 +331,7 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         builds_model_prm = process_reward_model is None and args.prm_type != "symbolic"
         if builds_model_prm:
             # Before the policy loads: a wrong PRM path should fail in a second with one message.
-            check_prm_checkpoint(args.prm_model_name_or_path)
+            check_prm_checkpoint(args.prm_model_name_or_path, args.prm_type)
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
 
         self._gate_func_indices = self._resolve_gate_reward_funcs(args.gate_reward_funcs)

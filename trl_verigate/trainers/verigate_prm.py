@@ -32,6 +32,12 @@ logger = logging.getLogger(__name__)
 _OFFSET_DEVICE = re.compile(r"(?P<type>[a-z]+):\+(?P<offset>\d+)")
 # Values that name a folder rather than a hub id: a hub id is "name" or "namespace/name", never ./, ../, / or ~.
 _PATH_PREFIXES = ("/", "./", "../", "~", ".\\", "..\\")
+# The released Qwen2.5-Math-PRM checkpoints (7B, 72B); the 7B one is VeriGateConfig's default.
+_QWEN_MATH_PRM_PREFIX = "Qwen/Qwen2.5-Math-PRM-"
+_EXAMPLE_CHECKPOINTS = {
+    "math_shepherd": "e.g. 'peiyi9979/math-shepherd-mistral-7b-prm'",
+    "token_classification": "a folder written by TRL's former PRMTrainer",
+}
 
 
 def prm_device_entries(prm_device) -> list[str] | None:
@@ -138,18 +144,26 @@ def _torch_device(entry: str, prm_device) -> torch.device:
         ) from error
 
 
-def check_prm_checkpoint(prm_model_name_or_path: str) -> None:
+def check_prm_checkpoint(prm_model_name_or_path: str, prm_type: str | None = None) -> None:
     """Raise a ValueError naming `prm_model_name_or_path` unless it is a checkpoint folder (one with config.json) or a
     hub id that can load.
 
     A hub id is accepted when its config.json is in the local cache, or when the hub may be reached (downloading
     happens at load time). Checked before the policy loads, so a typo costs a second instead of a model load.
+    With `prm_type`, a released Qwen2.5-Math-PRM (the config's default) is refused for any other type: setting
+    `prm_type` and forgetting the path would otherwise download the 15 GB PRM only to refuse its format.
     """
     from huggingface_hub import constants, try_to_load_from_cache
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
     value = prm_model_name_or_path
+    if prm_type not in (None, "qwen_math") and value.startswith(_QWEN_MATH_PRM_PREFIX):
+        example = _EXAMPLE_CHECKPOINTS.get(prm_type, "a local checkpoint folder")
+        raise ValueError(
+            f"prm_model_name_or_path={value!r} is a qwen_math PRM, which prm_type={prm_type!r} cannot read: set "
+            f"prm_model_name_or_path to a {prm_type} checkpoint ({example}), or prm_type='qwen_math'."
+        )
     path = Path(value).expanduser()
     fix = (
         "set prm_model_name_or_path to a folder holding the PRM's config.json, weights and tokenizer (e.g. one written "
