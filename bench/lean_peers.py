@@ -280,7 +280,7 @@ def cell(results: dict, name: str, *path: str, fmt: str = "{}") -> str:
         if not isinstance(value, dict) or key not in value:
             return "-"
         value = value[key]
-    return fmt.format(value)
+    return "-" if value is None else fmt.format(value)
 
 
 def table_rows(results: dict, args) -> list[tuple[str, dict[str, str]]]:
