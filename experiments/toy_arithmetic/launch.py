@@ -43,7 +43,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods")
     parser.add_argument("--es-learning-rate", type=float, default=5e-4)
     parser.add_argument("--sft-learning-rate", type=float, default=3e-3)
-    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: a tiny model gains little from more; on a busy 2-core CPU, 2 threads ran "
+        "its forward+backward 10-20x slower)",
+    )
     for name, value in PRESETS["full"].items():
         flag = "--" + name.replace("_", "-")
         if name == "es_sweep":
