@@ -11,7 +11,7 @@ import torch
 from datasets import Dataset
 
 from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer
-from trl_verigate.trainers.verigate_prm import check_prm_checkpoint, prm_device_for_process
+from trl_verigate.trainers.verigate_prm import check_prm_checkpoint, launch_training_device, prm_device_for_process
 
 
 def device_on(prm_device, local_rank, num_processes, local_device=None, zero3=False):
@@ -71,6 +71,43 @@ def test_config_refuses_an_absolute_gpu_under_a_multi_process_launch(tmp_path, m
         VeriGateConfig(output_dir=str(tmp_path), use_cpu=True, prm_device="cuda:1")
     with pytest.raises(ValueError, match=r"prm_device='cuda:\+1' is relative .* trains on cpu"):
         VeriGateConfig(output_dir=str(tmp_path), use_cpu=True, prm_device="cuda:+1")
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "use_cpu", "expected"),
+    [
+        ("xpu", False, "xpu:3"),
+        ("cuda", False, "cuda:3"),
+        ("mps", False, "mps"),
+        ("cuda", True, "cpu"),
+        (None, False, "cpu"),
+    ],
+)
+def test_the_launch_training_device_is_the_local_rank_on_the_machines_accelerator(
+    monkeypatch, accelerator, use_cpu, expected
+):
+    def current_accelerator(check_available=False):
+        assert check_available  # built in but without a device is no accelerator
+        return torch.device(accelerator) if accelerator else None
+
+    monkeypatch.setattr(torch.accelerator, "current_accelerator", current_accelerator)
+    assert launch_training_device(use_cpu, 3) == torch.device(expected)
+
+
+def test_config_reads_an_offset_on_an_xpu_machine(tmp_path, monkeypatch):
+    # The config checks prm_device against the device accelerate will give each rank, not only against CUDA.
+    import trl_verigate.trainers.verigate_grpo as verigate_grpo
+
+    config = VeriGateConfig(output_dir=str(tmp_path), use_cpu=True)
+    # A launch of 2 processes, seen from local rank 1; checked alone (the full config would set up the process group).
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setattr(verigate_grpo, "launch_training_device", lambda use_cpu, local_rank: torch.device("xpu", 1))
+    config.prm_device = "xpu:+2"
+    config._check_prm_device()
+    config.prm_device = "xpu:3"
+    with pytest.raises(ValueError, match="prm_device='xpu:3' names one device for all 2 processes"):
+        config._check_prm_device()
 
 
 # --- the PRM checkpoint, checked before the policy loads

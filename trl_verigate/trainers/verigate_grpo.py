@@ -31,7 +31,12 @@ from trl_verigate.advantages import (
 )
 from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, resolve_device, resolve_dtype
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
-from trl_verigate.trainers.verigate_prm import check_prm_checkpoint, load_step_scorer, prm_device_for_process
+from trl_verigate.trainers.verigate_prm import (
+    check_prm_checkpoint,
+    launch_training_device,
+    load_step_scorer,
+    prm_device_for_process,
+)
 from trl_verigate.trainers.verigate_steps import model_text_step_token_ids
 
 
@@ -215,12 +220,11 @@ class VeriGateConfig(GRPOConfig):
     def _check_prm_device(self) -> None:
         """Resolve `prm_device` for this process as the trainer will, from the launcher's environment variables."""
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        uses_gpu = not self.use_cpu and torch.cuda.is_available()
         device = prm_device_for_process(
             self.prm_device,
             local_process_index=local_rank,
             num_processes=int(os.environ.get("WORLD_SIZE", "1")),
-            local_device=torch.device("cuda", local_rank) if uses_gpu else torch.device("cpu"),
+            local_device=launch_training_device(self.use_cpu, local_rank),
         )
         try:
             resolve_device(device)

@@ -129,6 +129,17 @@ def _single_device(entry: str, prm_device, local_device: torch.device, num_proce
     return device
 
 
+def launch_training_device(use_cpu: bool, local_rank: int) -> torch.device:
+    """The training device accelerate will give local rank `local_rank`, known before it sets up: that index of the
+    machine's accelerator (CUDA, XPU, NPU, ...; MPS has one device), or the CPU with `use_cpu` or without one."""
+    accelerator = None if use_cpu else torch.accelerator.current_accelerator(check_available=True)
+    if accelerator is None:
+        return torch.device("cpu")
+    if accelerator.type == "mps":
+        return torch.device("mps")
+    return torch.device(accelerator.type, local_rank)
+
+
 def _current_index(device_type: str) -> int:
     module = getattr(torch, device_type, None)
     return module.current_device() if module is not None and hasattr(module, "current_device") else 0
