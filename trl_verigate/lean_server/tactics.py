@@ -238,6 +238,16 @@ class _Parser:
             if token not in STRUCTURAL:
                 i += 1
                 continue
+            # A bracket inside brackets only moves the depth, and an opener does so at depth 0 too (nothing below
+            # applies to it): the common case of bracket-dense terms, without the checks below.
+            if token in OPENERS:
+                depth += 1
+                i += 1
+                continue
+            if depth and token in CLOSERS:
+                depth -= 1
+                i += 1
+                continue
             if depth == 0:
                 if token == ";" or token == "<;>" or token in CLOSERS or (in_brackets and token == ","):
                     break
