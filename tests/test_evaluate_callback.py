@@ -158,3 +158,29 @@ def test_a_fractional_eval_steps_becomes_steps_when_training_begins(tiny_models,
     # An explicit step count must be whole: a fraction there is refused, naming the field.
     with pytest.raises(ValueError, match="pass_at_k_steps: the evaluation needs a whole number of steps >= 1, got 0.5"):
         PassAtKCallback(trainer, evaluation, SamplingConfig(), eval_steps=0.5)
+
+
+def test_lean_arguments_use_the_prompt_and_proof_settings_the_policy_trains_with(tiny_models, tmp_path):
+    from trl_verigate.lean_server import LeanClient
+    from trl_verigate.rewards.lean_proofs import format_prompt
+
+    rows = [{"name": "t", "split": "test", "informal_prefix": "", "theorem": "theorem t : 1 = 1 := by\n",
+             "goal": "⊢ 1 = 1", "header": "import Mathlib\n", "hdr": "import Mathlib\nopen Nat\n"}]  # fmt: skip
+    data = tmp_path / "lean.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    trainer = make_trainer(tiny_models, tmp_path)
+    # The Lean trainer's config fields (LeanProcessConfig), as a Kimina-style conversational run sets them.
+    trainer.args.statement_field, trainer.args.header_field = "theorem", "hdr"
+    trainer.args.completion_format, trainer.args.lean_timeout = "fenced_block", 7.0
+    arguments = PassAtKArguments(pass_at_k_dataset=str(data), pass_at_k_task="lean", pass_at_k_n=1, pass_at_k_steps=1)
+    template = "Prove:\n{theorem}"
+    callback = PassAtKCallback.from_arguments(
+        trainer, arguments, verifier=LeanClient(["http://127.0.0.1:9"]), prompt_template=template, conversational=True
+    )
+    (problem,) = callback.evaluation.problem_set.problems
+    assert problem.prompt == format_prompt(rows[0], template, conversational=True)
+    assert problem.prompt == [{"role": "user", "content": "Prove:\ntheorem t : 1 = 1 := by\n"}]
+    scorer = callback.evaluation.scorer
+    assert (scorer.statement_field, scorer.header_field) == ("theorem", "hdr")
+    assert (scorer.completion_format, scorer.timeout) == ("fenced_block", 7.0)
+    scorer.close()

@@ -21,6 +21,7 @@ from trl_verigate.evaluate.generation import HFBackend, SamplingConfig
 from trl_verigate.evaluate.metrics import check_ks
 from trl_verigate.evaluate.problems import lean_problems, load_rows, math_problems
 from trl_verigate.evaluate.runner import Evaluation, compute_metrics, generate_and_score
+from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE
 
 
 @dataclass
@@ -86,8 +87,17 @@ class PassAtKCallback(TrainerCallback):
         self.last_metrics: dict | None = None
 
     @classmethod
-    def from_arguments(cls, trainer, arguments: PassAtKArguments, verifier=None) -> PassAtKCallback:
-        """The callback a recipe's `PassAtKArguments` describe; Lean needs a ``verifier`` (LeanServer/LeanClient)."""
+    def from_arguments(
+        cls,
+        trainer,
+        arguments: PassAtKArguments,
+        verifier=None,
+        prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+        conversational: bool = False,
+    ) -> PassAtKCallback:
+        """The callback a recipe's `PassAtKArguments` describe. Lean needs a ``verifier`` (LeanServer/LeanClient)
+        and the prompt the policy trains with (``prompt_template``, ``conversational``); the statement and header
+        columns, completion format and timeout are the trainer's (`LeanProcessConfig`) where it has them."""
         ks = check_ks(
             [int(k) for k in arguments.pass_at_k_k.split(",") if k.strip()],
             arguments.pass_at_k_n,
@@ -105,8 +115,18 @@ class PassAtKCallback(TrainerCallback):
 
             if verifier is None:
                 raise ValueError("pass_at_k_task lean: pass the trainer's Lean verifier (a LeanServer or LeanClient)")
-            problem_set = lean_problems(rows, limit=arguments.pass_at_k_limit)
-            scorer = LeanScorer(verifier, timeout=getattr(verifier.config, "timeout", 15.0))
+            training = trainer.args
+            statement_field = getattr(training, "statement_field", "formal_statement")
+            problem_set = lean_problems(
+                rows, prompt_template, conversational, statement_field, limit=arguments.pass_at_k_limit
+            )
+            scorer = LeanScorer(
+                verifier,
+                timeout=getattr(training, "lean_timeout", None) or getattr(verifier.config, "timeout", 15.0),
+                completion_format=getattr(training, "completion_format", "auto"),
+                statement_field=statement_field,
+                header_field=getattr(training, "header_field", "header"),
+            )
         else:
             raise ValueError(f"pass_at_k_task must be math or lean, got {arguments.pass_at_k_task!r}")
         evaluation = Evaluation(
