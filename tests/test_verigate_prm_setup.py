@@ -94,6 +94,19 @@ def test_the_launch_training_device_is_the_local_rank_on_the_machines_accelerato
     assert launch_training_device(use_cpu, 3) == torch.device(expected)
 
 
+def test_every_rank_refuses_a_list_shorter_than_the_local_ranks(tmp_path, monkeypatch):
+    # Local rank 0 of 4 has an entry of its own, yet refuses the list as ranks 2 and 3 do, instead of waiting for them.
+    config = VeriGateConfig(output_dir=str(tmp_path), use_cpu=True)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    config.prm_device = "cpu,cpu"
+    with pytest.raises(ValueError, match=r"prm_device='cpu,cpu' lists 2 devices, one per local rank, but there is a "):
+        config._check_prm_device()
+    config.prm_device = "cpu,cpu,cpu,cpu"
+    config._check_prm_device()
+
+
 def test_config_reads_an_offset_on_an_xpu_machine(tmp_path, monkeypatch):
     # The config checks prm_device against the device accelerate will give each rank, not only against CUDA.
     import trl_verigate.trainers.verigate_grpo as verigate_grpo

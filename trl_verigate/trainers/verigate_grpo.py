@@ -218,18 +218,22 @@ class VeriGateConfig(GRPOConfig):
             raise ValueError(f"prm_advantage_epsilon={self.prm_advantage_epsilon!r} must be positive, e.g. 1e-4.")
 
     def _check_prm_device(self) -> None:
-        """Resolve `prm_device` for this process as the trainer will, from the launcher's environment variables."""
+        """Resolve `prm_device` for each local rank as the trainer will, from the launcher's environment variables."""
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        device = prm_device_for_process(
-            self.prm_device,
-            local_process_index=local_rank,
-            num_processes=int(os.environ.get("WORLD_SIZE", "1")),
-            local_device=launch_training_device(self.use_cpu, local_rank),
-        )
-        try:
-            resolve_device(device)
-        except ValueError as error:
-            raise ValueError(f"prm_device={self.prm_device!r} is invalid: {error}") from error
+        # Every rank checks the devices of all local ranks (LOCAL_WORLD_SIZE, set by torchrun and accelerate), so a
+        # bad entry stops every process with the same message, not just its own rank while the others wait.
+        local_ranks = {local_rank, *range(int(os.environ.get("LOCAL_WORLD_SIZE", "1")))}
+        for rank in sorted(local_ranks):
+            device = prm_device_for_process(
+                self.prm_device,
+                local_process_index=rank,
+                num_processes=int(os.environ.get("WORLD_SIZE", "1")),
+                local_device=launch_training_device(self.use_cpu, rank),
+            )
+            try:
+                resolve_device(device)
+            except ValueError as error:
+                raise ValueError(f"prm_device={self.prm_device!r} is invalid on local rank {rank}: {error}") from error
 
 
 # Scored only to keep a ZeRO-3 PRM's forward passes in step across ranks; the scores are dropped.

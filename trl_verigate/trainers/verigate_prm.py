@@ -82,8 +82,8 @@ def prm_device_for_process(
     if len(entries) > 1:
         if local_process_index >= len(entries):
             raise ValueError(
-                f"prm_device={prm_device!r} lists {len(entries)} devices, one per local rank, but this process is "
-                f"local rank {local_process_index}; list one device for each process on a node."
+                f"prm_device={prm_device!r} lists {len(entries)} devices, one per local rank, but there is a local "
+                f"rank {local_process_index}; list one device for each process on a node."
             )
         entry = entries[local_process_index]
         if _OFFSET_DEVICE.fullmatch(entry):
