@@ -245,18 +245,20 @@ def test_repeated_problem_names_keep_their_names_and_stay_unique():
     assert ids == ["定理_αβ", "dup", "dup#2#", "dup#2", "dup#4"]
 
 
-def test_a_damaged_samples_line_stops_the_run_before_the_model_loads_and_keeps_the_file(
-    tmp_path, capsys, no_model_load
-):
+def test_a_damaged_samples_line_stops_the_run_before_the_model_loads_and_keeps_the_file(tmp_path, capsys, monkeypatch):
     data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
     output = tmp_path / "o"
-    output.mkdir()
-    text = '{"problem_id": "0", "attempt": 0, "correct": true}\nnot json\n{"problem_id": "0", "attempt": 1}\n'
+    loads = []
+    monkeypatch.setattr(command, "build_backend", lambda args, sampling: loads.append(args.model) or BoxedOneBackend())
+    argv = ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output), "--no-progress"]
+    assert main([*argv, "--n", "2"]) == 0
+    first, second = (output / "samples.jsonl").read_text().splitlines(keepends=True)
+    text = first + "not json\n" + second
     (output / "samples.jsonl").write_text(text)
-    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output)])
+    err = run_error(capsys, [*argv, "--n", "3"])
     assert "samples.jsonl line 2 is not an attempt row" in err
     assert (output / "samples.jsonl").read_text() == text  # no verdict after the bad line was thrown away
-    assert no_model_load == []
+    assert loads == ["m"]  # the rerun stopped before loading the model
 
 
 def test_unreachable_lean_servers_fail_before_the_model_loads(tmp_path, capsys, no_model_load):
@@ -309,3 +311,13 @@ def test_a_model_that_cannot_load_names_the_flag(tmp_path, capsys, no_model_load
     err = run_error(capsys, [*base, "--model", "org/typo"])
     assert "--model org/typo: cannot load it (no file named config.json)" in err
     assert not (tmp_path / "o" / "run.json").exists()
+
+
+def test_samples_without_run_json_are_not_resumed(tmp_path, capsys, no_model_load):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    output = tmp_path / "o"
+    output.mkdir()
+    (output / "samples.jsonl").write_text('{"problem_id": "0", "attempt": 0, "status": "wrong", "correct": false}\n')
+    err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output)])
+    assert f"--output {output} has a samples.jsonl but no run.json" in err
+    assert no_model_load == []

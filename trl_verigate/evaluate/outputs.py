@@ -124,6 +124,11 @@ def check_same_run(output_dir: str | os.PathLike, identity: dict, n: int) -> str
     drawn with the same settings, fewer count only the first ones. Returns a line saying so when it changed."""
     path = Path(output_dir) / RUN_FILE
     if not path.exists():
+        if (Path(output_dir) / SAMPLES_FILE).exists():
+            raise ValueError(
+                f"--output {output_dir} has a {SAMPLES_FILE} but no {RUN_FILE}, so nothing says what its attempts "
+                "evaluated; give a new --output"
+            )
         return None
     recorded = json.loads(path.read_text(encoding="utf-8"))
     recorded_n = recorded.pop("n", None)
