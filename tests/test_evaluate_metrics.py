@@ -121,3 +121,21 @@ def test_compute_metrics_from_rows():
     assert metrics["maj@2"]["value"] == pytest.approx(0.5)  # p: 1-1 tie, "2" first: right
     with pytest.raises(RuntimeError, match="lack some of their 3 attempts"):
         compute_metrics(rows[:4], ["p", "q"], n=3, ks=[1])
+
+
+@pytest.mark.parametrize("n", [64, 1024, 4000])
+def test_pass_at_k_for_large_n_matches_chens_product_form(n):
+    # C(4000, 2000) has over 1,200 digits, far past a float: the estimator must not overflow. Reference: Chen et al.'s
+    # numerically stable form 1 - prod_{i=n-c+1}^{n} (1 - k/i), and the exact fraction.
+    from fractions import Fraction
+    from math import comb, prod
+
+    for c in (0, 1, 3, n // 2, n - 1):
+        for k in (1, 8, n // 2, n):
+            if n - c < k:
+                expected = 1.0
+            else:
+                expected = 1.0 - prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+                exact = 1 - Fraction(comb(n - c, k), comb(n, k))
+                assert float(exact) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+            assert pass_at_k(n, c, k) == pytest.approx(expected, rel=1e-9, abs=1e-12), (n, c, k)
