@@ -321,3 +321,21 @@ def test_samples_without_run_json_are_not_resumed(tmp_path, capsys, no_model_loa
     err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output)])
     assert f"--output {output} has a samples.jsonl but no run.json" in err
     assert no_model_load == []
+
+
+def test_a_rerun_with_every_attempt_sampled_loads_no_model(tmp_path, capsys, monkeypatch):
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}, {"problem": "q", "answer": "2"}])
+    output = tmp_path / "o"
+    loads = []
+    monkeypatch.setattr(command, "build_backend", lambda args, sampling: loads.append(args.n) or BoxedOneBackend())
+    argv = ["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output), "--no-progress"]
+    assert main([*argv, "--n", "4", "--k", "1"]) == 0
+    # Other k, or fewer attempts: the metrics are recomputed from samples.jsonl without loading the model.
+    assert main([*argv, "--n", "4", "--k", "1,2,4"]) == 0
+    assert main([*argv, "--n", "2", "--k", "2"]) == 0
+    assert loads == [4]
+    summary = json.loads((output / "summary.json").read_text())
+    # Every attempt answers \boxed{1}: problem p (gold 1) always right, q (gold 2) never.
+    assert summary["ks"] == [2] and summary["metrics"]["pass@2"]["value"] == 0.5
+    assert main([*argv, "--n", "5", "--k", "1"]) == 0  # one attempt more each: the model is needed
+    assert loads == [4, 5]

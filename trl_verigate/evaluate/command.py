@@ -161,6 +161,7 @@ class Prepared:
     verifier: object | None  # the Lean verifier (a LeanServer not yet started, or a LeanClient)
     identity: dict  # what the output folder evaluates (run.json)
     resume_note: str | None = None  # how a changed --n resumes the folder's attempts
+    needs_model: bool = True  # False when samples.jsonl already holds every attempt (a rerun for other --k)
 
 
 def _check_at_least(args: argparse.Namespace, minimum: float, *names: str) -> None:
@@ -226,9 +227,12 @@ def prepare(args: argparse.Namespace) -> Prepared:
         **scoring,
     }
     resume_note = check_same_run(args.output, identity, args.n)
+    needs_model = True
     if (Path(args.output) / SAMPLES_FILE).exists():
-        read_samples(args.output)  # a damaged samples.jsonl stops the run here, not after the model has loaded
-    return Prepared(evaluation, sampling, verifier, identity, resume_note)
+        # A damaged samples.jsonl stops the run here, not after the model has loaded.
+        done = {(str(row["problem_id"]), int(row["attempt"])) for row in read_samples(args.output)}
+        needs_model = any((p.id, a) not in done for p in problem_set.problems for a in range(args.n))
+    return Prepared(evaluation, sampling, verifier, identity, resume_note, needs_model)
 
 
 def build_backend(args: argparse.Namespace, sampling: SamplingConfig):
@@ -245,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
     if prepared.resume_note:
         print(prepared.resume_note)
     try:
-        backend = build_backend(args, prepared.sampling)
+        backend = build_backend(args, prepared.sampling) if prepared.needs_model else None
     except OSError as error:  # transformers' "not a folder, not on the hub, no config.json here"
         args.parser.error(f"--model {args.model}: cannot load it ({error})")
     record_run(args.output, prepared.identity, args.n)

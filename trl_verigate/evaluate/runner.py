@@ -131,7 +131,8 @@ def missing_attempts(samples: SamplesFile, problem_ids: Sequence[str], n: int) -
 
 def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = True, echo=print) -> dict:
     """Run ``evaluation`` into ``output_dir`` (resuming what ``samples.jsonl`` already holds), write
-    ``summary.json`` and ``pass_at_k.png``, print the table; return the summary."""
+    ``summary.json`` and ``pass_at_k.png``, print the table; return the summary. ``backend`` may be None when
+    ``samples.jsonl`` already holds every attempt."""
     problem_ids = [problem.id for problem in evaluation.problem_set.problems]
     samples = SamplesFile(output_dir)
     started = time.perf_counter()
@@ -149,7 +150,8 @@ def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = 
         if rejudge:
             echo(f"judging again {len(rejudge)} attempts whose verification failed (status {FAULT_STATUS!r})")
         # A resumed run is seeded apart (by the attempts it already has), so it cannot redraw them.
-        backend.set_seed(evaluation.seed + resumed)
+        if backend is not None:  # None: every attempt is sampled already, only metrics (and faults) to redo
+            backend.set_seed(evaluation.seed + resumed)
         generate_and_score(evaluation, backend, missing, samples.append, progress, rejudge)
     finally:
         samples.close()
