@@ -41,8 +41,9 @@ _ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
 _NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 # Brackets and the other characters that `_NEXT_TOKEN` reads as a one-character symbol wherever they stand (none is
 # whitespace, an identifier or number character, a quote, `«`, or a `-`/`/` that may start a comment). A run of them
-# (`((((`, `)],`, `:=`) is one match, turned into one symbol token per character in C; the class is short, so a
-# lone symbol of another kind costs one failed character test.
+# of four or more (`((((`, `))]),`) is one match, turned into one symbol token per character in C (for a shorter run,
+# such as `:=`, building the tokens one by one is quicker); the class is short, so a lone symbol of another kind
+# costs one failed character test.
 _RUN_SYMBOL_CHARACTERS = "()\\[\\]{}⟨⟩,:=;"
 # The next token after whitespace: a comment, literal, `'` or unterminated `«` (group `special`, lexed by
 # `_lex_special`), an identifier (dotted parts, `«escaped»` ones included), a number, or any other character as a
@@ -54,7 +55,7 @@ _NEXT_TOKEN = re.compile(
     rf"|(?P<ident>{_ID_PART}(?:\.{_ID_PART})*)"
     rf"|(?P<number>{_NUMBER})"
     r"|(?P<unterminated>«)"
-    rf"|(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{2,}})"
+    rf"|(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{4,}})"
     r"|(?P<symbol>[^ \n\r\t])"
     r")",
     re.DOTALL,
