@@ -28,7 +28,10 @@ def test_generator_is_seeded_distinct_and_in_range():
     assert first == make_problems(7, [1, 3], 50)
     assert first != make_problems(8, [1, 3], 50)
     assert len({p.prompt for p in first}) == 50
-    assert [p.difficulty for p in first[:4]] == [1, 3, 1, 3]
+    assert {p.difficulty for p in first} == {1, 3}
+    assert len(make_problems(7, [1, 2], 2000)) == 2000  # more than the ~600 one-operation problems there are
+    with pytest.raises(ValueError, match="--sft-problems"):
+        make_problems(7, [1], 2000)
     rng = random.Random(0)
     for _ in range(500):
         problem = random_problem(rng, 4)

@@ -91,8 +91,9 @@ def random_problem(rng: random.Random, difficulty: int) -> Problem:
 
 
 def make_problems(seed: int, difficulties: list[int], count: int, exclude: set[str] | None = None) -> list[Problem]:
-    """``count`` distinct problems, difficulties cycling through ``difficulties``, none whose prompt is in
-    ``exclude`` (so held-out sets never overlap training sets)."""
+    """``count`` distinct problems, each of a difficulty drawn from ``difficulties``, none whose prompt is in
+    ``exclude`` (so held-out sets never overlap training sets). Small difficulties have few distinct problems (about
+    600 with one operation), so a large ``count`` holds more of the larger ones."""
     if count < 0:
         raise ValueError(f"count={count} must be non-negative")
     rng = random.Random(seed)
@@ -101,9 +102,12 @@ def make_problems(seed: int, difficulties: list[int], count: int, exclude: set[s
     attempts = 0
     while len(problems) < count:
         attempts += 1
-        if attempts > 1000 * max(count, 1):
-            raise RuntimeError(f"could not draw {count} distinct problems of difficulties {difficulties}")
-        problem = random_problem(rng, difficulties[len(problems) % len(difficulties)])
+        if attempts > 50 * count + 1000:
+            raise ValueError(
+                f"could not draw {count} distinct problems of difficulties {difficulties}: ask for fewer problems "
+                "(--sft-problems, --train-problems, --eval-problems) or allow more operations (--easy, --hard)"
+            )
+        problem = random_problem(rng, rng.choice(difficulties))
         if problem.prompt not in seen:
             seen.add(problem.prompt)
             problems.append(problem)
