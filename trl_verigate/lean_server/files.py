@@ -95,13 +95,17 @@ def _declaration_start_error(body: str, code: list[Token], k: int, allow_native_
     )
 
 
+# The words that end the declaration above when one starts a line at column 0.
+_DECLARATION_STARTS = (COMMAND_STARTS | _MODIFIERS | {"@"}) - _DECLARATION_SUFFIX_WORDS
+
+
 def _is_declaration_start(body: str, token: Token) -> bool:
     """Whether `token` starts a line at column 0 with a word that starts a command: the previous declaration ends
     there (Lean ends a term or a `by` block at a column-0 token that cannot continue it)."""
-    at_line_start = token.start == 0 or body[token.start - 1] == "\n"
     # `where`, `termination_by` and `decreasing_by` at column 0 continue the declaration above (Lean's grammar puts
-    # them after its body); the proof precheck accepts them only where the splitter placed them.
-    return at_line_start and token.text in (COMMAND_STARTS | _MODIFIERS | {"@"}) - _DECLARATION_SUFFIX_WORDS
+    # them after its body); the proof precheck accepts them only where the splitter placed them. The word is tested
+    # first: most tokens are no such word, and then the text is not looked at.
+    return token.text in _DECLARATION_STARTS and (token.start == 0 or body[token.start - 1] == "\n")
 
 
 def _declarations(body: str, code: list[Token], allow_native_decide: bool) -> list[_Declaration]:
