@@ -174,6 +174,7 @@ def test_output_of_another_evaluation_is_refused(tmp_path, capsys, monkeypatch):
     assert main(["evaluate", "math", "--model", "m", "--dataset", first, "--output", output, "--no-progress"]) == 0
     err = run_error(capsys, ["evaluate", "math", "--model", "m", "--dataset", second, "--output", output])
     assert f"--output {output} holds another evaluation (dataset_sha256:" in err
+    assert "(the hash of the rows --dataset, --split and --limit select)" in err
     err = run_error(capsys, ["evaluate", "math", "--model", "m2", "--dataset", first, "--output", output])
     assert "model: 'm' there, 'm2' now" in err
     assert loads == ["m"]

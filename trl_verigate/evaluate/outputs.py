@@ -135,6 +135,8 @@ def check_same_run(output_dir: str | os.PathLike, identity: dict, n: int) -> str
     changed = sorted(key for key in set(recorded) | set(identity) if recorded.get(key) != identity.get(key))
     if changed:
         details = "; ".join(f"{key}: {recorded.get(key)!r} there, {identity.get(key)!r} now" for key in changed)
+        if "dataset_sha256" in changed:
+            details += " (the hash of the rows --dataset, --split and --limit select)"
         raise ValueError(
             f"--output {output_dir} holds another evaluation ({details}); give a new --output, or rerun with the "
             "same settings to resume it"
