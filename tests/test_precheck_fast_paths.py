@@ -1,0 +1,133 @@
+"""The precheck's fast paths (decisions made in C over whole token lists) against the plain rules they stand for.
+
+`lexers_disagree_at` first compares the two readings as run and literal boundaries computed in C, and falls back to
+walking them only when that says they differ; `CodeTokens.outside` skips the literal walk when no code lies inside a
+string; the lexer reads runs of brackets as one match. Each is checked here against a reference written out plainly
+in this file, on hand-made and random inputs, including the orders and overlaps the fast paths must refuse to judge.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from trl_verigate.lean_server import precheck
+from trl_verigate.lean_server.code_tokens import CodeTokens
+from trl_verigate.lean_server.lexer import Token, lex
+
+
+def reference_reading(spans):
+    """(code runs, literals) of `(start, end, literal)` spans: touching code tokens merge, tokens that start inside
+    the last literal are dropped."""
+    runs, literals, literal_end = [], [], 0
+    for start, end, literal in spans:
+        if start < literal_end:
+            continue
+        if literal:
+            literals.append((start, end))
+            literal_end = end
+        elif runs and runs[-1][1] == start:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+    return runs, literals
+
+
+def reference_disagreement(tokens, splitter_tokens):
+    ours = reference_reading(
+        (t.start, t.end, t.kind in ("string", "char"))
+        for t in sorted(tokens, key=lambda t: t.start)
+        if t.kind != "comment"
+    )
+    theirs = reference_reading(splitter_tokens)
+    if ours == theirs:
+        return None
+    # Readings that differ only in order have no differing span: no offset to report (a ValueError, as from `min`).
+    return min(start for a, b in zip(ours, theirs, strict=True) for start, _ in set(a) ^ set(b))
+
+
+def outcome(function, *args):
+    try:
+        return function(*args)
+    except ValueError as error:
+        return type(error)
+
+
+def random_spans(rng, count):
+    """Spans in text order, touching or apart, some of them literals; sometimes shuffled or overlapping."""
+    spans, position = [], 0
+    for _ in range(count):
+        position += rng.choice([0, 0, 1, 2])
+        width = rng.randint(1, 4)
+        spans.append((position, position + width, rng.random() < 0.2))
+        position += width
+    if rng.random() < 0.2 and len(spans) > 1:
+        i = rng.randrange(len(spans) - 1)
+        spans[i], spans[i + 1] = spans[i + 1], spans[i]
+    if rng.random() < 0.2 and spans:
+        start, end, literal = spans[rng.randrange(len(spans))]
+        spans.append((start + 1, end + 2, not literal))
+        spans.sort()
+    return spans
+
+
+def as_tokens(spans, rng):
+    kinds = {True: ("string", "char"), False: ("ident", "symbol", "number")}
+    tokens = [Token(rng.choice(kinds[literal]), start, end, "x") for start, end, literal in spans]
+    if rng.random() < 0.3 and tokens:  # a comment, which neither reading counts
+        tokens.insert(rng.randrange(len(tokens)), Token("comment", 0, 1, "-- c"))
+    return tokens
+
+
+def test_lexers_disagree_at_matches_the_plain_walk_on_random_readings():
+    rng = random.Random(7)
+    agreeing = 0
+    for _ in range(3000):
+        ours = random_spans(rng, rng.randint(0, 12))
+        # The splitter's reading: the same spans, or the same with code tokens cut differently or changed.
+        theirs = list(ours)
+        if rng.random() < 0.5 and theirs:
+            i = rng.randrange(len(theirs))
+            start, end, literal = theirs[i]
+            choice = rng.random()
+            if choice < 0.4 and not literal and end - start > 1:
+                theirs[i : i + 1] = [(start, start + 1, False), (start + 1, end, False)]  # cut, same run
+            elif choice < 0.7:
+                theirs[i] = (start, end + 1, literal)  # ends later: touches the next token or overlaps it
+            else:
+                theirs[i] = (start, end, not literal)  # a different reading
+        tokens = as_tokens(ours, rng)
+        expected = outcome(reference_disagreement, tokens, theirs)
+        agreeing += expected is None
+        assert outcome(precheck.lexers_disagree_at, tokens, theirs) == expected, (tokens, theirs)
+    assert 300 < agreeing < 2700  # both outcomes were exercised
+
+
+def test_code_outside_literals_drops_exactly_the_tokens_inside_a_string():
+    code = lex('have : s!"{a} and {b}" = x := rfl')
+    view = CodeTokens(code)
+    # `a` and `b`, lexed from inside the literal, follow it in `code` and are left out.
+    assert [t.text for t in code if t.kind != "comment"][4:6] == ["a", "b"]
+    assert [t.text for t in view.outside] == ["have", ":", "s!", '"{a} and {b}"', "=", "x", ":", "=", "rfl"]
+    assert view.has_inner_tokens
+    plain = CodeTokens(lex("exact (h.trans h') -- a comment"))
+    assert not plain.has_inner_tokens and plain.outside is plain.code
+    assert [t.text for t in plain.code] == ["exact", "(", "h.trans", "h'", ")"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("((((h))))", ["("] * 4 + ["h"] + [")"] * 4),
+        ("⟨(a, b)⟩,,", ["⟨", "(", "a", ",", "b", ")", "⟩", ",", ","]),
+        ("x := (((1)))", ["x", ":", "=", "(", "(", "(", "1", ")", ")", ")"]),
+        ("f (((-- c\n a)))", ["f", "(", "(", "(", "-- c", "a", ")", ")", ")"]),
+    ],
+)
+def test_bracket_runs_lex_one_token_per_character(text, expected):
+    tokens = lex(text)
+    assert [t.text for t in tokens] == expected
+    # Every token's span holds its text, and the symbols are one character each.
+    assert all(text[t.start : t.end] == t.text for t in tokens)
+    assert all(t.end - t.start == 1 for t in tokens if t.kind == "symbol")
