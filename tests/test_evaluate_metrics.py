@@ -139,3 +139,20 @@ def test_pass_at_k_for_large_n_matches_chens_product_form(n):
                 exact = 1 - Fraction(comb(n - c, k), comb(n, k))
                 assert float(exact) == pytest.approx(expected, rel=1e-9, abs=1e-12)
             assert pass_at_k(n, c, k) == pytest.approx(expected, rel=1e-9, abs=1e-12), (n, c, k)
+
+
+def test_maj_at_k_votes_for_the_same_text_and_not_for_empty_boxes():
+    from trl_verigate.evaluate.problems import math_problems
+
+    scorer = MathScorer()
+    # math-verify cannot parse this answer, and would call it unequal to itself: the same text is one class.
+    unparsable = "\\mathrm{foo}\\$\\#"
+    assert scorer.equivalent(unparsable, unparsable)
+    attempts = [("7", False), (unparsable, True), (unparsable, True)]
+    assert maj_at_k_metrics([attempts], [3], scorer.equivalent)["maj@3"]["value"] == 1.0
+    # An empty \boxed{} is no answer: it does not vote, so it cannot win a 1-1 tie against the right answer.
+    (problem,) = math_problems([{"problem": "What is 2+3?", "answer": "5"}]).problems
+    rows = [scorer.score(problem, 0, "I give up: \\boxed{}"), scorer.score(problem, 1, "2+3 = \\boxed{5}")]
+    assert [(row["answer"], row["status"]) for row in rows] == [(None, "no_answer"), ("5", "correct")]
+    metrics = compute_metrics(rows, [problem.id], n=2, ks=[2], equivalent=scorer.equivalent)
+    assert metrics["maj@2"]["value"] == 1.0

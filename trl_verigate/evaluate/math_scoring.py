@@ -33,6 +33,8 @@ class MathScorer:
     def score(self, problem: Problem, attempt: int, completion: str) -> dict:
         started = time.perf_counter()
         answer = extract_predicted_answer(completion)
+        if answer is not None and not answer.strip():
+            answer = None  # an empty \boxed{} answers nothing, and must not vote in maj@k
         failures = self.reward.failures
         correct = self.reward([completion], solution=[problem.gold])[0] == 1.0
         if correct:
@@ -55,8 +57,10 @@ class MathScorer:
         }
 
     def equivalent(self, first: str, second: str) -> bool:
-        """Whether two extracted answers are equal by math-verify (the reward's own comparison, each answer boxed so
-        both are read whole)."""
+        """Whether two extracted answers are equal: the same text, or equal by math-verify (the reward's own
+        comparison, each answer boxed so both are read whole)."""
+        if first.strip() == second.strip():
+            return True  # the same text, also where math-verify cannot parse it (it would call it unequal)
         key = (first, second)
         if key not in self._equivalent:
             score = self.reward([f"\\boxed{{{second}}}"], solution=[f"\\boxed{{{first}}}"])[0]
