@@ -124,6 +124,7 @@ def run_error(capsys, argv) -> str:
         (["--format", "gsm8k"], "--format gsm8k: row 0 has no `question`"),
         (["--format", "latex"], "argument --format: invalid choice: 'latex'"),
         (["--dataset", "missing.jsonl"], "--dataset missing.jsonl: no such file"),
+        (["--dtype", "bf16"], "--dtype bf16: not a torch dtype; use auto, bfloat16"),
     ],
 )
 def test_bad_math_arguments_fail_before_the_model_loads(tmp_path, capsys, no_model_load, extra, flag):

@@ -171,6 +171,13 @@ def _check_at_least(args: argparse.Namespace, minimum: float, *names: str) -> No
             raise ValueError(f"--{name.replace('_', '-')} must be >= {minimum}, got {value}")
 
 
+def _check_dtype(name: str) -> None:
+    import torch
+
+    if name != "auto" and not isinstance(getattr(torch, name, None), torch.dtype):
+        raise ValueError(f"--dtype {name}: not a torch dtype; use auto, bfloat16, float16 or float32")
+
+
 def prepare(args: argparse.Namespace) -> Prepared:
     """Everything that can be checked without a model, checked; a ValueError names the flag to fix."""
     from trl_verigate.evaluate.lean_scoring import LeanScorer
@@ -178,6 +185,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
 
     _check_at_least(args, 1, "n", "limit", "batch_size", "chunk_size", "tensor_parallel_size")
     check_output_dir(args.output)
+    _check_dtype(args.dtype)
     if args.model.startswith(_PATH_PREFIXES) and not Path(args.model).expanduser().is_dir():
         raise ValueError(
             f"--model {args.model}: no such folder; give a model folder (e.g. a run's output_dir) or a hub id"
