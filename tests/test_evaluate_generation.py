@@ -158,3 +158,49 @@ def test_math_evaluation_end_to_end_through_the_vllm_backend(fake_vllm, tmp_path
     samples = [json.loads(line) for line in (output / "samples.jsonl").read_text().splitlines()]
     assert {(row["problem_id"], row["attempt"]) for row in samples} == {(p, a) for p in "AB" for a in range(4)}
     assert next(row for row in samples if row["problem_id"] == "A" and row["attempt"] == 1)["answer"] == "0.5"
+
+
+def trl_training_prompt_ids(tokenizer, prompts):
+    """The prompt ids TRL's GRPOTrainer trains on (its own `_tokenize_prompts`, on a stand-in trainer)."""
+    from trl import GRPOTrainer
+
+    trainer = types.SimpleNamespace(
+        processing_class=tokenizer, _is_vlm=False, environment_factories=None, tools=None, chat_template=None,
+        chat_template_kwargs={},
+    )  # fmt: skip
+    prompt_ids, _, _ = GRPOTrainer._tokenize_prompts(trainer, prompts)
+    return [list(ids) for ids in prompt_ids]
+
+
+def test_hf_backend_feeds_the_model_the_prompt_ids_training_used(tiny_models, policy):
+    # Math-Shepherd's stand-in is a Mistral with a SentencePiece tokenizer that puts <s> in front of text, as
+    # DeepSeek-Prover-V1.5's does: raw-text Lean prompts must keep it, as in training.
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["prm_math_shepherd"]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["prm_math_shepherd"])
+    seen = []
+    generate = model.generate
+
+    def recording_generate(input_ids, attention_mask, **kwargs):
+        seen.extend(ids[mask.bool()].tolist() for ids, mask in zip(input_ids, attention_mask, strict=True))
+        return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+
+    model.generate = recording_generate
+    prompts = ["Complete the following Lean 4 code:\n\n```lean4\ntheorem t : 1 = 1 := by\n", "2 + 2 ="]
+    HFBackend(model, tokenizer, SamplingConfig(temperature=0.0, max_new_tokens=2), batch_size=2).generate(
+        prompts, [1, 1]
+    )
+    assert seen == trl_training_prompt_ids(tokenizer, prompts)
+    assert all(ids[0] == tokenizer.bos_token_id for ids in seen)
+    # Chat prompts: the chat template's ids, as training tokenizes them.
+    policy_model, policy_tokenizer = policy
+    chats = [[{"role": "user", "content": "What is 1 + 1?"}], [{"role": "user", "content": "Prove 2 = 2."}]]
+    seen.clear()
+    generate = policy_model.generate
+    policy_model.generate = recording_generate
+    try:
+        HFBackend(policy_model, policy_tokenizer, SamplingConfig(temperature=0.0, max_new_tokens=2)).generate(
+            chats, [1, 1]
+        )
+    finally:
+        del policy_model.generate
+    assert seen == trl_training_prompt_ids(policy_tokenizer, chats)

@@ -1,7 +1,7 @@
 """Sampling completions: Hugging Face `generate` (batched, left padding) or vLLM.
 
-Both backends take prompts as text or as chat messages (rendered with the tokenizer's chat template) and a number
-of samples per prompt, and return the completions' text per prompt. `set_seed` starts their sampling stream (an
+Both backends take prompts as text or as chat messages (rendered with the tokenizer's chat template; the HF backend
+tokenizes them as TRL's GRPOTrainer does for training, `prompt_token_ids`) and a number of samples per prompt, and return the completions' text per prompt. `set_seed` starts their sampling stream (an
 evaluation seeds a resumed run apart from the first, so it cannot redraw the samples it already has). vLLM is imported only when its backend is built,
 so this package works without it.
 """
@@ -41,6 +41,18 @@ def render_prompt(tokenizer, prompt) -> str:
     return "\n\n".join(message["content"] for message in prompt) + "\n\n"
 
 
+def prompt_token_ids(tokenizer, prompt) -> list[int]:
+    """The prompt's token ids as TRL's GRPOTrainer makes them for training: text with the tokenizer's special tokens
+    (a BOS where the tokenizer adds one, as DeepSeek-Prover-V1.5's does), chat messages tokenized by the chat
+    template with the generation prompt (the template writes its own BOS)."""
+    if isinstance(prompt, str):
+        return list(tokenizer(prompt)["input_ids"])
+    if getattr(tokenizer, "chat_template", None):
+        encoded = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)
+        return list(encoded["input_ids"])
+    return list(tokenizer(render_prompt(tokenizer, prompt))["input_ids"])
+
+
 class HFBackend:
     """`model.generate` over batches of ``batch_size`` sequences, prompts left-padded.
 
@@ -77,7 +89,7 @@ class HFBackend:
         import torch
 
         tokenizer = self.tokenizer
-        texts = [render_prompt(tokenizer, prompt) for prompt in prompts]
+        prompt_ids = [prompt_token_ids(tokenizer, prompt) for prompt in prompts]
         flat = [index for index, count in enumerate(counts) for _ in range(count)]
         outputs: list[list[str]] = [[] for _ in prompts]
         # Generation appends on the right, so every row must end at its prompt: left padding, put back afterwards
@@ -92,8 +104,8 @@ class HFBackend:
         try:
             for start in range(0, len(flat), self.batch_size):
                 rows = flat[start : start + self.batch_size]
-                encoded = tokenizer(
-                    [texts[index] for index in rows], return_tensors="pt", padding=True, add_special_tokens=False
+                encoded = tokenizer.pad(
+                    {"input_ids": [prompt_ids[index] for index in rows]}, padding=True, return_tensors="pt"
                 ).to(device)
                 with torch.no_grad():
                     generated = self.model.generate(
