@@ -54,6 +54,19 @@ class FakeSamplingParams:
         self.kwargs = kwargs
 
 
+class FakeTokenizer:
+    """Token i is the character chr(i); a chat renders as "CHAT:" + the last message."""
+
+    chat_template = "x"
+
+    def __call__(self, text):
+        return {"input_ids": [ord(character) for character in text]}
+
+    def apply_chat_template(self, messages, add_generation_prompt, tokenize, return_dict):
+        assert add_generation_prompt and tokenize and return_dict
+        return self("CHAT:" + messages[-1]["content"])
+
+
 class FakeLLM:
     """Records its construction and every generate call; completion j of a prompt is `answers(prompt)[j]`."""
 
@@ -66,12 +79,11 @@ class FakeLLM:
         FakeLLM.instances.append(self)
 
     def get_tokenizer(self):
-        return types.SimpleNamespace(
-            chat_template="x",
-            apply_chat_template=lambda messages, tokenize, add_generation_prompt: "CHAT:" + messages[-1]["content"],
-        )
+        return FakeTokenizer()
 
     def generate(self, prompts, sampling_params, use_tqdm=True):
+        # vLLM takes token prompts ({"prompt_token_ids": ids}); recorded decoded, as text.
+        prompts = ["".join(map(chr, prompt["prompt_token_ids"])) for prompt in prompts]
         self.calls.append((list(prompts), [params.kwargs for params in sampling_params]))
         results = []
         for prompt, params in zip(prompts, sampling_params, strict=True):

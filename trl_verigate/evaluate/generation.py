@@ -1,9 +1,10 @@
 """Sampling completions: Hugging Face `generate` (batched, left padding) or vLLM.
 
-Both backends take prompts as text or as chat messages (rendered with the tokenizer's chat template; the HF backend
-tokenizes them as TRL's GRPOTrainer does for training, `prompt_token_ids`) and a number of samples per prompt, and return the completions' text per prompt. `set_seed` starts their sampling stream (an
-evaluation seeds a resumed run apart from the first, so it cannot redraw the samples it already has). vLLM is imported only when its backend is built,
-so this package works without it.
+Both backends take prompts as text or as chat messages and a number of samples per prompt, and return the
+completions' text per prompt. Prompts become token ids as TRL's GRPOTrainer makes them for training
+(`prompt_token_ids`), so a model is evaluated on the very prompts it trained on. `set_seed` starts their sampling
+stream (an evaluation seeds a resumed run apart from the first, so it cannot redraw the samples it already has).
+vLLM is imported only when its backend is built, so this package works without it.
 """
 
 from __future__ import annotations
@@ -175,11 +176,12 @@ class VLLMBackend:
             )
             for index, count in wanted
         ]
-        texts = [render_prompt(tokenizer, prompts[index]) for index, _ in wanted]
+        # Token ids, not text: vLLM would put a BOS in front of a chat template's own.
+        token_prompts = [{"prompt_token_ids": prompt_token_ids(tokenizer, prompts[index])} for index, _ in wanted]
         outputs: list[list[str]] = [[] for _ in prompts]
         if not wanted:
             return outputs
-        results = self.llm.generate(texts, params, use_tqdm=False)
+        results = self.llm.generate(token_prompts, params, use_tqdm=False)
         for (index, count), result in zip(wanted, results, strict=True):
             outputs[index] = [output.text for output in result.outputs]
             if len(outputs[index]) != count:
