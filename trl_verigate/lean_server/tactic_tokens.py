@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from itertools import accumulate, compress, repeat
-from operator import add, contains, itemgetter, sub
+from operator import add, contains, itemgetter, methodcaller, sub
 
 # Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
 # character, `'`, `!`, `?`, `«escaped»` parts, and dotted components (`Nat.succ_le`, `h.1`). λ is a binder,
@@ -77,13 +77,10 @@ class Tokens:
             self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
             self.start = list(map(sub, self.end, map(len, self.text)))
             self.line_start = list(map(contains, trivia, repeat("\n")))
-            # One step per line, not per token.
-            self.line_column = {
-                index: len(skipped) - 1 - skipped.rfind("\n")
-                for index, skipped in zip(
-                    compress(range(len(trivia)), self.line_start), compress(trivia, self.line_start), strict=True
-                )
-            }
+            # Column = characters after the last line break of the skipped text: mapped over the lines in C.
+            skipped = list(compress(trivia, self.line_start))
+            columns = map(sub, map(len, skipped), map(add, map(methodcaller("rfind", "\n"), skipped), repeat(1)))
+            self.line_column = dict(zip(compress(range(len(trivia)), self.line_start), columns, strict=True))
         self.n = len(self.text)
 
     def _scan_with_block_comments(self, proof: str) -> None:
