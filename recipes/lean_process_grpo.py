@@ -86,7 +86,13 @@ def main(
         peft_config=get_peft_config(model_args),
     )
     if pass_at_k_args is not None:
-        add_pass_at_k_callback(trainer, pass_at_k_args, verifier=trainer.lean_reward.oracle.verifier)
+        add_pass_at_k_callback(
+            trainer,
+            pass_at_k_args,
+            verifier=trainer.lean_reward.oracle.verifier,
+            prompt_template=script_args.prompt_template,
+            conversational=script_args.conversational,
+        )
     train_and_save(trainer, training_args, script_args.dataset_name)
 
 

@@ -159,9 +159,10 @@ def summarize_run(
         print_fn("No plot: matplotlib is not installed (pip install matplotlib).")
 
 
-def add_pass_at_k_callback(trainer, arguments, verifier=None) -> None:
-    """Evaluate pass@k during training when the recipe's `pass_at_k_dataset` is set (`PassAtKArguments`)."""
+def add_pass_at_k_callback(trainer, arguments, verifier=None, **prompt) -> None:
+    """Evaluate pass@k during training when the recipe's `pass_at_k_dataset` is set (`PassAtKArguments`); `prompt`
+    (prompt_template, conversational) makes evaluation prompts the training prompts."""
     if arguments.pass_at_k_dataset:
         from trl_verigate import PassAtKCallback
 
-        trainer.add_callback(PassAtKCallback.from_arguments(trainer, arguments, verifier=verifier))
+        trainer.add_callback(PassAtKCallback.from_arguments(trainer, arguments, verifier=verifier, **prompt))

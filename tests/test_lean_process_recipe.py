@@ -149,3 +149,42 @@ def test_recipe_two_gloo_processes_logs_lean_metrics_from_rank_zero(tiny_models,
     ]
     run_recipe(launcher, write_tiny_config(tiny_models, tmp_path), tmp_path)
     assert_lean_metrics_tracked(tmp_path)
+
+
+@pytest.mark.slow
+def test_recipe_evaluates_pass_at_k_with_its_training_prompt(recipe, tiny_models, tmp_path, monkeypatch):
+    from trl_verigate import PassAtKCallback
+
+    config = yaml.safe_load(TINY_CONFIG.read_text())
+    config.update(
+        model_name_or_path=tiny_models["policy"],
+        dataset_name=str(TINY_DATA),
+        output_dir=str(tmp_path / "output"),
+        max_steps=1,
+        prompt_template="Prove {name}:\n```lean4\n{formal_statement}",
+        pass_at_k_task="lean",
+        pass_at_k_dataset=str(TINY_DATA),
+        pass_at_k_split="test",
+        pass_at_k_limit=1,
+        pass_at_k_n=2,
+        pass_at_k_k="1,2",
+        pass_at_k_steps=1,
+        pass_at_k_max_new_tokens=8,
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    trainers = []
+    monkeypatch.setattr(recipe, "train_and_save", lambda trainer, *args: (trainers.append(trainer), trainer.train()))
+    monkeypatch.chdir(REPO_ROOT)  # the stand-in REPL's command is relative to the repository
+    recipe.main(*recipe.parse_args(["--config", str(path)]))
+    trainer = trainers[0]
+    (callback,) = [c for c in trainer.callback_handler.callbacks if isinstance(c, PassAtKCallback)]
+    row = next(row for row in tiny_rows() if row["split"] == "test")
+    # Evaluation prompts are the training prompts: the recipe's template, not the default one.
+    assert (
+        callback.evaluation.problem_set.problems[0].prompt
+        == f"Prove {row['name']}:\n```lean4\n{row['formal_statement']}"
+    )
+    logged = [entry for entry in trainer.state.log_history if "eval/pass@1" in entry]
+    assert [entry["step"] for entry in logged] == [1]
+    assert 0.0 <= logged[0]["eval/pass@1"] <= logged[0]["eval/pass@2"] <= 1.0
