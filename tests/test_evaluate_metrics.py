@@ -156,3 +156,17 @@ def test_maj_at_k_votes_for_the_same_text_and_not_for_empty_boxes():
     assert [(row["answer"], row["status"]) for row in rows] == [(None, "no_answer"), ("5", "correct")]
     metrics = compute_metrics(rows, [problem.id], n=2, ks=[2], equivalent=scorer.equivalent)
     assert metrics["maj@2"]["value"] == 1.0
+
+
+def test_an_unboxed_answer_against_boxed_gold_is_no_answer_and_against_gsm8k_gold_is_read():
+    from trl_verigate.evaluate.problems import math_problems
+
+    scorer = MathScorer()
+    # MATH gold (\boxed): a completion cut off before its box has no answer, as the training reward reads it.
+    (boxed,) = math_problems([{"problem": "What is 2+3?", "solution": "So it is \\boxed{5}."}]).problems
+    row = scorer.score(boxed, 0, "We add.\n\nStep 2: 2 + 3 = 5")
+    assert (row["answer"], row["status"], row["correct"]) == (None, "no_answer", False)
+    # GSM8K gold (#### N): the last number is the answer.
+    (gsm8k,) = math_problems([{"question": "What is 2+3?", "answer": "2+3=5\n#### 5"}], "gsm8k").problems
+    row = scorer.score(gsm8k, 0, "2 + 3 = 5, so 5")
+    assert (row["answer"], row["status"], row["correct"]) == ("5", "correct", True)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from trl_verigate.evaluate.problems import Problem
-from trl_verigate.rewards.math import MathAccuracyReward, extract_predicted_answer
+from trl_verigate.rewards.math import MathAccuracyReward
 
 
 class MathScorer:
@@ -32,7 +32,7 @@ class MathScorer:
 
     def score(self, problem: Problem, attempt: int, completion: str) -> dict:
         started = time.perf_counter()
-        answer = extract_predicted_answer(completion)
+        answer = self.reward.predicted_answer(completion, problem.gold)  # the reward's own reading of it
         if answer is not None and not answer.strip():
             answer = None  # an empty \boxed{} answers nothing, and must not vote in maj@k
         failures = self.reward.failures
