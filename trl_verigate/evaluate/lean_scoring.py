@@ -15,7 +15,7 @@ from collections.abc import Callable
 from trl_verigate.evaluate.problems import Problem
 from trl_verigate.lean_server import MINIF2F_HEADER
 from trl_verigate.lean_server.verifier import Verifier
-from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, extract_proof
+from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, extract_row_proof
 
 
 class LeanScorer:
@@ -69,11 +69,14 @@ class LeanScorer:
             future.result()
 
     def score(self, problem: Problem, attempt: int, completion: str) -> dict:
-        row = problem.row
-        # DeepSeek's rows end the statement with ":= by\n"; the request's statement ends at `by`.
-        statement = row[self.statement_field].rstrip()
-        header = row.get(self.header_field) or None
-        extracted = extract_proof(completion, statement, header, self.default_header, self.completion_format)
+        extracted = extract_row_proof(
+            completion,
+            problem.row,
+            self.statement_field,
+            self.header_field,
+            self.default_header,
+            self.completion_format,
+        )
         record = {"problem_id": problem.id, "attempt": attempt, "completion": completion, "proof": extracted.proof}
         if extracted.request is None:
             failure = {"status": "failed", "correct": False, "first_error_tactic": None, "time_s": 0.0}

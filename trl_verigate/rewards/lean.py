@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from trl_verigate.lean_server import MINIF2F_HEADER, VerificationResult
 from trl_verigate.lean_server.verifier import Verifier
-from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text, extract_proof
+from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text, extract_row_proof
 
 # Statuses where verification itself failed (not the proof): counted in `failures`.
 FAILURE_STATUSES = ("timeout", "crashed", "error")
@@ -108,18 +108,12 @@ class LeanProcessOracle:
         if len(rows) != len(completions):
             raise ValueError(f"{len(rows)} rows for {len(completions)} completions: give one row per completion")
         texts = [completion_text(completion) for completion in completions]
-        extracted = []
-        for row, text in zip(rows, texts, strict=True):
-            if self.statement_field not in row:
-                raise ValueError(
-                    f"the dataset row has no `{self.statement_field}` column (its keys: {sorted(row)}); set "
-                    "`statement_field` to the column holding the theorem statement that ends in `:= by`"
-                )
-            header = row.get(self.header_field) or None
-            statement = row[self.statement_field]
-            # DeepSeek's rows end the statement with ":= by\n"; the request's statement ends at `by`.
-            statement = statement.rstrip() if isinstance(statement, str) else statement
-            extracted.append(extract_proof(text, statement, header, self.default_header, self.completion_format))
+        extracted = [
+            extract_row_proof(
+                text, row, self.statement_field, self.header_field, self.default_header, self.completion_format
+            )
+            for row, text in zip(rows, texts, strict=True)
+        ]
         to_send = [index for index, proof in enumerate(extracted) if proof.request is not None]
         results: dict[int, VerificationResult] = {}
         if to_send:

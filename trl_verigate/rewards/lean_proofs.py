@@ -90,6 +90,27 @@ def format_prompt(row: dict, template: str = DEFAULT_PROMPT_TEMPLATE, conversati
     return [{"role": "user", "content": text}] if conversational else text
 
 
+def extract_row_proof(
+    completion: str,
+    row: dict,
+    statement_field: str,
+    header_field: str,
+    default_header: str,
+    completion_format: str = "auto",
+) -> ExtractedProof:
+    """`extract_proof` for a dataset row: its trusted statement (``row[statement_field]``) and header
+    (``row[header_field]``, else ``default_header``). Training's oracle and evaluation both read rows this way."""
+    if statement_field not in row:
+        raise ValueError(
+            f"the dataset row has no `{statement_field}` column (its keys: {sorted(row)}); set `statement_field` to "
+            "the column holding the theorem statement that ends in `:= by`"
+        )
+    statement = row[statement_field]
+    # DeepSeek's rows end the statement with ":= by\n"; the request's statement ends at `by`.
+    statement = statement.rstrip() if isinstance(statement, str) else statement
+    return extract_proof(completion, statement, row.get(header_field) or None, default_header, completion_format)
+
+
 def extract_proof(
     completion: str, formal_statement: str, header: str | None, default_header: str, completion_format: str = "auto"
 ) -> ExtractedProof:
