@@ -1,8 +1,7 @@
 """bench/lean_peers.py at a tiny size, so a broken peer setup (kimina-lean-server, LeanInteract) is caught; the
-stand-in options it relies on (latency charged by command kind, echoed names); and the pool's header affinity, the
-line of that bench where lean_server re-imported far more often than LeanInteract."""
+stand-in options it relies on (latency charged by command kind, echoed names). The pool's header affinity, which
+that bench's header-reuse line measures, is tested in test_lean_pool.py."""
 
-import asyncio
 import importlib.metadata
 import json
 import sys
@@ -10,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fake_repl import FakeRepl, parse_args, read_log, stand_in_config
+from fake_repl import FakeRepl, parse_args, read_log
 
 from trl_verigate.lean_server.pool import ReplPool
 
@@ -119,38 +118,3 @@ def test_the_peer_bench_runs_at_a_tiny_size(tmp_path, monkeypatch):
 
 def header_loads(log_path: Path) -> int:
     return sum("env" not in row["request"] for row in read_log(log_path))
-
-
-def test_interleaved_headers_settle_on_their_own_processes_instead_of_reimporting(tmp_path):
-    """The peers bench's header-reuse line: 64 requests alternating two headers on 4 workers."""
-    config = stand_in_config(tmp_path, "--latency", "0.01", "--import-latency", "1.0", workers=4, timeout=10.0)
-
-    async def body(pool):
-        headers = [HEADER if i % 2 == 0 else OTHER_HEADER for i in range(64)]
-        results = await asyncio.gather(*(pool.run(h, theorem(f"t{i}"), 10.0) for i, h in enumerate(headers)))
-        return [r["messages"][-1]["data"] for r, _ in results]
-
-    texts = asyncio.run(with_pool(config, body))
-    assert texts == [f"'t{i}' depends on axioms: [propext]" for i in range(64)]
-    # The first four requests (A, B, A, B) open the four slots, one header load (1 s) each. From then on a freed slot
-    # mostly finds a waiter of its own header; when one header's queue runs dry first, the other's few remaining
-    # requests (at most 30 waiting x 10 ms per proof / 2 processes: 0.15 s) wait less than a 1 s load, so nothing
-    # is evicted and nothing re-imports.
-    assert header_loads(tmp_path / "repl.log") == 4
-
-
-def test_a_header_without_a_process_still_gets_one_while_another_header_has_waiters(tmp_path):
-    config = stand_in_config(tmp_path, "--latency", "0.2", "--import-latency", "4.0", workers=2, timeout=10.0)
-
-    async def body(pool):
-        names = [f"a{i}" for i in range(10)] + ["b"] + [f"a{i}" for i in range(10, 20)]
-        await asyncio.gather(*(pool.run(OTHER_HEADER if n == "b" else HEADER, theorem(n), 10.0) for n in names))
-
-    asyncio.run(with_pool(config, body))
-    cmds = [row["request"]["cmd"] for row in read_log(tmp_path / "repl.log")]
-    # b, with no process of its header, takes the first slot freed after a9 started (one eviction), while a10..a19
-    # still wait for the other process: its header reaches a REPL (a process start away) before a16 does (6 x 0.2 s
-    # of A's work later).
-    assert cmds.index(OTHER_HEADER) < cmds.index(theorem("a16"))
-    # A's one process then serves the rest (at most 9 waiting x 0.2 s < a 4 s load), so A is not loaded again.
-    assert header_loads(tmp_path / "repl.log") == 3

@@ -254,7 +254,7 @@ def test_a_batch_spreads_over_all_workers_and_never_exceeds_them(tmp_path):
 
 
 def test_headers_get_their_own_workers_and_idle_ones_are_evicted_at_capacity(tmp_path):
-    config = stand_in_config(tmp_path, workers=1)
+    config = stand_in_config(tmp_path, workers=1, spare_repls=0)  # a spare would be a second process by design
 
     async def body(pool):
         for header in (HEADER, HEADER, OTHER_HEADER, OTHER_HEADER, HEADER):
@@ -315,3 +315,124 @@ def test_close_kills_every_process_even_mid_request(tmp_path):
     live = asyncio.run(main())
     assert len(live) == 2
     assert not any(Path(f"/proc/{pid}").exists() for pid in live)
+
+
+def header_loads(log_path: Path) -> int:
+    return sum("env" not in row["request"] for row in read_log(log_path))
+
+
+def test_interleaved_headers_settle_on_their_own_processes_instead_of_reimporting(tmp_path):
+    """The peers bench's header-reuse line: 64 requests alternating two headers on 4 workers."""
+    # No spares: a spare is a header load by design (started ahead of a retirement), not a re-import.
+    config = stand_in_config(
+        tmp_path, "--latency", "0.01", "--import-latency", "3.0", workers=4, spare_repls=0, timeout=20.0
+    )
+
+    async def body(pool):
+        headers = [HEADER if i % 2 == 0 else OTHER_HEADER for i in range(64)]
+        results = await asyncio.gather(*(pool.run(h, theorem(f"t{i}"), 20.0) for i, h in enumerate(headers)))
+        return [r["messages"][-1]["data"] for r, _ in results]
+
+    texts = asyncio.run(with_pool(config, body))
+    assert texts == [f"'t{i}' depends on axioms: [propext]" for i in range(64)]
+    # The first four requests (A, B, A, B) open the four slots, one header load (3 s) each. From then on a freed slot
+    # mostly finds a waiter of its own header; when one header's queue runs dry first, the other's few remaining
+    # requests (at most 30 waiting x 10 ms per proof / 2 processes: 0.15 s) wait less than a 3 s load, so nothing
+    # is evicted and nothing re-imports. (With a 1 s load this was flaky on the loaded 2-core machine: proofs timed
+    # at 10x their latency there make 30 x 0.1 s / 2 outlast the load, and the pool then rightly re-imports.)
+    assert header_loads(tmp_path / "repl.log") == 4
+
+
+def test_a_header_without_a_process_still_gets_one_while_another_header_has_waiters(tmp_path):
+    config = stand_in_config(
+        tmp_path, "--latency", "0.2", "--import-latency", "4.0", workers=2, spare_repls=0, timeout=10.0
+    )
+
+    async def body(pool):
+        names = [f"a{i}" for i in range(10)] + ["b"] + [f"a{i}" for i in range(10, 20)]
+        await asyncio.gather(*(pool.run(OTHER_HEADER if n == "b" else HEADER, theorem(n), 10.0) for n in names))
+
+    asyncio.run(with_pool(config, body))
+    cmds = [row["request"]["cmd"] for row in read_log(tmp_path / "repl.log")]
+    # b, with no process of its header, takes the first slot freed after a9 started (one eviction), while a10..a19
+    # still wait for the other process: its header reaches a REPL (a process start away) before a16 does (6 x 0.2 s
+    # of A's work later).
+    assert cmds.index(OTHER_HEADER) < cmds.index(theorem("a16"))
+    # A's one process then serves the rest (at most 9 waiting x 0.2 s < a 4 s load), so A is not loaded again.
+    assert header_loads(tmp_path / "repl.log") == 3
+
+
+def test_a_header_with_one_busy_process_and_a_long_queue_takes_a_process_from_a_header_with_three(tmp_path):
+    """Both headers have waiters: B (one process, 40 waiting) must not wait until A's queue (three processes, 40
+    waiting) has drained before it gets a second process."""
+    config = stand_in_config(tmp_path, "--latency", "0.1", "--import-latency", "0.5", workers=4, timeout=10.0)
+
+    async def body(pool):
+        first = [(HEADER, "a0"), (HEADER, "a1"), (HEADER, "a2"), (OTHER_HEADER, "b0")]  # 3 slots for A, 1 for B
+        rest = [pair for i in range(1, 41) for pair in ((OTHER_HEADER, f"b{i}"), (HEADER, f"a{i + 2}"))]
+        await asyncio.gather(*(pool.run(header, theorem(name), 10.0) for header, name in first + rest))
+
+    asyncio.run(with_pool(config, body))
+    proofs = [(row["pid"], row["request"]["cmd"].split()[1]) for row in read_log(tmp_path / "repl.log")]
+    proofs = [(pid, name) for pid, name in proofs if name[0] in "ab" and name[1:].isdigit()]
+    last_a = max(i for i, (_, name) in enumerate(proofs) if name.startswith("a"))
+    b_pids_before_a_finished = {pid for pid, name in proofs[:last_a] if name.startswith("b")}
+    # B's wait (40 x 0.1 s on one process) outlasts a load (~0.5 s) and A, left with two processes, would have the
+    # shorter backlog per process (~40 / 2 against 40 / 1): B takes one of A's idle processes while A still works.
+    assert len(b_pids_before_a_finished) >= 2
+
+
+def max_overlapping_processes(log_path: Path) -> int:
+    """The most processes alive at once, taking each to live from its first logged command to its last."""
+    rows = read_log(log_path)
+    first, last = {}, {}
+    for i, row in enumerate(rows):
+        first.setdefault(row["pid"], i)
+        last[row["pid"]] = i
+    return max(sum(first[pid] <= i <= last[pid] for pid in first) for i in range(len(rows)))
+
+
+@pytest.mark.parametrize("spare_repls", [0, 1])
+def test_a_spare_loads_before_its_predecessor_retires_and_bounds_the_processes(tmp_path, spare_repls):
+    config = stand_in_config(
+        tmp_path, "--latency", "0.03", workers=2, max_uses_per_repl=20, spare_repls=spare_repls, timeout=10.0
+    )
+
+    async def body(pool):
+        results = await asyncio.gather(*(pool.run(HEADER, theorem(f"t{i}"), 10.0) for i in range(100)))
+        return [axioms_text(r) for r, _ in results], dict(pool.counters)
+
+    texts, counters = asyncio.run(with_pool(config, body))
+    assert texts == [f"'t{i}' depends on axioms: [propext]" for i in range(100)]
+    per_pid = Counter(row["pid"] for row in read_log(tmp_path / "repl.log") if "env" in row["request"])
+    assert max(per_pid.values()) <= 20
+    # 100 proofs at <= 20 per process on 2 slots: at least 5 processes, so at least 3 retirements.
+    assert counters["recycled"] >= 3
+    # With a spare, a replacement has loaded its header while its predecessor still ran proofs: 3 processes overlap
+    # (never more: one spare). Without, a replacement starts only once its predecessor retired.
+    assert max_overlapping_processes(tmp_path / "repl.log") == 2 + spare_repls
+
+
+def test_spare_repls_must_be_a_non_negative_int(tmp_path):
+    for bad in (-1, 1.5, True, "1"):
+        with pytest.raises(ValueError, match="spare_repls"):
+            LeanServerConfig(spare_repls=bad)
+
+
+def test_a_process_still_loading_its_header_counts_as_its_headers_process(tmp_path):
+    """While B's first process loads (3 s), A's quick one serves: B's waiters must wait for their loading process,
+    not evict A's (B has a process, only not yet loaded), which made A evict back and the two thrash."""
+    quick_header = "set_option maxHeartbeats 400000"  # no import: the stand-in answers it at once
+    config = stand_in_config(tmp_path, "--latency", "0.02", "--import-latency", "3.0", workers=2, spare_repls=0)
+
+    async def body(pool):
+        first = [(quick_header, "a0"), (HEADER, "b0")]
+        rest = [pair for i in range(1, 11) for pair in ((HEADER, f"b{i}"), (quick_header, f"a{i}"))]
+        await asyncio.gather(*(pool.run(header, theorem(name), 10.0) for header, name in first + rest))
+
+    asyncio.run(with_pool(config, body))
+    loads = Counter(row["request"]["cmd"] for row in read_log(tmp_path / "repl.log") if "env" not in row["request"])
+    # A is never evicted, so loaded once. B may get a second process once A's queue has run dry (A's idle process,
+    # with nobody waiting for it, is then free to take while B's load time is still unknown), never more.
+    assert loads[quick_header] == 1
+    assert loads[HEADER] <= 2

@@ -6,11 +6,19 @@
 - Requests wait in arrival order, but one whose header already has a process evicts another header's idle
   process only when nobody waits for that process and its own wait would be longer than a header load: its
   header's waiting requests times the mean proof time per own process, against how long its header last took
-  to load. Otherwise it waits for its own processes. So interleaved headers settle on processes of each instead of
+  to load; or when that header, after giving up the process, keeps one and would still drain its queue a load
+  sooner than the request's header now (so a header with one process and a long queue is not left behind one with
+  three until that one's queue runs dry).
+  Otherwise it waits for its own processes. So interleaved headers settle on processes of each instead of
   re-importing (a Mathlib import takes seconds, a proof often less), while a header with no process at all still
   gets one at once.
 - A process is retired after `max_uses_per_repl` commands (every command adds an env, so memory
-  only grows), after a timeout, after a crash and when its output breaks the framing rules
+  only grows). Its replacement starts ahead, as a spare, and takes over as soon as it has loaded the header, so a
+  retirement costs no idle time. At most `spare_repls` spares live at once, so the pool holds at most
+  `workers + spare_repls` processes (plus ones being killed): slots near their limit take turns at the spare, so a
+  slot asks for one when it has `workers / spare_repls` header loads' worth of commands left (load time over the
+  mean proof time; at most half its uses), and its turn comes before its limit. A process is also retired after a
+  timeout, after a crash and when its output breaks the framing rules
   (`process.ReplCompromised`, counted as "compromised"; a request that found its REPL already
   compromised by an earlier one runs again on the replacement). Its slot immediately starts a
   replacement in the background, so the restart overlaps whatever the caller does next.
@@ -40,11 +48,19 @@ class _Slot:
     # A (re)start in progress; its result becomes `process` when a request claims the slot.
     pending: asyncio.Task | None = None
     busy: bool = False
+    # The replacement started ahead of the process's retirement (a spare).
+    successor: asyncio.Task | None = None
     last_used: float = field(default_factory=time.monotonic)
 
     @property
     def has_process(self) -> bool:
         return self.pending is not None or (self.process is not None and self.process.alive)
+
+    @property
+    def serves(self) -> bool:
+        """Has a process, or is busy: a busy slot's request is starting its process (`_ready`), or will start a
+        fresh one after a crash, so its header has a process to wait for."""
+        return self.busy or self.has_process
 
 
 @dataclass
@@ -166,10 +182,34 @@ class ReplPool:
             raise
         seconds = time.monotonic() - started
         self._proof_seconds = seconds if self._proof_seconds is None else 0.9 * self._proof_seconds + 0.1 * seconds
-        if process.uses >= self.config.max_uses_per_repl:
+        if process.uses >= self.config.max_uses_per_repl or self._spare_loaded(slot):
             self.counters["recycled"] += 1
             self._replace(slot)
+        elif slot.successor is None and process.uses >= self.config.max_uses_per_repl - self._spare_lead(slot.header):
+            if sum(s.successor is not None for s in self._slots) < self.config.spare_repls:
+                slot.successor = self._start_in_background(slot.header)
         return response, seconds
+
+    def _spare_loaded(self, slot: _Slot) -> bool:
+        """Whether the slot's spare is ready to take over; a spare that failed to start is dropped (the failure is
+        counted, and backs off, in `_start`) and the current process serves on."""
+        spare = slot.successor
+        if spare is None or not spare.done():
+            return False
+        if spare.cancelled() or spare.exception() is not None:
+            slot.successor = None
+            return False
+        return True
+
+    def _spare_lead(self, header: str) -> int:
+        """How many commands before its limit a process asks for a spare: one header load's worth (the load time
+        over the mean proof time) per slot that may be ahead of it in the turn for a spare, at most half its uses."""
+        if self._proof_seconds is None or header not in self._load_seconds:
+            commands_per_load = 1
+        else:
+            commands_per_load = int(self._load_seconds[header] / max(self._proof_seconds, 1e-6)) + 1
+        turns = -(-self.config.workers // max(self.config.spare_repls, 1))
+        return min(self.config.max_uses_per_repl // 2, commands_per_load * turns)
 
     def live_pids(self) -> list[int]:
         return sorted(p.pid for p in self._processes if p.alive and p.pid is not None)
@@ -194,12 +234,13 @@ class ReplPool:
             slot = own[0]
         else:
             # Evict the cheapest idle slot (empty, then least recently used): any when this header has no process to
-            # wait for, else one whose header nobody waits for, and only when waiting would take longer than a load.
-            own_processes = sum(s.header == header and s.has_process for s in self._slots)
+            # wait for, else one whose header can give it up (`_can_give_up_a_process`), and only when waiting would
+            # take longer than a load.
+            own_processes = sum(s.header == header and s.serves for s in self._slots)
             if own_processes == 0:
                 candidates = idle
             elif self._waiting_outlasts_a_load(header, own_processes):
-                candidates = [s for s in idle if not self._waiting.get(s.header)]
+                candidates = [s for s in idle if self._can_give_up_a_process(s.header, header, own_processes)]
             else:
                 candidates = []
             if not candidates:
@@ -211,6 +252,21 @@ class ReplPool:
                 self._load_seconds.pop(evicted, None)
         slot.busy = True
         return slot
+
+    def _can_give_up_a_process(self, donor: str, header: str, own_processes: int) -> bool:
+        """Whether `donor` may lose an idle process to `header`: nobody waits for it, or it keeps another and, one
+        process fewer, would still drain its queue a header load sooner than `header` drains its own now. A header
+        with one busy process and a long queue so gets a second one while another with three still has waiters,
+        and the move is never undone at once (the donor's backlog after it is below the taker's before)."""
+        donor_waiting = len(self._waiting.get(donor, ()))
+        if not donor_waiting:
+            return True
+        donor_processes = sum(s.header == donor and s.serves for s in self._slots)
+        if donor_processes < 2 or self._proof_seconds is None:
+            return False
+        donor_after = donor_waiting * self._proof_seconds / (donor_processes - 1)
+        taker_now = len(self._waiting.get(header, ())) * self._proof_seconds / own_processes
+        return donor_after + self._load_seconds.get(header, 0.0) < taker_now
 
     def _waiting_outlasts_a_load(self, header: str, own_processes: int) -> bool:
         if self._proof_seconds is None or header not in self._load_seconds:
@@ -267,20 +323,28 @@ class ReplPool:
         return task
 
     def _replace(self, slot: _Slot) -> None:
-        """Retire the slot's process and start a fresh one for the same header in the background."""
+        """Retire the slot's process; its spare takes over, else a fresh one starts for the same header in the
+        background."""
+        if self._closed:
+            self._discard(slot)
+            return
+        successor, slot.successor = slot.successor, None
         self._discard(slot)
         failures = self._start_failures.get(slot.header)
-        if not self._closed and not (failures is not None and failures.count >= 2):
+        if successor is not None:
+            slot.pending = successor
+        elif not (failures is not None and failures.count >= 2):
             slot.pending = self._start_in_background(slot.header)
 
     def _discard(self, slot: _Slot) -> None:
-        pending, process = slot.pending, slot.process
-        slot.pending = slot.process = None
-        if pending is None and process is None:
-            return
-        cleanup = asyncio.ensure_future(self._dispose(pending, process))
-        self._cleanups.add(cleanup)
-        cleanup.add_done_callback(self._cleanups.discard)
+        """Kill the slot's process, its start in progress and its spare, in the background."""
+        for pending, process in ((slot.pending, slot.process), (slot.successor, None)):
+            if pending is None and process is None:
+                continue
+            cleanup = asyncio.ensure_future(self._dispose(pending, process))
+            self._cleanups.add(cleanup)
+            cleanup.add_done_callback(self._cleanups.discard)
+        slot.pending = slot.process = slot.successor = None
 
     async def _dispose(self, pending: asyncio.Task | None, process: ReplProcess | None) -> None:
         if pending is not None:

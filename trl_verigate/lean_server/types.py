@@ -89,6 +89,10 @@ class LeanServerConfig:
     timeout: float = 15.0
     memory_limit_mb: int | None = 8192
     max_uses_per_repl: int = 200
+    # Replacement REPLs that may start (and load their header) before the REPL they replace retires, so a
+    # retirement costs no idle time: at most workers + spare_repls processes at once. 0: each replacement starts
+    # only when its predecessor retires.
+    spare_repls: int = 1
     startup_timeout: float = 300.0
     allow_native_decide: bool = False
     axiom_whitelist: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
@@ -144,6 +148,11 @@ class LeanServerConfig:
             ("max_batch_bytes", "bytes"),
         ):
             _check_positive_int(name, getattr(self, name), unit)
+        if isinstance(self.spare_repls, bool) or not isinstance(self.spare_repls, int) or self.spare_repls < 0:
+            raise ValueError(
+                f"LeanServerConfig.spare_repls must be an int >= 0 (replacement REPLs started ahead of a retirement; "
+                f"0 for none), got {self.spare_repls!r}"
+            )
         if self.memory_limit_mb is not None:
             _check_positive_int("memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
         if isinstance(self.recheck_seed, bool) or not isinstance(self.recheck_seed, int):
