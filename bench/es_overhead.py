@@ -303,11 +303,13 @@ def overlap(policy, folder, population, workers, rounds) -> None:
 
     trainer = es_trainer(policy, folder / "overlap", async_letter_reward, population, max_completion_length=16)
     runner = IterationRunner(trainer)
-    member_generation_seconds = best_of(runner.pure_generation, repeats=2) / population
     proofs_per_member = trainer.args.prompts_per_iteration * trainer.args.num_generations
     waves = -(-proofs_per_member // workers)  # a member's proofs run in waves of `workers`
     for verifier in ("lean_server + stand-in REPL", "pure latency"):
         for regime, factor in (("balanced", 1.0), ("verification-dominated", 3.0)):
+            # Calibrated right before each configuration: the load of this machine moves generation by several x
+            # within minutes.
+            member_generation_seconds = best_of(runner.pure_generation, repeats=1) / population
             latency = factor * member_generation_seconds / waves
             with contextlib.ExitStack() as stack:
                 if verifier == "pure latency":
