@@ -22,7 +22,7 @@ How it is computed (the values above are the definition; this is only how they a
 
 - Chunks of `CHUNK_ELEMENTS` run through 7 preallocated int32/float32 buffers with in-place ops and 0-dim constant
   operands, so the ~115 elementwise steps per chunk stay in the CPU's L2 cache, allocate nothing and convert no
-  Python number (about 13x the throughput of the int64, allocate-per-step form this replaced, same bits).
+  Python number (6-13x the throughput, measured under load, of the int64, allocate-per-step form this replaced, same bits).
 - The hash runs on int32 words: products wrap mod 2^32 in two's complement, logical right shifts are arithmetic
   shifts masked to the shifted width.
 - The float stages read exponents and mantissas from the bits instead of `frexp`/`where`: the decompositions
