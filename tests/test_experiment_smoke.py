@@ -40,6 +40,11 @@ def test_generator_is_seeded_distinct_and_in_range():
             value = value + number if operator == "+" else value - number
             assert 0 <= value <= 60
         assert problem.answer == value  # the chain evaluated independently of Problem.steps
+    small = [random_problem(rng, 3, max_operand=9) for _ in range(200)]
+    assert (
+        max(n for p in small for n in p.numbers) <= 9
+        and max(int(s.split("= ")[1]) for p in small for s in p.steps()) <= 27
+    )
 
 
 def test_splits_do_not_overlap():
@@ -91,6 +96,7 @@ def test_oracle_names_the_missing_solution_column():
         (["--budget", "4"], "--budget"),
         (["--methods", "grpo", "ppo"], "--methods"),
         (["--methods", "process_coef0"], "include grpo"),
+        (["--max-operand", "1"], "--max-operand"),
     ],
 )
 def test_launcher_refuses_bad_sizes_before_loading_anything(flags, named, capsys):

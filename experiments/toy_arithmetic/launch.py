@@ -40,6 +40,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--task-seed", type=int, default=1234, help="seed of the problem sets")
     parser.add_argument("--easy", type=int, nargs="+", default=[1, 2], help="operations per warm-start problem")
     parser.add_argument("--hard", type=int, nargs="+", default=[3], help="operations per RL training problem")
+    parser.add_argument(
+        "--max-operand", type=int, default=20, help="operands are 1..N, every intermediate result in [0, 3N]"
+    )
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods")
     parser.add_argument("--es-learning-rate", type=float, default=5e-4)
     parser.add_argument("--sft-learning-rate", type=float, default=3e-3)
@@ -87,6 +90,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("num_generations", "prompts_per_step", "eval_problems", "train_problems", "sft_steps"):
         if getattr(args, name) < (2 if name == "num_generations" else 1):
             parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} is too small (GRPO needs >= 2 generations)")
+    if args.max_operand < 2:
+        parser.error(f"--max-operand {args.max_operand} must be at least 2")
     if not args.seeds:
         parser.error("--seeds: give at least one seed")
     if "process_coef0" in args.methods and "grpo" not in args.methods:
@@ -142,7 +147,13 @@ def main(argv=None) -> dict:
     output: Path = args.output
     output.mkdir(parents=True, exist_ok=True)
     splits = make_splits(
-        args.task_seed, args.easy, args.hard, args.sft_problems, args.train_problems, args.eval_problems
+        args.task_seed,
+        args.easy,
+        args.hard,
+        args.sft_problems,
+        args.train_problems,
+        args.eval_problems,
+        args.max_operand,
     )
     budget = Budget(
         args.num_generations,

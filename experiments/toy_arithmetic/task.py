@@ -1,7 +1,7 @@
 """Seeded multi-step arithmetic problems whose difficulty is the number of operations.
 
 A problem is a chain ``a op1 b op2 c ...`` with ``+`` and ``-`` only, so left-to-right evaluation is the usual one,
-and every intermediate result stays in [0, MAX_VALUE] (no negative numbers for the step checker to misread). The
+and every intermediate result stays in [0, 3 * max_operand] (no negative numbers for the step checker to misread). The
 reference completion writes one verified step per line, then the answer boxed:
 
     Compute: 12 + 7 - 3
@@ -19,8 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-MAX_OPERAND = 20
-MAX_VALUE = 60
+MAX_OPERAND = 20  # operands are 1..max_operand (default); results stay in [0, 3 * max_operand]
 PROMPT_TEMPLATE = "Compute: {expression}\n"
 
 
@@ -68,29 +67,32 @@ class Problem:
         return {"prompt": self.prompt, "solution": self.solution, "difficulty": self.difficulty}
 
 
-def random_problem(rng: random.Random, difficulty: int) -> Problem:
+def random_problem(rng: random.Random, difficulty: int, max_operand: int = MAX_OPERAND) -> Problem:
     if difficulty < 1:
         raise ValueError(f"difficulty={difficulty} must be at least 1 operation")
-    value = rng.randint(1, MAX_OPERAND)
+    max_value = 3 * max_operand
+    value = rng.randint(1, max_operand)
     numbers, operators = [value], []
     for _ in range(difficulty):
         operator = rng.choice("+-")
-        if operator == "+" and value + 1 > MAX_VALUE:
+        if operator == "+" and value + 1 > max_value:
             operator = "-"
         if operator == "-" and value < 1:
             operator = "+"
         if operator == "+":
-            number = rng.randint(1, min(MAX_OPERAND, MAX_VALUE - value))
+            number = rng.randint(1, min(max_operand, max_value - value))
             value += number
         else:
-            number = rng.randint(1, min(MAX_OPERAND, value))
+            number = rng.randint(1, min(max_operand, value))
             value -= number
         numbers.append(number)
         operators.append(operator)
     return Problem(tuple(numbers), tuple(operators))
 
 
-def make_problems(seed: int, difficulties: list[int], count: int, exclude: set[str] | None = None) -> list[Problem]:
+def make_problems(
+    seed: int, difficulties: list[int], count: int, exclude: set[str] | None = None, max_operand: int = MAX_OPERAND
+) -> list[Problem]:
     """``count`` distinct problems, each of a difficulty drawn from ``difficulties``, none whose prompt is in
     ``exclude`` (so held-out sets never overlap training sets). Small difficulties have few distinct problems (about
     600 with one operation), so a large ``count`` holds more of the larger ones."""
@@ -107,7 +109,7 @@ def make_problems(seed: int, difficulties: list[int], count: int, exclude: set[s
                 f"could not draw {count} distinct problems of difficulties {difficulties}: ask for fewer problems "
                 "(--sft-problems, --train-problems, --eval-problems) or allow more operations (--easy, --hard)"
             )
-        problem = random_problem(rng, rng.choice(difficulties))
+        problem = random_problem(rng, rng.choice(difficulties), max_operand)
         if problem.prompt not in seen:
             seen.add(problem.prompt)
             problems.append(problem)
@@ -124,12 +126,20 @@ class Splits:
     eval_hard: list[Problem]
 
 
-def make_splits(seed: int, easy: list[int], hard: list[int], num_sft: int, num_train: int, num_eval: int) -> Splits:
-    sft = make_problems(seed, easy, num_sft)
+def make_splits(
+    seed: int,
+    easy: list[int],
+    hard: list[int],
+    num_sft: int,
+    num_train: int,
+    num_eval: int,
+    max_operand: int = MAX_OPERAND,
+) -> Splits:
+    sft = make_problems(seed, easy, num_sft, None, max_operand)
     used = {p.prompt for p in sft}
-    train = make_problems(seed + 1, hard, num_train, used)
+    train = make_problems(seed + 1, hard, num_train, used, max_operand)
     used |= {p.prompt for p in train}
-    eval_easy = make_problems(seed + 2, easy, num_eval, used)
+    eval_easy = make_problems(seed + 2, easy, num_eval, used, max_operand)
     used |= {p.prompt for p in eval_easy}
-    eval_hard = make_problems(seed + 3, hard, num_eval, used)
+    eval_hard = make_problems(seed + 3, hard, num_eval, used, max_operand)
     return Splits(sft, train, eval_easy, eval_hard)
