@@ -1,8 +1,8 @@
 """A pool of REPL processes keyed by header, for one asyncio event loop.
 
-- At most `config.workers` processes live in total; a request needs one idle process whose header
-  is its own; when none is idle, a free slot gets a new process, else the least recently used idle
-  process of another header is evicted. A batch therefore spreads over all slots.
+- At most `config.workers` processes serve requests (plus `spare_repls` spares loading ahead, below); a request
+  needs one idle process whose header is its own; when none is idle, a free slot gets a new process, else the least
+  recently used idle process of another header is evicted. A batch therefore spreads over all slots.
 - Requests wait in arrival order, but one whose header already has a process evicts another header's idle
   process only when nobody waits for that process and its own wait would be longer than a header load: its
   header's waiting requests times the mean proof time per own process, against how long its header last took
