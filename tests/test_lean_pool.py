@@ -436,3 +436,74 @@ def test_a_process_still_loading_its_header_counts_as_its_headers_process(tmp_pa
     # with nobody waiting for it, is then free to take while B's load time is still unknown), never more.
     assert loads[quick_header] == 1
     assert loads[HEADER] <= 2
+
+
+def test_faults_and_a_cancellation_among_queued_requests_of_two_headers_cross_or_lose_no_answer(tmp_path):
+    """Requests of two headers queue on 2 processes while a hang, a crash, garbage, an OOM and a caller's cancel hit
+    some of them (at retirement points too: 4 uses per REPL, one spare): each other request gets its own answer."""
+    script = [
+        {"match": "HANG", "behaviour": "hang"},
+        {"match": "CRASH", "behaviour": "crash"},
+        {"match": "GARBAGE", "behaviour": "garbage"},
+        {"match": "OOM", "behaviour": "oom"},
+        {"match": "CANCELLED", "behaviour": "sleep:30"},
+    ]
+    config = stand_in_config(
+        tmp_path, "--latency", "0.02", script=script, workers=2, max_uses_per_repl=4, memory_limit_mb=512
+    )
+    faults = {5: "HANG", 9: "CRASH", 13: "GARBAGE", 17: "OOM", 21: "CANCELLED"}
+    names = [faults.get(i, f"t{i}") for i in range(30)]
+
+    async def body(pool):
+        tasks = [
+            asyncio.ensure_future(pool.run(HEADER if i % 3 else OTHER_HEADER, theorem(name), 1.5))
+            for i, name in enumerate(names)
+        ]
+        await asyncio.sleep(0.5)
+        tasks[21].cancel()  # queued or running by now: either way only it goes
+        return await asyncio.gather(*tasks, return_exceptions=True)
+
+    outcomes = asyncio.run(with_pool(config, body))
+    for i, (name, outcome) in enumerate(zip(names, outcomes, strict=True)):
+        if name == "HANG":
+            assert isinstance(outcome, ReplTimeout), outcome
+        elif name in ("CRASH", "GARBAGE", "OOM"):
+            assert isinstance(outcome, ReplCrashed), (name, outcome)
+        elif name == "CANCELLED":
+            assert isinstance(outcome, asyncio.CancelledError)
+        else:
+            assert axioms_text(outcome[0]) == f"'{name}' depends on axioms: [propext]", i
+    # Each answer came from a process that had loaded the request's own header.
+    header_of_pid = {
+        row["pid"]: row["request"]["cmd"] for row in read_log(tmp_path / "repl.log") if "env" not in row["request"]
+    }
+    for row in read_log(tmp_path / "repl.log"):
+        if "env" in row["request"] and row["request"]["cmd"].startswith("theorem t"):
+            i = int(row["request"]["cmd"].split()[1][1:])
+            assert header_of_pid[row["pid"]] == (HEADER if i % 3 else OTHER_HEADER), i
+
+
+def test_a_request_cancelled_just_as_it_is_handed_a_process_gives_the_process_back(tmp_path):
+    config = stand_in_config(tmp_path, "--latency", "0.2", workers=1, spare_repls=0)
+
+    async def body(pool):
+        first = asyncio.ensure_future(pool.run(HEADER, theorem("first"), 5.0))
+        await asyncio.sleep(0)
+        handed = asyncio.ensure_future(pool.run(HEADER, theorem("handed"), 5.0))
+        release = pool._release
+
+        def release_then_cancel(slot):
+            release(slot)  # hands the one process to `handed`, which has not run yet
+            pool._release = release
+            handed.cancel()
+
+        pool._release = release_then_cancel
+        await first
+        with pytest.raises(asyncio.CancelledError):
+            await handed
+        # Had the handed process stayed busy, this would wait for ever (and the test time out).
+        response, _ = await asyncio.wait_for(pool.run(HEADER, theorem("after"), 5.0), 10.0)
+        return axioms_text(response)
+
+    assert asyncio.run(with_pool(config, body)) == "'after' depends on axioms: [propext]"
+    assert "handed" not in " ".join(row["request"]["cmd"] for row in read_log(tmp_path / "repl.log"))
