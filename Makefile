@@ -72,8 +72,8 @@ bench-peers: $(STAMP)
 	$(PY) bench/lean_peers.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check trl_verigate tests bench recipes
-	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes
+	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments
+	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes experiments
 
 clean:
 	rm -rf $(VENV) $(TINY_DIR) build *.egg-info
