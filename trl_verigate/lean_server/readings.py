@@ -1,0 +1,121 @@
+"""Whether the precheck's lexer and the tactic splitter read a proof the same way, and whether tokens lie in spans.
+
+Split from `precheck`, whose `_check_block` trusts the splitter's tactic spans only where both tokenizers agree on
+what is code, literal and comment (`lexers_disagree_at`), and then asks whether every code token lies in one of
+those spans (`all_inside`). Both decide in C over whole token lists where the lists allow it, and fall back to a
+walk over the tokens otherwise.
+"""
+
+from __future__ import annotations
+
+import bisect
+from itertools import compress, repeat
+from operator import attrgetter, ge, itemgetter, le, ne, not_, sub
+
+from trl_verigate.lean_server.code_tokens import CodeTokens
+from trl_verigate.lean_server.lexer import Token
+from trl_verigate.lean_server.types import Tactic
+
+_KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2)
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_LITERAL_KINDS = frozenset({"string", "char"})
+_SPAN_START, _SPAN_END = attrgetter("start"), attrgetter("end")
+
+
+def _reading(spans) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(code runs, literals) of a lexer's `(start, end, is_literal)` tokens, tokens inside a literal dropped.
+
+    Touching code tokens merge into one run, so the lexers may cut `:=` or `1_000` differently and still agree.
+    """
+    runs: list[tuple[int, int]] = []
+    literals: list[tuple[int, int]] = []
+    literal_end = 0
+    for start, end, literal in spans:
+        if start < literal_end:  # code inside an interpolated string's braces, part of the literal for layout
+            continue
+        if literal:
+            literals.append((start, end))
+            literal_end = end
+        elif runs and runs[-1][1] == start:
+            runs[-1] = (runs[-1][0], end)
+        else:
+            runs.append((start, end))
+    return runs, literals
+
+
+def all_inside(offsets: list[int], spans: list[Tactic]) -> bool:
+    """Whether every offset (sorted) lies in one of the spans, decided by counting the offsets in each span (two
+    binary searches per span, in C) when the spans are in order without overlap; False also where they are not."""
+    starts, ends = list(map(_SPAN_START, spans)), list(map(_SPAN_END, spans))
+    if not (
+        all(map(le, starts, ends)) and _in_order_without_overlap(starts, ends) and all(map(le, offsets, offsets[1:]))
+    ):
+        return False
+    inside = sum(
+        map(sub, map(bisect.bisect_left, repeat(offsets), ends), map(bisect.bisect_left, repeat(offsets), starts))
+    )
+    return inside == len(offsets)
+
+
+def _runs_and_literals(starts: list[int], ends: list[int], literal: list[bool]) -> tuple[list[int], ...]:
+    """`_reading` of tokens in text order that do not overlap, computed in C: the starts and ends of its code runs
+    (a run ends where the next code token does not start at its end) and of its literals."""
+    if any(literal):
+        code_starts = list(compress(starts, map(not_, literal)))
+        code_ends = list(compress(ends, map(not_, literal)))
+        literals = (list(compress(starts, literal)), list(compress(ends, literal)))
+    else:
+        code_starts, code_ends, literals = starts, ends, ([], [])
+    breaks = list(map(ne, code_starts[1:], code_ends))  # between code token i and i + 1: a new run starts
+    return (
+        code_starts[:1] + list(compress(code_starts[1:], breaks)),
+        list(compress(code_ends, breaks)) + code_ends[-1:],
+        *literals,
+    )
+
+
+def _in_order_without_overlap(starts: list[int], ends: list[int]) -> bool:
+    """Whether the tokens are in text order and none starts before the one before it ends (so none lies inside a
+    literal before it, which `_reading` would drop)."""
+    return all(map(le, starts, starts[1:])) and all(map(ge, starts[1:], ends))
+
+
+def _same_reading(view: CodeTokens, splitter_tokens) -> bool:
+    """Whether `_reading` of the precheck's tokens and of the splitter's is the same, decided in C where both token
+    lists are in text order without overlaps (a token inside a literal is dropped by `_reading`, so none may be
+    left after `view.outside` drops the interpolated strings' code). False means: compare them the slow way."""
+    if view.has_inner_tokens:  # `view.outside` drops them: the order they were in still decides what `_reading` drops
+        starts = list(map(_START, view.code))
+        if not all(map(le, starts, starts[1:])):
+            return False
+    ours = view.outside
+    our_starts, our_ends = list(map(_START, ours)), list(map(_END, ours))
+    their_starts, their_ends = list(map(_FIRST, splitter_tokens)), list(map(_SECOND, splitter_tokens))
+    if not (_in_order_without_overlap(our_starts, our_ends) and _in_order_without_overlap(their_starts, their_ends)):
+        return False
+    our_literals = list(map(_LITERAL_KINDS.__contains__, map(_KIND, ours)))
+    their_literals = list(map(_THIRD, splitter_tokens))
+    return _runs_and_literals(our_starts, our_ends, our_literals) == _runs_and_literals(
+        their_starts, their_ends, their_literals
+    )
+
+
+def lexers_disagree_at(tokens: list[Token], splitter_tokens, view: CodeTokens | None = None) -> int | None:
+    """The first offset where the precheck's tokens and the splitter's differ on what is code, literal or comment.
+
+    `_check_block` trusts the splitter's spans only if both read the same code: otherwise text one of them takes
+    for a string or comment could hold the line that, to Lean, ends the `by` block. `view`: `tokens`' `CodeTokens`.
+    """
+    view = CodeTokens(tokens) if view is None else view
+    if _same_reading(view, splitter_tokens):
+        return None
+    ours = _reading(
+        (t.start, t.end, t.kind in ("string", "char"))
+        for t in sorted(tokens, key=attrgetter("start"))
+        if t.kind != "comment"
+    )
+    theirs = _reading(splitter_tokens)
+    if ours == theirs:
+        return None
+    differences = [set(a).symmetric_difference(b) for a, b in zip(ours, theirs, strict=True)]
+    return min(start for difference in differences for start, _ in difference)
