@@ -159,14 +159,14 @@ def _serve_log_rows(connection: socket.socket, log_path: str, write_lock: thread
     credentials = connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     peer_pid = struct.unpack("3i", credentials)[0]
     with connection, connection.makefile("rb") as rows:
-        for line in rows:
-            row = {"pid": peer_pid, "request": json.loads(line)["request"]}
-            with write_lock, open(log_path, "a", encoding="utf-8") as log:
-                log.write(json.dumps(row, ensure_ascii=False) + "\n")
-            try:
+        try:
+            for line in rows:
+                row = {"pid": peer_pid, "request": json.loads(line)["request"]}
+                with write_lock, open(log_path, "a", encoding="utf-8") as log:
+                    log.write(json.dumps(row, ensure_ascii=False) + "\n")
                 connection.sendall(b"\n")
-            except (BrokenPipeError, ConnectionResetError):
-                return  # the stand-in was killed after logging (a test's crash or timeout): nobody awaits the ack
+        except (BrokenPipeError, ConnectionResetError):
+            return  # a stand-in killed mid-exchange (a test's crash or timeout): nothing left to log or acknowledge
 
 
 def write_script(path: str | Path, rows: list[dict]) -> str:
