@@ -191,3 +191,20 @@ def test_the_math_recipe_switches_pass_at_k_on_from_its_config(tiny_models, tmp_
         *recipe.parse_args(["--config", str(config), "--output_dir", str(tmp_path / "off"), "--pass_at_k_dataset", ""])
     )
     assert not any("eval/pass@1" in row for row in trainers[0].state.log_history)
+
+
+@pytest.mark.parametrize("recipe_name", ["verigate_math", "lean_process_grpo"])
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["--pass_at_k_n", "2", "--pass_at_k_k", "4"], "pass_at_k_k: k=4 is larger than pass_at_k_n=2"),
+        (["--pass_at_k_k", "1,x"], "pass_at_k_k must be comma-separated integers"),
+        (["--pass_at_k_task", "proofs"], "pass_at_k_task must be math or lean"),
+    ],
+)
+def test_bad_pass_at_k_settings_stop_the_recipe_when_it_parses(recipe_name, flags, message, tmp_path):
+    # Parsing happens before any model loads; the callback is built only after the policy has.
+    recipe = importlib.import_module(recipe_name)
+    base = ["--output_dir", str(tmp_path), "--dataset_name", "x.jsonl", "--use_cpu", "true"]
+    with pytest.raises(ValueError, match=message):
+        recipe.parse_args([*base, "--pass_at_k_dataset", "eval.jsonl", *flags])

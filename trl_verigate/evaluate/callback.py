@@ -46,6 +46,21 @@ class PassAtKArguments:
     pass_at_k_batch_size: int = field(default=16, metadata={"help": "Sequences per generate call."})
     pass_at_k_seed: int = field(default=0, metadata={"help": "Sampling and bootstrap seed."})
 
+    def __post_init__(self):
+        # Checked when the recipe parses its config, before any model loads.
+        if self.pass_at_k_task not in ("math", "lean"):
+            raise ValueError(f"pass_at_k_task must be math or lean, got {self.pass_at_k_task!r}")
+        if self.pass_at_k_dataset:
+            self.ks()
+
+    def ks(self) -> list[int]:
+        """The k of pass@k from `pass_at_k_k`, sorted, each in [1, pass_at_k_n]."""
+        try:
+            ks = [int(k) for k in self.pass_at_k_k.split(",") if k.strip()]
+        except ValueError as error:
+            raise ValueError(f"pass_at_k_k must be comma-separated integers, got {self.pass_at_k_k!r}") from error
+        return check_ks(ks, self.pass_at_k_n, flag="pass_at_k_k", n_flag="pass_at_k_n")
+
 
 class PassAtKCallback(TrainerCallback):
     """Runs ``evaluation`` with ``trainer``'s policy every ``eval_steps`` steps and logs its metrics as ``eval/*``.
@@ -98,12 +113,7 @@ class PassAtKCallback(TrainerCallback):
         """The callback a recipe's `PassAtKArguments` describe. Lean needs a ``verifier`` (LeanServer/LeanClient)
         and the prompt the policy trains with (``prompt_template``, ``conversational``); the statement and header
         columns, completion format and timeout are the trainer's (`LeanProcessConfig`) where it has them."""
-        ks = check_ks(
-            [int(k) for k in arguments.pass_at_k_k.split(",") if k.strip()],
-            arguments.pass_at_k_n,
-            flag="pass_at_k_k",
-            n_flag="pass_at_k_n",
-        )
+        ks = arguments.ks()
         rows = load_rows(arguments.pass_at_k_dataset, arguments.pass_at_k_split)
         if arguments.pass_at_k_task == "math":
             from trl_verigate.evaluate.math_scoring import MathScorer
