@@ -36,7 +36,7 @@ from trl_verigate.lean_server.types import Request
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 import fake_repl  # noqa: E402 - the stand-in's own helpers (repl_command, write_script)
-from launch import free_port  # noqa: E402
+from launch import free_port, stop_processes  # noqa: E402
 
 CHUNK = 64
 ECHO = re.compile(r"^echo: (\S+)$")
@@ -214,7 +214,7 @@ class LeanServerHttpDriver(Driver):
             for url in self.urls:
                 wait_until(lambda url=url: _health(url).get("alive") == workers, f"{url} with {workers} REPLs")
         except BaseException:
-            stop_all(self.processes)
+            stop_processes(self.processes)
             raise
         self.client = LeanClient(urls=self.urls)
 
@@ -253,7 +253,7 @@ class LeanServerHttpDriver(Driver):
         return [outcome for part in parts for outcome in part]
 
     def close(self) -> None:
-        stop_all(self.processes)
+        stop_processes(self.processes)
 
 
 def _health(url: str) -> dict:
@@ -270,17 +270,6 @@ def wait_until(ready, what: str, deadline_s: float = STARTUP_S) -> None:
             return
         time.sleep(0.1)
     raise SystemExit(f"bench/lean_peers.py: {what} not ready after {deadline_s:g} s")
-
-
-def stop_all(processes: list[subprocess.Popen]) -> None:
-    for process in processes:
-        if process.poll() is None:
-            process.terminate()
-    for process in processes:
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def kimina_passed(response: dict) -> bool:

@@ -101,14 +101,20 @@ def lean_server_processes(run_dir: Path, count: int = 1, *flags: str) -> Iterato
             server.url = f"http://127.0.0.1:{port}"
         yield servers
     finally:
-        for process in processes:
+        stop_processes(processes)
+
+
+def stop_processes(processes: list[subprocess.Popen], grace_s: float = 30.0) -> None:
+    """SIGTERM every process still running, then wait for each, killing one that outlives `grace_s`."""
+    for process in processes:
+        if process.poll() is None:
             process.terminate()
-        for process in processes:
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    for process in processes:
+        try:
+            process.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def offline_env(run_dir: Path, **extra: str) -> dict:
