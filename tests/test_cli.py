@@ -13,7 +13,7 @@ from fake_repl import read_log
 from launch import lean_server_processes
 
 from trl_verigate import cli
-from trl_verigate.lean_server import LeanClient, ProofRequest
+from trl_verigate.lean_server import LeanClient, ProofRequest, cli_options, doctor
 from trl_verigate.lean_server.client import SERVICE_NAME
 from trl_verigate.lean_server.types import LeanServerConfig
 
@@ -26,8 +26,8 @@ def bare_machine(tmp_path, monkeypatch):
     empty_bin = tmp_path / "bin"
     empty_bin.mkdir()
     monkeypatch.setenv("PATH", str(empty_bin))
-    monkeypatch.delenv(cli.REPL_ENV, raising=False)
-    monkeypatch.delenv(cli.PROJECT_ENV, raising=False)
+    monkeypatch.delenv(cli_options.REPL_ENV, raising=False)
+    monkeypatch.delenv(cli_options.PROJECT_ENV, raising=False)
     project = tmp_path / "proj"
     project.mkdir()
     return project
@@ -70,8 +70,8 @@ def test_without_a_project_the_repl_fix_says_to_create_it_first(bare_machine, ca
     repl_fix = fix_of(out, "REPL")
     # No lean-toolchain exists in the project dir, so the fix must not tell the user to copy it from there.
     assert str(bare_machine / "lean-toolchain") not in out
-    assert repl_fix.startswith(f"first create the Lean project (see `project`) and export {cli.PROJECT_ENV}=")
-    assert f'cp "${cli.PROJECT_ENV}/lean-toolchain" . && lake build' in repl_fix
+    assert repl_fix.startswith(f"first create the Lean project (see `project`) and export {cli_options.PROJECT_ENV}=")
+    assert f'cp "${cli_options.PROJECT_ENV}/lean-toolchain" . && lake build' in repl_fix
 
 
 def test_with_a_project_the_repl_fix_copies_its_toolchain(bare_machine, capsys):
@@ -225,12 +225,12 @@ def test_doctor_compares_the_repl_toolchain_with_the_project(tmp_path, monkeypat
     repl_dir = tmp_path / "repl"
     write_toolchain(project, "leanprover/lean4:v4.33.0")
     write_toolchain(repl_dir, "leanprover/lean4:v4.20.0")
-    binary = repl_dir / cli.REPL_BUILD_PATH
+    binary = repl_dir / cli_options.REPL_BUILD_PATH
     binary.parent.mkdir(parents=True)
     # Exits at once: the doctor must still report the toolchain mismatch and the dead REPL, not crash.
     binary.write_text("#!/bin/sh\nexit 3\n")
     binary.chmod(0o755)
-    monkeypatch.delenv(cli.REPL_ENV, raising=False)
+    monkeypatch.delenv(cli_options.REPL_ENV, raising=False)
     empty_header = tmp_path / "header.lean"
     empty_header.write_text("")
     code, marks, out = doctor_lines(capsys, "--project-dir", str(project), "--header-file", str(empty_header))
@@ -246,16 +246,21 @@ def test_resolve_repl_command_wraps_a_binary_in_lake_env_only_when_lake_exists(t
     binary = tmp_path / "repl"
     binary.write_text("")
     monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
-    assert cli.resolve_repl_command(str(binary), tmp_path) == [str(binary)]
+    assert cli_options.resolve_repl_command(str(binary), tmp_path) == [str(binary)]
     lake_dir = tmp_path / "lakebin"
     lake_dir.mkdir()
     (lake_dir / "lake").write_text("#!/bin/sh\n")
     (lake_dir / "lake").chmod(0o755)
     monkeypatch.setenv("PATH", str(lake_dir))
-    assert cli.resolve_repl_command(str(binary), tmp_path) == ["lake", "env", str(binary)]
-    assert cli.resolve_repl_command("lake env 'my repl' --flag", tmp_path) == ["lake", "env", "my repl", "--flag"]
-    monkeypatch.setenv(cli.REPL_ENV, "python3 fake.py")
-    assert cli.resolve_repl_command(None, tmp_path) == ["python3", "fake.py"]
+    assert cli_options.resolve_repl_command(str(binary), tmp_path) == ["lake", "env", str(binary)]
+    assert cli_options.resolve_repl_command("lake env 'my repl' --flag", tmp_path) == [
+        "lake",
+        "env",
+        "my repl",
+        "--flag",
+    ]
+    monkeypatch.setenv(cli_options.REPL_ENV, "python3 fake.py")
+    assert cli_options.resolve_repl_command(None, tmp_path) == ["python3", "fake.py"]
 
 
 def test_lean_server_without_a_repl_exits_with_the_fix(bare_machine):
@@ -303,8 +308,8 @@ def test_relative_repl_paths_are_read_from_the_callers_directory(tmp_path, monke
     (tmp_path / "bin" / "repl").write_text("")
     project = tmp_path / "elsewhere"
     # A lone path, and a path inside an argv: both from the cwd, not from the project the REPL runs in.
-    assert cli.resolve_repl_command("bin/repl", project)[-1] == str(tmp_path / "bin" / "repl")
-    argv = cli.resolve_repl_command("python3 ./scripts/run.py --log out/log.jsonl --flag", project)
+    assert cli_options.resolve_repl_command("bin/repl", project)[-1] == str(tmp_path / "bin" / "repl")
+    argv = cli_options.resolve_repl_command("python3 ./scripts/run.py --log out/log.jsonl --flag", project)
     assert argv == [
         "python3",
         str(tmp_path / "scripts" / "run.py"),
@@ -382,7 +387,7 @@ def test_doctor_runs_the_configured_checker_on_its_proof(bare_machine, tmp_path,
     assert marks["recheck"] == mark and text in out
     [run] = [json.loads(line) for line in log.read_text().splitlines() if "payload" in line]
     [item] = run["payload"]["items"]
-    assert item["statement"] == cli.DOCTOR_STATEMENT and item["proof"] == cli.DOCTOR_PROOF
+    assert item["statement"] == doctor.DOCTOR_STATEMENT and item["proof"] == doctor.DOCTOR_PROOF
     # Where the server runs it: in the project (LeanServerConfig.project_dir is the checker's cwd).
     assert Path(run["cwd"]) == Path(bare_machine).resolve()
 
@@ -436,19 +441,19 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
             "9",
         ]
     )
-    config = cli._config_from_args(args, workers=1)
+    config = cli_options.config_from_args(args, workers=1)
     assert (config.startup_timeout, config.recheck_timeout, config.recheck_seed) == (42.0, 77.0, 9)
     assert config.sandbox == "none"
     assert config.recheck == "sample" and config.recheck_fraction == 0.5
     assert config.recheck_command == [str(tmp_path / "check"), "--fast"]
     assert config.max_request_bytes == 1000 and config.max_batch_bytes == 5000
-    defaults = cli._config_from_args(cli.build_parser().parse_args(["lean-server", "--repl-command", "x"]), 1)
+    defaults = cli_options.config_from_args(cli.build_parser().parse_args(["lean-server", "--repl-command", "x"]), 1)
     assert defaults.recheck == "none" and defaults.recheck_command is None
     with_checker = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck-command", "c"])
-    assert cli._config_from_args(with_checker, 1).recheck == "passed"
+    assert cli_options.config_from_args(with_checker, 1).recheck == "passed"
     bad = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck", "passed"])
     with pytest.raises(SystemExit, match="needs recheck_command"):
-        cli._config_from_args(bad, 1)
+        cli_options.config_from_args(bad, 1)
 
 
 def test_the_doctor_waits_longer_for_a_first_import_than_the_server():

@@ -23,7 +23,7 @@ from test_lean_http import serving
 
 import trl_verigate.lean_server as lean_server_module
 from trl_verigate import cli
-from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server import cli_options, verdict
 from trl_verigate.lean_server.client import LeanClient
 from trl_verigate.lean_server.http import create_app
 from trl_verigate.lean_server.server import LeanServer
@@ -242,7 +242,7 @@ def test_every_trl_verigate_command_and_flag_in_the_guide_exists():
 
 def test_the_guides_variables_targets_and_default_header_are_the_codes():
     text = GUIDE.read_text(encoding="utf-8")
-    assert set(re.findall(r"TRL_VERIGATE_[A-Z_]+", text)) == {cli.REPL_ENV, cli.PROJECT_ENV}
+    assert set(re.findall(r"TRL_VERIGATE_[A-Z_]+", text)) == {cli_options.REPL_ENV, cli_options.PROJECT_ENV}
     makefile = (REPO_ROOT / "Makefile").read_text(encoding="utf-8")
     targets = set(re.findall(r"^([\w-]+):", makefile, re.MULTILINE))
     for target in re.findall(r"\bmake ([\w-]+)", text):

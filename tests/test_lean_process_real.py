@@ -20,8 +20,8 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer
 
-from trl_verigate.cli import resolve_project_dir, resolve_repl_command
 from trl_verigate.lean_server import LeanServer, LeanServerConfig
+from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
 from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

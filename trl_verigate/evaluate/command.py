@@ -132,7 +132,7 @@ def _lean_verifier(args: argparse.Namespace):
         client = LeanClient(args.lean_server_urls, timeout=args.lean_timeout)
         _check_reachable(args.lean_server_urls)
         return client, _PROOFS_PER_SERVER * len(args.lean_server_urls)
-    from trl_verigate.cli import resolve_project_dir, resolve_repl_command
+    from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
 
     project_dir = resolve_project_dir(args.lean_project_dir)
     repl_command = resolve_repl_command(args.lean_repl_command, project_dir)

@@ -1,0 +1,418 @@
+"""`trl-verigate lean-doctor`: check the Lean setup step by step (toolchain, project, REPL, Mathlib, a header load,
+a trivial proof, the recheck backends) and print how to fix each failing step."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from trl_verigate.lean_server import recheck, verdict
+from trl_verigate.lean_server.cli_options import (
+    PROJECT_ENV,
+    RECHECK_EXAMPLE,
+    REPL_BUILD_PATH,
+    REPL_ENV,
+    absolute_if_path,
+    add_lean_options,
+    read_header,
+    repl_binary_of,
+    resolve_project_dir,
+    resolve_repl_command,
+)
+from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
+
+ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
+DOCTOR_STATEMENT = "theorem doctor_check : 1 + 1 = 2 := by"
+DOCTOR_PROOF = "  decide"
+# Where a message from the process module points at the doctor; the doctor is already running.
+_DOCTOR_HINT = re.compile(r"[;,]?\s*\(?`trl-verigate lean-doctor`(?: checks the setup)?\)?")
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: not applicable or not checkable because an earlier check failed
+    detail: str
+    fix: str | None = None
+
+    def render(self) -> str:
+        mark = {True: "✓", False: "✗", None: "-"}[self.ok]
+        lines = [f"{mark} {self.name}: {self.detail}"]
+        if self.ok is False and self.fix:
+            lines.append(f"    fix: {self.fix}")
+        return "\n".join(lines)
+
+
+def _tool_version(tool: str, fix: str) -> Check:
+    path = shutil.which(tool)
+    if path is None:
+        return Check(tool, False, "not found on PATH", fix)
+    try:
+        run = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(tool, False, f"{path} --version failed: {exc}", fix)
+    if run.returncode != 0:
+        return Check(tool, False, f"{path} --version exited {run.returncode}: {run.stderr.strip()[:200]}", fix)
+    version = (run.stdout or run.stderr).strip()
+    if not version:
+        return Check(tool, False, f"{path} --version printed nothing: it is not {tool}", fix)
+    return Check(tool, True, f"{version.splitlines()[0]} ({path})")
+
+
+def _read_toolchain(directory: Path) -> str | None:
+    path = directory / "lean-toolchain"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+
+def _mathlib_oleans(project_dir: Path) -> Path | None:
+    mathlib = project_dir / ".lake" / "packages" / "mathlib"
+    # Lake moved build outputs from build/lib to .lake/build/lib/lean across versions.
+    for olean in (
+        mathlib / ".lake" / "build" / "lib" / "lean" / "Mathlib.olean",
+        mathlib / ".lake" / "build" / "lib" / "Mathlib.olean",
+        mathlib / "build" / "lib" / "Mathlib.olean",
+    ):
+        if olean.is_file():
+            return olean
+    return None
+
+
+def run_doctor(
+    project_dir: Path,
+    repl_command: list[str] | None,
+    header: str,
+    timeout: float,
+    startup_timeout: float,
+    memory_limit_mb: int | None = LeanServerConfig.memory_limit_mb,
+    sandbox: str = LeanServerConfig.sandbox,
+    recheck_command: list[str] | None = None,
+    recheck_mode: str | None = None,
+    recheck_timeout: float = LeanServerConfig.recheck_timeout,
+) -> list[Check]:
+    """Every check of `trl-verigate lean-doctor`, in order; never raises for a broken setup."""
+    checks = [
+        _tool_version("elan", f"install elan: {ELAN_INSTALL}, then open a new shell"),
+        _tool_version("lake", "lake comes with the toolchain: install elan, then run `elan default stable`"),
+        _tool_version("lean", "lean comes with the toolchain: install elan, then run `elan default stable`"),
+    ]
+    project_toolchain = _read_toolchain(project_dir)
+    if project_toolchain is None:
+        checks.append(
+            Check(
+                "project",
+                False,
+                f"no lean-toolchain in {project_dir}",
+                f"create a Mathlib project: `lake new proj math && cd proj && lake exe cache get`, then pass "
+                f"--project-dir proj or set {PROJECT_ENV}",
+            )
+        )
+    else:
+        checks.append(Check("project", True, f"{project_dir} uses {project_toolchain}"))
+
+    # The REPL must be built for the project's toolchain, so without a project there is no file to copy yet.
+    if project_toolchain is None:
+        toolchain_source = f'"${PROJECT_ENV}/lean-toolchain"'
+        project_first = f"first create the Lean project (see `project`) and export {PROJECT_ENV}=<its directory>; then "
+    else:
+        toolchain_source = shlex.quote(str(project_dir / "lean-toolchain"))
+        project_first = ""
+    build_fix = (
+        f"{project_first}git clone https://github.com/leanprover-community/repl && cd repl && "
+        f"cp {toolchain_source} . && lake build; then export {REPL_ENV}=$PWD/{REPL_BUILD_PATH}"
+    )
+    binary = repl_binary_of(repl_command) if repl_command else None
+    repl_problem = _repl_command_problem(repl_command) if repl_command else None
+    if repl_command is None:
+        checks.append(
+            Check("REPL", False, f"none configured (--repl-command, ${REPL_ENV}) or found near the project", build_fix)
+        )
+    elif repl_problem is not None:
+        checks.append(
+            Check(
+                "REPL",
+                False,
+                f"{repl_problem} (command: {shlex.join(repl_command)}; relative paths are read from the directory "
+                "you run this in)",
+                f"point --repl-command at the built REPL; to build one: {build_fix}",
+            )
+        )
+    else:
+        found = f"REPL binary {binary}" if binary is not None else f"executable {shutil.which(repl_command[0])}"
+        checks.append(Check("REPL", True, f"{found} exists (run as: {shlex.join(repl_command)})"))
+
+    repl_toolchain = _read_toolchain(binary.parents[3]) if binary is not None and len(binary.parents) > 3 else None
+    if project_toolchain is None or repl_toolchain is None:
+        checks.append(Check("REPL toolchain", None, "cannot compare: project or REPL toolchain unknown"))
+    elif repl_toolchain != project_toolchain:
+        checks.append(
+            Check(
+                "REPL toolchain",
+                False,
+                f"REPL built for {repl_toolchain}, project uses {project_toolchain}",
+                f"cp {project_dir / 'lean-toolchain'} {binary.parents[3]} && cd {binary.parents[3]} && lake build",
+            )
+        )
+    else:
+        checks.append(Check("REPL toolchain", True, f"both {project_toolchain}"))
+
+    if not re.search(r"^\s*import\s+Mathlib\b", header, flags=re.MULTILINE):
+        checks.append(Check("Mathlib", None, "the header does not import Mathlib"))
+    elif not (project_dir / ".lake" / "packages" / "mathlib").is_dir():
+        checks.append(
+            Check(
+                "Mathlib",
+                False,
+                f"not in {project_dir / '.lake' / 'packages'}",
+                "create the project with `lake new proj math` (or add mathlib to lakefile), then `lake exe cache get`",
+            )
+        )
+    elif (olean := _mathlib_oleans(project_dir)) is None:
+        checks.append(
+            Check(
+                "Mathlib", False, "present but not built (no Mathlib.olean)", f"cd {project_dir} && lake exe cache get"
+            )
+        )
+    else:
+        checks.append(Check("Mathlib", True, f"cache present ({olean})"))
+
+    if repl_command is None or repl_problem is not None:
+        checks.append(Check("header", None, "not run: no runnable REPL (see `REPL`)"))
+        checks.append(Check("proof", None, "not run: no runnable REPL (see `REPL`)"))
+    else:
+        checks.extend(
+            _run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb, sandbox)
+        )
+    checks.extend(_backend_checks(recheck_command))
+    checks.append(_recheck_check(header, recheck_command, recheck_mode, recheck_timeout, project_dir))
+    return checks
+
+
+def _repl_command_problem(argv: list[str]) -> str | None:
+    """Why `argv` cannot run as given, or None: its program is neither an executable file nor on PATH, or the first
+    path among its arguments (what a wrapper such as `lake env X` or `python X` runs) does not exist. Later paths
+    may be outputs (a log file) and are not checked. resolve_repl_command made every path argument absolute."""
+    if shutil.which(argv[0]) is None:
+        return f"{argv[0]} is neither an executable file nor a program on PATH"
+    run_path = next((arg for arg in argv[1:] if os.path.isabs(arg)), None)
+    if run_path is not None and not os.path.exists(run_path):
+        return f"{run_path} does not exist"
+    return None
+
+
+def _backend_checks(recheck_command: list[str] | None) -> list[Check]:
+    """Which `lean-recheck` backends this machine has the tools for (found, not run: `recheck` runs the configured one)."""
+    from trl_verigate.lean_server import sandbox
+
+    tools = {tool: shutil.which(tool) for tool in ("lake", "lean", "bwrap", "comparator", "landrun", "lean4export")}
+    if tools["bwrap"] is None:
+        bubblewrap = "bubblewrap not on PATH (compiles would run unsandboxed; install bubblewrap)"
+    else:
+        problem = sandbox.probe(tools["bwrap"])
+        bubblewrap = "bubblewrap works" if problem is None else f"bubblewrap does not run here: {problem}"
+    if tools["lake"] and tools["lean"]:
+        replay = Check("backend replay", True, f"lake ({tools['lake']}) and lean ({tools['lean']}) found; {bubblewrap}")
+    else:
+        missing = " and ".join(tool for tool in ("lake", "lean") if not tools[tool])
+        replay = Check("backend replay", None, f"unavailable: {missing} not on PATH (it needs the Lean toolchain)")
+    configured = recheck_command is not None and "comparator" in " ".join(recheck_command)
+    if tools["comparator"]:
+        helpers = ", ".join(
+            f"{tool} {'found' if tools[tool] else 'NOT on PATH'}" for tool in ("landrun", "lean4export")
+        )
+        comparator = Check("backend comparator", True, f"{tools['comparator']} found; {helpers}")
+    elif configured:
+        comparator = Check("backend comparator", None, "not on PATH, but named in --recheck-command (see `recheck`)")
+    else:
+        comparator = Check(
+            "backend comparator", None, "unavailable: comparator not on PATH (https://github.com/leanprover/comparator)"
+        )
+    return [replay, comparator]
+
+
+def _recheck_check(
+    header: str,
+    recheck_command: list[str] | None,
+    recheck_mode: str | None,
+    recheck_timeout: float,
+    project_dir: Path,
+) -> Check:
+    """The configured checker run on the doctor's proof (✓ only when it confirms it), or the REPL-alone notice."""
+    if not recheck_command or recheck_mode == "none":
+        return Check(
+            "recheck",
+            None,
+            "none configured: training will use the REPL verdict alone, which a proof that runs code can forge; "
+            f"to confirm passes with the kernel outside the REPL pass --recheck-command '{RECHECK_EXAMPLE}'",
+        )
+    item = recheck.RecheckItem(
+        id="doctor",
+        header=header,
+        statement=DOCTOR_STATEMENT,
+        theorem="doctor_check",
+        axiom_whitelist=LeanServerConfig.axiom_whitelist,
+        proof=DOCTOR_PROOF,
+    )
+    started = time.monotonic()
+    try:
+        # In the project, as the server runs it (LeanServerConfig.project_dir is the checker's cwd).
+        verdicts = asyncio.run(recheck.run_checker(recheck_command, [item], recheck_timeout, cwd=str(project_dir)))
+    except recheck.CheckerFailure as error:
+        return Check(
+            "recheck",
+            False,
+            f"{shlex.join(recheck_command)} failed: {error}",
+            "fix what the message names; `trl-verigate lean-recheck --help` lists the backends' options",
+        )
+    verdict = verdicts["doctor"]
+    if not verdict.ok:
+        return Check(
+            "recheck",
+            False,
+            f"{shlex.join(recheck_command)} refused `{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}`: {verdict.message}",
+            "the checker must accept a trivial proof: check its --project-dir and toolchain",
+        )
+    return Check(
+        "recheck",
+        True,
+        f"{recheck_mode}: {shlex.join(recheck_command)} confirmed `{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` in "
+        f"{time.monotonic() - started:.1f}s",
+    )
+
+
+_PROOF_FIXES = {
+    "failed": "Lean refused a trivial proof: check the header's options, and rebuild the REPL with the project's "
+    "lean-toolchain",
+    "timeout": "raise --timeout (the machine may be overloaded), or lower --workers",
+    "crashed": "the REPL died: raise --memory-limit-mb (Mathlib needs several GB per REPL)",
+}
+
+
+def _run_checks_in_repl(
+    project_dir: Path,
+    repl_command: list[str],
+    header: str,
+    timeout: float,
+    startup_timeout: float,
+    memory_limit_mb: int | None,
+    sandbox: str,
+) -> list[Check]:
+    config = LeanServerConfig(
+        repl_command=repl_command,
+        project_dir=str(project_dir) if project_dir.is_dir() else None,
+        header=header,
+        workers=1,
+        timeout=timeout,
+        startup_timeout=startup_timeout,
+        memory_limit_mb=memory_limit_mb,
+        sandbox=sandbox,
+    )
+    return asyncio.run(_header_and_proof_checks(config))
+
+
+async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
+    """Load the header in one REPL, then run the doctor's proof in that REPL's env.
+
+    One process for both checks: with Mathlib, loading the header takes minutes.
+    """
+    process = ReplProcess(config)
+    try:
+        try:
+            await process.start(config.header)
+        except ReplStartError as exc:
+            message = _DOCTOR_HINT.sub("", str(exc))
+            return [
+                Check("header", False, message, _header_fix(message)),
+                Check("proof", None, "not run: the header did not load"),
+            ]
+        first_line = config.header.splitlines()[0] if config.header else "empty header"
+        header_check = Check("header", True, f"loaded in {process.startup_s:.1f}s ({first_line})")
+        try:
+            result = await _doctor_proof(process, config)
+        except Exception as exc:  # the doctor reports every failure as a checklist line, never a traceback
+            return [
+                header_check,
+                Check("proof", False, f"the proof check failed: {type(exc).__name__}: {exc}", "see the error above"),
+            ]
+        return [header_check, _proof_check(result)]
+    finally:
+        await process.close()
+
+
+def _header_fix(message: str) -> str:
+    """The fix for a REPL that did not load the header, by what its message says went wrong."""
+    if "rejected the header" in message:
+        return (
+            "a missing module usually means `lake exe cache get` was not run in the project, or the REPL was built "
+            "for another toolchain; otherwise fix the header's imports/options"
+        )
+    if "startup_timeout" in message:
+        return "raise --startup-timeout (importing Mathlib from a cold disk cache takes minutes)"
+    if "sandbox" in message or "bubblewrap" in message:
+        return "install bubblewrap (`apt-get install bubblewrap`) or pass --sandbox none"
+    return "fix what the message names (the REPL's exit status and stderr are quoted above)"
+
+
+async def _doctor_proof(process: ReplProcess, config: LeanServerConfig) -> VerificationResult:
+    """The verdict on the doctor's trivial proof, judged exactly as LeanServer judges a request."""
+    prepared = verdict.prepare(
+        ProofRequest(statement=DOCTOR_STATEMENT, proof=DOCTOR_PROOF), config.header, config.allow_native_decide
+    )
+    if isinstance(prepared, VerificationResult):
+        return prepared
+    started = time.monotonic()
+    try:
+        response = await process.run({"cmd": prepared.code, "env": process.header_env}, config.timeout)
+    except ReplError as error:
+        return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s)
+    return verdict.judge(prepared, response, config, time.monotonic() - started)
+
+
+def _proof_check(result: VerificationResult) -> Check:
+    if result.passed:
+        return Check("proof", True, f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF}` passed in {result.time_s:.2f}s")
+    errors = "; ".join(m.text for m in result.messages if m.severity == "error") or result.reason or "no reason given"
+    return Check(
+        "proof",
+        False,
+        f"`{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` gave status={result.status}: {errors[:300]}",
+        _PROOF_FIXES.get(result.status, "fix what the reason names; check --repl-command and --project-dir"),
+    )
+
+
+def add_parser(subparsers) -> None:
+    summary = "check the Lean setup step by step and print how to fix it"
+    parser = subparsers.add_parser("lean-doctor", help=summary, description=summary[0].upper() + summary[1:] + ".")
+    add_lean_options(parser)
+    # A first import of Mathlib on a cold cache is slower than the server's restarts.
+    parser.set_defaults(func=_run_lean_doctor, startup_timeout=600.0)
+
+
+def _run_lean_doctor(args: argparse.Namespace) -> int:
+    project_dir = resolve_project_dir(args.project_dir)
+    recheck_command = [absolute_if_path(arg) for arg in shlex.split(args.recheck_command or "")] or None
+    checks = run_doctor(
+        project_dir=project_dir,
+        repl_command=resolve_repl_command(args.repl_command, project_dir),
+        header=read_header(args.header_file),
+        timeout=args.timeout,
+        startup_timeout=args.startup_timeout,
+        memory_limit_mb=args.memory_limit_mb or None,
+        sandbox=args.sandbox,
+        recheck_command=recheck_command,
+        recheck_mode=args.recheck or ("passed" if recheck_command else "none"),
+        recheck_timeout=args.recheck_timeout,
+    )
+    for check in checks:
+        print(check.render())
+    failed = [c.name for c in checks if c.ok is False]
+    print(f"\n{'all checks passed' if not failed else 'failed: ' + ', '.join(failed)}")
+    return 1 if failed else 0
