@@ -5,14 +5,41 @@ instead of the int64 limb splitting torch needs, numpy float32 ops instead of to
 plus values hard-coded when the generator was written, pins the generator down."""
 
 import hashlib
+import logging
 import math
+import os
+import shlex
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
 import torch
 
 from trl_verigate.es import noise as noise_module
+from trl_verigate.es import noise_kernel
 from trl_verigate.es.noise import es_noise
+
+HAS_COMPILER = shutil.which(shlex.split(os.environ.get("CC") or "cc")[0]) is not None
+needs_compiler = pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler (CC or cc) to build the CPU noise kernel")
+
+
+@pytest.fixture(params=["kernel", "torch ops"])
+def cpu_path(request, monkeypatch):
+    """Run a test through the C kernel (es_noise's CPU path) and again through the torch ops (the definition)."""
+    if request.param == "kernel":
+        if not HAS_COMPILER:
+            pytest.skip("no C compiler (CC or cc) to build the CPU noise kernel")
+        assert noise_kernel.load_kernel() is not None, "the CPU noise kernel did not build (see the logged warning)"
+
+        def no_torch_ops(*args):
+            raise AssertionError("the torch ops ran although the kernel is available")
+
+        monkeypatch.setattr(noise_module, "_fill_noise_ops", no_torch_ops)
+    else:
+        monkeypatch.setattr(noise_kernel, "load_kernel", lambda: None)
+    return request.param
+
 
 F32 = np.float32
 
@@ -84,7 +111,7 @@ def numpy_cosine(u2):
     "seed,name,shape",
     [(0, "w", (7,)), (12345, "model.layers.0.mlp.up_proj.weight", (33, 17)), (2**31 - 1, "b", (3, 4, 5))],
 )
-def test_matches_the_numpy_twin_bit_for_bit(seed, name, shape):
+def test_matches_the_numpy_twin_bit_for_bit(cpu_path, seed, name, shape):
     expected = numpy_es_noise(seed, name, math.prod(shape)).reshape(shape)
     actual = es_noise(seed, name, shape).numpy()
     assert actual.dtype == np.float32
@@ -92,6 +119,7 @@ def test_matches_the_numpy_twin_bit_for_bit(seed, name, shape):
 
 
 def test_chunking_does_not_change_the_values(monkeypatch):
+    monkeypatch.setattr(noise_kernel, "load_kernel", lambda: None)  # chunks are the torch ops' only
     whole = es_noise(5, "x", (2500,))
     monkeypatch.setattr(noise_module, "CHUNK_ELEMENTS", 1000)
     assert torch.equal(es_noise(5, "x", (2500,)), whole)
@@ -126,7 +154,7 @@ HARD_CODED = {
 }
 
 
-def test_hard_coded_values():
+def test_hard_coded_values(cpu_path):
     for (seed, name), values in HARD_CODED.items():
         assert es_noise(seed, name, (len(values),)).tolist() == values
     assert noise_module.NOISE_VERSION == "es-noise-v1"
@@ -180,34 +208,53 @@ def _as_int32_bits(words: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(words.astype(np.uint32).view(np.int32).copy())
 
 
+def kernel_stages(hashed: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """The C kernel's radius and cosine of the given hash words (its `es_noise_stages` entry point)."""
+    library = noise_kernel.load_kernel()
+    assert library is not None, "the CPU noise kernel did not build (see the logged warning)"
+    radius, cosine = torch.empty(len(hashed)), torch.empty(len(hashed))
+    library.es_noise_stages(
+        hashed.data_ptr(), radius.data_ptr(), cosine.data_ptr(), len(hashed), *noise_module.KERNEL_CONSTANTS
+    )
+    return radius.numpy(), cosine.numpy()
+
+
 def test_radius_stage_matches_the_twin_on_every_u1():
     """The radius sqrt(-2 ln u1) depends on 23 bits of mix32(x ^ k2) only: all 2^23 of them, against the twin (with
-    random bits in the 9 ignored low bits, which must not matter)."""
+    random bits in the 9 ignored low bits, which must not matter), through the torch ops and the C kernel."""
     rng = np.random.default_rng(0)
     for first in range(0, 1 << 23, 1 << 21):
         k = np.arange(first, first + (1 << 21), dtype=np.uint64)
         hashed = _as_int32_bits((k << np.uint64(9)) | rng.integers(0, 512, len(k), dtype=np.uint64))
         buffers = noise_module._Buffers(len(k), "cpu")
+        kernel_radius = kernel_stages(hashed)[0] if HAS_COMPILER else None
         actual = noise_module._box_muller_radius(hashed, buffers.ints[0], buffers.floats[0], buffers.floats[1])
         u1 = (k.astype(np.float32) * F32(2) + F32(1)) * F32(2.0**-24)
-        np.testing.assert_array_equal(actual.numpy().view(np.uint32), numpy_radius(u1).view(np.uint32))
+        expected = numpy_radius(u1).view(np.uint32)
+        np.testing.assert_array_equal(actual.numpy().view(np.uint32), expected)
+        if HAS_COMPILER:
+            np.testing.assert_array_equal(kernel_radius.view(np.uint32), expected)
 
 
 def test_cosine_stage_matches_the_twin_on_every_u2():
-    """cos(2 pi u2) depends on the top 24 bits of mix32(x ^ k3) only: all 2^24 of them, against the twin."""
+    """cos(2 pi u2) depends on the top 24 bits of mix32(x ^ k3) only: all 2^24 of them, against the twin, through the
+    torch ops and the C kernel."""
     rng = np.random.default_rng(1)
     for first in range(0, 1 << 24, 1 << 22):
         j = np.arange(first, first + (1 << 22), dtype=np.uint64)
         hashed = _as_int32_bits((j << np.uint64(8)) | rng.integers(0, 256, len(j), dtype=np.uint64))
+        kernel_cosine = kernel_stages(hashed)[1] if HAS_COMPILER else None
         out, square = torch.empty(len(j)), torch.empty(len(j))
         actual = noise_module._cos_two_pi(hashed, out, square)
-        expected = numpy_cosine(j.astype(np.float32) * F32(2.0**-24))
-        np.testing.assert_array_equal(actual.numpy().view(np.uint32), expected.view(np.uint32))
+        expected = numpy_cosine(j.astype(np.float32) * F32(2.0**-24)).view(np.uint32)
+        np.testing.assert_array_equal(actual.numpy().view(np.uint32), expected)
+        if HAS_COMPILER:
+            np.testing.assert_array_equal(kernel_cosine.view(np.uint32), expected)
 
 
 @pytest.mark.parametrize("chunk", [1000, 1024])
 @pytest.mark.parametrize("first", [2**31 - 1500, 2**32 - 1500])
-def test_counters_across_2_to_the_31_and_32_match_the_twin(monkeypatch, chunk, first):
+def test_counters_across_2_to_the_31_and_32_match_the_twin(cpu_path, monkeypatch, chunk, first):
     """Chunks split at multiples of 2^31 (the int32 sign of the low word) and 2^32 (the high word); unaligned chunk
     starts (chunk 1000) take the add path, aligned ones (chunk 1024 after the boundary) the xor path."""
     monkeypatch.setattr(noise_module, "CHUNK_ELEMENTS", chunk)
@@ -221,6 +268,93 @@ def test_counters_across_2_to_the_31_and_32_match_the_twin(monkeypatch, chunk, f
 def test_every_chunk_path_matches_the_twin(monkeypatch, chunk):
     """Unaligned chunks (add the offsets), aligned chunks of at most 2^16 (mix32's first step folded into the
     counter xor) and aligned larger chunks (the accelerator chunking: a plain xor)."""
+    monkeypatch.setattr(noise_kernel, "load_kernel", lambda: None)
     monkeypatch.setattr(noise_module, "CHUNK_ELEMENTS", chunk)
     values = es_noise(6, "chunks", (300_000,))
     np.testing.assert_array_equal(values.numpy().view(np.uint32), numpy_es_noise(6, "chunks", 300_000).view(np.uint32))
+
+
+# Counter ranges where a word boundary matters (2^31: the int32 sign of the low word; 2^32 and beyond: the high word).
+FAR_STARTS = [0, 1, 2**31 - 7_000, 2**32 - 7_000, 2**32, 3 * 2**32 + 12_345, 2**40 + 77, 2**63 - 50_000]
+
+
+@needs_compiler
+def test_kernel_equals_the_torch_ops_and_the_twin_on_many_tensors():
+    """Random (seed, name, size, first counter) through both CPU paths and the numpy twin, bit for bit."""
+    rng = np.random.default_rng(2)
+    names = ["w", "model.layers.3.self_attn.o_proj.weight", "lm_head.weight", "ünïcode.bias", ""]
+    for case in range(24):
+        seed = int(rng.integers(0, 2**40)) if case % 3 else case
+        name = names[case % len(names)]
+        size = int(rng.integers(1, 40_000))
+        first = FAR_STARTS[case % len(FAR_STARTS)]
+        key = noise_module.noise_key(seed, name)
+        kernel, ops = torch.empty(size), torch.empty(size)
+        noise_module._fill_noise(kernel, first, key)
+        noise_module._fill_noise_ops(ops, first, key)
+        expected = numpy_es_noise(seed, name, size, first=first).view(np.uint32)
+        np.testing.assert_array_equal(ops.numpy().view(np.uint32), expected)
+        np.testing.assert_array_equal(kernel.numpy().view(np.uint32), expected)
+
+
+@needs_compiler
+def test_es_noise_uses_the_kernel_for_any_shape_on_the_cpu(monkeypatch):
+    """es_noise of several shapes (the flat row-major order) through the kernel equals the torch ops' values."""
+    assert noise_kernel.load_kernel() is not None
+    shapes = [(), (1,), (3, 5, 7), (1536, 40), (2, 0, 3)]
+    with_kernel = [es_noise(31, "shaped", shape) for shape in shapes]
+    monkeypatch.setattr(noise_kernel, "load_kernel", lambda: None)
+    for shape, values in zip(shapes, with_kernel, strict=True):
+        assert values.shape == torch.Size(shape)
+        assert torch.equal(values.view(torch.int32), es_noise(31, "shaped", shape).view(torch.int32))
+
+
+@pytest.fixture
+def kernel_reloaded(monkeypatch, tmp_path):
+    """A fresh kernel load with its cache in tmp_path, forgotten again afterwards (the next test loads the real one)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    noise_kernel.forget_kernel()
+    yield tmp_path / "trl_verigate" / "es_noise"
+    noise_kernel.forget_kernel()
+
+
+@pytest.mark.parametrize(
+    "compiler", ["/nonexistent/cc", "cc -fno-such-option-anywhere"], ids=["no compiler", "build fails"]
+)
+def test_without_the_kernel_the_torch_ops_give_the_same_values_and_one_warning(
+    kernel_reloaded, monkeypatch, caplog, compiler
+):
+    if compiler.startswith("cc") and not HAS_COMPILER:
+        pytest.skip("no cc to make a failing build with")
+    monkeypatch.setenv("CC", compiler)
+    with caplog.at_level(logging.WARNING, logger=noise_kernel.__name__):
+        first = es_noise(7, "w", (6,))
+        second = es_noise(8, "far", (3000,))
+    warnings = [record for record in caplog.records if record.name == noise_kernel.__name__]
+    assert len(warnings) == 1 and "torch ops" in warnings[0].getMessage()
+    assert first.tolist() == HARD_CODED[(7, "w")]
+    np.testing.assert_array_equal(second.numpy().view(np.uint32), numpy_es_noise(8, "far", 3000).view(np.uint32))
+    assert not list(kernel_reloaded.glob("*.so"))
+
+
+@needs_compiler
+def test_the_kernel_is_built_once_into_the_cache(kernel_reloaded, monkeypatch):
+    builds = []
+    real_run = subprocess.run
+
+    def recording_run(command, *args, **kwargs):
+        if "-shared" in command:
+            builds.append(command)
+        return real_run(command, *args, **kwargs)
+
+    monkeypatch.setattr(noise_kernel.subprocess, "run", recording_run)
+    assert noise_kernel.load_kernel() is not None
+    libraries = list(kernel_reloaded.glob("noise_kernel-*.so"))
+    assert len(builds) == 1 and len(libraries) == 1
+    for flag in ("-ffp-contract=off", "-fno-fast-math"):
+        assert flag in builds[0]
+    noise_kernel.forget_kernel()
+    assert noise_kernel.load_kernel() is not None  # a second process: loads the cached library, builds nothing
+    assert len(builds) == 1
+    assert es_noise(7, "w", (6,)).tolist() == HARD_CODED[(7, "w")]
+    assert not [path for path in kernel_reloaded.iterdir() if path not in libraries]  # no scratch left behind

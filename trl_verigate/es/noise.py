@@ -20,6 +20,10 @@ tensors of equal shape independent, unlike reseeding one generator with the same
 
 How it is computed (the values above are the definition; this is only how they are reached quickly):
 
+- On the CPU, `noise_kernel.c` (built on first use with the system C compiler, see `noise_kernel`) performs the torch
+  ops' float32 operations below in the same order, one pass per element (no fused multiply-add, no reassociation);
+  tests compare it with the torch ops and the numpy twin bit for bit, its float stages on every possible input.
+  Without a compiler the torch ops run on the CPU too (one warning). Elsewhere (CUDA) the torch ops run:
 - Chunks of `CHUNK_ELEMENTS` run through 7 preallocated int32/float32 buffers with in-place ops and 0-dim constant
   operands, so the ~115 elementwise steps per chunk stay in the CPU's L2 cache, allocate nothing and convert no
   Python number (6-13x the throughput, measured under load, of the int64, allocate-per-step form this replaced, same bits).
@@ -33,12 +37,15 @@ How it is computed (the values above are the definition; this is only how they a
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import math
 import struct
 
 import torch
+
+from trl_verigate.es import noise_kernel
 
 # Bump when any value above changes: an es_state.json records it, and a replay with another version is refused.
 NOISE_VERSION = "es-noise-v1"
@@ -83,6 +90,14 @@ _TWO_PI_OVER_2_24 = _f32(TWO_PI) * 2.0**-24
 _SQRT_CHORD_SLOPE_F32 = _f32(SQRT_CHORD_SLOPE)
 _SQRT_HALF_BITS = _f32_bits(SQRT_HALF)
 _HALF_BITS = _f32_bits(0.5)
+# The CPU kernel's constant operands, in noise_kernel.c's order: the same float32 values the torch ops use.
+KERNEL_CONSTANTS = (
+    (ctypes.c_float * 16)(
+        *_LOG_SERIES_F32, *_SIN_SERIES_F32, -_TWO_PI_OVER_2_24, _MINUS_TWO_LN2_F32, _SQRT_CHORD_SLOPE_F32
+    ),
+    _SQRT_HALF_BITS,
+    _HALF_BITS,
+)
 
 
 def noise_key(seed: int, name: str) -> tuple[int, int, int, int]:
@@ -277,7 +292,19 @@ def es_noise(seed: int, name: str, shape, device=None, out: torch.Tensor | None 
 
 
 def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
-    """flat[j] ← ε of element counter first + j, chunk by chunk."""
+    """flat[j] ← ε of element counter first + j: the C kernel on the CPU when it builds (`noise_kernel`), else the
+    torch ops."""
+    kernel = noise_kernel.load_kernel() if flat.device.type == "cpu" else None
+    if kernel is None:
+        _fill_noise_ops(flat, first, key)
+    else:
+        if flat.dtype != torch.float32 or not flat.is_contiguous():  # the kernel writes len(flat) floats at data_ptr
+            raise ValueError(f"_fill_noise needs a contiguous float32 tensor, got {flat.dtype}")
+        kernel.es_noise_fill(flat.data_ptr(), len(flat), first, *key, *KERNEL_CONSTANTS)
+
+
+def _fill_noise_ops(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
+    """flat[j] ← ε of element counter first + j with torch ops, chunk by chunk (the definition; any device)."""
     count_total = len(flat)
     chunk = CHUNK_ELEMENTS if flat.device.type == "cpu" else ACCELERATOR_CHUNK_ELEMENTS
     buffers = _Buffers(min(count_total, chunk), flat.device)
