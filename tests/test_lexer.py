@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from trl_verigate.lean_server import lexer
 from trl_verigate.lean_server.lexer import PrecheckError, enclosing_openers, lex
 from trl_verigate.lean_server.tactics import CLOSERS, OPENERS
 
@@ -105,6 +106,18 @@ def test_unclear_lexing_is_an_error_at_its_place(text, reason, offset):
 def test_trailing_whitespace_is_no_token():
     assert lex("a \n\t\r ") == lex("a")
     assert lex(" \n ") == []
+
+
+@pytest.mark.parametrize("text", ["simp", "simp   ", "simp\n\n\n", "  (a, b)\n  ", "x.1 + 2\t \r\n", "   ", ""])
+def test_the_scan_tiles_the_text_to_its_end(text):
+    """Each match of the lexer's pattern starts where the one before ended and the last ends at the end of the text,
+    trailing whitespace included: had the pattern no match there, `finditer` would search on from every whitespace
+    character, each search skipping the rest of it, and a proof ending in a megabyte of line breaks took minutes."""
+    position = 0
+    for match in lexer._NEXT_TOKEN.finditer(text):
+        assert match.start() == position
+        position = match.end()
+    assert position == len(text)
 
 
 def _enclosing_by_backward_scan(code, k: int) -> int:

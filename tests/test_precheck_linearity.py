@@ -81,6 +81,8 @@ SHAPES: dict[str, Callable[[int], Request]] = {
     "first_alternatives": lambda n: _proof(_repeat("simp", n, "  first | ", "", " | ")),
     "file": lambda n: _file(_repeat("  rw [h]\n  simp\n  ring_nf\n", n)),
     "file_one_line": lambda n: _file(_repeat("sq_nonneg (a - b)", n, "  nlinarith [", "]", ", ")),
+    # Whitespace after the last token (the lexer's scan once searched on from each of its characters).
+    "trailing_whitespace": lambda n: _proof(_repeat(" \n", n, "  simp")),
 }
 # Shapes refused at their end, after the whole proof was read: the rejection's position and corrected form.
 REJECTED_SHAPES: dict[str, Callable[[int], Request]] = {

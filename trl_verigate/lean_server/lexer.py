@@ -49,6 +49,8 @@ _RUN_SYMBOL_CHARACTERS = "()\\[\\]{}⟨⟩,:=;"
 # `_lex_special`), an identifier (dotted parts, `«escaped»` ones included), a number, or any other character as a
 # one-character symbol. The alternatives are tried in the order Lean's tokenizer tries them; each matches at its
 # start or not at all, and the whitespace is skipped possessively, so nothing backtracks past the token.
+# At the end of the text, after any trailing whitespace, the empty `end` matches: without it the scan searched on
+# from every trailing whitespace character, each search skipping the rest of it (quadratic in trailing whitespace).
 _NEXT_TOKEN = re.compile(
     r"[ \n\r\t]*+(?:"
     r"""(?P<special>--|/-|r#*"|["'])"""
@@ -57,11 +59,12 @@ _NEXT_TOKEN = re.compile(
     r"|(?P<unterminated>«)"
     rf"|(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{4,}})"
     r"|(?P<symbol>[^ \n\r\t])"
+    r"|(?P<end>\Z)"
     r")",
     re.DOTALL,
 )
-_IDENT, _NUMBER_GROUP, _SYMBOL, _SYMBOLS = (
-    _NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol", "symbols")
+_IDENT, _NUMBER_GROUP, _SYMBOL, _SYMBOLS, _END = (
+    _NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol", "symbols", "end")
 )
 # A character that may start a comment, a literal or the `'`/`«` tokens `_lex_special` reads: a segment of an
 # interpolated string without one is lexed in place.
@@ -179,8 +182,8 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
     components_of: dict[str, tuple[str, ...]] = {}
     while True:
         # Consecutive matches, one per token; a comment or literal is lexed by `_lex_special` and the scan resumes
-        # after it. At trailing whitespace the pattern no longer matches and the scan ends. Groups are read by
-        # number (`_IDENT` …), which is quicker than by name.
+        # after it. At the end of the text `end` matches and the scan ends. Groups are read by number (`_IDENT` …),
+        # which is quicker than by name.
         for found in _NEXT_TOKEN.finditer(text, i, n):
             group = found.lastindex
             start, end = found.span(group)
@@ -200,11 +203,11 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
                 tokens.extend(map(_new_token, run))
             elif group == _NUMBER_GROUP:
                 append(new(Token, ("number", start, end, found.group(group), ())))
+            elif group == _END:
+                return tokens
             else:  # special, unterminated
                 i = _lex_special(text, start, n, tokens)
                 break
-        else:
-            return tokens
 
 
 def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
