@@ -11,16 +11,23 @@ import pytest
 from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle, line_spans
 from experiments.toy_arithmetic.task import Problem, make_problems, make_splits, random_problem
 from trl_verigate.rewards.lean import ProcessOracle
+from trl_verigate.rewards.symbolic import SymbolicStepScorer
 
 D1, D2 = -0.05, -0.1
 
 
 def test_problem_steps_and_answer_by_hand():
     problem = Problem((12, 7, 3), ("+", "-"))
-    assert problem.prompt == "Compute: 12 + 7 - 3\n"
-    assert problem.completion() == "12 + 7 = 19\n19 - 3 = 16\n\\boxed{16}"
+    assert problem.prompt == "Compute: 12+7-3\n"
+    assert problem.completion() == "12+7-3=19-3\n19-3=16\n\\boxed{16}"
     assert problem.solution == "\\boxed{16}"
     assert problem.difficulty == 2
+    longer = Problem((12, 7, 3, 5), ("+", "-", "+"))  # each step rewrites the rest of the chain
+    assert longer.steps() == ["12+7-3+5=19-3+5", "19-3+5=16+5", "16+5=21"]
+    assert longer.answer == 21
+    scorer = SymbolicStepScorer(neutral_score=0.0)  # the step checker both VeriGate and the oracle use
+    assert [scorer.score_step(step) for step in longer.steps()] == [1.0, 1.0, 1.0]
+    assert scorer.score_step("12+7-3+5=19-3+6") == 0.0  # a miscopied rest of the chain is a wrong step
 
 
 def test_generator_is_seeded_distinct_and_in_range():
@@ -40,11 +47,13 @@ def test_generator_is_seeded_distinct_and_in_range():
             value = value + number if operator == "+" else value - number
             assert 0 <= value <= 60
         assert problem.answer == value  # the chain evaluated independently of Problem.steps
-    small = [random_problem(rng, 3, max_operand=9) for _ in range(200)]
-    assert (
-        max(n for p in small for n in p.numbers) <= 9
-        and max(int(s.split("= ")[1]) for p in small for s in p.steps()) <= 27
-    )
+    for _ in range(200):
+        problem = random_problem(rng, 5, max_operand=9)
+        assert max(problem.numbers) <= 9
+        value = problem.numbers[0]
+        for operator, number in zip(problem.operators, problem.numbers[1:], strict=True):
+            value = value + number if operator == "+" else value - number
+            assert 0 <= value <= 27
 
 
 def test_splits_do_not_overlap():
@@ -62,22 +71,22 @@ def test_line_spans_skip_blank_lines_and_trailing_spaces():
 def test_oracle_verdicts_by_hand():
     oracle = ArithmeticProcessOracle()
     assert isinstance(oracle, ProcessOracle)
-    row = {"prompt": "Compute: 12 + 7 - 3\n", "solution": "\\boxed{16}"}
-    right = "12 + 7 = 19\n19 - 3 = 16\n\\boxed{16}"
-    wrong_step = "12 + 7 = 18\n18 - 3 = 15\n\\boxed{15}"  # first step wrong, second right from the wrong value
-    wrong_second = "12 + 7 = 19\n19 - 3 = 17\n\\boxed{17}"
-    truncated = "12 + 7 = 19\n19 - 3"  # no relation on the second line: nothing checkable is a wrong step
-    right_steps_wrong_answer = "12 + 7 = 19\n19 - 3 = 16\n\\boxed{15}"
-    no_answer = "12 + 7 = 19\n19 - 3 = 16"
+    row = {"prompt": "Compute: 12+7-3\n", "solution": "\\boxed{16}"}
+    right = "12+7-3=19-3\n19-3=16\n\\boxed{16}"
+    wrong_step = "12+7-3=18-3\n18-3=15\n\\boxed{15}"  # first step wrong, second right from the wrong value
+    wrong_second = "12+7-3=19-3\n19-3=17\n\\boxed{17}"
+    truncated = "12+7-3=19-3\n19-3"  # no relation on the second line: nothing checkable is a wrong step
+    right_steps_wrong_answer = "12+7-3=19-3\n19-3=16\n\\boxed{15}"
+    no_answer = "12+7-3=19-3\n19-3=16"
     verdicts = oracle.verify([row["prompt"]] * 6, [row] * 6, [
         right, wrong_step, wrong_second, truncated, right_steps_wrong_answer, no_answer
     ])  # fmt: skip
     assert [v.status for v in verdicts] == ["passed"] + ["failed"] * 5
-    assert verdicts[0].spans == ((0, 11), (12, 23), (24, 34))
+    assert verdicts[0].spans == ((0, 11), (12, 19), (20, 30))
     assert verdicts[0].first_error == 3
     assert (verdicts[1].first_error, verdicts[1].error_tactics) == (0, (0, 2))
     assert (verdicts[2].first_error, verdicts[2].error_tactics) == (1, (1, 2))
-    assert verdicts[3].spans == ((0, 11), (12, 18)) and verdicts[3].first_error == 1
+    assert verdicts[3].spans == ((0, 11), (12, 16)) and verdicts[3].first_error == 1
     assert (verdicts[4].first_error, verdicts[4].error_tactics) == (2, (2,))
     assert verdicts[5].first_error == 2 and verdicts[5].error_tactics == ()  # every step right, no answer line
 
@@ -156,3 +165,51 @@ def test_quick_launcher_end_to_end(tmp_path):
     table = (tmp_path / "results.md").read_text()
     assert all(f"| {method} |" in table for method in methods)
     assert json.loads(json.dumps(results["summary"])) == on_disk["summary"]  # main() returns what it wrote
+
+
+@pytest.mark.slow  # builds four trainers: ~15 s of CPU, about a minute on the loaded 2-core machine
+def test_hand_made_batch_gets_the_hand_derived_advantages(tmp_path):
+    """The trainers' own scoring of fixed completions (experiments/toy_arithmetic/credit_check.py): signs and the
+    tokens that get credit, against values worked out here from the papers' formulas."""
+    import statistics
+
+    from experiments.toy_arithmetic.credit_check import hand_made_advantages
+    from experiments.toy_arithmetic.policy import build_policy
+
+    policy = build_policy(tmp_path / "policy", hidden_size=64, num_layers=1)  # weights do not enter advantages
+
+    def by_line(method):
+        rows = hand_made_advantages(method, policy, str(tmp_path / method))
+        return {(r["group"], r["name"]): [[value for _, value in line] for line in r["lines"]] for r in rows}
+
+    grpo, coef0, process, verigate = (by_line(m) for m in ("grpo", "process_coef0", "process", "verigate"))
+    # GRPO: group 0 rewards 1, 0, 0, 0 -> mean 1/4, std (Bessel) 1/2: +1.5 and -0.5 on every token; group 1 all 0.
+    for (group, name), lines in grpo.items():
+        expected = 0.0 if group == 1 else (0.75 if name == "right" else -0.25) / (0.5 + 1e-4)
+        assert all(value == pytest.approx(expected, abs=1e-4) for line in lines for value in line), (group, name)
+    assert coef0 == grpo  # process_advantage_coef 0 is GRPO, token by token
+    # Process (d1 = -0.05, d2 = -0.1, first token): the first token of line j gets phi_j - mean(g) on top of GRPO's
+    # advantage; phi = 1 for a passed proof, d1 before the first wrong line, d2 from it on. Other tokens: GRPO's.
+    first_error = {"right": None, "wrong_step_2": 1, "wrong_step_1": 0, "wrong_answer": 3}
+    for (group, name), lines in process.items():
+        mean_g = 0.25 if group == 0 else 0.0
+        for index, line in enumerate(lines):
+            base = grpo[group, name][index][0]
+            if first_error[name] is None:
+                phi = 1.0
+            else:
+                phi = D1 if index < first_error[name] else D2
+            assert line[0] == pytest.approx(base + phi - mean_g, abs=1e-4), (group, name, index)
+            assert all(value == pytest.approx(base, abs=1e-4) for value in line[1:]), (group, name, index)
+    # VeriGate: group 0 has a pass, so it keeps GRPO's advantages; group 1 is all-zero and gated: every token of line
+    # j gets (c_j - mean c) / (std c + eps), c_j = the number of right lines from j on (the answer line scores 0),
+    # mean and std over the group's 16 lines.
+    for name in ("right", "wrong_step_2", "wrong_step_1", "wrong_answer"):
+        assert verigate[0, name] == grpo[0, name]
+    cumulated = {"wrong_answer": [3, 2, 1, 0], "wrong_step_2": [2, 1, 1, 0], "wrong_step_1": [2, 2, 1, 0]}
+    group = [*cumulated["wrong_answer"], *cumulated["wrong_step_2"], *cumulated["wrong_step_1"]]
+    group += cumulated["wrong_step_2"]
+    mean, std = statistics.mean(group), statistics.stdev(group)
+    for name, values in cumulated.items():
+        for line, c in zip(verigate[1, name], values, strict=True):
+            assert all(value == pytest.approx((c - mean) / (std + 1e-4), abs=1e-3) for value in line), name

@@ -16,17 +16,17 @@ from dataclasses import asdict
 from pathlib import Path
 
 PRESETS = {
-    # Sizes of the full run; chosen to fit about an hour on 2 cores (not yet measured, see docs/experiments.md).
+    # Sizes of the full run, chosen to fit about an hour on the shared 2-core machine (measured: docs/experiments.md).
     "full": {
-        "hidden_size": 192, "num_layers": 4, "sft_problems": 2000, "sft_steps": 600, "sft_batch_size": 32,
-        "train_problems": 256, "eval_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 3072,
-        "max_completion_length": 72, "seeds": [0, 1, 2], "eval_every": 512, "start_groups": 64,
+        "hidden_size": 128, "num_layers": 4, "sft_problems": 3000, "sft_steps": 1200, "sft_batch_size": 32,
+        "train_problems": 256, "eval_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 1536,
+        "max_completion_length": 80, "seeds": [0, 1, 2], "eval_every": 256, "start_groups": 64,
         "es_sweep": [[4, 1e-3], [4, 3e-3], [8, 1e-3], [8, 3e-3]],
     },
     "quick": {
-        "hidden_size": 128, "num_layers": 4, "sft_problems": 600, "sft_steps": 150, "sft_batch_size": 32,
+        "hidden_size": 128, "num_layers": 4, "sft_problems": 600, "sft_steps": 200, "sft_batch_size": 32,
         "train_problems": 64, "eval_problems": 16, "num_generations": 4, "prompts_per_step": 2, "budget": 32,
-        "max_completion_length": 64, "seeds": [0, 1, 2], "eval_every": 16, "start_groups": 8,
+        "max_completion_length": 80, "seeds": [0, 1, 2], "eval_every": 16, "start_groups": 8,
         "es_sweep": [[2, 1e-3], [2, 1e-2]],
     },
 }  # fmt: skip
@@ -38,10 +38,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, default=Path("outputs/experiments/toy_arithmetic"))
     parser.add_argument("--methods", nargs="+", default=["grpo", "verigate", "process", "process_coef0", "es"])
     parser.add_argument("--task-seed", type=int, default=1234, help="seed of the problem sets")
-    parser.add_argument("--easy", type=int, nargs="+", default=[1, 2], help="operations per warm-start problem")
-    parser.add_argument("--hard", type=int, nargs="+", default=[3], help="operations per RL training problem")
+    parser.add_argument("--easy", type=int, nargs="+", default=[1, 2, 3], help="operations per warm-start problem")
+    parser.add_argument("--hard", type=int, nargs="+", default=[4], help="operations per RL training problem")
     parser.add_argument(
-        "--max-operand", type=int, default=20, help="operands are 1..N, every intermediate result in [0, 3N]"
+        "--max-operand", type=int, default=9, help="operands are 1..N, every intermediate result in [0, 3N]"
     )
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods")
     parser.add_argument("--es-learning-rate", type=float, default=5e-4)
@@ -97,6 +97,62 @@ def parse_args(argv=None) -> argparse.Namespace:
     if "process_coef0" in args.methods and "grpo" not in args.methods:
         parser.error("--methods: process_coef0 is checked against grpo; include grpo too")
     return args
+
+
+# Flags that do not change any finished piece's result: a rerun with other values reuses what is on disk.
+NOT_IN_FINGERPRINT = {"output", "methods", "seeds", "threads", "quick"}
+# The only flags the warm start depends on (it is trained with the first seed), and those the starting point adds:
+# changing the RL budget or the ES sweep keeps both.
+WARM_START_FLAGS = (
+    "task_seed",
+    "easy",
+    "max_operand",
+    "hidden_size",
+    "num_layers",
+    "sft_problems",
+    "sft_steps",
+    "sft_batch_size",
+    "sft_learning_rate",
+)
+STARTING_POINT_FLAGS = (
+    *WARM_START_FLAGS,
+    "hard",
+    "train_problems",
+    "start_groups",
+    "num_generations",
+    "max_completion_length",
+)
+
+
+class FinishedPieces:
+    """Each finished piece (the warm start, an ES sweep point, one method x seed run) is written to
+    ``DIR/finished/NAME.json`` as soon as it ends, with a fingerprint of the sizes that produced it. A rerun with the
+    same sizes (after a crash, or with more seeds or methods) loads it instead of recomputing it; a piece written
+    under other sizes is recomputed and overwritten. Every piece is deterministic (seeded, CPU), so a loaded piece
+    equals a recomputed one."""
+
+    def __init__(self, output: Path, args: argparse.Namespace):
+        self.directory = output / "finished"
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.fingerprint = {k: v for k, v in vars(args).items() if k not in NOT_IN_FINGERPRINT}
+        self.fingerprint = json.loads(json.dumps(self.fingerprint, default=str))
+
+    def get(self, name: str, compute, flags: tuple[str, ...] | None = None, extra=None):
+        """The piece ``name``: loaded when written under the same ``flags`` (default: every sizing flag) and
+        ``extra`` (e.g. the first seed), else computed by ``compute()`` and written."""
+        fingerprint = self.fingerprint if flags is None else {k: self.fingerprint[k] for k in flags}
+        fingerprint = {**fingerprint, "extra": extra}
+        path = self.directory / f"{name}.json"
+        if path.exists():
+            stored = json.loads(path.read_text())
+            if stored.get("fingerprint") == fingerprint:
+                print(f"{name}: reusing {path}", flush=True)
+                return stored["value"]
+        value = compute()
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps({"fingerprint": fingerprint, "value": value}))
+        partial.replace(path)  # atomic: a crash never leaves a half-written piece
+        return value
 
 
 def coef0_check(policy, train, output: Path, seed: int, budget) -> dict:
@@ -166,32 +222,47 @@ def main(argv=None) -> dict:
     )
     timings = {}
 
-    clock = time.perf_counter()
-    base = build_policy(output / "base", args.hidden_size, args.num_layers)
-    policy = warm_start(
-        base,
-        splits.sft,
-        output / "warm_start",
-        args.sft_steps,
-        args.sft_batch_size,
-        args.sft_learning_rate,
-        args.seeds[0],
-    )
-    timings["warm_start"] = time.perf_counter() - clock
+    finished = FinishedPieces(output, args)
+
+    def train_warm_start() -> dict:
+        clock = time.perf_counter()
+        base = build_policy(output / "base", args.hidden_size, args.num_layers)
+        path = warm_start(
+            base,
+            splits.sft,
+            output / "warm_start",
+            args.sft_steps,
+            args.sft_batch_size,
+            args.sft_learning_rate,
+            args.seeds[0],
+        )
+        return {"policy": path, "seconds": time.perf_counter() - clock}
+
+    warm = finished.get("warm_start", train_warm_start, WARM_START_FLAGS, args.seeds[0])
+    if not (Path(warm["policy"]) / "config.json").exists():  # the record survived but the model was deleted
+        (finished.directory / "warm_start.json").unlink()
+        warm = finished.get("warm_start", train_warm_start, WARM_START_FLAGS, args.seeds[0])
+    policy = warm["policy"]
+    timings["warm_start"] = warm["seconds"]
     model, tokenizer = AutoModelForCausalLM.from_pretrained(policy), AutoTokenizer.from_pretrained(policy)
     accuracy = MathAccuracyReward()
     warm_eval = {
         "easy": pass_rate(model, tokenizer, splits.eval_easy, args.max_completion_length, accuracy),
         "hard": pass_rate(model, tokenizer, splits.eval_hard, args.max_completion_length, accuracy),
     }
-    start = starting_point(
-        policy,
-        splits.train[: args.start_groups],
-        args.num_generations,
-        args.max_completion_length,
-        1.0,
+    start = finished.get(
+        "starting_point",
+        lambda: starting_point(
+            policy,
+            splits.train[: args.start_groups],
+            args.num_generations,
+            args.max_completion_length,
+            1.0,
+            args.seeds[0],
+            ArithmeticProcessOracle(),
+        ),
+        STARTING_POINT_FLAGS,
         args.seeds[0],
-        ArithmeticProcessOracle(),
     )
     print(f"warm start: held-out {warm_eval}; on hard training prompts {start}", flush=True)
 
@@ -208,25 +279,39 @@ def main(argv=None) -> dict:
     }
     if "process_coef0" in args.methods:
         clock = time.perf_counter()
-        results["coef0_check"] = coef0_check(policy, splits.train, output / "check", args.seeds[0], budget)
+        results["coef0_check"] = finished.get(
+            "coef0_check", lambda: coef0_check(policy, splits.train, output / "check", args.seeds[0], budget)
+        )
         timings["coef0_check"] = time.perf_counter() - clock
         print(f"coefficient-0 check: {results['coef0_check']}", flush=True)
+
+    def write_results(partial: bool) -> Path:
+        """results.json with every run finished so far (``partial`` until the last), so a crash loses none."""
+        results["partial"] = partial
+        results["summary"] = summarize(results)
+        path = output / "results.json"
+        path.write_text(json.dumps(results, indent=1))
+        return path
 
     es_chosen = None
     if "es" in args.methods:
         clock = time.perf_counter()
         for population, sigma in args.es_sweep:
             es = {"population_size": population, "sigma": sigma}
-            run = run_method(
-                "es",
-                policy,
-                splits.train,
-                splits.eval_easy,
-                splits.eval_hard,
-                str(output / f"es_sweep_P{population}_s{sigma}"),
-                args.seeds[0],
-                budget,
-                es,
+            name = f"es_sweep_P{population}_s{sigma}"
+            run = finished.get(
+                name,
+                lambda es=es, name=name: run_method(
+                    "es",
+                    policy,
+                    splits.train,
+                    splits.eval_easy,
+                    splits.eval_hard,
+                    str(output / name),
+                    args.seeds[0],
+                    budget,
+                    es,
+                ),
             )
             # Chosen on the training reward, never on the held-out sets.
             rewards = [m["es/reward_mean"] for m in run["metrics"] if "es/reward_mean" in m]
@@ -246,24 +331,27 @@ def main(argv=None) -> dict:
 
     for method in args.methods:
         for seed in args.seeds:
-            clock = time.perf_counter()
-            run = run_method(
-                method,
-                policy,
-                splits.train,
-                splits.eval_easy,
-                splits.eval_hard,
-                str(output / f"{method}_seed{seed}"),
-                seed,
-                budget,
-                es_chosen,
+            name = f"{method}_seed{seed}"
+            chosen = es_chosen if method == "es" else None
+            run = finished.get(
+                f"{name}_P{chosen['population_size']}_s{chosen['sigma']}" if chosen else name,
+                lambda method=method, seed=seed, name=name, chosen=chosen: run_method(
+                    method,
+                    policy,
+                    splits.train,
+                    splits.eval_easy,
+                    splits.eval_hard,
+                    str(output / name),
+                    seed,
+                    budget,
+                    chosen,
+                ),
             )
             results["runs"].append(run)
-            print(f"{method} seed {seed}: {run['eval'][-1]} in {time.perf_counter() - clock:.0f} s", flush=True)
+            write_results(partial=True)
+            print(f"{method} seed {seed}: {run['eval'][-1]} in {run['wall_seconds']:.0f} s", flush=True)
     timings["total"] = time.perf_counter() - started
-    results["summary"] = summarize(results)
-    path = output / "results.json"
-    path.write_text(json.dumps(results, indent=1))
+    path = write_results(partial=False)
     for written in write_report(path):
         print(written)
     return results

@@ -23,6 +23,11 @@ MAX_OPERAND = 20  # operands are 1..max_operand (default); results stay in [0, 3
 PROMPT_TEMPLATE = "Compute: {expression}\n"
 
 
+def _chain(operators, numbers) -> str:
+    """``+7-3`` for operators ``+ -`` and numbers ``7 3``; no spaces, so every character is one token."""
+    return "".join(f"{operator}{number}" for operator, number in zip(operators, numbers, strict=True))
+
+
 @dataclass(frozen=True)
 class Problem:
     numbers: tuple[int, ...]
@@ -34,23 +39,26 @@ class Problem:
 
     @property
     def expression(self) -> str:
-        parts = [str(self.numbers[0])]
-        for operator, number in zip(self.operators, self.numbers[1:], strict=True):
-            parts += [operator, str(number)]
-        return " ".join(parts)
+        return f"{self.numbers[0]}{_chain(self.operators, self.numbers[1:])}"
 
     def steps(self) -> list[str]:
-        """The verified steps ``a op b = c``, one per operation, each starting from the previous result."""
+        """The verified steps, one per operation: each rewrites the remaining chain with its first operation done,
+        ``12+7-3=19-3`` then ``19-3=16``. Each step copies the previous step's right side (a local copy that does
+        not depend on the chain's length) and is a true equation the step checkers can verify on its own."""
         steps, value = [], self.numbers[0]
-        for operator, number in zip(self.operators, self.numbers[1:], strict=True):
+        for index, (operator, number) in enumerate(zip(self.operators, self.numbers[1:], strict=True)):
             result = value + number if operator == "+" else value - number
-            steps.append(f"{value} {operator} {number} = {result}")
+            rest = _chain(self.operators[index + 1 :], self.numbers[index + 2 :])
+            steps.append(f"{value}{operator}{number}{rest}={result}{rest}")
             value = result
         return steps
 
     @property
     def answer(self) -> int:
-        return int(self.steps()[-1].rsplit("=", 1)[1])
+        value = self.numbers[0]
+        for operator, number in zip(self.operators, self.numbers[1:], strict=True):
+            value = value + number if operator == "+" else value - number
+        return value
 
     @property
     def prompt(self) -> str:
