@@ -182,23 +182,34 @@ class LeanProofReward:
         self.last_timing: tuple[float, float] = (0.0, 0.0)
         # Several threads: the chunks of one batch verify concurrently on the pool.
         self._executor = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="lean-verify")
-        self._pending: list[_Verification] = []
+        # Batches under verification, oldest first; a batch is one or more chunks.
+        self._pending: list[list[_Verification]] = []
 
     def start(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
-        """Begin verifying a batch in the background; the next call with the same completions collects the verdicts."""
-        self._pending = [self._submit(prompts, completions, rows)]
+        """Begin verifying a batch in the background; the next call with the same completions collects the verdicts.
+        Batches started one after the other (pipelined generation) are collected oldest first."""
+        self._pending.append([self._submit(prompts, completions, rows)])
 
     def start_chunk(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
         """Begin verifying the next rows of a batch generated in chunks (after `clear_pending` at its start); the
         next call whose completions are all chunks in order collects them."""
-        self._pending.append(self._submit(prompts, completions, rows))
+        if not self._pending:
+            self._pending.append([])
+        self._pending[-1].append(self._submit(prompts, completions, rows))
 
     def clear_pending(self) -> None:
         self._pending = []
 
     def is_pending(self, completions: Sequence) -> bool:
         """Whether background verification of exactly these completions is under way."""
-        return bool(self._pending) and [c for v in self._pending for c in v.completions] == list(completions)
+        return self._pending_index(completions) is not None
+
+    def _pending_index(self, completions: Sequence) -> int | None:
+        completions = list(completions)
+        for index, batch in enumerate(self._pending):
+            if batch and [c for v in batch for c in v.completions] == completions:
+                return index
+        return None
 
     def _submit(self, prompts, completions, rows) -> _Verification:
         verification = _Verification(list(completions), None, time.perf_counter())  # type: ignore[arg-type]
@@ -218,8 +229,8 @@ class LeanProofReward:
         return verification
 
     async def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        verifications = self._pending if self.is_pending(completions) else []
-        self._pending = []
+        index = self._pending_index(completions)
+        verifications = self._pending.pop(index) if index is not None else []
         if not verifications:
             rows = _rows_from_columns(kwargs, len(completions))
             verifications = [self._submit(prompts, completions, rows)]

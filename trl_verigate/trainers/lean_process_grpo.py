@@ -26,7 +26,11 @@ from trl_verigate.lean_server.types import STATUSES
 from trl_verigate.rewards.lean import LeanProcessOracle, LeanProofReward, ProcessVerdict
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text
 from trl_verigate.steps import decode_with_offsets, span_token_ranges
-from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
+from trl_verigate.trainers.process_grpo import (
+    ProcessGRPOTrainer,
+    ScoredBatch,
+    refuse_unpipelinable_trainer_arguments,
+)
 
 
 def _is_number(value) -> bool:
@@ -114,6 +118,20 @@ class LeanProcessConfig(GRPOConfig):
     process_advantage_coef: float = field(
         default=1.0, metadata={"help": "Multiplies A_proc: 1.0 is the paper, 0.0 is outcome-only GRPO."}
     )
+    pipelined_verification: bool = field(
+        default=False,
+        metadata={
+            "help": "False (default, the paper): on-policy; each step generates a batch, verifies it and trains on "
+            "it, so a step lasts about generation + verification. True: one step off-policy; each step generates the "
+            "next batch (its old log-probs from the generating weights, its verification started at once) and trains "
+            "on the batch generated at the step before, whose verification ran meanwhile, so a step lasts about "
+            "max(generation + training, verification). Trade-off: the trained batch was sampled from the weights "
+            "one update older; the PPO ratio and clipping against the generating weights correct for it. The first "
+            "step waits for its own batch; the last step's prompts are not trained on; a checkpoint does not hold "
+            "the batch generated ahead. Needs num_iterations=1, steps_per_generation=gradient_accumulation_steps, "
+            "lean_generation_chunks=1 and, with vLLM, vllm_importance_sampling_correction=False."
+        },
+    )
 
     def __post_init__(self):
         super().__post_init__()
@@ -151,9 +169,40 @@ class LeanProcessConfig(GRPOConfig):
             or self.lean_generation_chunks < 1
         ):
             raise ValueError(f"lean_generation_chunks={self.lean_generation_chunks!r} must be a positive integer.")
+        if self.pipelined_verification:
+            self._check_pipelined_verification()
         for name in ("partial_tactic_score", "error_tactic_score", "process_advantage_coef"):
             if not _is_number(getattr(self, name)):
                 raise ValueError(f"{name}={getattr(self, name)!r} must be a number.")
+
+    def _check_pipelined_verification(self) -> None:
+        """Refuse what one-step pipelining does not support (each generated batch trains exactly one optimizer step,
+        one step after its generation)."""
+        if self.num_iterations != 1:
+            raise ValueError(
+                f"pipelined_verification=True trains each batch once, one step after it was generated; "
+                f"num_iterations={self.num_iterations} would reuse it for more updates. Set num_iterations=1 or "
+                "pipelined_verification=False."
+            )
+        if self.steps_per_generation != self.gradient_accumulation_steps:
+            raise ValueError(
+                f"pipelined_verification=True generates one batch per optimizer step; steps_per_generation="
+                f"{self.steps_per_generation} differs from gradient_accumulation_steps="
+                f"{self.gradient_accumulation_steps}. Leave steps_per_generation (and generation_batch_size) unset or "
+                "set pipelined_verification=False."
+            )
+        if self.lean_generation_chunks != 1:
+            raise ValueError(
+                f"pipelined_verification=True already overlaps verification with the next batch's generation; "
+                f"lean_generation_chunks={self.lean_generation_chunks} is not supported with it. Set "
+                "lean_generation_chunks=1."
+            )
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            raise ValueError(
+                "pipelined_verification=True with use_vllm needs vllm_importance_sampling_correction=False: TRL "
+                "computes the vLLM correction when a batch is scored, one update after it was generated. Set "
+                "vllm_importance_sampling_correction=False or pipelined_verification=False."
+            )
 
 
 class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
@@ -171,9 +220,13 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
     weight per function, lean_proof first). A_proc's group mean is over g alone.
 
     Verification of a batch starts as soon as its completions are decoded and runs while TRL computes the old/ref
-    log-probabilities and the other rewards. Metrics (TRL's, so every ``report_to`` gets them): ``lean/pass_rate``,
-    ``lean/status/<status>``, ``lean/tactics_per_proof`` (mean tactics per completion), ``lean/first_error_relative``
-    (mean first_error / num_tactics over failed proofs with tactics), ``lean/verify_seconds`` (slowest process),
+    log-probabilities and the other rewards. With ``pipelined_verification`` each step trains on the batch generated
+    at the step before, so verification also runs through that step's training and the next batch's generation
+    (one step off-policy; ``pipeline/staleness`` logs the lag in optimizer steps).
+
+    Metrics (TRL's, so every ``report_to`` gets them): ``lean/pass_rate``, ``lean/status/<status>``,
+    ``lean/tactics_per_proof`` (mean tactics per completion), ``lean/first_error_relative`` (mean first_error /
+    num_tactics over failed proofs with tactics), ``lean/verify_seconds`` (slowest process),
     ``lean/verify_hidden_fraction`` (share of verification time overlapped with other work),
     ``lean/proofs_per_second``, ``lean/frac_zero_std_outcome`` and ``lean/verification_failures`` (timeouts,
     crashes, errors and unreachable servers in the batch, all processes).
@@ -202,6 +255,8 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
                 f"args must be a LeanProcessConfig, got {type(args).__name__}; build it with "
                 "LeanProcessConfig(**your_grpo_kwargs) so the Lean fields have values."
             )
+        if args.pipelined_verification:
+            refuse_unpipelinable_trainer_arguments("pipelined_verification", trainer_args, trainer_kwargs)
         self._owned_lean_server = None
         if process_oracle is None:
             verifier = lean_server if lean_server is not None else self._build_verifier(args)
@@ -265,6 +320,7 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         try:
             return super().train(*args, **kwargs)
         finally:
+            self.lean_reward.clear_pending()  # the verification of a batch generated ahead and dropped
             self.close_lean()
 
     def close_lean(self) -> None:
@@ -281,16 +337,26 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         finally:
             self._generation_rows = None
 
+    def _pipelines_generation(self) -> bool:
+        return self.args.pipelined_verification
+
     def _generate(self, prompts: list):
+        if self._replayed_generation is not None:
+            return super()._generate(prompts)  # generated at the step before; its verification is under way
         owned = self._owned_lean_server
         if owned is not None and not owned.started:
             owned.start()  # closed by a previous train()
-        self.lean_reward.clear_pending()
+        pipelined = self.args.pipelined_verification
+        if not pipelined:
+            self.lean_reward.clear_pending()  # a batch left unscored (an exception mid-step) is not collected
         result = super()._generate(prompts)
         completions = result[3]
         rows = self._generation_rows
-        if rows is not None and len(rows) == len(completions) and not self.lean_reward.is_pending(completions):
-            self.lean_reward.start(prompts, completions, rows)
+        if rows is not None and len(rows) == len(completions):
+            # Chunks already started their verification (on-policy only); a pipelined batch always starts its own,
+            # even when its completions repeat the previous batch's.
+            if pipelined or not self.lean_reward.is_pending(completions):
+                self.lean_reward.start(prompts, completions, rows)
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):

@@ -5,15 +5,22 @@ ids, the gathered reward table), turn spans of each completion (reasoning steps,
 map the spans to tokens, write (B, T) advantages back for the loss, and show the per-completion advantage the loss
 really uses in the completions table. `ProcessGRPOTrainer` does all of it once; a subclass fills one hook,
 `_process_advantages`, with its span values placed on tokens.
+
+It also offers, opt-in, one-step off-policy pipelining for rewards that are computed in the background (Lean
+verification): each training step generates the next batch, whose scoring starts at once, and trains on the batch
+generated at the step before, whose scoring ran meanwhile (`_pipelines_generation`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import inspect
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import pad
 
 from trl_verigate.advantages import sequence_mean_advantages
 
@@ -37,6 +44,24 @@ class ScoredBatch:
     mode: str
 
 
+@dataclass
+class GeneratedBatch:
+    """A training batch generated at one step and scored at a later one (pipelined generation).
+
+    ``generation`` is what `_generate` returned for ``inputs``; ``old_per_token_logps`` the per-token log-probs of
+    its completions under the weights that generated them (None for a batch trained at the step that generated it,
+    where TRL's on-policy default applies); ``metrics`` what `_generate` logged, logged again when the batch is
+    scored, so a step's completion lengths and rewards describe the same batch; ``step`` the global step it was
+    generated at.
+    """
+
+    inputs: list[dict[str, Any]]
+    generation: tuple
+    old_per_token_logps: torch.Tensor | None
+    step: int
+    metrics: dict[str, list[float]] = field(default_factory=dict)
+
+
 class ProcessGRPOTrainer(GRPOTrainer):
     """`GRPOTrainer` whose advantages may become token-level: A[i, t] = base[i] + P[i, t] on completion tokens, 0 on
     padding, where ``base[i]`` is TRL's GRPO advantage (whatever `scale_rewards`, `loss_type` and
@@ -49,6 +74,13 @@ class ProcessGRPOTrainer(GRPOTrainer):
     """
 
     _scored_batch: ScoredBatch | None = None
+    # Pipelined generation: the batch generated ahead for the next step, and the one being scored now.
+    _pipeline_pending: GeneratedBatch | None = None
+    _replayed_generation: tuple | None = None
+
+    def _pipelines_generation(self) -> bool:
+        """Whether training steps train on the batch generated at the step before (one-step off-policy); off here."""
+        return False
 
     def _process_advantages(self, batch: ScoredBatch, output: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
         """This process's token process values P (B, T) and the rows (B,) bool whose GRPO advantage they replace
@@ -94,7 +126,10 @@ class ProcessGRPOTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
-        output = super()._generate_and_score_completions(inputs)
+        if self.model.training and self._pipelines_generation():
+            output = self._score_previous_batch(inputs)
+        else:
+            output = super()._generate_and_score_completions(inputs)
         batch, self._scored_batch = self._scored_batch, None
         process = self._process_advantages(batch, output)
         if process is None:
@@ -113,6 +148,107 @@ class ProcessGRPOTrainer(GRPOTrainer):
         advantages = advantages * mask
         self._log_completion_advantages(advantages, mask)
         output["advantages"] = advantages
+        return output
+
+    # ---------------------------------------------------------------- pipelined generation (one step off-policy)
+
+    def train(self, *args, **kwargs):
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            # A batch generated ahead for a step that will not come (training stopped early) is dropped.
+            self._pipeline_pending = None
+
+    def _generate(self, prompts: list):
+        if self._replayed_generation is not None:
+            return self._replayed_generation  # generated at an earlier step, scored now
+        return super()._generate(prompts)
+
+    def _score_previous_batch(self, inputs: list[dict[str, Any]]) -> dict:
+        """TRL's batch dict for the batch generated at the previous step; generates this step's batch first.
+
+        The first step of `train()` has no previous batch: it generates its own, waits for its scores and trains on
+        it on-policy, and also generates the batch for the next step from the same prompts. The last step generates
+        nothing ahead, so the dataloader's prompts of the last step are not trained on.
+        """
+        batch, self._pipeline_pending = self._pipeline_pending, None
+        if batch is None:
+            batch = self._generate_batch(inputs, old_logps=False)
+        if self.state.global_step + 1 < self.state.max_steps:
+            self._pipeline_pending = self._generate_batch(inputs, old_logps=True)
+        return self._score_generated(batch)
+
+    def _generate_batch(self, inputs: list[dict[str, Any]], old_logps: bool) -> GeneratedBatch:
+        metrics = self._metrics["train"]
+        logged_before = {name: len(values) for name, values in metrics.items()}
+        generation = self._generate([row["prompt"] for row in inputs])
+        generation_metrics = {}
+        for name, values in metrics.items():
+            start = logged_before.get(name, 0)
+            if len(values) > start:
+                generation_metrics[name] = values[start:]
+                del values[start:]
+        old_per_token_logps = self._generating_policy_logps(generation[0], generation[1]) if old_logps else None
+        return GeneratedBatch(inputs, generation, old_per_token_logps, self.state.global_step, generation_metrics)
+
+    def _generating_policy_logps(self, prompt_ids_list: list, completion_ids_list: list) -> torch.Tensor:
+        """(B, T) per-token log-probs of the completions under the current weights, padded and masked exactly as
+        TRL's `_generate_and_score_completions` will pad them when the batch is scored."""
+        device = self.accelerator.device
+        pad_id = self._tokenizer.pad_token_id
+        multiple = self.pad_to_multiple_of
+        prompts = [torch.tensor(ids) for ids in prompt_ids_list]
+        completions = [torch.tensor(ids) for ids in completion_ids_list]
+        prompt_ids = pad(prompts, padding_value=pad_id, padding_side="left", pad_to_multiple_of=multiple)
+        prompt_mask = pad(
+            [torch.ones_like(ids, dtype=torch.long) for ids in prompts],
+            padding_value=0,
+            padding_side="left",
+            pad_to_multiple_of=multiple,
+        )
+        completion_ids = pad(completions, padding_value=pad_id, padding_side="right", pad_to_multiple_of=multiple)
+        completion_mask = pad(
+            [torch.ones_like(ids, dtype=torch.long) for ids in completions],
+            padding_value=0,
+            padding_side="right",
+            pad_to_multiple_of=multiple,
+        )
+        if self.mask_truncated_completions:
+            eos_and_pad = [*self.eos_token_ids, pad_id]
+            is_truncated = torch.tensor([ids[-1] not in eos_and_pad for ids in completion_ids_list])
+            completion_mask = completion_mask * (~is_truncated).unsqueeze(1).int()
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1).to(device)
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1).to(device)
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            logps, _, _ = self._get_per_token_logps_and_entropies(
+                self.model,
+                input_ids,
+                attention_mask,
+                completion_ids.size(1),
+                batch_size=self.args.per_device_train_batch_size,
+            )
+        return logps
+
+    def _score_generated(self, batch: GeneratedBatch) -> dict:
+        """TRL's scoring of a batch generated earlier (its `_generate` answers with the stored generation), with the
+        generating weights' log-probs as the PPO ratio's old policy."""
+        for name, values in batch.metrics.items():
+            self._metrics["train"][name].extend(values)
+        self._replayed_generation = batch.generation
+        try:
+            output = super()._generate_and_score_completions(batch.inputs)
+        finally:
+            self._replayed_generation = None
+        if batch.old_per_token_logps is not None:
+            if batch.old_per_token_logps.shape != output["completion_ids"].shape:
+                raise RuntimeError(
+                    f"the generating policy's log-probs have shape {tuple(batch.old_per_token_logps.shape)}, TRL "
+                    f"padded the completions to {tuple(output['completion_ids'].shape)}: TRL's padding changed."
+                )
+            output["old_per_token_logps"] = batch.old_per_token_logps
+        # Optimizer steps between the weights that generated the batch and the weights it trains (TRL's async GRPO
+        # calls this staleness): 0 on the step that fills the pipeline, 1 after.
+        self._metrics["train"]["pipeline/staleness"].append(float(self.state.global_step - batch.step))
         return output
 
     def _gather_padded(self, values: torch.Tensor) -> torch.Tensor:
@@ -142,3 +278,23 @@ class ProcessGRPOTrainer(GRPOTrainer):
         logged = self._logs["advantages"]
         for offset in range(1, min(len(values), len(logged)) + 1):
             logged[-offset] = values[-offset]
+
+
+def refuse_unpipelinable_trainer_arguments(field_name: str, args: tuple, kwargs: dict) -> None:
+    """Raise before any model loads when `GRPOTrainer` arguments (``args``/``kwargs`` after ``model, reward_funcs,
+    args``) ask for something pipelined generation does not replay: tools and environments (their state belongs
+    to the step that generated), and images (the generating policy's log-probs are computed without them)."""
+    parameters = list(inspect.signature(GRPOTrainer.__init__).parameters)[4:]
+    given = dict(zip(parameters, args, strict=False)) | kwargs
+    for name in ("tools", "environment_factory"):
+        if given.get(name):
+            raise ValueError(
+                f"{field_name}=True does not support {name}=: a multi-turn rollout's state belongs to the step that "
+                f"generated it. Drop {name}= or set {field_name}=False."
+            )
+    columns = getattr(given.get("train_dataset"), "column_names", None) or []
+    if "image" in columns or "images" in columns:
+        raise ValueError(
+            f"{field_name}=True does not support image datasets (the train_dataset has an image column): set "
+            f"{field_name}=False."
+        )

@@ -1,0 +1,319 @@
+"""LeanProcessGRPOTrainer with `pipelined_verification` (one step off-policy) against the default on-policy loop.
+
+Completions come from a `rollout_func` that numbers its calls (each completion says which generation call made it)
+and keeps a copy of the weights it generated with; the loss's inputs are recorded at every optimizer step. Checked
+by hand and by an independent forward pass of a fresh copy of the tiny policy (not TRL's log-prob helper):
+
+- pipelined, step 0 trains on the batch it generated (and waited for); every later step k trains exactly on the batch
+  generated at step k - 1, with old log-probs equal to the generating weights' and not the current weights';
+- a batch's verification is still under way when the next batch is generated (the oracle holds it until then);
+- off (the default), step k trains on the batch it generated, with no old log-probs (TRL's on-policy default);
+- combinations the pipeline does not support are refused, naming the field and the fix, before any model loads.
+"""
+
+import os
+import threading
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from trl_verigate.rewards.lean import ProcessVerdict
+from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+G = 4
+# Two prompts of the same token length, so TRL pads no prompt and a row's log-probs can be recomputed on its own.
+PROMPTS = ["Prove: a + b = b + a", "Prove: a * b = b * a"]
+# Completion k of a group; g = 1 exactly when it says "ok" (the oracle below).
+TEMPLATES = ["call {call} ok by simp", "call {call} no", "call {call} ok by ring", "call {call} no no"]
+G_OF = [1.0, 0.0, 1.0, 0.0]
+
+
+class OkOracle:
+    """passed exactly when the completion contains "ok" (no tactics, so advantages are A_out alone).
+
+    The batch of generation call ``hold_call`` is held until ``release`` is set (at most 30 s, then recorded as not
+    released): with pipelining, the next call's generation sets it while that batch is still verifying.
+    """
+
+    def __init__(self, hold_call=None):
+        self.hold_call = hold_call
+        self.release = threading.Event()
+        self.released_in_time = None
+        self.verified_calls = []
+
+    def verify(self, prompts, rows, completions):
+        call = int(completions[0].split()[1])
+        self.verified_calls.append(call)
+        if call == self.hold_call:
+            self.released_in_time = self.release.wait(timeout=30)
+        return [ProcessVerdict("passed" if "ok" in c else "failed") for c in completions]
+
+
+class Recorder:
+    """A rollout_func numbering its calls and keeping the weights of each, and a wrapper of `_compute_loss` keeping
+    the inputs and weights of each micro-batch the loss receives."""
+
+    def __init__(self, oracle):
+        self.oracle = oracle
+        self.calls = []  # (global_step, weights) per generation call, in order
+        self.trained = []  # (global_step, inputs, weights) per micro-batch
+
+    def rollout(self, prompts, trainer):
+        call = len(self.calls) + 1
+        if call == (self.oracle.hold_call or 0) + 1:
+            self.oracle.release.set()
+        self.calls.append((trainer.state.global_step, snapshot(trainer.model)))
+        tokenizer = trainer.processing_class
+        texts = [TEMPLATES[row % G].format(call=call) for row in range(len(prompts))]
+        return {
+            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
+            "completion_ids": [
+                tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in texts
+            ],
+            "logprobs": None,
+        }
+
+    def wrap(self, trainer):
+        compute = trainer._compute_loss
+
+        def recorded(model, inputs):
+            kept = {key: value.detach().clone() for key, value in inputs.items() if isinstance(value, torch.Tensor)}
+            self.trained.append((trainer.state.global_step, kept, snapshot(trainer.model)))
+            return compute(model, inputs)
+
+        trainer._compute_loss = recorded
+
+
+def snapshot(model) -> dict[str, torch.Tensor]:
+    return {name: value.detach().clone() for name, value in model.state_dict().items()}
+
+
+def train(tiny_models, tmp_path, pipelined, steps=3, gradient_accumulation_steps=1, hold_call=None):
+    oracle = OkOracle(hold_call)
+    recorder = Recorder(oracle)
+    args = LeanProcessConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2 * G // gradient_accumulation_steps,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        num_generations=G,
+        max_completion_length=16,
+        learning_rate=0.05,  # large, so that every update visibly moves the log-probs
+        beta=0.0,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,  # float32 throughout, so the independent forward pass below agrees to float32 rounding
+        seed=0,
+        save_strategy="no",
+        logging_steps=1,
+        max_steps=steps,
+        pipelined_verification=pipelined,
+    )
+    trainer = LeanProcessGRPOTrainer(
+        model=tiny_models["policy"],
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": PROMPTS, "formal_statement": PROMPTS}),
+        rollout_func=recorder.rollout,
+        process_oracle=oracle,
+    )
+    recorder.wrap(trainer)
+    trainer.train()
+    return trainer, recorder, oracle
+
+
+def trained_by_step(recorder) -> dict[int, list[dict]]:
+    steps = {}
+    for step, inputs, weights in recorder.trained:
+        steps.setdefault(step, []).append((inputs, weights))
+    return steps
+
+
+def decoded_rows(tokenizer, inputs) -> list[str]:
+    return tokenizer.batch_decode(inputs["completion_ids"], skip_special_tokens=True)
+
+
+def policy_with(policy_path, weights):
+    """A fresh copy of the tiny policy holding ``weights``."""
+    model = AutoModelForCausalLM.from_pretrained(policy_path)
+    model.load_state_dict(weights)
+    return model.eval()
+
+
+def independent_logps(model, prompt_ids, completion_ids) -> torch.Tensor:
+    """log p(completion token t | prompt, completion[:t]), one unpadded sequence through the plain model."""
+    ids = torch.tensor([prompt_ids + completion_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0].float()
+    log_probs = torch.log_softmax(logits[len(prompt_ids) - 1 : -1], dim=-1)
+    return log_probs.gather(1, torch.tensor(completion_ids).unsqueeze(1)).squeeze(1)
+
+
+def assert_batch_of_call(tokenizer, inputs, call):
+    """Every row is a completion of generation call ``call``; advantages are A_out of its group, by hand."""
+    mean = sum(G_OF) / G
+    std = (sum((g - mean) ** 2 for g in G_OF) / (G - 1)) ** 0.5
+    for row, text in enumerate(decoded_rows(tokenizer, inputs)):
+        assert text.startswith(f"call {call} "), (call, text)
+        g = 1.0 if "ok" in text else 0.0
+        length = int(inputs["completion_mask"][row].sum())
+        expected = torch.zeros_like(inputs["advantages"][row])
+        expected[:length] = (g - mean) / (std + 1e-4)
+        assert torch.allclose(inputs["advantages"][row], expected, atol=1e-5), (call, row)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("gradient_accumulation_steps", [1, 2])
+def test_pipelined_trains_the_previous_steps_batch_with_its_generating_logps(
+    tiny_models, tmp_path, gradient_accumulation_steps
+):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    trainer, recorder, oracle = train(
+        tiny_models, tmp_path, pipelined=True, gradient_accumulation_steps=gradient_accumulation_steps, hold_call=2
+    )
+    # Step 0 generates its own batch (call 1) and the next step's (call 2); step 1 generates call 3; the last step
+    # generates nothing ahead.
+    assert [step for step, _ in recorder.calls] == [0, 0, 1]
+    by_step = trained_by_step(recorder)
+    assert sorted(by_step) == [0, 1, 2]
+    prompt_lengths = {len(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in PROMPTS}
+    assert len(prompt_lengths) == 1, "the prompts must tokenize to the same length (no prompt padding)"
+    for step, micro_batches in by_step.items():
+        assert len(micro_batches) == gradient_accumulation_steps
+        call = step + 1  # step 0: its own batch, call 1; step k >= 1: the batch generated at step k - 1
+        assert recorder.calls[call - 1][0] == max(step - 1, 0)
+        rows_seen = []
+        for inputs, current_weights in micro_batches:
+            assert_batch_of_call(tokenizer, inputs, call)
+            rows_seen += decoded_rows(tokenizer, inputs)
+            if step == 0:
+                assert "old_per_token_logps" not in inputs  # on-policy: TRL's default, ratio 1
+                continue
+            generating_model = policy_with(tiny_models["policy"], recorder.calls[call - 1][1])
+            current_model = policy_with(tiny_models["policy"], current_weights)
+            for row in range(inputs["completion_ids"].shape[0]):
+                length = int(inputs["completion_mask"][row].sum())
+                completion_ids = inputs["completion_ids"][row, :length].tolist()
+                prompt_ids = inputs["prompt_ids"][row].tolist()
+                old = inputs["old_per_token_logps"][row, :length]
+                expected = independent_logps(generating_model, prompt_ids, completion_ids)
+                assert torch.allclose(old, expected, atol=1e-5), (step, row, (old - expected).abs().max())
+                # ... and not the weights being trained (one update later), which a wrong lag would give.
+                current = independent_logps(current_model, prompt_ids, completion_ids)
+                assert (old - current).abs().max() > 1e-3, (step, row)
+        assert sorted(rows_seen) == sorted(TEMPLATES[k % G].format(call=call) for k in range(2 * G))
+    # Call 2's verification was held until call 3 began generating, and the run went on: it overlapped step 1's
+    # generation instead of being awaited before it.
+    assert oracle.released_in_time is True
+    assert sorted(oracle.verified_calls) == [1, 2, 3]  # each batch verified once
+    staleness = [entry["pipeline/staleness"] for entry in trainer.state.log_history if "pipeline/staleness" in entry]
+    assert staleness == [0.0, 1.0, 1.0]
+    pass_rates = [entry["lean/pass_rate"] for entry in trainer.state.log_history if "lean/pass_rate" in entry]
+    assert pass_rates == [0.5, 0.5, 0.5]
+
+
+@pytest.mark.slow
+def test_off_trains_each_step_on_its_own_batch_on_policy(tiny_models, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    trainer, recorder, oracle = train(tiny_models, tmp_path, pipelined=False)
+    assert [step for step, _ in recorder.calls] == [0, 1, 2]
+    for step, micro_batches in trained_by_step(recorder).items():
+        for inputs, _ in micro_batches:
+            assert_batch_of_call(tokenizer, inputs, step + 1)
+            assert "old_per_token_logps" not in inputs
+    assert not any("pipeline/staleness" in entry for entry in trainer.state.log_history)
+    assert oracle.verified_calls == [1, 2, 3]
+
+
+def test_pipelined_with_one_step_is_on_policy(tiny_models, tmp_path):
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    _, recorder, _ = train(tiny_models, tmp_path, pipelined=True, steps=1)
+    assert [step for step, _ in recorder.calls] == [0]  # nothing generated ahead for a step that will not come
+    [(inputs, _)] = trained_by_step(recorder)[0]
+    assert_batch_of_call(tokenizer, inputs, 1)
+    assert "old_per_token_logps" not in inputs
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"num_iterations": 2}, "num_iterations=1"),
+        ({"steps_per_generation": 2}, "steps_per_generation"),
+        ({"generation_batch_size": 4 * G}, "steps_per_generation"),
+        ({"lean_generation_chunks": 2}, "lean_generation_chunks=1"),
+        ({"use_vllm": True}, "vllm_importance_sampling_correction=False"),
+    ],
+)
+def test_unsupported_config_combinations_are_refused(tmp_path, overrides, named):
+    base = {"output_dir": str(tmp_path), "use_cpu": True, "per_device_train_batch_size": 2 * G, "num_generations": G}
+    with pytest.raises(ValueError, match=named) as error:
+        LeanProcessConfig(**base, **overrides, pipelined_verification=True)
+    assert "pipelined_verification" in str(error.value)
+    LeanProcessConfig(**base, **overrides)  # fine without the pipeline
+
+
+def test_vllm_without_importance_sampling_correction_is_accepted(tmp_path):
+    config = LeanProcessConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        use_vllm=True,
+        vllm_importance_sampling_correction=False,
+        pipelined_verification=True,
+    )
+    assert config.pipelined_verification
+
+
+def add(a, b):
+    """Adds.
+
+    Args:
+        a: a number.
+        b: a number.
+    """
+    return a + b
+
+
+@pytest.mark.parametrize(
+    ("trainer_kwargs", "named"),
+    [
+        ({"tools": [add]}, "tools="),
+        ({"train_dataset": Dataset.from_dict({"prompt": ["x"], "image": [None]})}, "image"),
+    ],
+)
+def test_unsupported_trainer_arguments_are_refused_before_the_model_loads(tmp_path, trainer_kwargs, named):
+    args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, pipelined_verification=True)
+    # A model path that does not exist: loading it would raise OSError, so the ValueError comes first.
+    with pytest.raises(ValueError, match=named) as error:
+        LeanProcessGRPOTrainer(
+            model=str(tmp_path / "no-such-model"), args=args, process_oracle=OkOracle(), **trainer_kwargs
+        )
+    assert "pipelined_verification" in str(error.value)
+
+
+class RowOracle:
+    """passed exactly when the row says batch 1: two batches of identical completions answer differently."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def verify(self, prompts, rows, completions):
+        self.calls += 1
+        return [ProcessVerdict("passed" if row["batch"] == 1 else "failed") for row in rows]
+
+
+def test_two_batches_in_flight_are_collected_oldest_first():
+    import asyncio
+
+    from trl_verigate.rewards.lean import LeanProofReward
+
+    oracle = RowOracle()
+    reward = LeanProofReward(oracle)
+    completions, prompts = ["same proof"] * 2, ["p"] * 2
+    reward.start(prompts, completions, [{"batch": 1}] * 2)
+    reward.start(prompts, completions, [{"batch": 2}] * 2)  # started before the first is collected
+    assert asyncio.run(reward(prompts, completions)) == [1.0, 1.0]
+    assert asyncio.run(reward(prompts, completions)) == [0.0, 0.0]
+    assert oracle.calls == 2  # each collected from its own verification, none verified again
+    assert not reward.is_pending(completions)
