@@ -358,3 +358,20 @@ def test_the_kernel_is_built_once_into_the_cache(kernel_reloaded, monkeypatch):
     assert len(builds) == 1
     assert es_noise(7, "w", (6,)).tolist() == HARD_CODED[(7, "w")]
     assert not [path for path in kernel_reloaded.iterdir() if path not in libraries]  # no scratch left behind
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["into out", "accumulate"])
+def test_add_scaled_noise_is_the_float32_product_then_sum(cpu_path, in_place):
+    """out = addend + f32(scale)·ε, two roundings, against es_noise and tensor arithmetic; zero addends and a zero
+    scale check the signs of zeros (+0 + (−0) = +0)."""
+    generator = torch.Generator().manual_seed(3)
+    addend = torch.randn(5000, generator=generator)
+    addend[:1000] = 0.0
+    for scale in (1e-3, -0.37, 0.0, -0.0):
+        expected = addend + es_noise(12, "scaled", (5000,)) * torch.tensor(scale, dtype=torch.float32)
+        target = addend.clone()
+        out = target if in_place else torch.full((5000,), float("nan"))
+        assert noise_module.add_scaled_noise(out, target, 12, "scaled", scale) is out
+        np.testing.assert_array_equal(out.numpy().view(np.uint32), expected.numpy().view(np.uint32))
+    with pytest.raises(ValueError, match="float32 `out` and `addend` of one shape"):
+        noise_module.add_scaled_noise(torch.empty(3), torch.empty(4), 1, "w", 1.0)

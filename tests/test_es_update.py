@@ -1,12 +1,27 @@
 """Population seeds, fitness shaping, the ES update against hand computation, and bit-exact perturb/restore."""
 
 import math
+import os
+import shlex
+import shutil
 
 import pytest
 import torch
 
-from trl_verigate.es import es_noise, es_update, make_master, perturb, population_seeds, shape_fitness, write_master
+from trl_verigate.es import (
+    es_noise,
+    es_update,
+    make_master,
+    noise_kernel,
+    perturb,
+    population_seeds,
+    shape_fitness,
+    write_master,
+)
+from trl_verigate.es import update as update_module
 from trl_verigate.es.state import history_entry, replay_history
+
+HAS_COMPILER = shutil.which(shlex.split(os.environ.get("CC") or "cc")[0]) is not None
 
 
 def test_population_seeds_are_deterministic_antithetic_pairs():
@@ -144,6 +159,44 @@ def test_perturb_then_restore_is_bit_exact(dtype):
         assert any(not torch.equal(naive[name], original[name]) for name in naive)
 
 
+def f32(value: float) -> torch.Tensor:
+    return torch.tensor(value, dtype=torch.float32)
+
+
+@pytest.mark.parametrize("kernel", [True, False], ids=["kernel", "torch ops"])
+def test_perturb_and_update_compute_the_documented_float32_ops_bitwise(monkeypatch, kernel):
+    """perturb: round_dtype(θ + f32(σ·sign)·ε); es_update: acc = Σ_s (acc + f32(c_s)·ε(s)), θ += f32(α/P)·acc; each
+    a rounded float32 op, here written out with es_noise and plain tensor arithmetic. Parameters of fp32 (written in
+    place), bf16 and a non-contiguous fp32 one (both through a float32 tensor), through the CPU kernel and the torch
+    ops."""
+    if not kernel:
+        monkeypatch.setattr(noise_kernel, "load_kernel", lambda: None)
+    elif not HAS_COMPILER:
+        pytest.skip("no C compiler (CC or cc) to build the CPU noise kernel")
+    generator = torch.Generator().manual_seed(1)
+    params = {
+        "fp32.weight": torch.randn(300, 70, generator=generator),
+        "bf16.weight": torch.randn(50, 33, generator=generator).to(torch.bfloat16),
+        "strided.weight": torch.randn(40, 60, generator=generator).t(),
+    }
+    master = make_master(params)
+    for sign in (1, -1):
+        perturb(params, master, seed=21, sign=sign, sigma=3e-3)
+        for name, param in params.items():
+            expected = (master[name] + es_noise(21, name, param.shape) * f32(3e-3 * sign)).to(param.dtype)
+            assert torch.equal(param, expected), name
+    members, fitness = [(4, 1), (4, -1), (9, 1), (9, -1)], [0.7, -0.2, 0.1, 0.4]
+    expected = {}
+    for name, theta in master.items():
+        accumulated = torch.zeros_like(theta)
+        for seed, coefficient in ((4, 0.7 + 0.2), (9, 0.1 - 0.4)):
+            accumulated = accumulated + es_noise(seed, name, theta.shape) * f32(coefficient)
+        expected[name] = theta + accumulated * f32(0.05 / 4)
+    es_update(master, members, fitness, 0.05)
+    for name in master:
+        assert torch.equal(master[name], expected[name]), name
+
+
 def test_replay_of_the_history_equals_the_incremental_master_bitwise():
     master = two_tensor_master()
     history = []
@@ -166,3 +219,35 @@ def test_the_es_export_parser_imports_without_torch():
 
     code = "import sys, trl_verigate.es.export; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_perturb_restore_and_update_run_on_one_intra_op_thread_and_restore_the_count(monkeypatch):
+    """The bookkeeping's ops must not wait at multi-thread barriers (see update._one_intra_op_thread); the caller's
+    thread count comes back afterwards, also when an op raises."""
+    seen = []
+
+    def recording_add_scaled_noise(out, addend, seed, name, scale):
+        seen.append(torch.get_num_threads())
+        return out.copy_(addend)
+
+    class RecordingParameter:
+        device = torch.device("cpu")
+
+        def copy_(self, source):
+            seen.append(torch.get_num_threads())
+
+    monkeypatch.setattr(update_module, "add_scaled_noise", recording_add_scaled_noise)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        master = two_tensor_master()
+        params = {name: value.clone() for name, value in master.items()}
+        perturb(params, master, seed=1, sign=1, sigma=0.1)
+        es_update(master, [(1, 1), (1, -1)], [1.0, -1.0], 0.1)
+        write_master({"a.weight": RecordingParameter()}, {"a.weight": master["a.weight"]})
+        assert seen == [1] * 5 and torch.get_num_threads() == 2
+        with pytest.raises(ValueError):
+            es_update(master, [(1, 1)], [1.0, 2.0], 0.1)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(previous)

@@ -291,6 +291,30 @@ def es_noise(seed: int, name: str, shape, device=None, out: torch.Tensor | None 
     return out
 
 
+def add_scaled_noise(out: torch.Tensor, addend: torch.Tensor, seed: int, name: str, scale: float) -> torch.Tensor:
+    """out ← addend + f32(scale)·ε(seed, name), returns `out`.
+
+    Two float32 roundings per element, the product then the sum: the values of `es_noise(...) * f32(scale)` followed
+    by `+ addend` in float32 torch ops (which is how it runs off the CPU or without the kernel). On the CPU the kernel
+    does it in one pass, without materializing the noise. `out` and `addend` are float32 tensors of one shape on one
+    device; `out` may be `addend` (an accumulator).
+    """
+    if out.dtype != torch.float32 or addend.dtype != torch.float32 or out.shape != addend.shape:
+        raise ValueError(
+            f"add_scaled_noise needs float32 `out` and `addend` of one shape, got {out.dtype} {tuple(out.shape)} and "
+            f"{addend.dtype} {tuple(addend.shape)}"
+        )
+    on_cpu = out.device.type == addend.device.type == "cpu"
+    kernel = noise_kernel.load_kernel() if on_cpu and out.is_contiguous() and addend.is_contiguous() else None
+    if kernel is None:
+        noise = es_noise(seed, name, addend.shape, device=addend.device)
+        noise.mul_(torch.tensor(scale, dtype=torch.float32, device=addend.device))
+        return torch.add(addend, noise, out=out)
+    key = noise_key(seed, name)
+    kernel.es_noise_scaled_add(out.data_ptr(), addend.data_ptr(), addend.numel(), *key, scale, *KERNEL_CONSTANTS)
+    return out
+
+
 def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
     """flat[j] ← ε of element counter first + j: the C kernel on the CPU when it builds (`noise_kernel`), else the
     torch ops."""

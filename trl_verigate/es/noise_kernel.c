@@ -88,17 +88,35 @@ static inline float box_muller_radius(uint32_t h, const float *c, uint32_t sqrt_
     return float_from_bits(bits_of(y) + (uint32_t)q_minus_1 * (1u << 23));
 }
 
+/* ε of element counter `counter` under the key words k (noise.py's `_normal_`). */
+static inline float noise_at(uint64_t counter, const uint32_t *k, const float *c, uint32_t sqrt_half_bits,
+                             uint32_t half_bits) {
+    uint32_t x = mix32(mix32((uint32_t)counter ^ k[0]) ^ (uint32_t)(counter >> 32) ^ k[1]);
+    float cosine = cos_two_pi(mix32(x ^ k[3]), c);
+    float radius = box_muller_radius(mix32(x ^ k[2]), c, sqrt_half_bits, half_bits);
+    return radius * cosine;
+}
+
 /* out[j] ← ε of element counter first + j, for j < count, with key words k0..k3 and noise.py's constants. */
 void es_noise_fill(float *restrict out, int64_t count, uint64_t first, uint32_t k0, uint32_t k1, uint32_t k2,
                    uint32_t k3, const float *restrict float_constants, uint32_t sqrt_half_bits, uint32_t half_bits) {
+    const uint32_t k[4] = {k0, k1, k2, k3};
     float c[FLOAT_CONSTANTS];
-    for (int k = 0; k < FLOAT_CONSTANTS; k++) c[k] = float_constants[k];
+    for (int i = 0; i < FLOAT_CONSTANTS; i++) c[i] = float_constants[i];
+    for (int64_t j = 0; j < count; j++) out[j] = noise_at(first + (uint64_t)j, k, c, sqrt_half_bits, half_bits);
+}
+
+/* out[j] ← addend[j] + ε_j·scale (the product rounded, then the sum), elements 0..count − 1 of one tensor's noise.
+ * `out` may be `addend` (an accumulator). */
+void es_noise_scaled_add(float *out, const float *addend, int64_t count, uint32_t k0, uint32_t k1, uint32_t k2,
+                         uint32_t k3, float scale, const float *restrict float_constants, uint32_t sqrt_half_bits,
+                         uint32_t half_bits) {
+    const uint32_t k[4] = {k0, k1, k2, k3};
+    float c[FLOAT_CONSTANTS];
+    for (int i = 0; i < FLOAT_CONSTANTS; i++) c[i] = float_constants[i];
     for (int64_t j = 0; j < count; j++) {
-        uint64_t counter = first + (uint64_t)j;
-        uint32_t x = mix32(mix32((uint32_t)counter ^ k0) ^ (uint32_t)(counter >> 32) ^ k1);
-        float cosine = cos_two_pi(mix32(x ^ k3), c);
-        float radius = box_muller_radius(mix32(x ^ k2), c, sqrt_half_bits, half_bits);
-        out[j] = radius * cosine;
+        float scaled = noise_at((uint64_t)j, k, c, sqrt_half_bits, half_bits) * scale;
+        out[j] = addend[j] + scaled;
     }
 }
 
@@ -106,7 +124,7 @@ void es_noise_fill(float *restrict out, int64_t count, uint64_t first, uint32_t 
 void es_noise_stages(const uint32_t *restrict hashes, float *restrict radius, float *restrict cosine, int64_t count,
                      const float *restrict float_constants, uint32_t sqrt_half_bits, uint32_t half_bits) {
     float c[FLOAT_CONSTANTS];
-    for (int k = 0; k < FLOAT_CONSTANTS; k++) c[k] = float_constants[k];
+    for (int i = 0; i < FLOAT_CONSTANTS; i++) c[i] = float_constants[i];
     for (int64_t j = 0; j < count; j++) {
         radius[j] = box_muller_radius(hashes[j], c, sqrt_half_bits, half_bits);
         cosine[j] = cos_two_pi(hashes[j], c);

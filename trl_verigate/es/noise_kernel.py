@@ -84,8 +84,8 @@ def _build(compiler: list[str]) -> Path:
 
 
 def load_kernel():
-    """The built library (a ctypes.CDLL with `es_noise_fill` and `es_noise_stages` typed), or None with one warning
-    if it cannot be built or loaded."""
+    """The built library (a ctypes.CDLL with `es_noise_fill`, `es_noise_scaled_add` and `es_noise_stages` typed), or
+    None with one warning if it cannot be built or loaded."""
     with _lock:
         if "kernel" not in _loaded:
             compiler = _compiler()
@@ -107,6 +107,15 @@ def load_kernel():
                     ctypes.c_int64,  # count
                     ctypes.c_uint64,  # first element counter
                     *[ctypes.c_uint32] * 4,  # key words k0..k3
+                    *constants,
+                ]
+                library.es_noise_scaled_add.restype = None
+                library.es_noise_scaled_add.argtypes = [
+                    ctypes.c_void_p,  # out: float32, contiguous (may be addend)
+                    ctypes.c_void_p,  # addend: float32, contiguous
+                    ctypes.c_int64,  # count (element counters 0..count − 1)
+                    *[ctypes.c_uint32] * 4,  # key words k0..k3
+                    ctypes.c_float,  # scale
                     *constants,
                 ]
                 library.es_noise_stages.restype = None
