@@ -19,8 +19,8 @@ PRESETS = {
     # Sizes of the full run, chosen to fit about an hour on the shared 2-core machine (measured: docs/experiments.md).
     "full": {
         "hidden_size": 128, "num_layers": 4, "sft_problems": 3000, "sft_steps": 1200, "sft_batch_size": 32,
-        "train_problems": 256, "eval_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 1024,
-        "max_completion_length": 80, "seeds": [0, 1, 2], "eval_every": 256, "start_groups": 64,
+        "train_problems": 256, "eval_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 3072,
+        "max_completion_length": 80, "seeds": [0, 1, 2], "eval_every": 512, "start_groups": 64,
         "es_sweep": [[4, 1e-3], [4, 3e-3], [8, 1e-3], [8, 3e-3]],
     },
     "quick": {
