@@ -131,3 +131,81 @@ def test_bracket_runs_lex_one_token_per_character(text, expected):
     # Every token's span holds its text, and the symbols are one character each.
     assert all(text[t.start : t.end] == t.text for t in tokens)
     assert all(t.end - t.start == 1 for t in tokens if t.kind == "symbol")
+
+
+# Pieces of proofs around what NFKC changes: names it maps letter for letter (`ℝ`, `𝓝`), subscripts in and out of
+# names (`h₀`, `₀`), letters the number syntax reads after a digit (`ℯ` -> `e`, `𝐱` -> `x`, `ℂ` -> `C`), symbols that
+# become digits or ASCII punctuation (`²`, `¹`, fullwidth `＂`, `－`, `＇`), ligatures that change the length (`ﬁ`),
+# compositions (`e` + U+0301), and the comments, literals and escapes the code is blanked from.
+_NFKC_PIECES = [
+    *" \n  ",
+    "ℝ", "ℕ", "ℂ", "𝓝", "ℯ", "𝐱", "ℓ", "₀", "₁", "ₐ", "ₓ", "²", "¹", "⁻", "ｓ", "＂", "－", "＇", "ﬁ", "e\u0301", "α",
+    "λ", "h", "x", "0", "1", "0x", "1.5", "e", "r", "_", ".", ",", "(", ")", "[", "]", "{", "}", ":=", "'", "''",
+    "«a b»", "--c\n", "/- c -/", '"s"', 's!"{x}"', "'a'", "sorry", "simp", " at ", "#", "@[", "+",
+]
+
+
+def test_normalized_tokens_are_the_lexed_normalized_code():
+    """`normalized_tokens` (tokens of NFKC(code) built from the code's) against lexing the normalized code, on random
+    texts; and `code_tokens`, the code's tokens, against lexing the blanked code."""
+    import unicodedata
+
+    from trl_verigate.lean_server.normalized_tokens import code_tokens, normalized_tokens
+    from trl_verigate.lean_server.precheck import _code_only
+
+    rng = random.Random(11)
+    built = lexed = 0
+    for _ in range(6000):
+        text = "".join(rng.choice(_NFKC_PIECES) for _ in range(rng.randint(1, 14)))
+        try:
+            tokens = lex(text)
+        except precheck.PrecheckError:
+            continue
+        view = CodeTokens(tokens)
+        code = _code_only(text, tokens)
+        assert code_tokens(view) == lex(code), text
+        normalized = unicodedata.normalize("NFKC", code)
+        if normalized == code:
+            continue
+        fast = normalized_tokens(code, normalized, view)
+        try:
+            expected = lex(normalized)
+        except precheck.PrecheckError:
+            assert fast is None, text
+            continue
+        if fast is None:
+            lexed += 1
+        else:
+            built += 1
+            assert fast == expected, text
+    assert built > 1000 and lexed > 300  # both ways were taken
+
+
+_LAYOUT_PIECES = [
+    *" \n  ",
+    "\u00a0", "\u2003", "\x0b", "\r\n", "h", "h'", "x.1", "1_000", "1.5e3", "0x1F", ":=", "<;>", "=>", "|>.", "..",
+    "(", ")", "[", "]", "{", "}", "⟨", "⟩", "·", ".", ",", ";", "λ", "ℝ", "₀", "«a b»", "«a--b»", "'", "''", "'a'",
+    "∑'", '"s"', 's!"{x}"', "r#\"x\"#", "--c\n", "/- c -/", "-", "/", "simp", "exact", "by",
+]
+
+
+def test_readings_agree_without_comparing_only_where_they_do():
+    """`read_alike_without_literals` says the lexer's and the splitter's readings agree only where
+    `lexers_disagree_at` (which compares them) finds no disagreement, on random texts."""
+    from trl_verigate.lean_server.readings import lexers_disagree_at, read_alike_without_literals
+    from trl_verigate.lean_server.tactics import split_proof
+
+    rng = random.Random(5)
+    quick = 0
+    for _ in range(6000):
+        text = "".join(rng.choice(_LAYOUT_PIECES) for _ in range(rng.randint(1, 16)))
+        try:
+            tokens = lex(text)
+        except precheck.PrecheckError:
+            continue
+        view = CodeTokens(tokens)
+        layout = split_proof(text)
+        if read_alike_without_literals(text, view, layout.tokens):
+            quick += 1
+            assert lexers_disagree_at(tokens, layout.tokens, view) is None, text
+    assert quick > 1000

@@ -36,7 +36,8 @@ from trl_verigate.lean_server.config_values import check_config_values, check_se
 from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
 from trl_verigate.lean_server.local_definitions import check_local_definitions
-from trl_verigate.lean_server.readings import all_inside, lexers_disagree_at
+from trl_verigate.lean_server.normalized_tokens import normalized_tokens
+from trl_verigate.lean_server.readings import all_inside, lexers_disagree_at, read_alike_without_literals
 from trl_verigate.lean_server.types import Tactic
 
 # Command keywords (defined next to the splitter, which ends a tactic block at them): any of them inside a proof
@@ -328,8 +329,16 @@ _NOT_LINE_BREAK = re.compile(r"[^\n]")
 _WORD = re.compile(r"[\w'!?«».]+")
 
 
-def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool, clause_keywords=frozenset()) -> None:
-    """Reject code that spells a forbidden word with look-alike characters (see the module docstring)."""
+def _check_look_alikes(
+    text: str,
+    tokens: list[Token],
+    allow_native_decide: bool,
+    clause_keywords=frozenset(),
+    view: CodeTokens | None = None,
+) -> None:
+    """Reject code that spells a forbidden word with look-alike characters (see the module docstring).
+
+    `view`: `tokens`' `CodeTokens`, when the caller has one."""
     code = _code_only(text, tokens)
     if code.isascii():  # every word below would be skipped, and NFKC leaves ASCII unchanged
         return
@@ -350,7 +359,11 @@ def _check_look_alikes(text: str, tokens: list[Token], allow_native_decide: bool
     normalized = unicodedata.normalize("NFKC", code)
     if normalized != code:
         try:
-            check_tokens(lex(normalized), allow_native_decide, clause_keywords=clause_keywords)
+            # The normalized code's tokens, from the code's own where NFKC only swapped characters (normalized_tokens.py).
+            normalized_code = normalized_tokens(code, normalized, CodeTokens(tokens) if view is None else view)
+            if normalized_code is None:
+                normalized_code = lex(normalized)
+            check_tokens(normalized_code, allow_native_decide, clause_keywords=clause_keywords)
         except PrecheckError as error:
             # Normalization rarely changes lengths in code, so the offset still points at (or next to) the word.
             raise PrecheckError(
@@ -426,7 +439,7 @@ def _indented(text: str, tokens: list[Token], dedented: Token) -> str:
     return shown if len(shown) <= 200 else shown[:200] + "…"
 
 
-def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout) -> list[Tactic]:
+def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str | None = None) -> list[Tactic]:
     """Every code token must lie in a top-level tactic: anything after the block's end is read by Lean as commands.
 
     Lean ends the `by` block at the first line indented less than its first tactic (or at a token no tactic
@@ -435,7 +448,11 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout) -> list[Tac
     suffix it read (`layout.suffix`) is exactly that. Returns those spans, the proof's outermost tactics.
     """
     spans, suffix = layout.tactics, layout.suffix
-    disagreement = lexers_disagree_at(view.tokens, layout.tokens, view)
+    # `text`: the proof, where the readings are often seen to agree without comparing them (`readings.py`).
+    if text is not None and read_alike_without_literals(text, view, layout.tokens):
+        disagreement = None
+    else:
+        disagreement = lexers_disagree_at(view.tokens, layout.tokens, view)
     if disagreement is not None:
         raise PrecheckError(
             "the proof's layout",
@@ -537,9 +554,9 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: 
     keywords = layout.clause_keywords
     _check_columns(proof, view, first_line_at_line_start=start_column == 0, clause_keywords=keywords)
     check_tokens(tokens, allow_native_decide, clause_keywords=keywords, view=view)
-    _check_look_alikes(proof, tokens, allow_native_decide, clause_keywords=keywords)
+    _check_look_alikes(proof, tokens, allow_native_decide, clause_keywords=keywords, view=view)
     _check_scoped_prefixes(view)
-    tactics = _check_block(view, layout)
+    tactics = _check_block(view, layout, proof)
     check_local_definitions(tokens, proof, layout, view)
     return tactics
 

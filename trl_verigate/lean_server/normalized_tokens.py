@@ -1,0 +1,170 @@
+"""`lex(NFKC(code))` for the precheck's look-alike check, built from the tokens of `code` instead of lexing it again.
+
+`precheck._check_look_alikes` holds the proof's code (comments and literals blanked, `_code_only`) to the token rules
+once more after Unicode normalization (NFKC), in case a toolchain ever normalized. Lexing the normalized text again
+doubled the precheck's time on proofs written with `ℝ`, `h₀` or `x²`. Most of what NFKC changes there is one
+character for another that the lexer reads the same way where it stands (`ℝ` -> `R`, `𝓝` -> `N` in a name, `₀` ->
+`0` inside a name), so the normalized tokens are the code's tokens with their texts translated; around a character
+read differently (`x²` -> `x2` is one name, not a name and a symbol) the whitespace-delimited word is lexed anew.
+Where neither argument holds, `normalized_tokens` returns None and the caller lexes the whole text.
+
+Why the code's tokens are `code_tokens(view)`: blanking replaces whole comment, string and character tokens by
+spaces (line breaks kept), and no other token can take in a space or end differently before one than before the
+literal it replaced (a `'` or `r` that starts a literal would have been read into a name before it); the code
+inside an interpolated string's braces is blanked with its string.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_left
+from itertools import compress, repeat
+from operator import add, itemgetter, ne
+
+from trl_verigate.lean_server.code_tokens import CodeTokens
+from trl_verigate.lean_server.lexer import _ID_REST, Token, _new_token, is_id_first, is_id_rest, lex, split_name
+
+_KIND, _START, _END, _TEXT, _COMPONENTS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
+_NOT_ASCII = re.compile(r"[^\x00-\x7f]")
+# Letters that the number syntax (`0x1F`, `0b1`, `0o7`, `1e5`) reads after a digit or `0x`, and `r`, which starts a
+# raw string (`r"…"`): a character normalized to one of them is read alike only where no ASCII letter or digit
+# comes before it.
+_NUMBER_LETTERS = frozenset("abcdefABCDEFxXoObBeE")
+# Identifier characters that are no identifier start (`is_id_rest` but not `is_id_first`).
+_REST_ONLY = "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
+# Whitespace as the lexer skips it: no token of a text without the characters `_words_are_tokens_apart` refuses
+# spans it, and the lexer starts afresh after it.
+_SPACES = " \n\r\t"
+_SPACE = re.compile(f"[{_SPACES}]")
+
+
+def code_tokens(view: CodeTokens) -> list[Token]:
+    """`lex(_code_only(text, tokens))` for the `view` of `tokens = lex(text)`: the code tokens outside literals,
+    less the string and character literals (see the module docstring)."""
+    tokens = view.outside
+    if "string" in view.kinds or "char" in view.kinds:
+        tokens = list(compress(tokens, map(ne, map(_KIND, tokens), repeat("string"))))
+        tokens = list(compress(tokens, map(ne, map(_KIND, tokens), repeat("char"))))
+    return tokens
+
+
+def normalized_tokens(code: str, normalized: str, view: CodeTokens) -> list[Token] | None:
+    """`lex(normalized)`, where `normalized` is `code` under NFKC and `view` the `CodeTokens` of the text `code` was
+    blanked from; None where this cannot tell it without lexing (then the caller lexes)."""
+    if len(normalized) != len(code):
+        return None
+    changed = {}
+    for c in set(_NOT_ASCII.findall(code)):
+        d = unicodedata.normalize("NFKC", c)
+        if d != c:
+            if len(d) != 1:
+                return None
+            changed[c] = d
+    table = str.maketrans(changed)
+    # NFKC also composes (`e` + U+0301 -> `é`): only a character-for-character translation is read here.
+    if code.translate(table) != normalized:
+        return None
+    relexed = "".join(c for c, d in changed.items() if not _read_alike(code, c, d))
+    tokens = code_tokens(view)
+    if relexed:
+        if not _words_are_tokens_apart(normalized):
+            return None
+        tokens = _with_words_relexed(tokens, code, normalized, relexed)
+    return _translated(tokens, table)
+
+
+def _read_alike(code: str, c: str, d: str) -> bool:
+    """Whether the lexer reads `d` where `code` has `c` as it reads `c`: both start and continue names alike and
+    `d` is no letter the number or raw-string syntax reads (or stands where it cannot), or `c` continues a name
+    wherever it stands and `d` does too."""
+    if is_id_first(c):
+        if not is_id_first(d) or d == "r":
+            return False
+        return d not in _NUMBER_LETTERS or re.search(f"[0-9A-Za-z]{re.escape(c)}", code) is None
+    if is_id_rest(c) and is_id_rest(d):
+        # `c` continues a name only inside a run of name characters that starts with a name start: a run starting
+        # with a digit or `'` (`1₀`, or `₀` alone) is a number and a symbol, or a symbol, to the lexer.
+        c = re.escape(c)
+        return re.search(rf"(?<![{_ID_REST}])(?:{c}|[{_REST_ONLY}][{_ID_REST}]*?{c})", code) is None
+    return False
+
+
+def _words_are_tokens_apart(normalized: str) -> bool:
+    """Whether no token of `normalized` can span whitespace: no string, comment, escaped name or character literal
+    that could hold a space or line break starts in it."""
+    return (
+        '"' not in normalized
+        and "«" not in normalized
+        and "--" not in normalized
+        and "/-" not in normalized
+        and re.search(r"'[ \n\r\t\\]", normalized) is None
+    )
+
+
+def _with_words_relexed(tokens: list[Token], code: str, normalized: str, relexed: str) -> list[Token]:
+    """`tokens` (of `code`) with those of each whitespace-delimited word holding a character of `relexed` replaced
+    by the tokens of the word in `normalized`, at the same place (each distinct word lexed once).
+
+    Each word is found from one of its characters, back to the whitespace before it (no further back than the last
+    word) and on to the whitespace after it, so no character is passed over twice."""
+    starts = list(map(_START, tokens))
+    result: list[Token] = []
+    lexed: dict[str, list[Token]] = {}
+    kept_from = word_end = 0
+    for found in re.finditer(f"[{re.escape(relexed)}]", code):
+        position = found.start()
+        if position < word_end:  # in the word just relexed
+            continue
+        start = 1 + max(code.rfind(space, word_end, position) for space in _SPACES)
+        after = _SPACE.search(code, position)
+        word_end = len(code) if after is None else after.start()
+        first, after_word = bisect_left(starts, start), bisect_left(starts, word_end)
+        result += tokens[kept_from:first]
+        text = normalized[start:word_end]
+        inner = lexed.get(text)
+        if inner is None:
+            inner = lexed[text] = lex(text)
+        shifted = zip(
+            map(_KIND, inner),
+            map(add, map(_START, inner), repeat(start)),
+            map(add, map(_END, inner), repeat(start)),
+            map(_TEXT, inner),
+            map(_COMPONENTS, inner),
+            strict=True,
+        )
+        result += map(_new_token, shifted)
+        kept_from = after_word
+    result += tokens[kept_from:]
+    return result
+
+
+def _translated(tokens: list[Token], table: dict[int, str]) -> list[Token]:
+    """`tokens` with each text translated by `table` (and an identifier's components with it)."""
+    texts = list(map(_TEXT, tokens))
+    translations = _Translations(table)
+    new_texts = list(map(translations.__getitem__, texts))
+    tokens = list(tokens)
+    components_of = translations.components
+    for k in compress(range(len(texts)), map(ne, texts, new_texts)):
+        kind, start, end, _, components = tokens[k]
+        text = new_texts[k]
+        if kind == "ident":
+            components = components_of.get(text)
+            if components is None:
+                components = components_of[text] = tuple(split_name(text))
+        tokens[k] = _new_token((kind, start, end, text, components))
+    return tokens
+
+
+class _Translations(dict):
+    """Text -> its translation, each distinct text translated once; `components` caches a translated name's."""
+
+    def __init__(self, table: dict[int, str]):
+        super().__init__()
+        self.table = table
+        self.components: dict[str, tuple[str, ...]] = {}
+
+    def __missing__(self, text: str) -> str:
+        translated = self[text] = text.translate(self.table)
+        return translated
