@@ -9,6 +9,7 @@ walk over the tokens otherwise.
 from __future__ import annotations
 
 import bisect
+import re
 from itertools import compress, repeat
 from operator import attrgetter, ge, itemgetter, le, ne, not_, sub
 
@@ -97,6 +98,33 @@ def _same_reading(view: CodeTokens, splitter_tokens) -> bool:
     their_literals = list(map(_THIRD, splitter_tokens))
     return _runs_and_literals(our_starts, our_ends, our_literals) == _runs_and_literals(
         their_starts, their_ends, their_literals
+    )
+
+
+# Whitespace to the splitter (`\\s`) that the lexer reads as a symbol.
+_OTHER_SPACE = re.compile(r"[^\S \n\r\t]")
+
+
+def read_alike_without_literals(text: str, view: CodeTokens, splitter_tokens) -> bool:
+    """Whether `lexers_disagree_at` would find no disagreement, decided without comparing the tokens: true where
+    neither reading has a comment or literal, which needs no pass over the tokens beyond finding none.
+
+    Both scans cover every character of the text other than whitespace with exactly one token, in text order:
+    the lexer's pattern skips ` \\n\\r\\t` and reads any other character as (part of) a token, the splitter's skips
+    whitespace (`\\s`) and `--` comments and does the same. Without comments and literals in either (no `--` or
+    `/-` in the text, which is all that starts a comment to either), and without a whitespace character one skips
+    and the other reads (`_OTHER_SPACE`), both code runs are the runs of non-whitespace characters of `text`, and
+    neither has literals. False means: compare the tokens. `view`: the lexer's tokens of `text`, comments included
+    (a view without comment tokens has `code is tokens`); `splitter_tokens`: `ProofLayout.tokens`.
+    """
+    return (
+        view.code is view.tokens
+        and "--" not in text
+        and "/-" not in text
+        and "string" not in view.kinds
+        and "char" not in view.kinds
+        and not any(map(_THIRD, splitter_tokens))
+        and _OTHER_SPACE.search(text) is None
     )
 
 
