@@ -8,18 +8,26 @@ by hand and by an independent forward pass of a fresh copy of the tiny policy (n
   generated at step k - 1, with old log-probs equal to the generating weights' and not the current weights';
 - a batch's verification is still under way when the next batch is generated (the oracle holds it until then);
 - off (the default), step k trains on the batch it generated, with no old log-probs (TRL's on-policy default);
+- two batches in verification at once are collected oldest first, each verified once;
+- over 2 processes, every rank follows the same schedule (no hang, same batches per step);
 - combinations the pipeline does not support are refused, naming the field and the fix, before any model loads.
 """
 
+import asyncio
+import json
 import os
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 import torch
 from datasets import Dataset
+from launch import free_port
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from trl_verigate.rewards.lean import ProcessVerdict
+from trl_verigate.rewards.lean import LeanProofReward, ProcessVerdict
 from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -304,10 +312,6 @@ class RowOracle:
 
 
 def test_two_batches_in_flight_are_collected_oldest_first():
-    import asyncio
-
-    from trl_verigate.rewards.lean import LeanProofReward
-
     oracle = RowOracle()
     reward = LeanProofReward(oracle)
     completions, prompts = ["same proof"] * 2, ["p"] * 2
@@ -317,3 +321,20 @@ def test_two_batches_in_flight_are_collected_oldest_first():
     assert asyncio.run(reward(prompts, completions)) == [0.0, 0.0]
     assert oracle.calls == 2  # each collected from its own verification, none verified again
     assert not reward.is_pending(completions)
+
+
+@pytest.mark.slow
+def test_two_processes_pipeline_in_step(tiny_models, tmp_path):
+    script = Path(__file__).parent / "scripts" / "lean_process_pipeline_two_process.py"
+    port = free_port()
+    env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1"]
+    command += ["--master_port", str(port), str(script), tiny_models["policy"], str(tmp_path)]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, f"2-process run failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    for rank in range(2):
+        record = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert record["calls"] == [0, 0, 1], rank  # step 0 fills the pipeline, the last step generates nothing
+        # Step k trains on call k + 1: its own batch at step 0, the previous step's after; old log-probs after step 0.
+        assert record["trained"] == [[0, [1], False], [1, [2], True], [2, [3], True]], rank
+        assert record["staleness"] == [0.0, 1.0, 1.0], rank
