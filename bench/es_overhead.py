@@ -1,24 +1,27 @@
 """What ES costs besides generation, measured side by side in one run; prints ratios, asserts nothing.
 
 Every ratio compares timings taken in turn (a, b, a, b, ...) and keeps the fastest of each, so the load of this
-shared machine hits both sides.
+shared machine hits both sides. [2]-[5] run on `--intra-op-threads` torch threads (default 1, generation and ES
+alike; see its help).
 
-1. Noise throughput: `es_noise` elements per second as a fraction of a same-size fp32 `torch.clone` (target >= 0.2),
-   both on one intra-op thread, on a tensor larger than the L3 cache.
+1. Noise throughput: `es_noise` elements per second (its C kernel on the CPU) as a fraction of a same-size fp32
+   `torch.clone` (target >= 0.2), both on one intra-op thread, on a tensor larger than the L3 cache; and the torch ops
+   (the definition, used without a C compiler and on CUDA) beside them.
 2. Flat iteration cost: perturb + restore + update at iteration 1 (fresh master) and at iteration N (the master after
    N - 1 incremental updates; target <= 1.2x), against rebuilding the master by replaying the history from the base.
 3. Population throughput: members per second of an ES iteration (tiny policy, HF generate) as a fraction of pure
    generation of the same completions without perturbation (target >= 0.9), with the perturb, restore, update,
    generate and reward-wait shares of the iteration.
-4. Memory above the model's weights: the fp32 master, plus one tensor's noise and update accumulator, plus the noise
-   generator's chunk buffers (computed from the parameter sizes), and the process's peak RSS.
+4. Memory above the model's weights: the fp32 master, plus the largest transient of perturb and update (computed from
+   the parameter sizes and which noise path runs), and the process's peak RSS.
 5. Verification overlapped with generation: with the Lean reward on the stand-in REPL (sleeping a fixed latency per
    proof, calibrated against the measured generation time), and with a pure-latency verifier, iteration time /
    max(total generation, total verification) with async rewards (target <= 1.15) and with the same reward awaited
    member by member (about (generation + verification) / max), where verification balances generation and where it
    dominates (3x).
 
-    python bench/es_overhead.py [--rounds 3 --population 4 --overlap-population 12 --overlap-rounds 2 --workers 2 --only N]
+    python bench/es_overhead.py [--rounds 3 --population 4 --population-rounds 6 --overlap-population 12
+                                 --overlap-rounds 2 --workers 2 --only N]
 """
 
 import argparse
@@ -79,18 +82,31 @@ def intra_op_threads(count: int):
 
 def noise_throughput(numel: int, rounds: int) -> None:
     source = torch.randn(numel)
-    functions = {"clone": lambda: source.clone(), "noise": lambda: es_noise(1, "bench.weight", (numel,))}
-    # One intra-op thread for both: es_noise runs its CPU chunks in the calling thread by design (see
-    # noise.CHUNK_ELEMENTS), and clone's second OpenMP thread on this shared 2-core machine mostly waits for a core.
-    # Wall time and this process's CPU time (which a time slice given to another process does not inflate).
+    key = noise_module.noise_key(1, "bench.weight")
+
+    def torch_ops():  # the generator's definition, and its path without a C compiler or off the CPU
+        noise_module._fill_noise_ops(torch.empty(numel), 0, key)
+
+    functions = {
+        "clone": lambda: source.clone(),
+        "noise": lambda: es_noise(1, "bench.weight", (numel,)),
+        "torch ops": torch_ops,
+    }
+    # One intra-op thread for all: es_noise's kernel and the torch ops' chunks run in the calling thread by design
+    # (see noise.CHUNK_ELEMENTS), and clone's second OpenMP thread on this shared 2-core machine mostly waits for a
+    # core. Wall time and this process's CPU time (which a time slice given to another process does not inflate).
+    kernel = (
+        "C kernel" if noise_module.noise_kernel.load_kernel() is not None else "torch ops: the C kernel did not build"
+    )
     with intra_op_threads(1):
         wall = interleaved_minimums(functions, rounds)
         cpu = interleaved_minimums(functions, rounds, clock=time.process_time)
     print(
         f"[1] noise ({numel} elements = {numel * 4 / 2**20:.0f} MiB fp32, 1 intra-op thread, fastest of {rounds} "
-        f"interleaved): {numel / wall['noise'] / 1e6:.1f} M elements/s, clone {numel / wall['clone'] / 1e6:.0f} M/s; "
-        f"noise / clone throughput = {wall['clone'] / wall['noise']:.3f} wall time, "
-        f"{cpu['clone'] / cpu['noise']:.3f} CPU time (target >= 0.2)"
+        f"interleaved; {kernel}): {numel / wall['noise'] / 1e6:.1f} M elements/s, clone "
+        f"{numel / wall['clone'] / 1e6:.0f} M/s; noise / clone throughput = {wall['clone'] / wall['noise']:.3f} wall "
+        f"time, {cpu['clone'] / cpu['noise']:.3f} CPU time (target >= 0.2); the torch ops alone "
+        f"{numel / wall['torch ops'] / 1e6:.1f} M/s = {wall['clone'] / wall['torch ops']:.3f} of clone"
     )
 
 
@@ -220,12 +236,22 @@ def population_throughput(policy, folder, population, rounds) -> None:
     )
     params = runner.trainer._es_parameters()
     master_bytes = sum(p.numel() * 4 for p in params.values())
-    largest = max(p.numel() for p in params.values())
-    chunk_bytes = 7 * 4 * min(largest, noise_module.CHUNK_ELEMENTS)  # 7 int32/float32 buffers (noise._Buffers)
+    largest = max(p.numel() * 4 for p in params.values())
+    if noise_module.noise_kernel.load_kernel() is not None:
+        # The kernel writes θ + σ·ε straight into an fp32 parameter, else into one fp32 tensor; the update holds one
+        # accumulator and no noise tensor.
+        indirect = [p.numel() * 4 for p in params.values() if p.dtype != torch.float32 or not p.is_contiguous()]
+        transient = {"perturb": max(indirect, default=0), "update": largest}
+    else:
+        # The torch ops: one tensor's noise and the chunk buffers (7 int32/float32 buffers, noise._Buffers); the
+        # update's accumulator beside that noise.
+        buffers = 7 * 4 * min(largest // 4, noise_module.CHUNK_ELEMENTS)
+        transient = {"perturb": largest + buffers, "update": 2 * largest + buffers}
     print(
-        f"[4] memory above the model: fp32 master {master_bytes / 2**20:.2f} MiB + one tensor's noise and update "
-        f"accumulator {2 * largest * 4 / 2**20:.2f} MiB + noise chunk buffers {chunk_bytes / 2**20:.2f} MiB; "
-        f"process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
+        f"[4] memory above the model: fp32 master {master_bytes / 2**20:.2f} MiB + at most "
+        f"{max(transient.values()) / 2**20:.2f} MiB at a time ("
+        + ", ".join(f"{name} {size / 2**20:.2f} MiB" for name, size in transient.items())
+        + f"); process peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB"
     )
 
 
@@ -286,7 +312,46 @@ class SleepingVerifier:
         return list(await asyncio.gather(*(verify() for _ in completions)))
 
 
-def overlap(policy, folder, population, workers, rounds) -> None:
+class HandOffTrace:
+    """When each member's generation returned, when its async reward started running on TRL's event loop and when
+    the last reward returned: the overlap path's own delays, apart from generation and verification."""
+
+    def __init__(self, trainer):
+        self.generated, self.started, self.finished = [], [], []
+        generate = trainer._generate
+
+        def traced_generate(prompts):
+            result = generate(prompts)
+            self.generated.append(time.perf_counter())
+            return result
+
+        trainer._generate = traced_generate
+
+    def clear(self) -> None:
+        self.generated, self.started, self.finished = [], [], []
+
+    def reward(self, async_reward):
+        trace = self
+
+        class TracedReward:
+            __name__ = async_reward.__name__
+
+            async def __call__(self, prompts, completions, **kwargs):
+                trace.started.append(time.perf_counter())
+                rewards = await async_reward(prompts, completions, **kwargs)
+                trace.finished.append(time.perf_counter())
+                return rewards
+
+        return TracedReward()
+
+    def lags(self) -> tuple[float, float]:
+        """(the longest delay from a member's generation to its reward's start, the delay from the last reward's
+        return to now, the end of the iteration)."""
+        start_lag = max(started - generated for generated, started in zip(self.generated, self.started, strict=True))
+        return start_lag, time.perf_counter() - max(self.finished)
+
+
+def overlap(policy, folder, population, workers, rounds, completion_length) -> None:
     """[5] in two regimes, per-member verification ≈ per-member generation (balanced) and 3x it, with two verifiers.
 
     - lean_server with the stand-in REPL sleeping `latency` per proof (the issue's setup): the REPLs' latency is a
@@ -298,18 +363,26 @@ def overlap(policy, folder, population, workers, rounds) -> None:
     The latency is calibrated so that one member's proofs (prompts × generations, over `workers` slots) take `factor`
     × one member's generation. Overlap cannot hide the last member's verification, so even a perfect pipeline takes
     max(G + V/P, G/P + V), i.e. (P + 1)/P of max(G, V) in the balanced regime: P = 12 leaves 1.08.
+
+    lean_server's client spends a few milliseconds of CPU per proof, a fixed cost that a real Lean proof's seconds
+    dwarf; `completion_length` keeps the calibrated latency per proof near 0.1 s or more, so that cost stays a small
+    share as it is in use (at 16 tokens on one fast thread the latency fell to ~30 ms and it was ~15 %).
     """
     from trl_verigate.lean_server import LeanServer
 
-    trainer = es_trainer(policy, folder / "overlap", async_letter_reward, population, max_completion_length=16)
+    trainer = es_trainer(
+        policy, folder / "overlap", async_letter_reward, population, max_completion_length=completion_length
+    )
     runner = IterationRunner(trainer)
+    trace = HandOffTrace(trainer)
     proofs_per_member = trainer.args.prompts_per_iteration * trainer.args.num_generations
     waves = -(-proofs_per_member // workers)  # a member's proofs run in waves of `workers`
     for verifier in ("lean_server + stand-in REPL", "pure latency"):
         for regime, factor in (("balanced", 1.0), ("verification-dominated", 3.0)):
-            # Calibrated right before each configuration: the load of this machine moves generation by several x
-            # within minutes.
-            member_generation_seconds = best_of(runner.pure_generation, repeats=1) / population
+            # Calibrated right before each configuration (the load of this machine moves generation by several x
+            # within minutes), on the faster of two generations (one slow spell made "balanced" runs 2x
+            # verification-dominated).
+            member_generation_seconds = best_of(runner.pure_generation, repeats=2) / population
             latency = factor * member_generation_seconds / waves
             with contextlib.ExitStack() as stack:
                 if verifier == "pure latency":
@@ -321,18 +394,21 @@ def overlap(policy, folder, population, workers, rounds) -> None:
                     config = stand_in_config(server_dir, *flags, workers=workers, timeout=120.0)
                     async_reward = FixedProofReward(stack.enter_context(LeanServer(config)))
                 blocking_reward = TimedBlockingReward(async_reward)
+                traced_reward = trace.reward(async_reward)
                 sequential_runs, overlapped_runs = [], []
                 for _ in range(rounds):
                     blocking_reward.seconds = 0.0
                     seconds, row = runner.iteration(blocking_reward)
                     sequential_runs.append((seconds, row["es/seconds_generate"], blocking_reward.seconds))
-                    seconds, row = runner.iteration(async_reward)
-                    overlapped_runs.append((seconds, row["es/seconds_generate"], row["es/seconds_reward_wait"]))
+                    trace.clear()
+                    seconds, row = runner.iteration(traced_reward)
+                    timings = (row["es/seconds_generate"], row["es/seconds_reward_wait"], *trace.lags())
+                    overlapped_runs.append((seconds, *timings))
             # Each mode's fastest round, each against its own generation time: generation is what the load of this
             # shared machine slows, while the verifiers' sleeps are not, so a ratio within one run cancels the load.
             # The verification total is measured in the sequential run, where each member's wait is visible.
             sequential, generation, verification = min(sequential_runs)
-            overlapped, overlapped_generation, final_wait = min(overlapped_runs)
+            overlapped, overlapped_generation, final_wait, start_lag, end_lag = min(overlapped_runs)
             bound = max(overlapped_generation, verification)
             pipeline = max(
                 overlapped_generation + verification / population, overlapped_generation / population + verification
@@ -341,7 +417,9 @@ def overlap(policy, folder, population, workers, rounds) -> None:
                 f"[5] verification overlap, {verifier}, {regime} (P={population}, {proofs_per_member} proofs per "
                 f"member on {workers} workers at {latency:.3f} s per proof, fastest of {rounds} interleaved): "
                 f"verification {verification:.2f} s; overlapped: generation {overlapped_generation:.2f} s, iteration "
-                f"{overlapped:.2f} s (final reward wait {final_wait:.2f} s), iteration / max(gen, verify) = "
+                f"{overlapped:.2f} s (final reward wait {final_wait:.2f} s; hand-offs: a member's reward starts at most "
+                f"{start_lag * 1e3:.1f} ms after its generation, the iteration ends {end_lag * 1e3:.1f} ms after the "
+                f"last reward), iteration / max(gen, verify) = "
                 f"{overlapped / bound:.3f} (target <= 1.15; a perfect pipeline {pipeline / bound:.3f}); sequential: "
                 f"generation {generation:.2f} s, iteration {sequential:.2f} s, iteration / max(gen, verify) = "
                 f"{sequential / max(generation, verification):.3f} (expected ~ (gen + verify) / max = "
@@ -361,16 +439,39 @@ def main():
     parser.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of each timing")
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--population", type=int, default=4, help="P of the population-throughput measurement")
+    parser.add_argument(
+        "--population-rounds",
+        type=int,
+        default=6,
+        help="interleaved repetitions in the population-throughput measurement (its generation time moves most "
+        "with the machine's load)",
+    )
     parser.add_argument("--overlap-population", type=int, default=12, help="P of the overlap measurement")
     parser.add_argument("--workers", type=int, default=2, help="stand-in REPLs of the overlap measurement")
     parser.add_argument(
+        "--overlap-completion-length",
+        type=int,
+        default=64,
+        help="max_completion_length of the overlap measurement (its generation time sets the calibrated latency)",
+    )
+    parser.add_argument(
         "--overlap-rounds", type=int, default=2, help="interleaved repetitions in the overlap measurement"
+    )
+    parser.add_argument(
+        "--intra-op-threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads of [2]-[5], for generation and ES alike (default 1: on this 2-core machine "
+        "shared with other jobs, two OpenMP threads made the tiny policy's generation 7-15x slower and as many times "
+        "more variable, each op waiting at a barrier for a descheduled thread, which swamps every ratio)",
     )
     parser.add_argument("--only", type=int, choices=range(1, 6), help="run one measurement (its number)")
     args = parser.parse_args()
     transformers_logging.set_verbosity_error()
     if args.only in (None, 1):
         noise_throughput(args.numel, args.rounds)
+    torch.set_num_threads(args.intra_op_threads)
+    print(f"[2]-[5] run on {torch.get_num_threads()} intra-op thread(s) (--intra-op-threads)")
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         policy = build_tiny_models(folder / "tiny")["policy"]
@@ -384,9 +485,16 @@ def main():
         if args.only in (None, 2):
             iteration_cost(params, args.iterations, 2, 20 * args.rounds)  # iterations of milliseconds: more rounds
         if args.only in (None, 3, 4):
-            population_throughput(policy, folder, args.population, args.rounds)
+            population_throughput(policy, folder, args.population, args.population_rounds)
         if args.only in (None, 5):
-            overlap(policy, folder, args.overlap_population, args.workers, args.overlap_rounds)
+            overlap(
+                policy,
+                folder,
+                args.overlap_population,
+                args.workers,
+                args.overlap_rounds,
+                args.overlap_completion_length,
+            )
 
 
 if __name__ == "__main__":
