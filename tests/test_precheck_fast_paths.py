@@ -209,3 +209,28 @@ def test_readings_agree_without_comparing_only_where_they_do():
             quick += 1
             assert lexers_disagree_at(tokens, layout.tokens, view) is None, text
     assert quick > 1000
+
+
+def _is_config_item(code, k):
+    """The reference: `code[k]` opens `(NAME := …`."""
+    if code[k].text != "(" or k + 3 >= len(code) or code[k + 1].kind != "ident":
+        return False
+    colon, equals = code[k + 2], code[k + 3]
+    return colon.text == ":" and equals.text == "=" and equals.start == colon.end
+
+
+_CONFIG_PIECES = [" ", "(", ")", "x", "Nat.f", "1", ":", "=", ":=", ": =", "(x :=", "(1 :=", "(x : =", "[", "{", '"s"']
+
+
+def test_config_items_are_where_the_plain_test_finds_them():
+    from trl_verigate.lean_server.config_values import _config_items
+
+    rng = random.Random(3)
+    found = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(_CONFIG_PIECES) for _ in range(rng.randint(0, 14)))
+        view = CodeTokens(lex(text))
+        expected = [k for k in range(len(view.outside)) if _is_config_item(view.outside, k)]
+        assert _config_items(view) == expected, text
+        found += bool(expected)
+    assert found > 500

@@ -6,11 +6,16 @@ Split from `precheck`, whose token checks call `check_set_option` and `check_con
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import compress, repeat
+from operator import add, eq, itemgetter, sub
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.code_tokens import CodeTokens, indices_of
 from trl_verigate.lean_server.lexer import PrecheckError, Token
+
+_KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2)
 
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
 # `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
@@ -128,21 +133,25 @@ def check_config_values(code: list[Token], view: CodeTokens | None = None) -> No
         return
     code = view.outside
     closers = view.closers_of_outside
-    openers = {close: open_ for open_, close in closers.items()}
+    openers = dict(zip(closers.values(), closers.keys(), strict=True))
     named_arguments: dict[int, bool] = {}
+    item_set = set(items)
+    end = len(code)
     for k in items:
         token = code[k]
         name = code[k + 1]
-        close = closers.get(k, len(code))
+        close = closers.get(k, end)
         value = code[k + 4 : close]
-        if _is_literal(value):
+        # A value of one token is a literal exactly when `_is_literal` says so of a number, string, character,
+        # `true` or `false` (a lone bracket or `.`/`-` starts no complete literal): decided here without its walk.
+        if _is_literal(value) if close != k + 5 else (value[0].kind in _ONE_TOKEN_LITERALS or value[0].text in _BOOLS):
             _check_options_in_config(name, value)
             continue
         if name.text in TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
             continue
         if name.text in DISCHARGER_ITEMS and _is_tactic_sequence(value):
             continue
-        if _is_named_argument(code, k, openers, named_arguments):
+        if _is_named_argument(code, k, openers, named_arguments, item_set):
             continue
         if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
             continue
@@ -230,36 +239,41 @@ def _numeral_at(tokens: list[Token], i: int) -> Token | None:
 
 
 def _config_items(view: CodeTokens) -> list[int]:
-    """The indices in `view.outside` of the `(` of each `(NAME := …` (`_is_config_item`), in order, found from the
-    `:` tokens (one C pass over the texts) rather than by trying every token."""
-    code = view.outside
-    return [j - 2 for j in indices_of(view.outside_texts, ":") if j >= 2 and _is_config_item(code, j - 2)]
+    """The indices in `view.outside` of the `(` of each `(NAME := …`, the shape of a configuration item (and of a
+    named argument): a `(`, an identifier, then `:` and `=` with nothing between them. Found from the `:` tokens,
+    each condition mapped in C over the `:`s that met the ones before."""
+    code, texts = view.outside, view.outside_texts
+    colons = indices_of(texts, ":")
+    colons = colons[bisect_left(colons, 2) : bisect_left(colons, len(code) - 1)]  # room for `(` NAME before, `=` after
+    colons = list(compress(colons, map("(".__eq__, map(texts.__getitem__, map(sub, colons, repeat(2))))))
+    colons = list(compress(colons, map("=".__eq__, map(texts.__getitem__, map(add, colons, repeat(1))))))
+    names = map(code.__getitem__, map(sub, colons, repeat(1)))
+    colons = list(compress(colons, map("ident".__eq__, map(_KIND, names))))
+    equals_starts = map(_START, map(code.__getitem__, map(add, colons, repeat(1))))
+    colons = compress(colons, map(eq, equals_starts, map(_END, map(code.__getitem__, colons))))
+    return list(map(sub, colons, repeat(2)))
 
 
-def _is_config_item(code: list[Token], k: int) -> bool:
-    """Whether `code[k]` opens `(NAME := …`, the shape of a configuration item (and of a named argument)."""
-    if code[k].text != "(" or k + 3 >= len(code) or code[k + 1].kind != "ident":
-        return False
-    colon, equals = code[k + 2], code[k + 3]
-    return colon.text == ":" and equals.text == "=" and equals.start == colon.end
-
-
-def _is_named_argument(code: list[Token], k: int, openers: dict[int, int], known: dict[int, bool]) -> bool:
+def _is_named_argument(
+    code: list[Token], k: int, openers: dict[int, int], known: dict[int, bool], items: set[int]
+) -> bool:
     """Whether the item opening at `code[k]` follows a dotted identifier, possibly across earlier items.
 
     `known` holds the answer for every item walked so far: all items of a chain share it, so a chain of n items is
-    walked once, not once per item (n² steps for `Nat.f (a := x) (a := x) …`).
+    walked once, not once per item (n² steps for `Nat.f (a := x) (a := x) …`). `items`: the indices of all items
+    (`_config_items`).
     """
-    items, j = [k], k - 1
-    while j >= 0 and code[j].text == ")" and j in openers and _is_config_item(code, openers[j]):
+    chain, j = [k], k - 1
+    while j >= 0 and code[j].text == ")" and openers.get(j) in items:
         j = openers[j] - 1
         if j + 1 in known:
             answer = known[j + 1]
             break
-        items.append(j + 1)
+        chain.append(j + 1)
     else:
         answer = j >= 0 and code[j].kind == "ident" and len(code[j].components) > 1
-    known.update(dict.fromkeys(items, answer))
+    for item in chain:
+        known[item] = answer
     return answer
 
 
@@ -283,6 +297,9 @@ def _is_literal(value: list[Token]) -> bool:
     return end is not None and end == len(value)
 
 
+# The kinds and words that are a literal on their own (`_literal_end` of one token).
+_ONE_TOKEN_LITERALS = frozenset({"number", "string", "char"})
+_BOOLS = frozenset({"true", "false"})
 # No configuration needs more: `{ f := .ctor [[1]] }` is three levels.
 _MAX_LITERAL_DEPTH = 8
 
