@@ -17,6 +17,16 @@ ZERO_STD_KEYS = {
     "process_coef0": "lean/frac_zero_std_outcome",
 }
 
+# The outcome pass rate of the completions each method generated while training (the samples it learned from):
+# times the completions generated, the verified answers it produced.
+TRAIN_PASS_KEYS = {
+    "grpo": "reward",
+    "verigate": "reward",
+    "process": "lean/pass_rate",
+    "process_coef0": "lean/pass_rate",
+    "es": "es/reward_mean",
+}
+
 
 def _spread(values: list[float]) -> tuple[float, float]:
     values = [v for v in values if v == v]
@@ -31,8 +41,8 @@ def _metric_mean(run: dict, key: str) -> float:
 
 
 def summarize(results: dict) -> dict:
-    """Per method: final held-out pass rates, mean zero-std fraction and gate rate over training, wall time; each
-    as (mean, std across seeds)."""
+    """Per method: final held-out pass rates, the pass rate of its training samples, mean zero-std fraction and
+    gate rate over training, wall time; each as (mean, std across seeds)."""
     summary = {}
     for method in results["config"]["methods"]:
         runs = [run for run in results["runs"] if run["method"] == method]
@@ -43,6 +53,7 @@ def summarize(results: dict) -> dict:
             "completions": runs[0]["completions"],
             "final_easy": _spread([run["eval"][-1]["easy"] for run in runs]),
             "final_hard": _spread([run["eval"][-1]["hard"] for run in runs]),
+            "train_pass_rate": _spread([_metric_mean(run, TRAIN_PASS_KEYS[method]) for run in runs]),
             "frac_zero_std": _spread([_metric_mean(run, ZERO_STD_KEYS.get(method, "")) for run in runs]),
             "gate_rate": _spread([_metric_mean(run, "verigate/gate_rate") for run in runs]),
             "wall_seconds": _spread([run["wall_seconds"] for run in runs]),
@@ -63,17 +74,22 @@ def markdown_table(results: dict) -> str:
         f"zero-std groups {results['starting_point']['frac_zero_std']:.3f}, "
         f"right steps {results['starting_point']['step_right_rate']:.3f}.",
         "",
-        "| method | seeds | completions | held-out easy | held-out hard | frac zero-std | gate rate | wall s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| method | seeds | completions | held-out easy | held-out hard | train pass rate | frac zero-std | gate rate "
+        "| wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for method, row in summarize(results).items():
         lines.append(
             f"| {method} | {row['seeds']} | {row['completions']} | {_cell(row['final_easy'])} | "
-            f"{_cell(row['final_hard'])} | {_cell(row['frac_zero_std'])} | {_cell(row['gate_rate'])} | "
+            f"{_cell(row['final_hard'])} | {_cell(row['train_pass_rate'])} | {_cell(row['frac_zero_std'])} | "
+            f"{_cell(row['gate_rate'])} | "
             f"{_cell(row['wall_seconds'])} |"
         )
     lines.append("")
-    lines.append("Mean ± std across seeds; pass rates are greedy pass@1 after the last step.")
+    lines.append(
+        "Mean ± std across seeds. Held-out: greedy pass@1 after the last step. Train pass rate: the fraction of the "
+        "completions generated during training (sampled, temperature 1) whose answer verified, averaged over steps."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -93,8 +109,8 @@ def plot(results: dict, directory: Path) -> list[Path]:
 
     directory.mkdir(parents=True, exist_ok=True)
     methods = [m for m in results["config"]["methods"] if any(r["method"] == m for r in results["runs"])]
-    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for axis, key in zip(axes, ("easy", "hard"), strict=True):
+    figure, axes = plt.subplots(1, 3, figsize=(16, 4))
+    for axis, key in zip(axes[:2], ("easy", "hard"), strict=True):
         for method in methods:
             runs = [run for run in results["runs"] if run["method"] == method]
             xs, means, stds = _curves(runs, key)
@@ -111,6 +127,21 @@ def plot(results: dict, directory: Path) -> list[Path]:
         axis.set_title(f"held-out {key} pass rate (greedy)")
         axis.set_xlabel("completions generated")
         axis.set_ylim(-0.02, 1.02)
+    for method in methods:
+        runs = [run for run in results["runs"] if run["method"] == method]
+        curves = []
+        for run in runs:
+            rates = [e[TRAIN_PASS_KEYS[method]] for e in run["metrics"] if TRAIN_PASS_KEYS[method] in e]
+            total, curve = 0.0, []
+            for rate in rates:
+                total += rate * run["completions_per_step"]
+                curve.append(total)
+            curves.append(curve)
+        points = min(len(c) for c in curves)
+        xs = [(i + 1) * runs[0]["completions_per_step"] for i in range(points)]
+        axes[2].plot(xs, [statistics.mean(c[i] for c in curves) for i in range(points)], label=method)
+    axes[2].set_title("verified answers among training samples (cumulative)")
+    axes[2].set_xlabel("completions generated")
     axes[0].legend()
     figure.tight_layout()
     pass_path = directory / "pass_rate.png"
