@@ -858,3 +858,22 @@ def test_block_and_line_comments_of_equal_length_split_the_same():
         "· exact ⟨h, by ring⟩",
         "omega",
     ]
+
+
+def test_bracket_runs_are_cut_into_the_tokens_the_one_match_per_token_scan_reads():
+    """The findall scan reads four or more brackets, `,` or `;` in a row as one match and cuts it into one token per
+    character; the scan used with block comments matches one token at a time. Both must give the same tokens, line
+    starts and columns (the comment appended at the end holds no token)."""
+    import random
+
+    from trl_verigate.lean_server.tactic_tokens import Tokens
+
+    pieces = ["(", ")", "[", "]", "{", "}", "⟨", "⟩", ",", ";", "((((", "))))", " ", "\n", "\n  ", "h", "simp", ":="]
+    rng = random.Random(2)
+    for _ in range(2000):
+        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 20)))
+        runs, one_by_one = Tokens(proof, 3), Tokens(proof + "\n/- c -/", 3)
+        assert "/-" not in proof and runs.n == one_by_one.n
+        for field in ("text", "start", "end", "literal", "line_start"):
+            assert getattr(runs, field) == getattr(one_by_one, field), (proof, field)
+        assert [runs.column(i) for i in range(runs.n)] == [one_by_one.column(i) for i in range(runs.n)], proof

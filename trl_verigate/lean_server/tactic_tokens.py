@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, chain, compress, repeat
 from operator import add, contains, itemgetter, methodcaller, sub
 
 # Lean identifiers: letters (Unicode, incl. Greek and letter-like symbols such as ℕ), `_`, digits after the first
@@ -40,7 +40,11 @@ _TOKEN = (
 # hashes) for each token of the whole proof. After the skip the next character always starts a token (none starts at
 # whitespace or `--`) or the input ends, so nothing is ever skipped over, and the skip is possessive: nothing
 # backtracks into it.
-_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)({_TOKEN}|\Z)", re.DOTALL)
+# A run of four or more of those single-character tokens (`((((`, `))]),`) is one match (group `run`), cut into one
+# token per character in C: a bracket-dense proof is read with a match per run instead of one per bracket.
+_TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)((?P<run>[()\[\]{{}}⟨⟩,;]{{4,}})|{_TOKEN}|\Z)", re.DOTALL)
+# A match's groups as `findall` returns them: trivia, token, run, literal (then a raw string's hashes).
+_TRIVIA, _TEXT, _RUN, _LITERAL = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 # With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
 # then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
 # backtracking into the prefix never yields a token.
@@ -66,22 +70,50 @@ class Tokens:
         if "/-" in proof:
             self._scan_with_block_comments(proof)
         else:
-            # Each match is (trivia, token, literal, a raw string's hashes); the hashes are part of the token. Every
-            # list below is built in C (map over the matches), not by a Python step per token.
+            # Each match is (trivia, token, run, literal, a raw string's hashes); the hashes are part of the token.
+            # Every list below is built in C (map over the matches), not by a Python step per token.
             matches = _TRIVIA_AND_TOKEN_RE.findall(proof)
             while matches and not matches[-1][1]:  # the match at the end of the input
                 matches.pop()
-            trivia = list(map(itemgetter(0), matches))
-            self.text = list(map(itemgetter(1), matches))
-            self.literal = list(map(bool, map(itemgetter(2), matches)))
+            trivia = list(map(_TRIVIA, matches))
+            self.text = list(map(_TEXT, matches))
+            self.literal = list(map(bool, map(_LITERAL, matches)))
             self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
             self.start = list(map(sub, self.end, map(len, self.text)))
             self.line_start = list(map(contains, trivia, repeat("\n")))
             # Column = characters after the last line break of the skipped text: mapped over the lines in C.
             skipped = list(compress(trivia, self.line_start))
             columns = map(sub, map(len, skipped), map(add, map(methodcaller("rfind", "\n"), skipped), repeat(1)))
-            self.line_column = dict(zip(compress(range(len(trivia)), self.line_start), columns, strict=True))
+            runs = list(compress(range(len(matches)), map(bool, map(_RUN, matches))))
+            if runs:
+                self._cut_runs(runs)
+            self.line_column = dict(zip(compress(range(len(self.text)), self.line_start), columns, strict=True))
         self.n = len(self.text)
+
+    def _cut_runs(self, runs: list[int]) -> None:
+        """Replace each run token (indices `runs`, in order) by one token per character: a step per run, the
+        characters' tokens built in C. Only a run's first character can start a line."""
+        pieces: tuple[list, ...] = ([], [], [], [], [])
+        lists = (self.text, self.start, self.end, self.literal, self.line_start)
+        kept = 0
+        for r in runs:
+            run, start, end = self.text[r], self.start[r], self.end[r]
+            cut = (
+                run,
+                range(start, end),
+                range(start + 1, end + 1),
+                repeat(False, len(run)),
+                chain((self.line_start[r],), repeat(False, len(run) - 1)),
+            )
+            for piece, whole, characters in zip(pieces, lists, cut, strict=True):
+                piece.append(whole[kept:r])
+                piece.append(characters)
+            kept = r + 1
+        for piece, whole in zip(pieces, lists, strict=True):
+            piece.append(whole[kept:])
+        self.text, self.start, self.end, self.literal, self.line_start = (
+            list(chain.from_iterable(piece)) for piece in pieces
+        )
 
     def _scan_with_block_comments(self, proof: str) -> None:
         texts, starts, ends, literals, line_starts, line_columns = (
