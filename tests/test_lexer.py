@@ -143,3 +143,20 @@ def test_enclosing_openers_pair_brackets_as_a_backward_scan_would():
         assert [enclosing[k] for k in range(len(code))] == [
             _enclosing_by_backward_scan(code, k) for k in range(len(code))
         ]
+
+
+def test_strings_read_whole_end_and_split_as_the_walk_does():
+    """A string without escapes whose braces pair up around brace-free text is read with one match
+    (`_PAIRED_STRING`); the walk over its quotes, escapes and braces must find the same end and segments."""
+    rng = random.Random(4)
+    pieces = ["a", " ", "{", "}", "{x}", "{a b}", "\\", '\\"', "\n", "'", "-", "é"]
+    matched = 0
+    for _ in range(3000):
+        text = '"' + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10))) + '" tail "'
+        paired = lexer._PAIRED_STRING.match(text)
+        if paired is None:
+            continue
+        matched += 1
+        pairs = [(m.start() + 1, m.end() - 1) for m in lexer._BRACE_PAIR.finditer(text, 0, paired.end() - 1)]
+        assert lexer._string_end_and_segments(text, 0) == (paired.end() - 1, pairs), text
+    assert matched > 500

@@ -69,6 +69,12 @@ _IDENT, _NUMBER_GROUP, _SYMBOL, _SYMBOLS, _END = (
 # A character that may start a comment, a literal or the `'`/`«` tokens `_lex_special` reads: a segment of an
 # interpolated string without one is lexed in place.
 _PLAIN_SEGMENT = re.compile(r"""[-/"'«]""")
+# A string literal without escapes whose braces pair up around text without braces, read whole (`_lex_string`).
+_PAIRED_STRING = re.compile(r'"(?:[^"\\{}]|\{[^"\\{}]*\})*+"')
+_BRACE_PAIR = re.compile(r"\{[^{}]*\}")
+# An identifier and nothing else: a segment `_lex` reads as that one token, where it holds no `_PLAIN_SEGMENT`
+# character (no `«`, so the name splits at every `.`).
+_ONE_NAME = re.compile(rf"{_ID_PART}(?:\.{_ID_PART})*")
 # What ends a run of plain characters in a string literal: its end, an escape, or a brace.
 _STRING_STOP = re.compile(r'["\\{}]')
 
@@ -260,6 +266,37 @@ def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
 
 def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
     """Lex the string literal starting at `text[i]` (and the code in its `{…}`); returns the offset after it."""
+    paired = _PAIRED_STRING.match(text, i)
+    if paired is not None:
+        # No escape, and braces only in pairs around text without braces: the walk of `_string_end_and_segments`
+        # would stop at the same closing quote and find these segments (each pair's inside).
+        j = paired.end() - 1
+        segments = [(pair.start() + 1, pair.end() - 1) for pair in _BRACE_PAIR.finditer(text, i, j)]
+    else:
+        j, segments = _string_end_and_segments(text, i)
+    tokens.append(_new_token(("string", i, j + 1, text[i : j + 1], ())))
+    for start, end in segments:
+        if _PLAIN_SEGMENT.search(text, start, end) is None:
+            name = _ONE_NAME.fullmatch(text, start, end)
+            if name is not None:
+                # One identifier (`{x}`): the token `_lex` would read, without setting up a scan for it.
+                tokens.append(_new_token(("ident", start, end, name.group(), tuple(name.group().split(".")))))
+                continue
+            # Lexed in place, as `_lex(text[start:end])` shifted by `start` would be: without a comment or literal the
+            # segment is read by `_NEXT_TOKEN` alone, which sees the text end at `end` as it would the slice's.
+            _lex(text, tokens, start, end)
+            continue
+        try:
+            segment = _lex(text[start:end])
+        except PrecheckError as error:
+            raise error.shifted(start) from None
+        tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
+    return j + 1
+
+
+def _string_end_and_segments(text: str, i: int) -> tuple[int, list[tuple[int, int]]]:
+    """The offset of the closing quote of the string literal starting at `text[i]`, and its `{…}` segments (the
+    outermost pairs' insides); raises PrecheckError where it is unterminated or its braces do not pair up."""
     j, depth, segment_start, segments = i + 1, 0, 0, []
     search = _STRING_STOP.search
     while True:
@@ -286,19 +323,7 @@ def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
         j += 2 if c == "\\" else 1
     if depth:
         raise _ambiguous_braces(j)
-    tokens.append(Token("string", i, j + 1, text[i : j + 1]))
-    for start, end in segments:
-        if _PLAIN_SEGMENT.search(text, start, end) is None:
-            # Lexed in place, as `_lex(text[start:end])` shifted by `start` would be: without a comment or literal the
-            # segment is read by `_NEXT_TOKEN` alone, which sees the text end at `end` as it would the slice's.
-            _lex(text, tokens, start, end)
-            continue
-        try:
-            segment = _lex(text[start:end])
-        except PrecheckError as error:
-            raise error.shifted(start) from None
-        tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
-    return j + 1
+    return j, segments
 
 
 def _ambiguous_braces(offset: int) -> PrecheckError:
