@@ -284,9 +284,9 @@ _LAYOUT_PIECES = [
 
 
 def test_readings_agree_without_comparing_only_where_they_do():
-    """`read_alike_without_literals` says the lexer's and the splitter's readings agree only where
+    """`read_alike_without_comments` says the lexer's and the splitter's readings agree only where
     `lexers_disagree_at` (which compares them) finds no disagreement, on random texts."""
-    from trl_verigate.lean_server.readings import lexers_disagree_at, read_alike_without_literals
+    from trl_verigate.lean_server.readings import lexers_disagree_at, read_alike_without_comments
     from trl_verigate.lean_server.tactics import split_proof
 
     rng = random.Random(5)
@@ -299,7 +299,7 @@ def test_readings_agree_without_comparing_only_where_they_do():
             continue
         view = CodeTokens(tokens)
         layout = split_proof(text)
-        if read_alike_without_literals(text, view, layout.tokens):
+        if read_alike_without_comments(text, view, layout.tokens):
             quick += 1
             assert lexers_disagree_at(tokens, layout.tokens, view) is None, text
     assert quick > 1000

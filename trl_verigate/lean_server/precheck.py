@@ -27,7 +27,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from itertools import compress, repeat
-from operator import ge, itemgetter, methodcaller
+from operator import attrgetter, ge, itemgetter, methodcaller
 
 from trl_verigate.lean_server import code_tokens
 from trl_verigate.lean_server import tactics as tactic_split
@@ -37,7 +37,7 @@ from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
 from trl_verigate.lean_server.local_definitions import check_local_definitions
 from trl_verigate.lean_server.normalized_tokens import normalized_tokens
-from trl_verigate.lean_server.readings import all_inside, lexers_disagree_at, read_alike_without_literals
+from trl_verigate.lean_server.readings import all_inside, lexers_disagree_at, read_alike_without_comments
 from trl_verigate.lean_server.types import Tactic
 
 # Command keywords (defined next to the splitter, which ends a tactic block at them): any of them inside a proof
@@ -118,6 +118,7 @@ _CONFUSABLES = str.maketrans(
 
 
 _KIND, _START = itemgetter(0), itemgetter(1)
+_SPAN_START, _SPAN_END = attrgetter("start"), attrgetter("end")
 
 # `open`, `set_option` and `import` start commands; `open … in` and `set_option … in` are also tactic prefixes.
 PREFIX_COMMANDS = frozenset({"open", "set_option", "import"})
@@ -449,7 +450,7 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str |
     """
     spans, suffix = layout.tactics, layout.suffix
     # `text`: the proof, where the readings are often seen to agree without comparing them (`readings.py`).
-    if text is not None and read_alike_without_literals(text, view, layout.tokens):
+    if text is not None and read_alike_without_comments(text, view, layout.tokens):
         disagreement = None
     else:
         disagreement = lexers_disagree_at(view.tokens, layout.tokens, view)
@@ -460,13 +461,13 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str |
             " is ambiguous (a comment, string or escaped identifier the tactic splitter reads differently), so "
             "where its `by` block ends cannot be checked; rewrite that part",
         )
-    starts = [span.start for span in spans]
+    starts = list(map(_SPAN_START, spans))
     # The end of the span each token's start falls after (-1 before the first span, so a token there is outside too).
-    ends_before = [-1, *(span.end for span in spans)]
+    ends_before = [-1, *map(_SPAN_END, spans)]
     low, high = suffix if suffix is not None else (0, 0)
     # `;` separates tactics, so it sits between spans (or after the last, which Lean allows). The suffix holds the
     # theorem's termination hints and `where` declarations, whose extent the splitter follows as Lean does.
-    checked = list(compress(view.code, map(";".__ne__, view.texts)))
+    checked = list(compress(view.code, map(";".__ne__, view.texts))) if ";" in view.texts else view.code
     if low < high:
         checked = [token for token in checked if not low <= token.start < high]
     offsets = list(map(_START, checked))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import attrgetter, ge, itemgetter, le, ne, not_, sub
 
 from trl_verigate.lean_server.code_tokens import CodeTokens
@@ -49,7 +49,9 @@ def all_inside(offsets: list[int], spans: list[Tactic]) -> bool:
     binary searches per span, in C) when the spans are in order without overlap; False also where they are not."""
     starts, ends = list(map(_SPAN_START, spans)), list(map(_SPAN_END, spans))
     if not (
-        all(map(le, starts, ends)) and _in_order_without_overlap(starts, ends) and all(map(le, offsets, offsets[1:]))
+        all(map(le, starts, ends))
+        and _in_order_without_overlap(starts, ends)
+        and all(map(le, offsets, islice(offsets, 1, None)))
     ):
         return False
     inside = sum(
@@ -105,27 +107,28 @@ def _same_reading(view: CodeTokens, splitter_tokens) -> bool:
 _OTHER_SPACE = re.compile(r"[^\S \n\r\t]")
 
 
-def read_alike_without_literals(text: str, view: CodeTokens, splitter_tokens) -> bool:
-    """Whether `lexers_disagree_at` would find no disagreement, decided without comparing the tokens: true where
-    neither reading has a comment or literal, which needs no pass over the tokens beyond finding none.
+def read_alike_without_comments(text: str, view: CodeTokens, splitter_tokens) -> bool:
+    """Whether `lexers_disagree_at` would find no disagreement, decided without comparing the code tokens: true where
+    neither reading has a comment and both read the same literals.
 
     Both scans cover every character of the text other than whitespace with exactly one token, in text order:
     the lexer's pattern skips ` \\n\\r\\t` and reads any other character as (part of) a token, the splitter's skips
-    whitespace (`\\s`) and `--` comments and does the same. Without comments and literals in either (no `--` or
-    `/-` in the text, which is all that starts a comment to either), and without a whitespace character one skips
-    and the other reads (`_OTHER_SPACE`), both code runs are the runs of non-whitespace characters of `text`, and
-    neither has literals. False means: compare the tokens. `view`: the lexer's tokens of `text`, comments included
-    (a view without comment tokens has `code is tokens`); `splitter_tokens`: `ProofLayout.tokens`.
+    whitespace (`\\s`) and `--` comments and does the same. Without comments in either (no `--` or `/-` in the text,
+    which is all that starts one to either), without a whitespace character one skips and the other reads
+    (`_OTHER_SPACE`), and with the same literal spans, both code runs are the runs of the non-whitespace characters
+    outside those literals (code the lexer reads inside a literal's braces is part of the literal to both readings).
+    False means: compare the tokens. `view`: the lexer's tokens of `text`, comments included (a view without comment
+    tokens has `code is tokens`); `splitter_tokens`: `ProofLayout.tokens`.
     """
-    return (
-        view.code is view.tokens
-        and "--" not in text
-        and "/-" not in text
-        and "string" not in view.kinds
-        and "char" not in view.kinds
-        and not any(map(_THIRD, splitter_tokens))
-        and _OTHER_SPACE.search(text) is None
-    )
+    if not (view.code is view.tokens and "--" not in text and "/-" not in text and _OTHER_SPACE.search(text) is None):
+        return False
+    splitter_literal = list(map(_THIRD, splitter_tokens))
+    if "string" not in view.kinds and "char" not in view.kinds:
+        return not any(splitter_literal)
+    ours = view.outside
+    ours = list(compress(ours, map(_LITERAL_KINDS.__contains__, map(_KIND, ours))))
+    theirs = list(compress(splitter_tokens, splitter_literal))
+    return list(map(_START, ours)) == list(map(_FIRST, theirs)) and list(map(_END, ours)) == list(map(_SECOND, theirs))
 
 
 def lexers_disagree_at(tokens: list[Token], splitter_tokens, view: CodeTokens | None = None) -> int | None:
