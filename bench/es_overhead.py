@@ -20,7 +20,7 @@ alike; see its help).
    member by member (about (generation + verification) / max), where verification balances generation and where it
    dominates (3x).
 
-    python bench/es_overhead.py [--rounds 3 --population 4 --population-rounds 6 --overlap-population 12
+    python bench/es_overhead.py [--rounds 3 --population 4 --population-rounds 12 --overlap-population 12
                                  --overlap-rounds 2 --workers 2 --only N]
 """
 
@@ -442,7 +442,7 @@ def main():
     parser.add_argument(
         "--population-rounds",
         type=int,
-        default=6,
+        default=12,
         help="interleaved repetitions in the population-throughput measurement (its generation time moves most "
         "with the machine's load)",
     )

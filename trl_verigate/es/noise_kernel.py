@@ -2,7 +2,7 @@
 
 The kernel computes the values `noise._normal_` defines with the same IEEE-754 float32 operations in the same order,
 one pass per element instead of ~115 torch ops per chunk (tests compare the two paths and the numpy twin bit for
-bit). It is built once per (source, compiler, flags, CPU) into a per-user cache directory:
+bit); `noise.add_scaled_noise` also uses it to write θ + σ·ε or accumulate c·ε without a noise tensor. It is built once per (source, compiler, flags, CPU) into a per-user cache directory:
 
     $XDG_CACHE_HOME (or ~/.cache)/trl_verigate/es_noise/<sha256 of those>.so
 
@@ -32,7 +32,7 @@ BUILD_FLAGS = ("-O3", "-march=native", "-ffp-contract=off", "-fno-fast-math", "-
 BUILD_TIMEOUT_SECONDS = 120
 
 _lock = threading.Lock()
-_loaded: dict[str, object] = {}  # "kernel": the ctypes function or None, once load_kernel has run
+_loaded: dict[str, object] = {}  # "kernel": the ctypes library or None, once load_kernel has run
 
 
 def _compiler() -> list[str]:
