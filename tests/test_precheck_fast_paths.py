@@ -328,3 +328,55 @@ def test_config_items_are_where_the_plain_test_finds_them():
         assert _config_items(view) == expected, text
         found += bool(expected)
     assert found > 500
+
+
+_ITEM_PIECES = [
+    " ",
+    "Nat.f",
+    "simp",
+    "exact",
+    "h",
+    "(m := a)",
+    "(m := 1)",
+    "(m := true)",
+    '(m := "s")',
+    "(disch := simp)",
+    "(norm := ring_nf)",
+    "(maxRecDepth := 100000)",
+    "(maxRecDepth := 10)",
+    "(trace.x := 1)",
+    "(m := Nat.g)",
+    "(m := (a))",
+    "(m := [a])",
+    ")",
+    "(",
+    "[m := a]",
+]
+
+
+def test_short_configuration_items_get_the_verdicts_of_the_general_walk(monkeypatch):
+    """Where every item's value is one token (`_all_short`), `check_config_values` decides them in one loop over
+    precomputed fields; the general walk (bracket pairing, `_is_literal`, `_is_named_argument`) must reach the same
+    verdict, refusal and position included, on random sequences of items."""
+    from trl_verigate.lean_server import config_values
+
+    def verdict(text):
+        view = CodeTokens(lex(text))
+        try:
+            config_values.check_config_values(view.code, view)
+        except precheck.PrecheckError as error:
+            return str(error)
+        return None
+
+    rng = random.Random(9)
+    texts = ["".join(rng.choice(_ITEM_PIECES) for _ in range(rng.randint(1, 10))) for _ in range(3000)]
+    short = [
+        t
+        for t in texts
+        if (items := config_values._config_items(CodeTokens(lex(t))))
+        and config_values._all_short(CodeTokens(lex(t)), items)
+    ]
+    fast = [verdict(t) for t in short]
+    monkeypatch.setattr(config_values, "_all_short", lambda view, items: False)
+    assert [verdict(t) for t in short] == fast
+    assert len(short) > 500 and 100 < sum(v is None for v in fast) < len(short) - 100  # both verdicts seen

@@ -9,13 +9,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import compress, repeat
-from operator import add, eq, itemgetter, sub
+from operator import add, eq, itemgetter, or_, sub
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.code_tokens import CodeTokens, indices_of
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
-_KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2)
+_KIND, _START, _END, _TEXT = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
 # `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
@@ -132,13 +132,15 @@ def check_config_values(code: list[Token], view: CodeTokens | None = None) -> No
     if not items:
         return
     code = view.outside
+    if _all_short(view, items):
+        _check_short_items(code, items)
+        return
     closers = view.closers_of_outside
     openers = dict(zip(closers.values(), closers.keys(), strict=True))
     named_arguments: dict[int, bool] = {}
     item_set = set(items)
     end = len(code)
     for k in items:
-        token = code[k]
         name = code[k + 1]
         close = closers.get(k, end)
         value = code[k + 4 : close]
@@ -155,21 +157,63 @@ def check_config_values(code: list[Token], view: CodeTokens | None = None) -> No
             continue
         if name.text == "rule_sets" and _is_name_list(value):  # Aesop rule-set names, looked up, never evaluated
             continue
-        head = code[k - 1].text if k > 0 else ""
-        raise PrecheckError(
-            f"`({name.text} := …)`",
-            token.start,
-            f" after `{head}` has a non-literal value: a tactic configuration is compiled and run while Lean "
-            "elaborates the proof, so its values must be literals (numbers, strings, `true`/`false`, `.constructor`, "
-            "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
-            "qualified name (`Nat.foo (x := e)`) or written positionally"
-            + (
-                "; a discharger is one tactic name (`(disch := positivity)`) or a sequence of tactics separated by "
-                "`;` or `<;>` (`(disch := simp; linarith)`)"
-                if name.text in DISCHARGER_ITEMS
-                else ""
-            ),
-        )
+        raise _non_literal_value(code, k, name)
+
+
+def _non_literal_value(code: list[Token], k: int, name: Token) -> PrecheckError:
+    """The refusal of the item opening at `code[k]`, named `name`, whose value is not a literal."""
+    head = code[k - 1].text if k > 0 else ""
+    return PrecheckError(
+        f"`({name.text} := …)`",
+        code[k].start,
+        f" after `{head}` has a non-literal value: a tactic configuration is compiled and run while Lean "
+        "elaborates the proof, so its values must be literals (numbers, strings, `true`/`false`, `.constructor`, "
+        "lists and `{ field := literal }` structures); a named argument of a function is fine after its "
+        "qualified name (`Nat.foo (x := e)`) or written positionally"
+        + (
+            "; a discharger is one tactic name (`(disch := positivity)`) or a sequence of tactics separated by "
+            "`;` or `<;>` (`(disch := simp; linarith)`)"
+            if name.text in DISCHARGER_ITEMS
+            else ""
+        ),
+    )
+
+
+def _all_short(view: CodeTokens, items: list[int]) -> bool:
+    """Whether every item's value is one token that is no bracket, followed by a closer (`(m := a)`): that closer
+    closes the item's `(`, so the item's value needs no pairing of the proof's brackets."""
+    texts = view.outside_texts
+    value_at = list(map(add, items, repeat(4)))
+    if value_at[-1] + 1 >= len(texts):
+        return False
+    values = map(texts.__getitem__, value_at)
+    after = map(texts.__getitem__, map(add, value_at, repeat(1)))
+    return not any(map(_BRACKETS.__contains__, values)) and all(map(tactic_split.CLOSERS.__contains__, after))
+
+
+def _check_short_items(code: list[Token], items: list[int]) -> None:
+    """`check_config_values`'s verdicts for items that are all short (`_all_short`), item by item in the same order,
+    with what each reads taken in C: whether its one-token value is a literal, its name and value tokens.
+
+    A one-token value is no tactic sequence (that needs a `;`) and no rule-set list (`[…]`). An item continues a
+    chain of items (`_is_named_argument`) where the token before it is `)` and an item opens six tokens back (the
+    item before it, whose closer that `)` is); a chain's answer is read once, at its first item.
+    """
+    values = list(map(code.__getitem__, map(add, items, repeat(4))))
+    names = map(code.__getitem__, map(add, items, repeat(1)))
+    literal = map(
+        or_, map(_ONE_TOKEN_LITERALS.__contains__, map(_KIND, values)), map(_BOOLS.__contains__, map(_TEXT, values))
+    )
+    item_set = set(items)
+    named = False
+    for k, name, value, is_literal in zip(items, names, values, literal, strict=True):
+        previous = code[k - 1] if k > 0 else None
+        if previous is None or previous.text != ")" or k - 6 not in item_set:
+            named = previous is not None and previous.kind == "ident" and len(previous.components) > 1
+        if is_literal:
+            _check_options_in_config(name, [value])
+        elif not (named or (name.text in TACTIC_VALUED_ITEMS and value.kind == "ident")):
+            raise _non_literal_value(code, k, name)
 
 
 def config_item_values(code: list[Token], view: CodeTokens | None = None) -> Iterator[tuple[Token, list[Token]]]:
@@ -297,6 +341,7 @@ def _is_literal(value: list[Token]) -> bool:
     return end is not None and end == len(value)
 
 
+_BRACKETS = tactic_split.OPENERS | tactic_split.CLOSERS
 # The kinds and words that are a literal on their own (`_literal_end` of one token).
 _ONE_TOKEN_LITERALS = frozenset({"number", "string", "char"})
 _BOOLS = frozenset({"true", "false"})
