@@ -364,9 +364,9 @@ def overlap(policy, folder, population, workers, rounds, completion_length) -> N
     × one member's generation. Overlap cannot hide the last member's verification, so even a perfect pipeline takes
     max(G + V/P, G/P + V), i.e. (P + 1)/P of max(G, V) in the balanced regime: P = 12 leaves 1.08.
 
-    lean_server's client spends a few milliseconds of CPU per proof, a fixed cost that a real Lean proof's seconds
-    dwarf; `completion_length` keeps the calibrated latency per proof near 0.1 s or more, so that cost stays a small
-    share as it is in use (at 16 tokens on one fast thread the latency fell to ~30 ms and it was ~15 %).
+    lean_server's client spends a few milliseconds of CPU per proof (~6 ms measured here), a fixed cost that a real
+    Lean proof's seconds dwarf; 64-token completions (`completion_length`) keep the calibrated latency per proof at
+    40-250 ms on this machine, where 16 tokens on one thread gave ~30 ms and that cost ~15 % of it.
     """
     from trl_verigate.lean_server import LeanServer
 
