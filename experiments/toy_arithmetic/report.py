@@ -28,6 +28,14 @@ TRAIN_PASS_KEYS = {
 }
 
 
+SMOOTHING = 8  # steps in the trailing mean of the per-step zero-std / gate-rate curves (one step: 4 groups)
+
+
+def _style(method: str) -> dict:
+    """process_coef0 dashed and thicker underneath: it must coincide with GRPO, which would otherwise hide it."""
+    return {"linestyle": "--", "linewidth": 3, "zorder": 1} if method == "process_coef0" else {"zorder": 2}
+
+
 def _spread(values: list[float]) -> tuple[float, float]:
     values = [v for v in values if v == v]
     if not values:
@@ -117,7 +125,7 @@ def plot(results: dict, directory: Path) -> list[Path]:
             xs = [0, *xs]
             means = [results["warm_start_eval"][key], *means]
             stds = [0.0, *stds]
-            axis.plot(xs, means, marker="o", label=method)
+            axis.plot(xs, means, marker="o", label=method, **_style(method))
             axis.fill_between(
                 xs,
                 [m - s for m, s in zip(means, stds, strict=True)],
@@ -139,7 +147,8 @@ def plot(results: dict, directory: Path) -> list[Path]:
             curves.append(curve)
         points = min(len(c) for c in curves)
         xs = [(i + 1) * runs[0]["completions_per_step"] for i in range(points)]
-        axes[2].plot(xs, [statistics.mean(c[i] for c in curves) for i in range(points)], label=method)
+        mean_curve = [statistics.mean(c[i] for c in curves) for i in range(points)]
+        axes[2].plot(xs, mean_curve, label=method, **_style(method))
     axes[2].set_title("verified answers among training samples (cumulative)")
     axes[2].set_xlabel("completions generated")
     axes[0].legend()
@@ -157,9 +166,12 @@ def plot(results: dict, directory: Path) -> list[Path]:
         means = [
             _spread([e[key] for run in runs for e in run["metrics"] if e["step"] == s and key in e])[0] for s in steps
         ]
-        axis.plot(steps, means, marker=".", label=f"{method} {what}")
+        smoothed = [statistics.mean(means[max(0, i - SMOOTHING + 1) : i + 1]) for i in range(len(means))]
+        style = {"linestyle": ":"} if what == "gate rate" else _style(method)
+        axis.plot(steps, smoothed, label=f"{method} {what}", **style)
     axis.set_xlabel("optimizer step")
     axis.set_ylabel("fraction of groups")
+    axis.set_title(f"zero-std groups vs VeriGate gate rate (seed mean, trailing {SMOOTHING}-step mean)", fontsize=9)
     axis.set_ylim(-0.02, 1.02)
     axis.legend()
     figure.tight_layout()
