@@ -202,8 +202,9 @@ def test_hand_made_batch_gets_the_hand_derived_advantages(tmp_path):
             assert line[0] == pytest.approx(base + phi - mean_g, abs=1e-4), (group, name, index)
             assert all(value == pytest.approx(base, abs=1e-4) for value in line[1:]), (group, name, index)
     # VeriGate: group 0 has a pass, so it keeps GRPO's advantages; group 1 is all-zero and gated: every token of line
-    # j gets (c_j - mean c) / (std c + eps), c_j = the number of right lines from j on (the answer line scores 0),
-    # mean and std over the group's 16 lines.
+    # j gets (c_j - mean c) / (std c + eps), c_j = the summed step scores from line j on, mean and std over the
+    # group's 16 lines. A right line scores 1, a wrong one 0; the answer line, with no relation to check, gets the
+    # scorer's neutral score, which every c_j contains once and the normalisation cancels, so it is left out here.
     for name in ("right", "wrong_step_2", "wrong_step_1", "wrong_answer"):
         assert verigate[0, name] == grpo[0, name]
     cumulated = {"wrong_answer": [3, 2, 1, 0], "wrong_step_2": [2, 1, 1, 0], "wrong_step_1": [2, 2, 1, 0]}
