@@ -340,6 +340,9 @@ def _check_look_alikes(
     """Reject code that spells a forbidden word with look-alike characters (see the module docstring).
 
     `view`: `tokens`' `CodeTokens`, when the caller has one."""
+    # Blanking only puts spaces where the text was: an ASCII text's code is ASCII, and its blanking can be skipped.
+    if text.isascii():
+        return
     code = _code_only(text, tokens)
     if code.isascii():  # every word below would be skipped, and NFKC leaves ASCII unchanged
         return

@@ -122,9 +122,10 @@ def read_alike_without_comments(text: str, view: CodeTokens, splitter_tokens) ->
     """
     if not (view.code is view.tokens and "--" not in text and "/-" not in text and _OTHER_SPACE.search(text) is None):
         return False
-    splitter_literal = list(map(_THIRD, splitter_tokens))
     if "string" not in view.kinds and "char" not in view.kinds:
-        return not any(splitter_literal)
+        # Every literal of the splitter's starts with a quote (`"…"`, `r#"…"#`, `'c'`): without one, it has none.
+        return ('"' not in text and "'" not in text) or not any(map(_THIRD, splitter_tokens))
+    splitter_literal = list(map(_THIRD, splitter_tokens))
     ours = view.outside
     ours = list(compress(ours, map(_LITERAL_KINDS.__contains__, map(_KIND, ours))))
     theirs = list(compress(splitter_tokens, splitter_literal))
