@@ -207,9 +207,10 @@ def check_tokens(
     # `forbidden_word` of each distinct word (a word's verdict depends on the word alone). The loop below visits only
     # the tokens a rule can refuse: a word with a reason or a rule of its own, or `#`, `@`, `+`; every other token
     # passes every rule, and skipping them in C keeps the check linear with a small constant.
-    is_word = list(map("ident".__eq__, view.kinds))
-    words: dict[str, Token] = dict(zip(compress(texts, is_word), compress(code, is_word), strict=True))
-    reasons = {word: forbidden_word(word, allow_native_decide, token.components) for word, token in words.items()}
+    # A text is of one kind wherever it stands (a name's never a symbol's, number's or literal's), and a name's
+    # components are `split_name` of its text.
+    words = [text for text, kind in dict(zip(texts, view.kinds, strict=True)).items() if kind == "ident"]
+    reasons = {word: forbidden_word(word, allow_native_decide) for word in words}
     watched = {word for word, reason in reasons.items() if reason} | _OWN_RULE_WORDS
     watched |= _WATCHED_SYMBOLS if allow_native_decide else _WATCHED_SYMBOLS_NATIVE
     for k in indices_of(texts, watched):
@@ -245,7 +246,7 @@ def check_tokens(
             if not allow_native_decide and token.text == "+" and following is not None and _is_native(following):
                 raise PrecheckError("`+native` (native evaluation)", token.start)
     if not allow_native_decide:
-        natives = {word for word, token in words.items() if token.components[-1] == "native"}
+        natives = {word for word in words if split_name(word)[-1] == "native"}
         for k in indices_of(texts, natives) if natives else ():
             if k >= len(code) - 2:
                 break
