@@ -8,11 +8,13 @@ fixed per-proof latency, in the regime where verification is longer than generat
   the step before, whose verification ran meanwhile: step ~ max(generation + training, verification).
 
 Runs alternate in rotated order over `--rounds` rounds (medians printed), so drift of a shared machine's load hits
-both alike. Per mode and step (means over the measured steps: the first step, which fills the pipeline, and the
-last, which generates nothing ahead, are left out): step time; generation time (the policy's `generate`);
-verification wall time of the batch trained (submission to last verdict; pipelined, it can include waiting on the
-pool behind the previous batch); the share of it hidden behind other work; proofs per second of training (proofs per
-step / step) and the pool's utilization (busy worker-seconds, latency x proofs, over workers x step time). The
+both alike. Per mode and step, means over the measured steps; left out are the first two steps (pipelined, the first
+fills the pipeline and, the pool verifying its two batches side by side, the second finds its batch nearly verified)
+and the last (it generates nothing ahead): step time (from the end of the step before, logging and data
+loading included); generation time (the policy's `generate`); verification wall time of the batch trained
+(submission to last verdict; pipelined, it can include waiting on the pool behind the previous batch); the share of
+it hidden behind other work; proofs per second of training (proofs per step / step) and the pool's utilization (busy
+worker-seconds, latency x proofs, over workers x step time). The
 ratios step / max and step / sum use generation alone and verification alone, both measured in the on-policy runs
 (nothing overlaps either there), so they are the same yardstick for both modes. Target: pipelined step / max <= 1.15
 when verification is the longer part.
@@ -60,18 +62,18 @@ class FixedProofOracle:
 
 
 class StepTimer(TrainerCallback):
-    def __init__(self):
-        self.durations = []
+    """When each optimizer step ended. Step s lasts from the end of step s - 1 to its own end: the whole period,
+    logging and data loading included, because the pool keeps verifying through them."""
 
-    def on_step_begin(self, args, state, control, **kwargs):
-        self.started = time.perf_counter()
+    def __init__(self):
+        self.ends = []
 
     def on_step_end(self, args, state, control, **kwargs):
-        self.durations.append(time.perf_counter() - self.started)
+        self.ends.append(time.perf_counter())
 
 
 def run(pipelined: bool, policy, server, args, out_dir) -> dict[str, float]:
-    """One training run of `args.steps + 2` steps; means over the measured steps 1..args.steps."""
+    """One training run of `args.steps + 3` steps; means over the measured steps 2..args.steps + 1."""
     generation_seconds: dict[int, float] = {}  # global step -> seconds generating at that step
     original = GRPOTrainer._generate_single_turn
 
@@ -98,7 +100,7 @@ def run(pipelined: bool, policy, server, args, out_dir) -> dict[str, float]:
             num_generations=args.generations,
             max_completion_length=args.max_completion_length,
             beta=0.04,  # a reference pass, part of TRL's per-batch work
-            max_steps=args.steps + 2,
+            max_steps=args.steps + 3,
             report_to="none",
             save_strategy="no",
             logging_steps=1,
@@ -114,10 +116,10 @@ def run(pipelined: bool, policy, server, args, out_dir) -> dict[str, float]:
         trainer.train()
     finally:
         GRPOTrainer._generate_single_turn = original
-    measured = range(1, args.steps + 1)
+    measured = range(2, args.steps + 2)
     # A log entry's "step" is the global step after the update: entry s + 1 holds step s's metrics.
     logs = {entry["step"] - 1: entry for entry in trainer.state.log_history if "lean/verify_seconds" in entry}
-    step = statistics.mean(timer.durations[s] for s in measured)
+    step = statistics.mean(timer.ends[s] - timer.ends[s - 1] for s in measured)
     return {
         "step": step,
         "generation": statistics.mean(generation_seconds[s] for s in measured),
@@ -132,7 +134,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--latency", type=float, default=1.0, help="stand-in REPL seconds per proof")
     parser.add_argument("--workers", type=int, default=2, help="REPL workers in the pool")
-    parser.add_argument("--steps", type=int, default=3, help="measured steps per run (plus a first and a last)")
+    parser.add_argument("--steps", type=int, default=3, help="measured steps per run (plus two first and a last)")
     parser.add_argument("--rounds", type=int, default=2, help="rounds over the two modes; medians are printed")
     parser.add_argument("--batch", type=int, default=16, help="completions per step")
     parser.add_argument("--generations", type=int, default=4, help="completions per prompt")
