@@ -18,6 +18,7 @@ from trl_verigate.es import (
     shape_fitness,
     write_master,
 )
+from trl_verigate.es import noise as noise_module
 from trl_verigate.es import update as update_module
 from trl_verigate.es.state import history_entry, replay_history
 
@@ -195,6 +196,36 @@ def test_perturb_and_update_compute_the_documented_float32_ops_bitwise(monkeypat
     es_update(master, members, fitness, 0.05)
     for name in master:
         assert torch.equal(master[name], expected[name]), name
+
+
+def test_the_master_of_a_strided_parameter_is_contiguous_so_the_kernel_serves_it(monkeypatch):
+    """make_master copies every parameter into a contiguous float32 tensor (a transposed one too), so perturb and
+    es_update take the CPU kernel (add_scaled_noise without a noise tensor) for it; the copy keeps the values and
+    does not share the parameter's storage."""
+    generator = torch.Generator().manual_seed(2)
+    params = {
+        "transposed.weight": torch.randn(30, 50, generator=generator).t(),
+        "bf16.transposed": torch.randn(20, 40, generator=generator).to(torch.bfloat16).t(),
+        "sliced.weight": torch.randn(30, 50, generator=generator)[:, ::2],
+    }
+    master = make_master(params)
+    for name, param in params.items():
+        theta = master[name]
+        assert theta.dtype == torch.float32 and theta.is_contiguous() and theta.shape == param.shape, name
+        assert torch.equal(theta, param.float()) and theta.data_ptr() != param.data_ptr(), name
+    if not HAS_COMPILER:
+        return
+    assert noise_kernel.load_kernel() is not None
+
+    def no_noise_tensor(*args, **kwargs):
+        raise AssertionError("add_scaled_noise fell back to a noise tensor (a non-contiguous operand)")
+
+    monkeypatch.setattr(noise_module, "es_noise", no_noise_tensor)
+    perturb(params, master, seed=3, sign=1, sigma=1e-2)
+    es_update(master, [(3, 1), (3, -1)], [1.0, -1.0], 0.1)
+    write_master(params, master)
+    for name, param in params.items():
+        assert torch.equal(param, master[name].to(param.dtype)), name
 
 
 def test_replay_of_the_history_equals_the_incremental_master_bitwise():

@@ -49,8 +49,15 @@ def _one_intra_op_thread(function):
 
 
 def make_master(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """θ: a float32 copy of each parameter, on the parameter's device."""
-    return {name: param.detach().to(torch.float32).clone() for name, param in params.items()}
+    """θ: a contiguous float32 copy of each parameter, on the parameter's device.
+
+    Contiguous whatever the parameter's strides, so that perturb and es_update reach the CPU noise kernel (which
+    needs contiguous tensors) for a transposed or strided parameter too; `param.copy_(θ)` writes it back through the
+    parameter's strides."""
+    return {
+        name: param.detach().to(torch.float32, copy=True, memory_format=torch.contiguous_format)
+        for name, param in params.items()
+    }
 
 
 @torch.no_grad()
