@@ -22,8 +22,9 @@ How it is computed (the values above are the definition; this is only how they a
 
 - On the CPU, `noise_kernel.c` (built on first use with the system C compiler, see `noise_kernel`) performs the torch
   ops' float32 operations below in the same order, one pass per element (no fused multiply-add, no reassociation);
-  tests compare it with the torch ops and the numpy twin bit for bit, its float stages on every possible input.
-  Without a compiler the torch ops run on the CPU too (one warning). Elsewhere (CUDA) the torch ops run:
+  tests compare it with the torch ops and the numpy twin bit for bit, its float stages on every possible input, and
+  each process checks it against the torch ops when it loads. Without a compiler, or if that check fails, the torch
+  ops run on the CPU too (one warning). Elsewhere (CUDA) the torch ops run:
 - Chunks of `CHUNK_ELEMENTS` run through 7 preallocated int32/float32 buffers with in-place ops and 0-dim constant
   operands, so the ~115 elementwise steps per chunk stay in the CPU's L2 cache, allocate nothing and convert no
   Python number (6-13x the throughput, measured under load, of the int64, allocate-per-step form this replaced, same bits).
@@ -59,7 +60,7 @@ LOWBIAS_MUL_2 = 0x846CA68B
 # elements/s at 2^16 vs 2^15 with 2 threads under load. The 7 chunk buffers (0.9 MiB) stay in L2 and each op is long
 # enough that dispatch is a small part of it.
 CHUNK_ELEMENTS = 1 << 15
-# On an accelerator each op is a kernel launch: larger chunks (6 buffers of 16 MiB) keep the launches few.
+# On an accelerator each op is a kernel launch: larger chunks (7 buffers of 16 MiB, 112 MiB) keep the launches few.
 ACCELERATOR_CHUNK_ELEMENTS = 1 << 22
 
 
