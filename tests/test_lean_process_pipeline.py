@@ -8,6 +8,7 @@ by hand and by an independent forward pass of a fresh copy of the tiny policy (n
   generated at step k - 1, with old log-probs equal to the generating weights' and not the current weights';
 - a batch's verification is still under way when the next batch is generated (the oracle holds it until then);
 - off (the default), step k trains on the batch it generated, with no old log-probs (TRL's on-policy default);
+- a run resumed from a checkpoint refills the pipeline at its first step (the batch generated ahead is not saved);
 - two batches in verification at once are collected oldest first, each verified once;
 - over 2 processes, every rank follows the same schedule (no hang, same batches per step);
 - combinations the pipeline does not support are refused, naming the field and the fix, before any model loads.
@@ -100,7 +101,9 @@ def snapshot(model) -> dict[str, torch.Tensor]:
     return {name: value.detach().clone() for name, value in model.state_dict().items()}
 
 
-def train(tiny_models, tmp_path, pipelined, steps=3, gradient_accumulation_steps=1, hold_call=None):
+def train(
+    tiny_models, tmp_path, pipelined, steps=3, gradient_accumulation_steps=1, hold_call=None, resume=None, **overrides
+):
     oracle = OkOracle(hold_call)
     recorder = Recorder(oracle)
     args = LeanProcessConfig(
@@ -115,10 +118,10 @@ def train(tiny_models, tmp_path, pipelined, steps=3, gradient_accumulation_steps
         use_cpu=True,
         bf16=False,  # float32 throughout, so the independent forward pass below agrees to float32 rounding
         seed=0,
-        save_strategy="no",
         logging_steps=1,
         max_steps=steps,
         pipelined_verification=pipelined,
+        **{"save_strategy": "no", **overrides},
     )
     trainer = LeanProcessGRPOTrainer(
         model=tiny_models["policy"],
@@ -128,7 +131,7 @@ def train(tiny_models, tmp_path, pipelined, steps=3, gradient_accumulation_steps
         process_oracle=oracle,
     )
     recorder.wrap(trainer)
-    trainer.train()
+    trainer.train(resume_from_checkpoint=resume)
     return trainer, recorder, oracle
 
 
@@ -242,6 +245,28 @@ def test_pipelined_with_one_step_is_on_policy(tiny_models, tmp_path):
     [(inputs, _)] = trained_by_step(recorder)[0]
     assert_batch_of_call(tokenizer, inputs, 1)
     assert "old_per_token_logps" not in inputs
+
+
+@pytest.mark.slow
+def test_resumed_run_refills_the_pipeline(tiny_models, tmp_path):
+    """A checkpoint does not hold the batch generated ahead: the resumed run's first step generates its own batch,
+    waits for it and trains on it on-policy, and generates the next step's, as at step 0."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    train(tiny_models, tmp_path, pipelined=True, steps=2, save_strategy="steps", save_steps=1)
+    checkpoint = tmp_path / "out" / "checkpoint-1"
+    assert checkpoint.is_dir()
+    trainer, recorder, _ = train(tiny_models, tmp_path, pipelined=True, steps=3, resume=str(checkpoint))
+    assert [step for step, _ in recorder.calls] == [1, 1]  # step 1 fills the pipeline, step 2 is the last
+    by_step = trained_by_step(recorder)
+    assert sorted(by_step) == [1, 2]
+    [(first, _)] = by_step[1]
+    assert_batch_of_call(tokenizer, first, 1)
+    assert "old_per_token_logps" not in first
+    [(second, _)] = by_step[2]
+    assert_batch_of_call(tokenizer, second, 2)
+    assert "old_per_token_logps" in second
+    staleness = [entry["pipeline/staleness"] for entry in trainer.state.log_history if "pipeline/staleness" in entry]
+    assert staleness[-2:] == [0.0, 1.0]
 
 
 @pytest.mark.parametrize(
