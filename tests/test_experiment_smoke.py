@@ -91,6 +91,21 @@ def test_oracle_verdicts_by_hand():
     assert verdicts[5].first_error == 2 and verdicts[5].error_tactics == ()  # every step right, no answer line
 
 
+def test_step_counts_tell_right_steps_about_another_chain_apart():
+    from experiments.toy_arithmetic.policy import step_counts
+
+    problem = Problem((9, 7, 6, 4), ("-", "+", "-"))  # 9-7+6-4 = 4
+    texts = [
+        "9-7+6-4=2+6-4\n2+6-4=8-4\n8-4=4\n\\boxed{4}",  # the reference: 3 right steps from the whole chain
+        "7+6-4=13-4\n13-4=9\n\\boxed{9}",  # dropped the first operand: 2 right steps about another chain
+        "9-7+6-4=3+6-4\n3+6-4=5\n\\boxed{5}",  # the whole chain, first step wrong, second right
+        "\\boxed{4}",  # no steps at all
+    ]
+    oracle = ArithmeticProcessOracle()
+    verdicts = oracle.verify([problem.prompt] * 4, [problem.row()] * 4, texts)
+    assert step_counts(texts, verdicts, [problem] * 4, oracle) == (3 + 2 + 2, 3 + 2 + 1, 2)
+
+
 def test_oracle_names_the_missing_solution_column():
     with pytest.raises(ValueError, match="solution"):
         ArithmeticProcessOracle().verify(["p"], [{"prompt": "p"}], ["1 + 1 = 2"])
@@ -131,6 +146,7 @@ def test_quick_launcher_end_to_end(tmp_path):
     assert on_disk["summary"].keys() == set(methods)
     start = on_disk["starting_point"]
     assert 0.0 <= start["pass_rate"] <= 1.0 and 0.0 <= start["frac_zero_std"] <= 1.0
+    assert 0.0 <= start["first_step_copies_prompt"] <= 1.0
     assert start["num_groups"] == 2 and start["num_generations"] == 2
     assert [run["method"] for run in on_disk["runs"]] == methods
     for run in on_disk["runs"]:

@@ -114,6 +114,8 @@ WARM_START_FLAGS = (
     "sft_batch_size",
     "sft_learning_rate",
 )
+# Bumped when `starting_point` measures something new, so a stored starting point without it is measured again.
+STARTING_POINT_VERSION = 2
 STARTING_POINT_FLAGS = (
     *WARM_START_FLAGS,
     "hard",
@@ -262,7 +264,7 @@ def main(argv=None) -> dict:
             ArithmeticProcessOracle(),
         ),
         STARTING_POINT_FLAGS,
-        args.seeds[0],
+        [args.seeds[0], STARTING_POINT_VERSION],
     )
     print(f"warm start: held-out {warm_eval}; on hard training prompts {start}", flush=True)
 

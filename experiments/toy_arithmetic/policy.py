@@ -70,6 +70,19 @@ def warm_start(
     return str(output_dir)
 
 
+def step_counts(texts: list[str], verdicts: list, problems: list[Problem], oracle: ArithmeticProcessOracle):
+    """(steps written, right steps, completions whose first step starts from the prompt's whole chain) over the
+    completions ``texts`` of ``problems`` (one problem per text); answer lines are not steps. A step is checked on its
+    own, so a right step can be about another chain than the prompt's: the third count tells them apart."""
+    steps = right = copies_prompt = 0
+    for text, verdict, problem in tqdm(list(zip(texts, verdicts, problems, strict=True)), desc="steps", leave=False):
+        lines = [text[start:end] for start, end in verdict.spans if "\\boxed" not in text[start:end]]
+        steps += len(lines)
+        right += sum(oracle.step_is_right(line) for line in lines)
+        copies_prompt += bool(lines) and lines[0].split("=")[0].strip() == problem.expression
+    return steps, right, copies_prompt
+
+
 @torch.no_grad()
 def generate(
     model,
@@ -119,7 +132,8 @@ def starting_point(
     oracle: ArithmeticProcessOracle,
 ) -> dict:
     """What GRPO sees on ``problems`` at the start: sampled pass rate, the fraction of groups whose rewards are all
-    equal (zero std), the fraction of those that are all-zero, and the fraction of written steps that are right."""
+    equal (zero std), the fraction of those that are all-zero, the fraction of written steps that are right, and the
+    fraction of completions whose first step starts from the prompt's whole chain."""
     tokenizer = AutoTokenizer.from_pretrained(policy)
     model = AutoModelForCausalLM.from_pretrained(policy)
     torch.manual_seed(seed)
@@ -130,19 +144,16 @@ def starting_point(
     verdicts = oracle.verify([r["prompt"] for r in rows], rows, texts)
     outcomes = [1.0 if v.passed else 0.0 for v in verdicts]
     groups = [outcomes[i : i + num_generations] for i in range(0, len(outcomes), num_generations)]
-    steps = right = 0
-    for text, verdict in tqdm(list(zip(texts, verdicts, strict=True)), desc="steps checked", leave=False):
-        for start, end in verdict.spans:
-            line = text[start:end]
-            if "\\boxed" not in line:
-                steps += 1
-                right += oracle.step_is_right(line)
+    steps, right, copies_prompt = step_counts(
+        texts, verdicts, [p for p in problems for _ in range(num_generations)], oracle
+    )
     return {
         "pass_rate": statistics.mean(outcomes),
         "frac_zero_std": statistics.mean(float(len(set(g)) == 1) for g in groups),
         "frac_all_zero": statistics.mean(float(max(g) == 0.0) for g in groups),
         "step_right_rate": right / steps if steps else float("nan"),
         "steps_per_completion": steps / len(texts),
+        "first_step_copies_prompt": copies_prompt / len(texts),
         "num_groups": len(groups),
         "num_generations": num_generations,
         "example_completion": texts[0],

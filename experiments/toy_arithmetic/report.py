@@ -80,7 +80,13 @@ def markdown_table(results: dict) -> str:
         f"Warm start (greedy, held-out): easy {start['easy']:.3f}, hard {start['hard']:.3f}. "
         f"Sampled on the hard training prompts: pass rate {results['starting_point']['pass_rate']:.3f}, "
         f"zero-std groups {results['starting_point']['frac_zero_std']:.3f}, "
-        f"right steps {results['starting_point']['step_right_rate']:.3f}.",
+        f"right steps {results['starting_point']['step_right_rate']:.3f}"
+        + (
+            f", first steps starting from the prompt's whole chain "
+            f"{results['starting_point']['first_step_copies_prompt']:.3f}."
+            if "first_step_copies_prompt" in results["starting_point"]
+            else "."
+        ),
         "",
         "| method | seeds | completions | held-out easy | held-out hard | train pass rate | frac zero-std | gate rate "
         "| wall s |",
