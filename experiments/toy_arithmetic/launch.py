@@ -131,7 +131,8 @@ class FinishedPieces:
     ``DIR/finished/NAME.json`` as soon as it ends, with a fingerprint of the sizes that produced it. A rerun with the
     same sizes (after a crash, or with more seeds or methods) loads it instead of recomputing it; a piece written
     under other sizes is recomputed and overwritten. Every piece is deterministic (seeded, CPU), so a loaded piece
-    equals a recomputed one."""
+    equals a recomputed one, as long as the code is the same: the fingerprint holds the sizes, not the code, so
+    after a code change use a new output directory (or delete ``finished/``)."""
 
     def __init__(self, output: Path, args: argparse.Namespace):
         self.directory = output / "finished"
