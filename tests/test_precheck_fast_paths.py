@@ -380,3 +380,30 @@ def test_short_configuration_items_get_the_verdicts_of_the_general_walk(monkeypa
     monkeypatch.setattr(config_values, "_all_short", lambda view, items: False)
     assert [verdict(t) for t in short] == fast
     assert len(short) > 500 and 100 < sum(v is None for v in fast) < len(short) - 100  # both verdicts seen
+
+
+_INDEXED_PIECES = [*" \n:#@+()x", ":=", "open", "set_option", "where", "rec", "eval", "in", "native", "simp"]
+_INDEXED_PIECES += ['s!"{a : b}"', '"{open}"', "-- open\n"]
+
+
+def test_indices_of_a_view_are_those_of_a_pass_over_its_texts():
+    """`CodeTokens.indices_of` filters one pass over `INDEXED_TEXTS`; for every wanted set (a single text, a subset,
+    a set with a text outside `INDEXED_TEXTS`), of the code or of the code outside literals, it must return what a
+    plain pass over those texts returns."""
+    from trl_verigate.lean_server.code_tokens import INDEXED_TEXTS
+
+    rng = random.Random(12)
+    wanted_sets = [":", "open", "simp", frozenset({"#", "@"}), frozenset({"open", "set_option"}), INDEXED_TEXTS]
+    wanted_sets += [frozenset({"where", "simp"}), frozenset({"+", "native"}), frozenset()]
+    found = 0
+    for _ in range(1500):
+        text = "".join(rng.choice(_INDEXED_PIECES) for _ in range(rng.randint(1, 16)))
+        view = CodeTokens(lex(text))
+        for outside in (False, True):
+            texts = view.outside_texts if outside else view.texts
+            for wanted in wanted_sets:
+                test = wanted.__eq__ if isinstance(wanted, str) else wanted.__contains__
+                expected = [k for k, t in enumerate(texts) if test(t)]
+                assert view.indices_of(wanted, outside=outside) == expected, (text, wanted, outside)
+                found += len(expected)
+    assert found > 10_000

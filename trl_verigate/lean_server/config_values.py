@@ -12,7 +12,7 @@ from itertools import compress, repeat
 from operator import add, eq, itemgetter, or_, sub
 
 from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.code_tokens import CodeTokens, indices_of
+from trl_verigate.lean_server.code_tokens import CodeTokens
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
 _KIND, _START, _END, _TEXT = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
@@ -287,7 +287,7 @@ def _config_items(view: CodeTokens) -> list[int]:
     named argument): a `(`, an identifier, then `:` and `=` with nothing between them. Found from the `:` tokens,
     each condition mapped in C over the `:`s that met the ones before."""
     code, texts = view.outside, view.outside_texts
-    colons = indices_of(texts, ":")
+    colons = view.indices_of(":", outside=True)
     colons = colons[bisect_left(colons, 2) : bisect_left(colons, len(code) - 1)]  # room for `(` NAME before, `=` after
     colons = list(compress(colons, map("(".__eq__, map(texts.__getitem__, map(sub, colons, repeat(2))))))
     colons = list(compress(colons, map("=".__eq__, map(texts.__getitem__, map(add, colons, repeat(1))))))

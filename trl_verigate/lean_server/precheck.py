@@ -213,7 +213,7 @@ def check_tokens(
     reasons = {word: forbidden_word(word, allow_native_decide) for word in words}
     watched = {word for word, reason in reasons.items() if reason} | _OWN_RULE_WORDS
     watched |= _WATCHED_SYMBOLS if allow_native_decide else _WATCHED_SYMBOLS_NATIVE
-    for k in indices_of(texts, watched):
+    for k in view.indices_of(watched):
         token = code[k]
         following = code[k + 1] if k + 1 < len(code) else None
         adjacent = following is not None and following.start == token.end
@@ -530,7 +530,7 @@ def _check_scoped_prefixes(view: CodeTokens) -> None:
     Without `in` they are commands, which Lean would run after ending the tactic block there.
     """
     code = view.code
-    for k in indices_of(view.texts, _PREFIX_WORDS):
+    for k in view.indices_of(_PREFIX_WORDS):
         token = code[k]
         if token.kind == "ident" and token.text in _PREFIX_WORDS and scoped_prefix_in(code, k) is None:
             raise PrecheckError(
