@@ -348,6 +348,22 @@ def test_two_batches_in_flight_are_collected_oldest_first():
     assert not reward.is_pending(completions)
 
 
+def test_a_batch_is_collected_by_its_handle_else_by_its_prompts_and_completions():
+    oracle = RowOracle()
+    reward = LeanProofReward(oracle)
+    completions, prompts = ["same proof"] * 2, ["p"] * 2
+    reward.start(prompts, completions, [{"batch": 1}] * 2)
+    second = reward.start(prompts, completions, [{"batch": 2}] * 2)
+    reward.collect_next(second)  # named: collected although an older batch has the same prompts and completions
+    assert asyncio.run(reward(prompts, completions)) == [0.0, 0.0]
+    # Other prompts, same completions: not the pending batch's verdicts; verified afresh from the reward's columns.
+    assert asyncio.run(reward(["q"] * 2, completions, batch=[1, 1])) == [1.0, 1.0]
+    assert oracle.calls == 3
+    assert reward.is_pending(completions)  # the first batch, still waiting for its own call
+    assert asyncio.run(reward(prompts, completions)) == [1.0, 1.0]
+    assert oracle.calls == 3
+
+
 @pytest.mark.slow
 def test_two_processes_pipeline_in_step(tiny_models, tmp_path):
     script = Path(__file__).parent / "scripts" / "lean_process_pipeline_two_process.py"
@@ -363,3 +379,72 @@ def test_two_processes_pipeline_in_step(tiny_models, tmp_path):
         # Step k trains on call k + 1: its own batch at step 0, the previous step's after; old log-probs after step 0.
         assert record["trained"] == [[0, [1], False], [1, [2], True], [2, [3], True]], rank
         assert record["staleness"] == [0.0, 1.0, 1.0], rank
+
+
+class SplitOracle:
+    """passed exactly when the row is a training row and the completion says "ok": an evaluation batch whose
+    completions equal a training batch's answers differently. Records the split of every batch it verifies."""
+
+    def __init__(self):
+        self.verified_splits = []
+
+    def verify(self, prompts, rows, completions):
+        self.verified_splits.append(rows[0]["split"])
+        return [
+            ProcessVerdict("passed" if row["split"] == "train" and "ok" in c else "failed")
+            for row, c in zip(rows, completions, strict=True)
+        ]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("eval_prompts", [PROMPTS, ["Prove: a - b = b - a", "Prove: a / b = b / a"]])
+def test_evaluation_never_collects_a_pipelined_training_batchs_verdicts(tiny_models, tmp_path, eval_prompts):
+    """Evaluation during pipelined training generates the same completions as the training batch still verifying
+    (same prompts or not): each batch is scored with its own verdicts."""
+
+    def rollout(prompts, trainer):
+        tokenizer = trainer.processing_class
+        texts = [TEMPLATES[row % G].format(call=0) for row in range(len(prompts))]  # every call the same
+        return {
+            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
+            "completion_ids": [
+                tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in texts
+            ],
+            "logprobs": None,
+        }
+
+    args = LeanProcessConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2 * G,
+        per_device_eval_batch_size=2 * G,
+        num_generations=G,
+        max_completion_length=16,
+        beta=0.0,
+        report_to="none",
+        use_cpu=True,
+        seed=0,
+        save_strategy="no",
+        logging_steps=1,
+        max_steps=3,
+        eval_strategy="steps",
+        eval_steps=1,
+        pipelined_verification=True,
+    )
+    oracle = SplitOracle()
+    trainer = LeanProcessGRPOTrainer(
+        model=tiny_models["policy"],
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": PROMPTS, "formal_statement": PROMPTS, "split": ["train"] * 2}),
+        eval_dataset=Dataset.from_dict(
+            {"prompt": eval_prompts, "formal_statement": eval_prompts, "split": ["eval"] * 2}
+        ),
+        rollout_func=rollout,
+        process_oracle=oracle,
+    )
+    trainer.train()
+    history = trainer.state.log_history
+    # Training rows: "ok" in 2 of 4 completions of a group; evaluation rows never pass.
+    assert [entry["lean/pass_rate"] for entry in history if "lean/pass_rate" in entry] == [0.5, 0.5, 0.5]
+    assert [entry["eval_lean/pass_rate"] for entry in history if "eval_lean/pass_rate" in entry] == [0.0, 0.0, 0.0]
+    # 3 training batches (step 0's own, then one generated ahead at steps 0 and 1) and 3 evaluations, each once.
+    assert sorted(oracle.verified_splits) == ["eval"] * 3 + ["train"] * 3

@@ -161,6 +161,19 @@ class _Verification:
     verdicts: list[ProcessVerdict] = field(default_factory=list)
 
 
+@dataclass(eq=False)
+class PendingVerification:
+    """A batch under background verification (the handle `start` returns): its prompts and completions, verified in
+    one or more chunks."""
+
+    prompts: list = field(default_factory=list)
+    chunks: list[_Verification] = field(default_factory=list)
+
+    @property
+    def completions(self) -> list:
+        return [completion for chunk in self.chunks for completion in chunk.completions]
+
+
 class LeanProofReward:
     """The Lean outcome reward g: 1.0 exactly when the proof passed, else 0.0 (TRL reward-function signature; async,
     so TRL awaits it after its synchronous reward functions).
@@ -183,32 +196,60 @@ class LeanProofReward:
         # Several threads: the chunks of one batch verify concurrently on the pool.
         self._executor = concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="lean-verify")
         # Batches under verification, oldest first; a batch is one or more chunks.
-        self._pending: list[list[_Verification]] = []
+        self._pending: list[PendingVerification] = []
+        # The batch the next call collects, named by the trainer (`collect_next`).
+        self._next: PendingVerification | None = None
 
-    def start(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
-        """Begin verifying a batch in the background; the next call with the same completions collects the verdicts.
-        Batches started one after the other (pipelined generation) are collected oldest first."""
-        self._pending.append([self._submit(prompts, completions, rows)])
+    def start(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> PendingVerification:
+        """Begin verifying a batch in the background and return its handle. The call after `collect_next(handle)`
+        collects it; without a handle, the next call with the same prompts and completions does. Batches started one
+        after the other (pipelined generation) are matched oldest first."""
+        pending = PendingVerification(list(prompts), [self._submit(prompts, completions, rows)])
+        self._pending.append(pending)
+        return pending
 
     def start_chunk(self, prompts: Sequence, completions: Sequence, rows: Sequence[dict[str, Any]]) -> None:
         """Begin verifying the next rows of a batch generated in chunks (after `clear_pending` at its start); the
-        next call whose completions are all chunks in order collects them."""
+        next call whose prompts and completions are all chunks in order collects them."""
         if not self._pending:
-            self._pending.append([])
-        self._pending[-1].append(self._submit(prompts, completions, rows))
+            self._pending.append(PendingVerification())
+        self._pending[-1].prompts.extend(prompts)
+        self._pending[-1].chunks.append(self._submit(prompts, completions, rows))
+
+    def collect_next(self, pending: PendingVerification | None) -> None:
+        """The next call collects this batch's verdicts (when its completions are the ones called with): a trainer
+        scoring a batch it started names it, so another batch with the same completions (an evaluation batch, a
+        pipelined batch) can never answer for it."""
+        self._next = pending
 
     def clear_pending(self) -> None:
+        """Drop every batch under verification. A chunk not yet running is cancelled; one already running cannot be
+        interrupted from here and finishes within the verifier's timeout (`lean_timeout` per proof), its verdicts
+        discarded."""
+        for pending in self._pending:
+            for chunk in pending.chunks:
+                chunk.future.cancel()
         self._pending = []
+        self._next = None
 
     def is_pending(self, completions: Sequence) -> bool:
         """Whether background verification of exactly these completions is under way."""
-        return self._pending_index(completions) is not None
-
-    def _pending_index(self, completions: Sequence) -> int | None:
         completions = list(completions)
-        for index, batch in enumerate(self._pending):
-            if batch and [c for v in batch for c in v.completions] == completions:
-                return index
+        return any(pending.completions == completions for pending in self._pending)
+
+    def _take_pending(self, prompts: Sequence, completions: Sequence) -> PendingVerification | None:
+        """The batch this call collects: the one named by `collect_next`, else the oldest with these prompts and
+        completions; removed from the pending batches."""
+        named, self._next = self._next, None
+        completions, prompts = list(completions), list(prompts)
+        if named is not None:
+            candidates = [pending for pending in self._pending if pending is named]
+        else:
+            candidates = [pending for pending in self._pending if pending.prompts == prompts]
+        for pending in candidates:
+            if pending.chunks and pending.completions == completions:
+                self._pending.remove(pending)
+                return pending
         return None
 
     def _submit(self, prompts, completions, rows) -> _Verification:
@@ -229,8 +270,8 @@ class LeanProofReward:
         return verification
 
     async def __call__(self, prompts, completions, **kwargs) -> list[float]:
-        index = self._pending_index(completions)
-        verifications = self._pending.pop(index) if index is not None else []
+        pending = self._take_pending(prompts, completions)
+        verifications = pending.chunks if pending is not None else []
         if not verifications:
             rows = _rows_from_columns(kwargs, len(completions))
             verifications = [self._submit(prompts, completions, rows)]

@@ -285,6 +285,7 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
                 "comes first, then reward_funcs; give one weight each, e.g. [1.0, ...]."
             )
         self._generation_rows: list | None = None
+        self._started_verification = None  # the handle of the verification the last `_generate` started
         super().__init__(model, [self.lean_reward, *reward_funcs], args, *trainer_args, **trainer_kwargs)
         self._lean_index = 0
         self._lean_failures_seen = 0
@@ -340,15 +341,23 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
     def _pipelines_generation(self) -> bool:
         return self.args.pipelined_verification
 
+    def _take_scoring_started(self):
+        started, self._started_verification = self._started_verification, None
+        return started
+
     def _generate(self, prompts: list):
-        if self._replayed_generation is not None:
-            return super()._generate(prompts)  # generated at the step before; its verification is under way
+        if self._replayed_batch is not None:
+            # Generated at the step before, its verification under way: collect that one, never another batch's
+            # with the same completions (an evaluation's, say).
+            self.lean_reward.collect_next(self._replayed_batch.scoring)
+            return super()._generate(prompts)
         owned = self._owned_lean_server
         if owned is not None and not owned.started:
             owned.start()  # closed by a previous train()
         pipelined = self.args.pipelined_verification
         if not pipelined:
             self.lean_reward.clear_pending()  # a batch left unscored (an exception mid-step) is not collected
+        self._started_verification = None
         result = super()._generate(prompts)
         completions = result[3]
         rows = self._generation_rows
@@ -356,7 +365,9 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
             # Chunks already started their verification (on-policy only); a pipelined batch always starts its own,
             # even when its completions repeat the previous batch's.
             if pipelined or not self.lean_reward.is_pending(completions):
-                self.lean_reward.start(prompts, completions, rows)
+                self._started_verification = self.lean_reward.start(prompts, completions, rows)
+        # Scored right after (on-policy, evaluation); a batch generated ahead is named again when it is scored.
+        self.lean_reward.collect_next(self._started_verification)
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):

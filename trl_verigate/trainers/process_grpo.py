@@ -52,7 +52,8 @@ class GeneratedBatch:
     its completions under the weights that generated them (None for a batch trained at the step that generated it,
     where TRL's on-policy default applies); ``metrics`` what `_generate` logged, logged again when the batch is
     scored, so a step's completion lengths and rewards describe the same batch; ``step`` the global step it was
-    generated at.
+    generated at; ``scoring`` what the subclass started in the background to score it (`_take_scoring_started`;
+    the Lean verification's handle), so that it is this batch's scores that are collected when it is scored.
     """
 
     inputs: list[dict[str, Any]]
@@ -60,6 +61,7 @@ class GeneratedBatch:
     old_per_token_logps: torch.Tensor | None
     step: int
     metrics: dict[str, list[float]] = field(default_factory=dict)
+    scoring: Any = None
 
 
 class ProcessGRPOTrainer(GRPOTrainer):
@@ -76,11 +78,16 @@ class ProcessGRPOTrainer(GRPOTrainer):
     _scored_batch: ScoredBatch | None = None
     # Pipelined generation: the batch generated ahead for the next step, and the one being scored now.
     _pipeline_pending: GeneratedBatch | None = None
-    _replayed_generation: tuple | None = None
+    _replayed_batch: GeneratedBatch | None = None
 
     def _pipelines_generation(self) -> bool:
         """Whether training steps train on the batch generated at the step before (one-step off-policy); off here."""
         return False
+
+    def _take_scoring_started(self) -> Any:
+        """What the last `_generate` started in the background to score its batch (None here), kept with the batch
+        generated ahead and found again in ``_replayed_batch.scoring`` when that batch is scored."""
+        return None
 
     def _process_advantages(self, batch: ScoredBatch, output: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
         """This process's token process values P (B, T) and the rows (B,) bool whose GRPO advantage they replace
@@ -160,8 +167,8 @@ class ProcessGRPOTrainer(GRPOTrainer):
             self._pipeline_pending = None
 
     def _generate(self, prompts: list):
-        if self._replayed_generation is not None:
-            return self._replayed_generation  # generated at an earlier step, scored now
+        if self._replayed_batch is not None:
+            return self._replayed_batch.generation  # generated at an earlier step, scored now
         return super()._generate(prompts)
 
     def _score_previous_batch(self, inputs: list[dict[str, Any]]) -> dict:
@@ -189,7 +196,10 @@ class ProcessGRPOTrainer(GRPOTrainer):
                 generation_metrics[name] = values[start:]
                 del values[start:]
         old_per_token_logps = self._generating_policy_logps(generation[0], generation[1]) if old_logps else None
-        return GeneratedBatch(inputs, generation, old_per_token_logps, self.state.global_step, generation_metrics)
+        scoring = self._take_scoring_started()
+        return GeneratedBatch(
+            inputs, generation, old_per_token_logps, self.state.global_step, generation_metrics, scoring
+        )
 
     def _generating_policy_logps(self, prompt_ids_list: list, completion_ids_list: list) -> torch.Tensor:
         """(B, T) per-token log-probs of the completions under the current weights, padded and masked exactly as
@@ -234,11 +244,11 @@ class ProcessGRPOTrainer(GRPOTrainer):
         generating weights' log-probs as the PPO ratio's old policy."""
         for name, values in batch.metrics.items():
             self._metrics["train"][name].extend(values)
-        self._replayed_generation = batch.generation
+        self._replayed_batch = batch
         try:
             output = super()._generate_and_score_completions(batch.inputs)
         finally:
-            self._replayed_generation = None
+            self._replayed_batch = None
         if batch.old_per_token_logps is not None:
             if batch.old_per_token_logps.shape != output["completion_ids"].shape:
                 raise RuntimeError(
