@@ -15,6 +15,7 @@ by hand and by an independent forward pass of a fresh copy of the tiny policy (n
 """
 
 import asyncio
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -26,7 +27,7 @@ import pytest
 import torch
 from datasets import Dataset
 from launch import free_port
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from trl_verigate.rewards.lean import LeanProofReward, ProcessVerdict
 from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer
@@ -104,6 +105,23 @@ def snapshot(model) -> dict[str, torch.Tensor]:
 def train(
     tiny_models, tmp_path, pipelined, steps=3, gradient_accumulation_steps=1, hold_call=None, resume=None, **overrides
 ):
+    trainer, recorder, oracle = build_trainer(
+        tiny_models, tmp_path, pipelined, steps, gradient_accumulation_steps, hold_call, **overrides
+    )
+    trainer.train(resume_from_checkpoint=resume)
+    return trainer, recorder, oracle
+
+
+def build_trainer(
+    tiny_models,
+    tmp_path,
+    pipelined,
+    steps=3,
+    gradient_accumulation_steps=1,
+    hold_call=None,
+    callbacks=None,
+    **overrides,
+):
     oracle = OkOracle(hold_call)
     recorder = Recorder(oracle)
     args = LeanProcessConfig(
@@ -129,9 +147,9 @@ def train(
         train_dataset=Dataset.from_dict({"prompt": PROMPTS, "formal_statement": PROMPTS}),
         rollout_func=recorder.rollout,
         process_oracle=oracle,
+        callbacks=callbacks,
     )
     recorder.wrap(trainer)
-    trainer.train(resume_from_checkpoint=resume)
     return trainer, recorder, oracle
 
 
@@ -267,6 +285,36 @@ def test_resumed_run_refills_the_pipeline(tiny_models, tmp_path):
     assert "old_per_token_logps" in second
     staleness = [entry["pipeline/staleness"] for entry in trainer.state.log_history if "pipeline/staleness" in entry]
     assert staleness[-2:] == [0.0, 1.0]
+
+
+class StopAfterFirstStep(TrainerCallback):
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == 1:
+            raise RuntimeError("stopped by a callback")
+
+
+@pytest.mark.slow
+def test_verification_dropped_when_train_raises_does_not_start(tiny_models, tmp_path):
+    """train() raising after step 0 drops the batch generated ahead (call 2): a verification not yet running is
+    cancelled, so the oracle never sees it. The reward's pool is cut to one worker, kept busy from call 2's
+    generation until after train() has raised, so call 2's verification is still queued when it is dropped."""
+    trainer, recorder, oracle = build_trainer(tiny_models, tmp_path, pipelined=True, callbacks=[StopAfterFirstStep()])
+    trainer.lean_reward._executor = concurrent.futures.ThreadPoolExecutor(1)
+    worker_free = threading.Event()
+    generate = recorder.rollout
+
+    def rollout(prompts, trainer):
+        if len(recorder.calls) == 1:  # call 2, generated ahead at step 0, after call 1's verification was queued
+            trainer.lean_reward._executor.submit(worker_free.wait, 30)
+        return generate(prompts, trainer)
+
+    trainer.rollout_func = rollout
+    with pytest.raises(RuntimeError, match="stopped by a callback"):
+        trainer.train()
+    assert [step for step, _ in recorder.calls] == [0, 0]
+    worker_free.set()
+    trainer.lean_reward._executor.shutdown(wait=True)
+    assert oracle.verified_calls == [1]
 
 
 @pytest.mark.parametrize(

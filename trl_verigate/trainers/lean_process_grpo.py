@@ -321,7 +321,10 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         try:
             return super().train(*args, **kwargs)
         finally:
-            self.lean_reward.clear_pending()  # the verification of a batch generated ahead and dropped
+            # The verification of a batch generated ahead and dropped (training stopped early, an exception or a
+            # KeyboardInterrupt from a callback): cancelled if not yet running; a proof already running cannot be
+            # interrupted and finishes within lean_timeout (sooner when close_lean stops the trainer's own pool).
+            self.lean_reward.clear_pending()
             self.close_lean()
 
     def close_lean(self) -> None:
