@@ -136,10 +136,9 @@ def build_trainer(
         use_cpu=True,
         bf16=False,  # float32 throughout, so the independent forward pass below agrees to float32 rounding
         seed=0,
-        logging_steps=1,
         max_steps=steps,
         pipelined_verification=pipelined,
-        **{"save_strategy": "no", **overrides},
+        **{"save_strategy": "no", "logging_steps": 1, **overrides},
     )
     trainer = LeanProcessGRPOTrainer(
         model=tiny_models["policy"],
@@ -285,6 +284,40 @@ def test_resumed_run_refills_the_pipeline(tiny_models, tmp_path):
     assert "old_per_token_logps" in second
     staleness = [entry["pipeline/staleness"] for entry in trainer.state.log_history if "pipeline/staleness" in entry]
     assert staleness[-2:] == [0.0, 1.0]
+
+
+class GrowingRollout:
+    """Call n's completions are n tokens " x" longer than the template; records each call's prompt + completion
+    tokens (TRL's num_tokens counts both)."""
+
+    def __init__(self):
+        self.tokens_of_call = []
+
+    def __call__(self, prompts, trainer):
+        tokenizer = trainer.processing_class
+        call = len(self.tokens_of_call) + 1
+        prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        texts = [TEMPLATES[row % G].format(call=0) + " x" * call for row in range(len(prompts))]
+        completion_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
+        self.tokens_of_call.append(sum(map(len, prompt_ids)) + sum(map(len, completion_ids)))
+        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+
+
+@pytest.mark.slow
+def test_num_tokens_logged_every_two_steps_counts_the_batches_trained(tiny_models, tmp_path):
+    """TRL logs num_tokens, the running total of prompt + completion tokens generated, by assignment. With
+    logging_steps=2, the log after step s (s = 2, 4) shows the tokens of the batches trained up to it, calls 1..s,
+    pipelined as on-policy (step k trains call k + 1 in both)."""
+    logged = {}
+    for pipelined in (False, True):
+        trainer, _, _ = build_trainer(tiny_models, tmp_path / str(pipelined), pipelined, steps=4, logging_steps=2)
+        rollout = trainer.rollout_func = GrowingRollout()
+        trainer.train()
+        tokens = rollout.tokens_of_call
+        assert len(tokens) == 4 and len(set(tokens)) == 4, tokens
+        logged[pipelined] = [entry["num_tokens"] for entry in trainer.state.log_history if "num_tokens" in entry]
+        assert logged[pipelined] == [sum(tokens[:2]), sum(tokens[:4])], pipelined
+    assert logged[True] == logged[False]
 
 
 class StopAfterFirstStep(TrainerCallback):

@@ -24,6 +24,10 @@ from trl.trainer.utils import pad
 
 from trl_verigate.advantages import sequence_mean_advantages
 
+# Metrics TRL's `_generate` assigns instead of appending: num_tokens, the running total of tokens generated. A batch
+# generated ahead assigns its value again when it is scored, so the log shows the total up to the batch trained.
+ASSIGNED_METRICS = ("num_tokens",)
+
 
 @dataclass
 class ScoredBatch:
@@ -50,8 +54,9 @@ class GeneratedBatch:
 
     ``generation`` is what `_generate` returned for ``inputs``; ``old_per_token_logps`` the per-token log-probs of
     its completions under the weights that generated them (None for a batch trained at the step that generated it,
-    where TRL's on-policy default applies); ``metrics`` what `_generate` logged, logged again when the batch is
-    scored, so a step's completion lengths and rewards describe the same batch; ``step`` the global step it was
+    where TRL's on-policy default applies); ``metrics`` what `_generate` appended, appended again when the batch is
+    scored, so a step's completion lengths and rewards describe the same batch; ``assigned_metrics`` what it
+    assigned (`ASSIGNED_METRICS`), assigned again then; ``step`` the global step it was
     generated at; ``scoring`` what the subclass started in the background to score it (`_take_scoring_started`;
     the Lean verification's handle), so that it is this batch's scores that are collected when it is scored.
     """
@@ -61,6 +66,7 @@ class GeneratedBatch:
     old_per_token_logps: torch.Tensor | None
     step: int
     metrics: dict[str, list[float]] = field(default_factory=dict)
+    assigned_metrics: dict[str, list[float]] = field(default_factory=dict)
     scoring: Any = None
 
 
@@ -188,9 +194,14 @@ class ProcessGRPOTrainer(GRPOTrainer):
     def _generate_batch(self, inputs: list[dict[str, Any]], old_logps: bool) -> GeneratedBatch:
         metrics = self._metrics["train"]
         logged_before = {name: len(values) for name, values in metrics.items()}
+        assigned_before = {name: metrics[name] for name in ASSIGNED_METRICS if name in metrics}
         generation = self._generate([row["prompt"] for row in inputs])
+        assigned_metrics = {name: metrics.pop(name) for name in ASSIGNED_METRICS if name in metrics}
+        metrics.update(assigned_before)
         generation_metrics = {}
         for name, values in metrics.items():
+            if name in ASSIGNED_METRICS:
+                continue
             start = logged_before.get(name, 0)
             if len(values) > start:
                 generation_metrics[name] = values[start:]
@@ -198,7 +209,13 @@ class ProcessGRPOTrainer(GRPOTrainer):
         old_per_token_logps = self._generating_policy_logps(generation[0], generation[1]) if old_logps else None
         scoring = self._take_scoring_started()
         return GeneratedBatch(
-            inputs, generation, old_per_token_logps, self.state.global_step, generation_metrics, scoring
+            inputs,
+            generation,
+            old_per_token_logps,
+            self.state.global_step,
+            metrics=generation_metrics,
+            assigned_metrics=assigned_metrics,
+            scoring=scoring,
         )
 
     def _generating_policy_logps(self, prompt_ids_list: list, completion_ids_list: list) -> torch.Tensor:
@@ -244,6 +261,7 @@ class ProcessGRPOTrainer(GRPOTrainer):
         generating weights' log-probs as the PPO ratio's old policy."""
         for name, values in batch.metrics.items():
             self._metrics["train"][name].extend(values)
+        self._metrics["train"].update(batch.assigned_metrics)
         self._replayed_batch = batch
         try:
             output = super()._generate_and_score_completions(batch.inputs)
