@@ -45,6 +45,8 @@ _TOKEN = (
 _TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)((?P<run>[()\[\]{{}}⟨⟩,;]{{4,}})|{_TOKEN}|\Z)", re.DOTALL)
 # A match's groups as `findall` returns them: trivia, token, run, literal (then a raw string's hashes).
 _TRIVIA, _TEXT, _RUN, _LITERAL = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+# Four run characters in a row: a proof without them has no run match (`Tokens` skips looking for one).
+_FOUR_RUN = re.compile(r"[()\[\]{}⟨⟩,;]{4}")
 # With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
 # then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
 # backtracking into the prefix never yields a token.
@@ -77,14 +79,19 @@ class Tokens:
                 matches.pop()
             trivia = list(map(_TRIVIA, matches))
             self.text = list(map(_TEXT, matches))
-            self.literal = list(map(bool, map(_LITERAL, matches)))
+            # A literal starts with `"` or `'` (a raw string `r#"…"#` holds a `"`), and a run is four run characters
+            # in a row: a proof without them has neither, and the pass over the matches looking for one is skipped.
+            if '"' in proof or "'" in proof:
+                self.literal = list(map(bool, map(_LITERAL, matches)))
+            else:
+                self.literal = [False] * len(matches)
             self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
             self.start = list(map(sub, self.end, map(len, self.text)))
             self.line_start = list(map(contains, trivia, repeat("\n")))
             # Column = characters after the last line break of the skipped text: mapped over the lines in C.
             skipped = list(compress(trivia, self.line_start))
             columns = map(sub, map(len, skipped), map(add, map(methodcaller("rfind", "\n"), skipped), repeat(1)))
-            runs = list(compress(range(len(matches)), map(bool, map(_RUN, matches))))
+            runs = list(compress(range(len(matches)), map(bool, map(_RUN, matches)))) if _FOUR_RUN.search(proof) else []
             if runs:
                 self._cut_runs(runs)
             self.line_column = dict(zip(compress(range(len(self.text)), self.line_start), columns, strict=True))
