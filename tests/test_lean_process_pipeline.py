@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from datasets import Dataset
+from datasets import Dataset, DatasetDict, IterableDataset
 from launch import free_port
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
@@ -126,7 +126,6 @@ def build_trainer(
     recorder = Recorder(oracle)
     args = LeanProcessConfig(
         output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=2 * G // gradient_accumulation_steps,
         gradient_accumulation_steps=gradient_accumulation_steps,
         num_generations=G,
         max_completion_length=16,
@@ -138,7 +137,12 @@ def build_trainer(
         seed=0,
         max_steps=steps,
         pipelined_verification=pipelined,
-        **{"save_strategy": "no", "logging_steps": 1, **overrides},
+        **{
+            "save_strategy": "no",
+            "logging_steps": 1,
+            "per_device_train_batch_size": 2 * G // gradient_accumulation_steps,
+            **overrides,
+        },
     )
     trainer = LeanProcessGRPOTrainer(
         model=tiny_models["policy"],
@@ -262,6 +266,35 @@ def test_pipelined_with_one_step_is_on_policy(tiny_models, tmp_path):
     [(inputs, _)] = trained_by_step(recorder)[0]
     assert_batch_of_call(tokenizer, inputs, 1)
     assert "old_per_token_logps" not in inputs
+
+
+@pytest.mark.slow
+def test_pipelined_trains_the_first_steps_prompts_twice_and_never_the_last_steps(tiny_models, tmp_path):
+    """What the help text of pipelined_verification states: one prompt per step, a different one each step; the
+    batch trained at step k was generated from the prompt of step max(k - 1, 0)."""
+    prompts = [f"Prove: fact {letter}" for letter in "ABC"]
+    trainer, recorder, _ = build_trainer(
+        tiny_models, tmp_path, pipelined=True, per_device_train_batch_size=G, shuffle_dataset=False
+    )
+    trainer.train_dataset = Dataset.from_dict({"prompt": prompts, "formal_statement": prompts})
+    prompt_of_call = []
+    generate = recorder.rollout
+
+    def rollout(call_prompts, trainer):
+        prompt_of_call.append(call_prompts[0])
+        return generate(call_prompts, trainer)
+
+    trainer.rollout_func = rollout
+    trainer.train()
+    tokenizer = trainer.processing_class
+    trained = []
+    for step, micro_batches in sorted(trained_by_step(recorder).items()):
+        [(inputs, _)] = micro_batches
+        call = int(decoded_rows(tokenizer, inputs)[0].split()[1])
+        trained.append((step, prompt_of_call[call - 1]))
+    # Steps 0, 1, 2 draw A, B, C: A trained at steps 0 and 1, B at step 2, C never.
+    assert prompt_of_call == [prompts[0], prompts[0], prompts[1]]
+    assert trained == [(0, prompts[0]), (1, prompts[0]), (2, prompts[1])]
 
 
 @pytest.mark.slow
@@ -389,11 +422,16 @@ def add(a, b):
     return a + b
 
 
+IMAGE_DATASET = Dataset.from_dict({"prompt": ["x"], "image": [None]})
+
+
 @pytest.mark.parametrize(
     ("trainer_kwargs", "named"),
     [
         ({"tools": [add]}, "tools="),
-        ({"train_dataset": Dataset.from_dict({"prompt": ["x"], "image": [None]})}, "image"),
+        ({"train_dataset": IMAGE_DATASET}, "image"),
+        ({"train_dataset": DatasetDict(train=IMAGE_DATASET)}, "image"),
+        ({"train_dataset": IMAGE_DATASET.to_iterable_dataset()}, "image"),  # its features are known
     ],
 )
 def test_unsupported_trainer_arguments_are_refused_before_the_model_loads(tmp_path, trainer_kwargs, named):
@@ -404,6 +442,21 @@ def test_unsupported_trainer_arguments_are_refused_before_the_model_loads(tmp_pa
             model=str(tmp_path / "no-such-model"), args=args, process_oracle=OkOracle(), **trainer_kwargs
         )
     assert "pipelined_verification" in str(error.value)
+
+
+def image_rows():
+    yield {"prompt": "x", "image": None}
+
+
+def test_an_iterable_dataset_without_features_is_not_refused(tmp_path):
+    """Its columns cannot be known without reading it: it reaches the model load (which fails, no such model)."""
+    args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, pipelined_verification=True)
+    dataset = IterableDataset.from_generator(image_rows)
+    assert dataset.features is None
+    with pytest.raises(OSError):
+        LeanProcessGRPOTrainer(
+            model=str(tmp_path / "no-such-model"), args=args, process_oracle=OkOracle(), train_dataset=dataset
+        )
 
 
 class RowOracle:

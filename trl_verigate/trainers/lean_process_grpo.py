@@ -126,9 +126,12 @@ class LeanProcessConfig(GRPOConfig):
             "next batch (its old log-probs from the generating weights, its verification started at once) and trains "
             "on the batch generated at the step before, whose verification ran meanwhile, so a step lasts about "
             "max(generation + training, verification). Trade-off: the trained batch was sampled from the weights "
-            "one update older; the PPO ratio and clipping against the generating weights correct for it. The first "
-            "step waits for its own batch; the last step's prompts are not trained on; a checkpoint does not hold "
-            "the batch generated ahead. Needs num_iterations=1, steps_per_generation=gradient_accumulation_steps, "
+            "one update older; the PPO ratio and clipping against the generating weights correct for it. Data: the "
+            "first step of train() waits for its own batch and trains on it, and generates the next step's batch "
+            "from the same prompts, so the first step's prompts are trained twice (at steps 0 and 1, two samples of "
+            "completions) and the last step's prompts are never trained. A checkpoint does not hold the batch "
+            "generated ahead: resumed from checkpoint-s, the prompts of step s - 1 (generated ahead, not saved) are "
+            "never trained and those of step s, the first resumed step, are trained twice. Needs num_iterations=1, steps_per_generation=gradient_accumulation_steps, "
             "lean_generation_chunks=1 and, with vLLM, vllm_importance_sampling_correction=False."
         },
     )

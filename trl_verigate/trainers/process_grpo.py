@@ -181,8 +181,11 @@ class ProcessGRPOTrainer(GRPOTrainer):
         """TRL's batch dict for the batch generated at the previous step; generates this step's batch first.
 
         The first step of `train()` has no previous batch: it generates its own, waits for its scores and trains on
-        it on-policy, and also generates the batch for the next step from the same prompts. The last step generates
-        nothing ahead, so the dataloader's prompts of the last step are not trained on.
+        it on-policy, and also generates the batch for the next step from the same prompts, so they are trained
+        twice (the next step's prompts are not known yet). The last step generates nothing ahead, so the
+        dataloader's prompts of the last step are not trained on. Resumed from a checkpoint (which does not hold the
+        batch generated ahead), the prompts of the step before it are never trained and the first resumed step's
+        twice.
         """
         batch, self._pipeline_pending = self._pipeline_pending, None
         if batch is None:
@@ -320,9 +323,23 @@ def refuse_unpipelinable_trainer_arguments(field_name: str, args: tuple, kwargs:
                 f"{field_name}=True does not support {name}=: a multi-turn rollout's state belongs to the step that "
                 f"generated it. Drop {name}= or set {field_name}=False."
             )
-    columns = getattr(given.get("train_dataset"), "column_names", None) or []
+    columns = _known_columns(given.get("train_dataset"))
     if "image" in columns or "images" in columns:
         raise ValueError(
             f"{field_name}=True does not support image datasets (the train_dataset has an image column): set "
             f"{field_name}=False."
         )
+
+
+def _known_columns(dataset) -> set[str]:
+    """The columns of a dataset that can be known without reading it: its features (a `Dataset`, an `IterableDataset`
+    built with them), else its column names; for a `DatasetDict`/`IterableDatasetDict`, every split's. An
+    `IterableDataset` without features (built from a generator) has no known columns, and reading a row to find
+    them would consume it: such a dataset is not refused here."""
+    if isinstance(dataset, dict):
+        return set().union(*(_known_columns(split) for split in dataset.values()))
+    features = getattr(dataset, "features", None)
+    if features:
+        return set(features)
+    names = getattr(dataset, "column_names", None)
+    return set(names) if isinstance(names, (list, tuple)) else set()
