@@ -31,17 +31,17 @@ def test_problem_steps_and_answer_by_hand():
 
 
 def test_generator_is_seeded_distinct_and_in_range():
-    first = make_problems(7, [1, 3], 50)
-    assert first == make_problems(7, [1, 3], 50)
-    assert first != make_problems(8, [1, 3], 50)
+    first = make_problems(7, [1, 3], 50, max_operand=20)
+    assert first == make_problems(7, [1, 3], 50, max_operand=20)
+    assert first != make_problems(8, [1, 3], 50, max_operand=20)
     assert len({p.prompt for p in first}) == 50
     assert {p.difficulty for p in first} == {1, 3}
-    assert len(make_problems(7, [1, 2], 2000)) == 2000  # more than the ~600 one-operation problems there are
+    assert len(make_problems(7, [1, 2], 2000, max_operand=20)) == 2000  # more than the ~600 one-operation problems
     with pytest.raises(ValueError, match="--sft-problems"):
-        make_problems(7, [1], 2000)
+        make_problems(7, [1], 2000, max_operand=20)
     rng = random.Random(0)
     for _ in range(500):
-        problem = random_problem(rng, 4)
+        problem = random_problem(rng, 4, max_operand=20)
         value = problem.numbers[0]
         for operator, number in zip(problem.operators, problem.numbers[1:], strict=True):
             value = value + number if operator == "+" else value - number
@@ -57,7 +57,7 @@ def test_generator_is_seeded_distinct_and_in_range():
 
 
 def test_splits_do_not_overlap():
-    splits = make_splits(3, [1, 2], [3], 40, 20, 10)
+    splits = make_splits(3, [1, 2], [3], 40, 20, 10)  # default operands 1-9
     sets = [{p.prompt for p in part} for part in (splits.sft, splits.train, splits.eval_easy, splits.eval_hard)]
     assert sum(len(s) for s in sets) == len(set().union(*sets)) == 80
     assert {p.difficulty for p in splits.sft + splits.eval_easy} == {1, 2}

@@ -15,6 +15,8 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from experiments.toy_arithmetic.task import MAX_OPERAND
+
 PRESETS = {
     # Sizes of the full run, chosen to fit about an hour on the shared 2-core machine (measured: docs/experiments.md).
     "full": {
@@ -41,7 +43,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--easy", type=int, nargs="+", default=[1, 2, 3], help="operations per warm-start problem")
     parser.add_argument("--hard", type=int, nargs="+", default=[4], help="operations per RL training problem")
     parser.add_argument(
-        "--max-operand", type=int, default=9, help="operands are 1..N, every intermediate result in [0, 3N]"
+        "--max-operand", type=int, default=MAX_OPERAND, help="operands are 1..N, every intermediate result in [0, 3N]"
     )
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods")
     parser.add_argument("--es-learning-rate", type=float, default=5e-4)

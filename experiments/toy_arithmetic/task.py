@@ -2,11 +2,12 @@
 
 A problem is a chain ``a op1 b op2 c ...`` with ``+`` and ``-`` only, so left-to-right evaluation is the usual one,
 and every intermediate result stays in [0, 3 * max_operand] (no negative numbers for the step checker to misread). The
-reference completion writes one verified step per line, then the answer boxed:
+reference completion writes one verified step per line, each rewriting the rest of the chain with its first
+operation done, then the answer boxed (no spaces: every digit and operator is one token of the tiny tokenizer):
 
-    Compute: 12 + 7 - 3
-    12 + 7 = 19
-    19 - 3 = 16
+    Compute: 12+7-3
+    12+7-3=19-3
+    19-3=16
     \\boxed{16}
 
 The gold answer goes in the ``solution`` column as ``\\boxed{N}``, the format `trl_verigate.rewards.math.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-MAX_OPERAND = 20  # operands are 1..max_operand (default); results stay in [0, 3 * max_operand]
+MAX_OPERAND = 9  # operands are 1..max_operand (default); results stay in [0, 3 * max_operand]
 PROMPT_TEMPLATE = "Compute: {expression}\n"
 
 
