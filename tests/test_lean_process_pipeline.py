@@ -9,9 +9,15 @@ by hand and by an independent forward pass of a fresh copy of the tiny policy (n
 - a batch's verification is still under way when the next batch is generated (the oracle holds it until then);
 - off (the default), step k trains on the batch it generated, with no old log-probs (TRL's on-policy default);
 - a run resumed from a checkpoint refills the pipeline at its first step (the batch generated ahead is not saved);
-- two batches in verification at once are collected oldest first, each verified once;
+- two batches in verification at once are collected oldest first, each verified once; a batch named by its handle
+  is collected by it, and an evaluation during pipelined training collects its own verdicts even when its
+  completions equal the pending training batch's;
+- the first step's prompts are trained twice and the last step's never (as the help text says);
+- num_tokens logged every two steps is the same, and the tokens of the batches trained, pipelined and on-policy;
+- train() raising from a callback cancels the dropped batch's verification if it has not started;
 - over 2 processes, every rank follows the same schedule (no hang, same batches per step);
-- combinations the pipeline does not support are refused, naming the field and the fix, before any model loads.
+- combinations the pipeline does not support are refused, naming the field and the fix, before any model loads
+  (image columns also in a DatasetDict's splits and an IterableDataset's features).
 """
 
 import asyncio
