@@ -100,6 +100,9 @@ def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path)
     assert training_args.lean_timeout == raw["lean_timeout"] == 15.0
     assert training_args.lean_repl_command == raw["lean_repl_command"]
     assert training_args.process_token_assignment == "first"
+    # The switch is shown in the paper-scale YAML (off: the paper's on-policy loop), so GPU users find it.
+    if config == "lean_process_grpo.yaml":
+        assert training_args.pipelined_verification is raw["pipelined_verification"] is False
 
 
 def write_tiny_config(tiny_models, run_dir: Path) -> Path:
