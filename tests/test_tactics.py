@@ -877,25 +877,3 @@ def test_bracket_runs_are_cut_into_the_tokens_the_one_match_per_token_scan_reads
         for field in ("text", "start", "end", "literal", "line_start"):
             assert getattr(runs, field) == getattr(one_by_one, field), (proof, field)
         assert [runs.column(i) for i in range(runs.n)] == [one_by_one.column(i) for i in range(runs.n)], proof
-
-
-def test_literal_and_run_flags_of_the_findall_scan_are_those_of_the_one_match_per_token_scan():
-    """The findall scan skips looking for literals in a proof without `"` or `'`, and for runs in one without four
-    brackets, `,` or `;` in a row. On random proofs with and without them (character literals, raw strings, primes,
-    runs of exactly four), its tokens and literal flags must be those of the scan that matches one token at a time."""
-    import random
-
-    from trl_verigate.lean_server.tactic_tokens import Tokens
-
-    pieces = ["(", ")", "((((", "(((", ",", ";", " ", "\n  ", "h", "h'", "'a'", '"s"', 'r"x"', 'r#"y"#', "''", ":="]
-    rng = random.Random(5)
-    literal_free = with_literals = 0
-    for _ in range(3000):
-        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
-        scanned, one_by_one = Tokens(proof, 0), Tokens(proof + "\n/- c -/", 0)
-        for field in ("text", "start", "end", "literal"):
-            assert getattr(scanned, field) == getattr(one_by_one, field), (proof, field)
-        quoted = '"' in proof or "'" in proof
-        literal_free += not quoted
-        with_literals += any(scanned.literal) and '"' not in proof  # a character literal alone
-    assert literal_free > 300 and with_literals > 100
