@@ -10,7 +10,6 @@ import math
 import os
 import shlex
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -309,20 +308,11 @@ def test_es_noise_uses_the_kernel_for_any_shape_on_the_cpu(monkeypatch):
         assert torch.equal(values.view(torch.int32), es_noise(31, "shaped", shape).view(torch.int32))
 
 
-@pytest.fixture
-def kernel_reloaded(monkeypatch, tmp_path):
-    """A fresh kernel load with its cache in tmp_path, forgotten again afterwards (the next test loads the real one)."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    noise_kernel.forget_kernel()
-    yield tmp_path / "trl_verigate" / "es_noise"
-    noise_kernel.forget_kernel()
-
-
 @pytest.mark.parametrize(
     "compiler", ["/nonexistent/cc", "cc -fno-such-option-anywhere"], ids=["no compiler", "build fails"]
 )
 def test_without_the_kernel_the_torch_ops_give_the_same_values_and_one_warning(
-    kernel_reloaded, monkeypatch, caplog, compiler
+    kernel_cache, monkeypatch, caplog, compiler
 ):
     if compiler.startswith("cc") and not HAS_COMPILER:
         pytest.skip("no cc to make a failing build with")
@@ -334,30 +324,21 @@ def test_without_the_kernel_the_torch_ops_give_the_same_values_and_one_warning(
     assert len(warnings) == 1 and "torch ops" in warnings[0].getMessage()
     assert first.tolist() == HARD_CODED[(7, "w")]
     np.testing.assert_array_equal(second.numpy().view(np.uint32), numpy_es_noise(8, "far", 3000).view(np.uint32))
-    assert not list(kernel_reloaded.glob("*.so"))
+    assert not list(kernel_cache.glob("*.so"))
 
 
 @needs_compiler
-def test_the_kernel_is_built_once_into_the_cache(kernel_reloaded, monkeypatch):
-    builds = []
-    real_run = subprocess.run
-
-    def recording_run(command, *args, **kwargs):
-        if "-shared" in command:
-            builds.append(command)
-        return real_run(command, *args, **kwargs)
-
-    monkeypatch.setattr(noise_kernel.subprocess, "run", recording_run)
+def test_the_kernel_is_built_once_into_the_cache(kernel_cache, kernel_builds):
     assert noise_kernel.load_kernel() is not None
-    libraries = list(kernel_reloaded.glob("noise_kernel-*.so"))
-    assert len(builds) == 1 and len(libraries) == 1
+    libraries = list(kernel_cache.glob("noise_kernel-*.so"))
+    assert len(kernel_builds) == 1 and len(libraries) == 1
     for flag in ("-ffp-contract=off", "-fno-fast-math", "-fno-unsafe-math-optimizations"):
-        assert flag in builds[0]
+        assert flag in kernel_builds[0]
     noise_kernel.forget_kernel()
     assert noise_kernel.load_kernel() is not None  # a second process: loads the cached library, builds nothing
-    assert len(builds) == 1
+    assert len(kernel_builds) == 1
     assert es_noise(7, "w", (6,)).tolist() == HARD_CODED[(7, "w")]
-    assert not [path for path in kernel_reloaded.iterdir() if path not in libraries]  # no scratch left behind
+    assert not [path for path in kernel_cache.iterdir() if path not in libraries]  # no scratch left behind
 
 
 @pytest.mark.parametrize("in_place", [False, True], ids=["into out", "accumulate"])

@@ -27,32 +27,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@pytest.fixture
-def cache(monkeypatch, tmp_path):
-    """A fresh kernel load with its cache under tmp_path; afterwards the kernel is forgotten (the next test loads the
-    real one) and denormals are kept again in this thread, should a test's kernel have switched flush-to-zero on."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    noise_kernel.forget_kernel()
-    yield tmp_path / "cache" / "trl_verigate" / "es_noise"
-    noise_kernel.forget_kernel()
-    torch.set_flush_denormal(False)
-
-
-@pytest.fixture
-def builds(monkeypatch):
-    """The build commands (those with -shared) run from here on."""
-    commands = []
-    real_run = subprocess.run
-
-    def recording_run(command, *args, **kwargs):
-        if "-shared" in command:
-            commands.append(command)
-        return real_run(command, *args, **kwargs)
-
-    monkeypatch.setattr(noise_kernel.subprocess, "run", recording_run)
-    return commands
-
-
 def torch_ops_noise(seed, name, count):
     """The definition's values: es_noise through the torch ops."""
     out = torch.empty(count)
@@ -95,7 +69,7 @@ def links_crtfastmath() -> bool:
 
 @pytest.mark.parametrize("fault", ["one shift miscompiled", "-ffp-contract=fast after our flags"])
 def test_a_kernel_with_other_bits_is_refused_deleted_and_replaced_by_the_torch_ops(
-    cache, builds, monkeypatch, caplog, tmp_path, fault
+    kernel_cache, kernel_builds, monkeypatch, caplog, tmp_path, fault
 ):
     """The self-test at load compares the kernel with the torch ops; a mismatch means one warning, no cached library
     (the next process builds again instead of trusting it), and the torch ops' values."""
@@ -118,16 +92,16 @@ def test_a_kernel_with_other_bits_is_refused_deleted_and_replaced_by_the_torch_o
     with caplog.at_level(logging.WARNING, logger=noise_kernel.__name__):
         assert noise_kernel.load_kernel() is None
         values = es_noise(4, "w", (20_000,))
-    assert len(builds) == 1
+    assert len(kernel_builds) == 1
     warnings = kernel_warnings(caplog)
     assert len(warnings) == 1 and "differ" in warnings[0] and "torch ops" in warnings[0], warnings
-    assert not list(cache.glob("*.so"))
+    assert not list(kernel_cache.glob("*.so"))
     assert torch.equal(values.view(torch.int32), torch_ops_noise(4, "w", 20_000).view(torch.int32))
 
 
 @pytest.mark.skipif(not links_crtfastmath(), reason="the compiler does not link crtfastmath.o on this machine")
 def test_a_kernel_whose_loading_switches_on_flush_to_zero_is_refused_and_the_thread_repaired(
-    cache, monkeypatch, caplog, tmp_path
+    kernel_cache, monkeypatch, caplog, tmp_path
 ):
     """-funsafe-math-optimizations at link time (here appended after our flags by a wrapper) links crtfastmath.o,
     whose constructor switches on flush-to-zero for the loading thread: ordinary torch results on denormals change.
@@ -141,11 +115,11 @@ def test_a_kernel_whose_loading_switches_on_flush_to_zero_is_refused_and_the_thr
     assert denormal_products() == before
     warnings = kernel_warnings(caplog)
     assert len(warnings) == 1 and "flush-to-zero" in warnings[0], warnings
-    assert not list(cache.glob("*.so"))
+    assert not list(kernel_cache.glob("*.so"))
 
 
 @pytest.mark.skipif(not links_crtfastmath(), reason="the compiler does not link crtfastmath.o on this machine")
-def test_unsafe_math_in_cc_is_overridden_by_the_build_flags(cache, monkeypatch, caplog):
+def test_unsafe_math_in_cc_is_overridden_by_the_build_flags(kernel_cache, monkeypatch, caplog):
     """CC="cc -funsafe-math-optimizations" (flags before ours): -fno-unsafe-math-optimizations wins, so crtfastmath.o
     is not linked, denormals are kept, and the kernel passes its self-test."""
     monkeypatch.setenv("CC", " ".join([*COMPILER, "-funsafe-math-optimizations"]))
@@ -153,14 +127,14 @@ def test_unsafe_math_in_cc_is_overridden_by_the_build_flags(cache, monkeypatch, 
     with caplog.at_level(logging.WARNING, logger=noise_kernel.__name__):
         assert noise_kernel.load_kernel() is not None
     assert denormal_products() == before and not kernel_warnings(caplog)
-    (library,) = cache.glob("*.so")
+    (library,) = kernel_cache.glob("*.so")
     if shutil.which("nm"):
         symbols = subprocess.run(["nm", str(library)], capture_output=True, text=True, check=True).stdout
         assert "set_fast_math" not in symbols
 
 
 @pytest.mark.parametrize("content", [b"", b"\x7fELF truncated"], ids=["empty", "truncated"])
-def test_a_corrupt_cached_library_is_rebuilt(cache, builds, caplog, content):
+def test_a_corrupt_cached_library_is_rebuilt(kernel_cache, kernel_builds, caplog, content):
     """A cached file that does not load (a crash mid-copy, a full disk) is deleted and built once more, instead of
     every process warning and falling back for good."""
     library = noise_kernel.library_path(COMPILER)
@@ -168,7 +142,7 @@ def test_a_corrupt_cached_library_is_rebuilt(cache, builds, caplog, content):
     library.write_bytes(content)
     with caplog.at_level(logging.WARNING, logger=noise_kernel.__name__):
         assert noise_kernel.load_kernel() is not None
-    assert not kernel_warnings(caplog) and len(builds) == 1
+    assert not kernel_warnings(caplog) and len(kernel_builds) == 1
     assert library.read_bytes()[:4] == b"\x7fELF" and len(library.read_bytes()) > 1000
     assert es_noise(7, "w", (6,)).tolist() == torch_ops_noise(7, "w", 6).tolist()
 
@@ -199,7 +173,7 @@ def test_an_unwritable_cache_directory_builds_in_a_temporary_directory(monkeypat
     ],
     ids=["no compiler", "build fails"],
 )
-def test_the_fallback_warning_names_its_cause(cache, monkeypatch, caplog, compiler, cause, not_said):
+def test_the_fallback_warning_names_its_cause(kernel_cache, monkeypatch, caplog, compiler, cause, not_said):
     monkeypatch.setenv("CC", compiler)
     with caplog.at_level(logging.WARNING, logger=noise_kernel.__name__):
         assert noise_kernel.load_kernel() is None
@@ -208,7 +182,9 @@ def test_the_fallback_warning_names_its_cause(cache, monkeypatch, caplog, compil
     assert not_said not in warning.lower(), warning
 
 
-def test_the_cache_key_holds_what_the_compiler_makes_of_march_native(cache, builds, monkeypatch, tmp_path):
+def test_the_cache_key_holds_what_the_compiler_makes_of_march_native(
+    kernel_cache, kernel_builds, monkeypatch, tmp_path
+):
     """Without /proc/cpuinfo (macOS, some sandboxes) the CPU description is the machine name only; two CPUs sharing a
     cache must still get two libraries, told apart by the compiler's expansion of -march=native (simulated here by a
     wrapper that reports a CPU from the environment when asked with -###)."""
@@ -224,4 +200,4 @@ def test_the_cache_key_holds_what_the_compiler_makes_of_march_native(cache, buil
         monkeypatch.setenv("FAKE_NATIVE_CPU", cpu)
         noise_kernel.forget_kernel()
         assert noise_kernel.load_kernel() is not None
-    assert len(builds) == 2 and len(list(cache.glob("*.so"))) == 2
+    assert len(kernel_builds) == 2 and len(list(kernel_cache.glob("*.so"))) == 2
