@@ -47,6 +47,13 @@ def reference_disagreement(tokens, splitter_tokens):
     return min(start for a, b in zip(ours, theirs, strict=True) for start, _ in set(a) ^ set(b))
 
 
+def random_texts(pieces, seed, count, shortest=1, longest=16):
+    """`count` texts, each `shortest`..`longest` pieces drawn from `pieces` by random.Random(seed)."""
+    rng = random.Random(seed)
+    for _ in range(count):
+        yield "".join(rng.choice(pieces) for _ in range(rng.randint(shortest, longest)))
+
+
 def outcome(function, *args):
     try:
         return function(*args)
@@ -204,10 +211,8 @@ def test_normalized_tokens_are_the_lexed_normalized_code():
     from trl_verigate.lean_server.normalized_tokens import code_tokens, normalized_tokens
     from trl_verigate.lean_server.precheck import _code_only
 
-    rng = random.Random(11)
     built = lexed = 0
-    for _ in range(6000):
-        text = "".join(rng.choice(_NFKC_PIECES) for _ in range(rng.randint(1, 14)))
+    for text in random_texts(_NFKC_PIECES, seed=11, count=6000, longest=14):
         try:
             tokens = lex(text)
         except precheck.PrecheckError:
@@ -289,10 +294,8 @@ def test_readings_agree_without_comparing_only_where_they_do():
     from trl_verigate.lean_server.readings import lexers_disagree_at, read_alike_without_comments
     from trl_verigate.lean_server.tactics import split_proof
 
-    rng = random.Random(5)
     quick = 0
-    for _ in range(6000):
-        text = "".join(rng.choice(_LAYOUT_PIECES) for _ in range(rng.randint(1, 16)))
+    for text in random_texts(_LAYOUT_PIECES, seed=5, count=6000):
         try:
             tokens = lex(text)
         except precheck.PrecheckError:
@@ -319,10 +322,8 @@ _CONFIG_PIECES = [" ", "(", ")", "x", "Nat.f", "1", ":", "=", ":=", ": =", "(x :
 def test_config_items_are_where_the_plain_test_finds_them():
     from trl_verigate.lean_server.config_values import _config_items
 
-    rng = random.Random(3)
     found = 0
-    for _ in range(3000):
-        text = "".join(rng.choice(_CONFIG_PIECES) for _ in range(rng.randint(0, 14)))
+    for text in random_texts(_CONFIG_PIECES, seed=3, count=3000, shortest=0, longest=14):
         view = CodeTokens(lex(text))
         expected = [k for k in range(len(view.outside)) if _is_config_item(view.outside, k)]
         assert _config_items(view) == expected, text
@@ -368,11 +369,9 @@ def test_short_configuration_items_get_the_verdicts_of_the_general_walk(monkeypa
             return str(error)
         return None
 
-    rng = random.Random(9)
-    texts = ["".join(rng.choice(_ITEM_PIECES) for _ in range(rng.randint(1, 10))) for _ in range(3000)]
     short = [
         t
-        for t in texts
+        for t in random_texts(_ITEM_PIECES, seed=9, count=3000, longest=10)
         if (items := config_values._config_items(CodeTokens(lex(t))))
         and config_values._all_short(CodeTokens(lex(t)), items)
     ]
@@ -392,12 +391,10 @@ def test_indices_of_a_view_are_those_of_a_pass_over_its_texts():
     plain pass over those texts returns."""
     from trl_verigate.lean_server.code_tokens import INDEXED_TEXTS
 
-    rng = random.Random(12)
     wanted_sets = [":", "open", "simp", frozenset({"#", "@"}), frozenset({"open", "set_option"}), INDEXED_TEXTS]
     wanted_sets += [frozenset({"where", "simp"}), frozenset({"+", "native"}), frozenset()]
     found = 0
-    for _ in range(1500):
-        text = "".join(rng.choice(_INDEXED_PIECES) for _ in range(rng.randint(1, 16)))
+    for text in random_texts(_INDEXED_PIECES, seed=12, count=1500):
         view = CodeTokens(lex(text))
         for outside in (False, True):
             texts = view.outside_texts if outside else view.texts
@@ -413,15 +410,12 @@ def test_literal_and_run_flags_of_the_findall_scan_are_those_of_the_one_match_pe
     """The findall scan skips looking for literals in a proof without `"` or `'`, and for runs in one without four
     brackets, `,` or `;` in a row. On random proofs with and without them (character literals, raw strings, primes,
     runs of exactly four), its tokens and literal flags must be those of the scan that matches one token at a time."""
-    import random
 
     from trl_verigate.lean_server.tactic_tokens import Tokens
 
     pieces = ["(", ")", "((((", "(((", ",", ";", " ", "\n  ", "h", "h'", "'a'", '"s"', 'r"x"', 'r#"y"#', "''", ":="]
-    rng = random.Random(5)
     literal_free = with_literals = 0
-    for _ in range(3000):
-        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+    for proof in random_texts(pieces, seed=5, count=3000, longest=12):
         scanned, one_by_one = Tokens(proof, 0), Tokens(proof + "\n/- c -/", 0)
         for field in ("text", "start", "end", "literal"):
             assert getattr(scanned, field) == getattr(one_by_one, field), (proof, field)
