@@ -52,11 +52,11 @@ def _fixed_generate(tokenizer, texts: list[str]):
 def hand_made_advantages(method: str, policy: str, output_dir: str) -> list[dict]:
     """Per completion of the hand-made batch: its name, outcome group, and each line's tokens with the advantage
     every token of it gets from ``method``'s trainer (the advantages its loss would use)."""
-    from experiments.toy_arithmetic.methods import Budget, build_trainer
-
-    budget = Budget(NUM_GENERATIONS, len(GROUPS), NUM_GENERATIONS * len(GROUPS), 64, 1e-4, 5e-4, 8)
     from datasets import Dataset
 
+    from experiments.toy_arithmetic.methods import Budget, build_trainer, token_advantages
+
+    budget = Budget(NUM_GENERATIONS, len(GROUPS), NUM_GENERATIONS * len(GROUPS), 64, 1e-4, 5e-4, 8)
     dataset = Dataset.from_list([PROBLEM.row()])
     trainer, _, _ = build_trainer(method, policy, dataset, output_dir, 0, budget)
     names = [name for group in GROUPS for name in group]
@@ -64,9 +64,7 @@ def hand_made_advantages(method: str, policy: str, output_dir: str) -> list[dict
     trainer.model.train()
     output = trainer._generate_and_score_completions([PROBLEM.row() for _ in names])
     mask = output["completion_mask"].bool()
-    advantages = output["advantages"]
-    if advantages.dim() == 1:
-        advantages = advantages.unsqueeze(1).expand_as(mask)
+    advantages = token_advantages(output)
     tokenizer = trainer.processing_class
     rows = []
     for index, name in enumerate(names):

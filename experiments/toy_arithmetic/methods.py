@@ -211,8 +211,13 @@ def first_batch_advantages(
     rows = [p.row() for p in train[: budget.prompts_per_step] for _ in range(budget.num_generations)]
     torch.manual_seed(seed)
     output = trainer._generate_and_score_completions(rows)
+    return {"advantages": token_advantages(output).tolist(), "completion_ids": output["completion_ids"].tolist()}
+
+
+def token_advantages(output: dict) -> torch.Tensor:
+    """(B, T) advantages of a batch TRL scored: GRPO's (B,) sequence advantage on every completion token and 0 on
+    padding, or the process trainers' (B, T) as they are."""
     advantages = output["advantages"]
-    mask = output["completion_mask"].float()
     if advantages.dim() == 1:
-        advantages = advantages.unsqueeze(1) * mask
-    return {"advantages": advantages.tolist(), "completion_ids": output["completion_ids"].tolist()}
+        advantages = advantages.unsqueeze(1) * output["completion_mask"].float()
+    return advantages
