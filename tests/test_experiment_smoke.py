@@ -230,3 +230,24 @@ def test_hand_made_batch_gets_the_hand_derived_advantages(tmp_path):
     for name, values in cumulated.items():
         for line, c in zip(verigate[1, name], values, strict=True):
             assert all(value == pytest.approx((c - mean) / (std + 1e-4), abs=1e-3) for value in line), name
+
+
+def test_finished_pieces_are_reused_only_under_the_same_sizes_and_while_usable(tmp_path):
+    """A finished piece is loaded on a rerun with the same sizes, computed again under other sizes, and computed
+    again when `usable` says what it names is gone (the warm start's model deleted since)."""
+    import argparse
+
+    from experiments.toy_arithmetic.launch import FinishedPieces
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"run": len(calls)}
+
+    pieces = FinishedPieces(tmp_path, argparse.Namespace(budget=64))
+    assert pieces.get("piece", compute) == {"run": 1}
+    assert pieces.get("piece", compute) == {"run": 1}  # reused: nothing computed
+    assert pieces.get("piece", compute, usable=lambda value: False) == {"run": 2}
+    assert FinishedPieces(tmp_path, argparse.Namespace(budget=128)).get("piece", compute) == {"run": 3}
+    assert len(calls) == 3

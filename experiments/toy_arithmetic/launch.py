@@ -139,18 +139,19 @@ class FinishedPieces:
     def __init__(self, output: Path, args: argparse.Namespace):
         self.directory = output / "finished"
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.fingerprint = {k: v for k, v in vars(args).items() if k not in NOT_IN_FINGERPRINT}
-        self.fingerprint = json.loads(json.dumps(self.fingerprint, default=str))
+        sizes = {k: v for k, v in vars(args).items() if k not in NOT_IN_FINGERPRINT}
+        self.fingerprint = json.loads(json.dumps(sizes, default=str))
 
-    def get(self, name: str, compute, flags: tuple[str, ...] | None = None, extra=None):
+    def get(self, name: str, compute, flags: tuple[str, ...] | None = None, extra=None, usable=lambda value: True):
         """The piece ``name``: loaded when written under the same ``flags`` (default: every sizing flag) and
-        ``extra`` (e.g. the first seed), else computed by ``compute()`` and written."""
+        ``extra`` (e.g. the first seed) and ``usable(value)`` holds (e.g. the files it names still exist), else
+        computed by ``compute()`` and written."""
         fingerprint = self.fingerprint if flags is None else {k: self.fingerprint[k] for k in flags}
         fingerprint = {**fingerprint, "extra": extra}
         path = self.directory / f"{name}.json"
         if path.exists():
             stored = json.loads(path.read_text())
-            if stored.get("fingerprint") == fingerprint:
+            if stored.get("fingerprint") == fingerprint and usable(stored["value"]):
                 print(f"{name}: reusing {path}", flush=True)
                 return stored["value"]
         value = compute()
@@ -243,10 +244,10 @@ def main(argv=None) -> dict:
         )
         return {"policy": path, "seconds": time.perf_counter() - clock}
 
-    warm = finished.get("warm_start", train_warm_start, WARM_START_FLAGS, args.seeds[0])
-    if not (Path(warm["policy"]) / "config.json").exists():  # the record survived but the model was deleted
-        (finished.directory / "warm_start.json").unlink()
-        warm = finished.get("warm_start", train_warm_start, WARM_START_FLAGS, args.seeds[0])
+    def model_saved(warm: dict) -> bool:  # a record whose model was deleted since is trained again
+        return (Path(warm["policy"]) / "config.json").exists()
+
+    warm = finished.get("warm_start", train_warm_start, WARM_START_FLAGS, args.seeds[0], usable=model_saved)
     policy = warm["policy"]
     timings["warm_start"] = warm["seconds"]
     model, tokenizer = AutoModelForCausalLM.from_pretrained(policy), AutoTokenizer.from_pretrained(policy)
