@@ -50,15 +50,6 @@ from trl_verigate.trainers.es import ESConfig, ESTrainer, generation_seed  # noq
 STATEMENTS = [f"theorem bench_{k} (n : ℕ) (h : {k} ≤ n) : n ≤ n + {k} := by" for k in range(8)]
 
 
-def best_of(function, repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return min(times)
-
-
 def interleaved_minimums(functions: dict, rounds: int, clock=time.perf_counter) -> dict:
     """The fastest of `rounds` timings of each function, run in turn (a, b, a, b, ...) so machine load hits both."""
     times = {name: [] for name in functions}
@@ -68,6 +59,11 @@ def interleaved_minimums(functions: dict, rounds: int, clock=time.perf_counter) 
             function()
             times[name].append(clock() - started)
     return {name: min(values) for name, values in times.items()}
+
+
+def best_of(function, repeats: int = 3) -> float:
+    """The fastest of `repeats` timings of one function."""
+    return interleaved_minimums({"function": function}, repeats)["function"]
 
 
 @contextlib.contextmanager
