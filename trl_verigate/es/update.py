@@ -11,7 +11,6 @@ The master holds θ, the current value of every perturbed parameter, in float32,
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 from collections.abc import Iterable
@@ -38,12 +37,13 @@ def _one_intra_op_thread(function):
     @functools.wraps(function)
     def wrapper(tensors: dict[str, torch.Tensor], *args, **kwargs):
         previous = torch.get_num_threads()
-        on_cpu = any(tensor.device.type == "cpu" for tensor in tensors.values())
-        with contextlib.ExitStack() as stack:
-            if on_cpu and previous > 1:
-                torch.set_num_threads(1)
-                stack.callback(torch.set_num_threads, previous)
+        if previous == 1 or not any(tensor.device.type == "cpu" for tensor in tensors.values()):
             return function(tensors, *args, **kwargs)
+        torch.set_num_threads(1)
+        try:
+            return function(tensors, *args, **kwargs)
+        finally:
+            torch.set_num_threads(previous)
 
     return wrapper
 
