@@ -283,11 +283,7 @@ class _Parser:
                     kids, i = self.sequence(i + 1, None, True, False)
                 children.extend(kids)
                 continue
-            if token in OPENERS:
-                depth += 1
-            elif token in CLOSERS:
-                depth -= 1
-            i += 1
+            i += 1  # brackets moved the depth above: an opener always, a closer inside brackets, else it broke
         if head == "let" and first + 1 < n and text[first + 1] == "rec":
             # `let rec f … := … termination_by … decreasing_by …`: the hints belong to the `let rec` (Lean's
             # `letRecDecl` ends with `Termination.suffix`), at whatever column they start.
