@@ -444,7 +444,7 @@ def _indented(text: str, tokens: list[Token], dedented: Token) -> str:
     return shown if len(shown) <= 200 else shown[:200] + "…"
 
 
-def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str | None = None) -> list[Tactic]:
+def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str) -> list[Tactic]:
     """Every code token must lie in a top-level tactic: anything after the block's end is read by Lean as commands.
 
     Lean ends the `by` block at the first line indented less than its first tactic (or at a token no tactic
@@ -454,7 +454,7 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str |
     """
     spans, suffix = layout.tactics, layout.suffix
     # `text`: the proof, where the readings are often seen to agree without comparing them (`readings.py`).
-    if text is not None and read_alike_without_comments(text, view, layout.tokens):
+    if read_alike_without_comments(text, view, layout.tokens):
         disagreement = None
     else:
         disagreement = lexers_disagree_at(view.tokens, layout.tokens, view)
