@@ -17,7 +17,7 @@ from trl_verigate.lean_server.layout_words import CLOSERS, OPENERS
 from trl_verigate.lean_server.lexer import EnclosingOpeners, Token
 
 _KIND, _START, _END, _TEXT = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
-_BRACKETS = OPENERS | CLOSERS
+BRACKETS = OPENERS | CLOSERS
 # +1 for an opener, -1 for a closer: a running sum over tokens is the bracket depth after each.
 _DEPTH_CHANGE = {**dict.fromkeys(OPENERS, 1), **dict.fromkeys(CLOSERS, -1)}
 
@@ -59,7 +59,7 @@ def closers_in(texts: list[str]) -> dict[int, int]:
     """`matching_closers` of the tokens with these texts: a closer closes the nearest open bracket of any kind."""
     pairs: dict[int, int] = {}
     stack: list[int] = []
-    for k in indices_of(texts, _BRACKETS):
+    for k in indices_of(texts, BRACKETS):
         if texts[k] in OPENERS:
             stack.append(k)
         elif stack:

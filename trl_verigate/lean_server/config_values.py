@@ -12,7 +12,7 @@ from itertools import compress, repeat
 from operator import add, eq, itemgetter, or_, sub
 
 from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.code_tokens import CodeTokens
+from trl_verigate.lean_server.code_tokens import BRACKETS, CodeTokens
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
 _KIND, _START, _END, _TEXT = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
@@ -144,9 +144,7 @@ def check_config_values(code: list[Token], view: CodeTokens | None = None) -> No
         name = code[k + 1]
         close = closers.get(k, end)
         value = code[k + 4 : close]
-        # A value of one token is a literal exactly when `_is_literal` says so of a number, string, character,
-        # `true` or `false` (a lone bracket or `.`/`-` starts no complete literal): decided here without its walk.
-        if _is_literal(value) if close != k + 5 else (value[0].kind in _ONE_TOKEN_LITERALS or value[0].text in _BOOLS):
+        if _is_literal(value):
             _check_options_in_config(name, value)
             continue
         if name.text in TACTIC_VALUED_ITEMS and len(value) == 1 and value[0].kind == "ident":
@@ -188,7 +186,7 @@ def _all_short(view: CodeTokens, items: list[int]) -> bool:
         return False
     values = map(texts.__getitem__, value_at)
     after = map(texts.__getitem__, map(add, value_at, repeat(1)))
-    return not any(map(_BRACKETS.__contains__, values)) and all(map(tactic_split.CLOSERS.__contains__, after))
+    return not any(map(BRACKETS.__contains__, values)) and all(map(tactic_split.CLOSERS.__contains__, after))
 
 
 def _check_short_items(code: list[Token], items: list[int]) -> None:
@@ -328,6 +326,10 @@ def _is_literal(value: list[Token]) -> bool:
 
     Nesting deeper than `_MAX_LITERAL_DEPTH` brackets is no literal: the parser below recurses per bracket.
     """
+    if len(value) == 1:
+        # One token is a literal exactly when it is a number, string, character, `true` or `false` (a lone bracket
+        # or `.`/`-` starts no complete literal): the common case, decided without the walk.
+        return value[0].kind in _ONE_TOKEN_LITERALS or value[0].text in _BOOLS
     depth = deepest = 0
     for token in value:
         if token.kind == "symbol" and token.text in tactic_split.OPENERS:
@@ -341,7 +343,6 @@ def _is_literal(value: list[Token]) -> bool:
     return end is not None and end == len(value)
 
 
-_BRACKETS = tactic_split.OPENERS | tactic_split.CLOSERS
 # The kinds and words that are a literal on their own (`_literal_end` of one token).
 _ONE_TOKEN_LITERALS = frozenset({"number", "string", "char"})
 _BOOLS = frozenset({"true", "false"})
@@ -354,7 +355,7 @@ def _literal_end(tokens: list[Token], i: int) -> int | None:
     if i >= len(tokens):
         return None
     token = tokens[i]
-    if token.kind in ("number", "string", "char") or token.text in ("true", "false"):
+    if token.kind in _ONE_TOKEN_LITERALS or token.text in _BOOLS:
         return i + 1
     if token.text == "-" and i + 1 < len(tokens) and tokens[i + 1].kind == "number":
         return i + 2
