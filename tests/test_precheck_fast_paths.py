@@ -17,36 +17,6 @@ from trl_verigate.lean_server.code_tokens import CodeTokens
 from trl_verigate.lean_server.lexer import Token, lex
 
 
-def reference_reading(spans):
-    """(code runs, literals) of `(start, end, literal)` spans: touching code tokens merge, tokens that start inside
-    the last literal are dropped."""
-    runs, literals, literal_end = [], [], 0
-    for start, end, literal in spans:
-        if start < literal_end:
-            continue
-        if literal:
-            literals.append((start, end))
-            literal_end = end
-        elif runs and runs[-1][1] == start:
-            runs[-1] = (runs[-1][0], end)
-        else:
-            runs.append((start, end))
-    return runs, literals
-
-
-def reference_disagreement(tokens, splitter_tokens):
-    ours = reference_reading(
-        (t.start, t.end, t.kind in ("string", "char"))
-        for t in sorted(tokens, key=lambda t: t.start)
-        if t.kind != "comment"
-    )
-    theirs = reference_reading(splitter_tokens)
-    if ours == theirs:
-        return None
-    # Readings that differ only in order have no differing span: no offset to report (a ValueError, as from `min`).
-    return min(start for a, b in zip(ours, theirs, strict=True) for start, _ in set(a) ^ set(b))
-
-
 def random_texts(pieces, seed, count, shortest=1, longest=16):
     """`count` texts, each `shortest`..`longest` pieces drawn from `pieces` by random.Random(seed)."""
     rng = random.Random(seed)
@@ -87,9 +57,13 @@ def as_tokens(spans, rng):
     return tokens
 
 
-def test_lexers_disagree_at_matches_the_plain_walk_on_random_readings():
+def test_lexers_disagree_at_matches_the_plain_walk_on_random_readings(monkeypatch):
+    """`lexers_disagree_at`'s quick agreement (`_same_reading`) gives the outcome of its plain walk over the two
+    readings (`_reading`), on random readings that agree or differ by a cut, a longer token or another kind."""
+    from trl_verigate.lean_server import readings
+
     rng = random.Random(7)
-    agreeing = 0
+    cases = []
     for _ in range(3000):
         ours = random_spans(rng, rng.randint(0, 12))
         # The splitter's reading: the same spans, or the same with code tokens cut differently or changed.
@@ -104,10 +78,13 @@ def test_lexers_disagree_at_matches_the_plain_walk_on_random_readings():
                 theirs[i] = (start, end + 1, literal)  # ends later: touches the next token or overlaps it
             else:
                 theirs[i] = (start, end, not literal)  # a different reading
-        tokens = as_tokens(ours, rng)
-        expected = outcome(reference_disagreement, tokens, theirs)
-        agreeing += expected is None
-        assert outcome(precheck.lexers_disagree_at, tokens, theirs) == expected, (tokens, theirs)
+        cases.append((as_tokens(ours, rng), theirs))
+    quick = [outcome(precheck.lexers_disagree_at, tokens, theirs) for tokens, theirs in cases]
+    monkeypatch.setattr(readings, "_same_reading", lambda view, splitter_tokens: False)
+    walked = [outcome(precheck.lexers_disagree_at, tokens, theirs) for tokens, theirs in cases]
+    for case, fast, plain in zip(cases, quick, walked, strict=True):
+        assert fast == plain, case
+    agreeing = walked.count(None)
     assert 300 < agreeing < 2700  # both outcomes were exercised
 
 
@@ -372,8 +349,7 @@ def test_short_configuration_items_get_the_verdicts_of_the_general_walk(monkeypa
     short = [
         t
         for t in random_texts(_ITEM_PIECES, seed=9, count=3000, longest=10)
-        if (items := config_values._config_items(CodeTokens(lex(t))))
-        and config_values._all_short(CodeTokens(lex(t)), items)
+        if (items := config_values._config_items(view := CodeTokens(lex(t)))) and config_values._all_short(view, items)
     ]
     fast = [verdict(t) for t in short]
     monkeypatch.setattr(config_values, "_all_short", lambda view, items: False)
