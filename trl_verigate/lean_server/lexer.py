@@ -266,14 +266,7 @@ def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
 
 def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
     """Lex the string literal starting at `text[i]` (and the code in its `{…}`); returns the offset after it."""
-    paired = _PAIRED_STRING.match(text, i)
-    if paired is not None:
-        # No escape, and braces only in pairs around text without braces: the walk of `_string_end_and_segments`
-        # would stop at the same closing quote and find these segments (each pair's inside).
-        j = paired.end() - 1
-        segments = [(pair.start() + 1, pair.end() - 1) for pair in _BRACE_PAIR.finditer(text, i, j)]
-    else:
-        j, segments = _string_end_and_segments(text, i)
+    j, segments = _paired_string_end_and_segments(text, i) or _string_end_and_segments(text, i)
     tokens.append(_new_token(("string", i, j + 1, text[i : j + 1], ())))
     for start, end in segments:
         if _PLAIN_SEGMENT.search(text, start, end) is None:
@@ -292,6 +285,17 @@ def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
             raise error.shifted(start) from None
         tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
     return j + 1
+
+
+def _paired_string_end_and_segments(text: str, i: int) -> tuple[int, list[tuple[int, int]]] | None:
+    """What `_string_end_and_segments` finds, read with one match where the string at `text[i]` has no escape and
+    braces only in pairs around text without braces (the walk would stop at the same closing quote and find these
+    segments, each pair's inside); None for any other string."""
+    paired = _PAIRED_STRING.match(text, i)
+    if paired is None:
+        return None
+    j = paired.end() - 1
+    return j, [(pair.start() + 1, pair.end() - 1) for pair in _BRACE_PAIR.finditer(text, i, j)]
 
 
 def _string_end_and_segments(text: str, i: int) -> tuple[int, list[tuple[int, int]]]:
