@@ -7,8 +7,6 @@ plus values hard-coded when the generator was written, pins the generator down."
 import hashlib
 import logging
 import math
-import os
-import shlex
 import shutil
 
 import numpy as np
@@ -19,7 +17,7 @@ from trl_verigate.es import noise as noise_module
 from trl_verigate.es import noise_kernel
 from trl_verigate.es.noise import es_noise
 
-HAS_COMPILER = shutil.which(shlex.split(os.environ.get("CC") or "cc")[0]) is not None
+HAS_COMPILER = shutil.which(noise_kernel.compiler_command()[0]) is not None
 needs_compiler = pytest.mark.skipif(not HAS_COMPILER, reason="no C compiler (CC or cc) to build the CPU noise kernel")
 
 

@@ -7,7 +7,6 @@ hard-coded values), computed with the kernel switched off."""
 import logging
 import os
 import platform
-import shlex
 import shutil
 import stat
 import subprocess
@@ -21,7 +20,7 @@ from trl_verigate.es import noise as noise_module
 from trl_verigate.es import noise_kernel
 from trl_verigate.es.noise import es_noise
 
-COMPILER = shlex.split(os.environ.get("CC") or "cc")
+COMPILER = noise_kernel.compiler_command()
 pytestmark = pytest.mark.skipif(
     shutil.which(COMPILER[0]) is None, reason="no C compiler (CC or cc) to build the CPU noise kernel"
 )

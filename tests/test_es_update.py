@@ -1,8 +1,6 @@
 """Population seeds, fitness shaping, the ES update against hand computation, and bit-exact perturb/restore."""
 
 import math
-import os
-import shlex
 import shutil
 
 import pytest
@@ -22,7 +20,7 @@ from trl_verigate.es import noise as noise_module
 from trl_verigate.es import update as update_module
 from trl_verigate.es.state import history_entry, replay_history
 
-HAS_COMPILER = shutil.which(shlex.split(os.environ.get("CC") or "cc")[0]) is not None
+HAS_COMPILER = shutil.which(noise_kernel.compiler_command()[0]) is not None
 
 
 def test_population_seeds_are_deterministic_antithetic_pairs():

@@ -67,7 +67,8 @@ class _CacheUnwritable(OSError):
     """The cache directory cannot hold the library (then it is built in a temporary directory)."""
 
 
-def _compiler() -> list[str]:
+def compiler_command() -> list[str]:
+    """The C compiler's argv: $CC (shell-quoted, flags allowed) or `cc`."""
     return shlex.split(os.environ.get("CC") or "cc")
 
 
@@ -286,7 +287,7 @@ def load_kernel():
         if "kernel" not in _loaded:
             library = None
             try:
-                library = _load_checked(_compiler())
+                library = _load_checked(compiler_command())
             except _KernelUnavailable as error:
                 reason = str(error)
             except OSError as error:  # e.g. the library built in a temporary directory does not load
