@@ -236,7 +236,7 @@ class ReplPool:
             # Evict the cheapest idle slot (empty, then least recently used): any when this header has no process to
             # wait for, else one whose header can give it up (`_can_give_up_a_process`), and only when waiting would
             # take longer than a load.
-            own_processes = sum(s.header == header and s.serves for s in self._slots)
+            own_processes = self._serving(header)
             if own_processes == 0:
                 candidates = idle
             elif self._waiting_outlasts_a_load(header, own_processes):
@@ -261,18 +261,24 @@ class ReplPool:
         donor_waiting = len(self._waiting.get(donor, ()))
         if not donor_waiting:
             return True
-        donor_processes = sum(s.header == donor and s.serves for s in self._slots)
+        donor_processes = self._serving(donor)
         if donor_processes < 2 or self._proof_seconds is None:
             return False
-        donor_after = donor_waiting * self._proof_seconds / (donor_processes - 1)
-        taker_now = len(self._waiting.get(header, ())) * self._proof_seconds / own_processes
-        return donor_after + self._load_seconds.get(header, 0.0) < taker_now
+        donor_after = self._drain_seconds(donor, donor_processes - 1)
+        return donor_after + self._load_seconds.get(header, 0.0) < self._drain_seconds(header, own_processes)
 
     def _waiting_outlasts_a_load(self, header: str, own_processes: int) -> bool:
         if self._proof_seconds is None or header not in self._load_seconds:
             return True  # nothing measured yet
-        waiting = len(self._waiting.get(header, ()))
-        return waiting * self._proof_seconds / own_processes > self._load_seconds[header]
+        return self._drain_seconds(header, own_processes) > self._load_seconds[header]
+
+    def _serving(self, header: str) -> int:
+        """The processes of `header`, loaded or loading."""
+        return sum(s.header == header and s.serves for s in self._slots)
+
+    def _drain_seconds(self, header: str, processes: int) -> float:
+        """Seconds `processes` REPLs of `header` take to run the requests waiting for it (at the measured proof time)."""
+        return len(self._waiting.get(header, ())) * self._proof_seconds / processes
 
     async def _ready(self, slot: _Slot) -> ReplProcess:
         if slot.pending is not None:
