@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import gzip
+import io
 import json
 import pickle
 import random
@@ -248,7 +249,7 @@ def main() -> int:
         archive = subprocess.run(
             ["git", "archive", args.base, "trl_verigate"], cwd=REPO, check=True, capture_output=True
         ).stdout
-        with tarfile.open(fileobj=__import__("io").BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
             tar.extractall(base_root, filter="data")
         inputs_path = Path(scratch) / "inputs.pkl"
         inputs_path.write_bytes(pickle.dumps(inputs))
