@@ -240,3 +240,15 @@ def assert_mlflow_matches_wandb(
         assert [step for step, _ in history] == [step for step, _ in wandb_history]
         assert [value for _, value in history] == pytest.approx([value for _, value in wandb_history])
     return mlflow_runs[0]
+
+
+def rollout_of_texts(tokenizer, prompts: list[str], texts: list[str]) -> dict:
+    """What a TRL `rollout_func` returns for completions the test chooses: the prompts' and `texts`' token ids (no
+    special tokens), each completion ended by EOS, and no sampling log-probs."""
+    return {
+        "prompt_ids": [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts],
+        "completion_ids": [
+            tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in texts
+        ],
+        "logprobs": None,
+    }

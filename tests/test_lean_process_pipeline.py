@@ -32,7 +32,7 @@ from pathlib import Path
 import pytest
 import torch
 from datasets import Dataset, DatasetDict, IterableDataset
-from launch import free_port
+from launch import free_port, rollout_of_texts
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from trl_verigate.rewards.lean import LeanProofReward, ProcessVerdict
@@ -83,15 +83,8 @@ class Recorder:
         if call == (self.oracle.hold_call or 0) + 1:
             self.oracle.release.set()
         self.calls.append((trainer.state.global_step, snapshot(trainer.model)))
-        tokenizer = trainer.processing_class
         texts = [TEMPLATES[row % G].format(call=call) for row in range(len(prompts))]
-        return {
-            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
-            "completion_ids": [
-                tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in texts
-            ],
-            "logprobs": None,
-        }
+        return rollout_of_texts(trainer.processing_class, prompts, texts)
 
     def wrap(self, trainer):
         compute = trainer._compute_loss
@@ -333,13 +326,11 @@ class GrowingRollout:
         self.tokens_of_call = []
 
     def __call__(self, prompts, trainer):
-        tokenizer = trainer.processing_class
         call = len(self.tokens_of_call) + 1
-        prompt_ids = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
         texts = [TEMPLATES[row % G].format(call=0) + " x" * call for row in range(len(prompts))]
-        completion_ids = [tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts]
-        self.tokens_of_call.append(sum(map(len, prompt_ids)) + sum(map(len, completion_ids)))
-        return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+        rollout = rollout_of_texts(trainer.processing_class, prompts, texts)
+        self.tokens_of_call.append(sum(map(len, rollout["prompt_ids"])) + sum(map(len, rollout["completion_ids"])))
+        return rollout
 
 
 @pytest.mark.slow
@@ -543,15 +534,8 @@ def test_evaluation_never_collects_a_pipelined_training_batchs_verdicts(tiny_mod
     (same prompts or not): each batch is scored with its own verdicts."""
 
     def rollout(prompts, trainer):
-        tokenizer = trainer.processing_class
         texts = [TEMPLATES[row % G].format(call=0) for row in range(len(prompts))]  # every call the same
-        return {
-            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
-            "completion_ids": [
-                tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in texts
-            ],
-            "logprobs": None,
-        }
+        return rollout_of_texts(trainer.processing_class, prompts, texts)
 
     args = LeanProcessConfig(
         output_dir=str(tmp_path / "out"),

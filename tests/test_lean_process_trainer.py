@@ -19,6 +19,7 @@ from transformers import AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_repl import stand_in_config  # noqa: E402
+from launch import rollout_of_texts  # noqa: E402
 
 from trl_verigate.lean_server import LeanServer  # noqa: E402
 from trl_verigate.rewards.lean import ProcessVerdict  # noqa: E402
@@ -107,14 +108,9 @@ SCRIPT = [
 
 def fixed_rollout(prompts, trainer):
     """Completion k of a group is COMPLETIONS[statement][k]; rows arrive grouped, G per prompt."""
-    tokenizer = trainer.processing_class
     by_prompt = {prompt: statement for statement, prompt in PROMPTS.items()}
-    prompt_ids, completion_ids = [], []
-    for row, prompt in enumerate(prompts):
-        prompt_ids.append(tokenizer(prompt, add_special_tokens=False)["input_ids"])
-        text = COMPLETIONS[by_prompt[prompt]][row % G]
-        completion_ids.append(tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id])
-    return {"prompt_ids": prompt_ids, "completion_ids": completion_ids, "logprobs": None}
+    texts = [COMPLETIONS[by_prompt[prompt]][row % G] for row, prompt in enumerate(prompts)]
+    return rollout_of_texts(trainer.processing_class, prompts, texts)
 
 
 @pytest.fixture(scope="module")
@@ -319,15 +315,7 @@ def test_training_survives_hang_crash_and_garbage(tiny_models, tmp_path, lean_se
     ]
 
     def faulty_rollout(prompts, trainer):
-        tokenizer = trainer.processing_class
-        return {
-            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
-            "completion_ids": [
-                tokenizer(faults[row % G], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-                for row in range(len(prompts))
-            ],
-            "logprobs": None,
-        }
+        return rollout_of_texts(trainer.processing_class, prompts, [faults[row % G] for row in range(len(prompts))])
 
     trainer = make_trainer(tiny_models, tmp_path, lean_server, rollout=faulty_rollout, max_steps=2)
     trainer.train()
@@ -396,14 +384,7 @@ def test_a_second_oracle_backend_plugs_in_unchanged(tiny_models, tmp_path, token
     completions = ["1+1=2\n2+2=4", "1+1=3\n2+2=4", "2+3=5", "9+1=10\n1+1=1\n3+3=6"]
 
     def rollout(prompts, trainer):
-        return {
-            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
-            "completion_ids": [
-                tokenizer(completions[row % G], add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-                for row in range(len(prompts))
-            ],
-            "logprobs": None,
-        }
+        return rollout_of_texts(tokenizer, prompts, [completions[row % G] for row in range(len(prompts))])
 
     args = LeanProcessConfig(
         output_dir=str(tmp_path / "out"),

@@ -17,7 +17,10 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from datasets import Dataset  # noqa: E402
+from launch import rollout_of_texts  # noqa: E402
 
 from trl_verigate.rewards.lean import ProcessVerdict  # noqa: E402
 from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
@@ -38,15 +41,8 @@ def main(policy: str, out_dir: str) -> None:
 
     def rollout(prompts, trainer):
         calls.append(trainer.state.global_step)
-        tokenizer = trainer.processing_class
         texts = [f"call {len(calls)} {'ok' if row % 2 == 0 else 'no'}" for row in range(len(prompts))]
-        return {
-            "prompt_ids": [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts],
-            "completion_ids": [
-                tokenizer(t, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for t in texts
-            ],
-            "logprobs": None,
-        }
+        return rollout_of_texts(trainer.processing_class, prompts, texts)
 
     args = LeanProcessConfig(
         output_dir=str(Path(out_dir) / "output"),

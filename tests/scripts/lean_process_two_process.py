@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from datasets import Dataset  # noqa: E402
 from fake_repl import stand_in_config  # noqa: E402
+from launch import rollout_of_texts  # noqa: E402
 
 from trl_verigate.lean_server import LeanServer  # noqa: E402
 from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
@@ -46,16 +47,9 @@ SCRIPT = [
 
 
 def rollout(prompts, trainer):
-    tokenizer = trainer.processing_class
     # Global row 3 * RANK + row is completion (3 * RANK + row) % 2 of its group (groups are consecutive rows).
     texts = [PROOFS[(ROWS_PER_PROCESS * RANK + row) % NUM_GENERATIONS] for row in range(len(prompts))]
-    return {
-        "prompt_ids": [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts],
-        "completion_ids": [
-            tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in texts
-        ],
-        "logprobs": None,
-    }
+    return rollout_of_texts(trainer.processing_class, prompts, texts)
 
 
 def main(policy: str, out_dir: str) -> None:

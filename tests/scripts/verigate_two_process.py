@@ -18,8 +18,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
+from launch import rollout_of_texts  # noqa: E402
 
 from trl_verigate.steps import completion_step_token_ids  # noqa: E402
 from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer  # noqa: E402
@@ -32,18 +35,11 @@ RANK = int(os.environ.get("RANK", "0"))
 
 def rollout(prompts, trainer):
     """Row k of this rank gets 1-3 steps whose text names the rank and row, so every completion differs."""
-    tokenizer = trainer.processing_class
     completions = [
         "\n\n".join(f"Step {step} of rank {RANK} row {row}." for step in range(1 + (RANK * 3 + row) % 3))
         for row in range(len(prompts))
     ]
-    return {
-        "prompt_ids": [tokenizer(prompt, add_special_tokens=False)["input_ids"] for prompt in prompts],
-        "completion_ids": [
-            tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id] for text in completions
-        ],
-        "logprobs": None,
-    }
+    return rollout_of_texts(trainer.processing_class, prompts, completions)
 
 
 class Recorder:
