@@ -1,12 +1,18 @@
-"""`lex(NFKC(code))` for the precheck's look-alike check, built from the tokens of `code` instead of lexing it again.
+"""The precheck's look-alike check after Unicode normalization: whether the token rules must see the normalized code,
+and its tokens where they must.
 
 `precheck._check_look_alikes` holds the proof's code (comments and literals blanked, `_code_only`) to the token rules
 once more after Unicode normalization (NFKC), in case a toolchain ever normalized. Lexing the normalized text again
-doubled the precheck's time on proofs written with `ℝ`, `h₀` or `x²`. Most of what NFKC changes there is one
-character for another that the lexer reads the same way where it stands (`ℝ` -> `R`, `𝓝` -> `N` in a name, `₀` ->
-`0` inside a name), so the normalized tokens are the code's tokens with their texts translated; around a character
-read differently (`x²` -> `x2` is one name, not a name and a symbol) the whitespace-delimited word is lexed anew.
-Where neither argument holds, `normalized_tokens` returns None and the caller lexes the whole text.
+doubled the precheck's time on proofs written with `ℝ`, `h₀` or `x²`. Two shortcuts, tried in this order:
+
+* `renamed_alike`: where NFKC only renames or merges identifiers (and renames symbols) that no rule reads by their
+  text, the rules cannot refuse the normalized code when they accepted the code, so it is neither lexed nor checked
+  again (the argument is in its docstring).
+* `normalized_tokens`: most of what NFKC changes is one character for another that the lexer reads the same way
+  where it stands (`ℝ` -> `R`, `𝓝` -> `N` in a name, `₀` -> `0` inside a name), so the normalized tokens are the
+  code's tokens with their texts translated; around a character read differently (`x²` -> `x2` is one name, not a
+  name and a symbol) the whitespace-delimited word is lexed anew. Where neither argument holds, it returns None and
+  the caller lexes the whole text.
 
 Why the code's tokens are `code_tokens(view)`: blanking replaces whole comment, string and character tokens by
 spaces (line breaks kept), and no other token can take in a space or end differently before one than before the
@@ -19,11 +25,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left
+from collections.abc import Callable
 from itertools import compress, repeat
 from operator import add, itemgetter, ne
 
 from trl_verigate.lean_server.code_tokens import CodeTokens
-from trl_verigate.lean_server.lexer import _ID_REST, Token, _new_token, is_id_first, is_id_rest, lex, split_name
+from trl_verigate.lean_server.lexer import (
+    _ID_REST,
+    PrecheckError,
+    Token,
+    _new_token,
+    is_id_first,
+    is_id_rest,
+    lex,
+    split_name,
+)
 
 _KIND, _START, _END, _TEXT, _COMPONENTS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
 _NOT_ASCII = re.compile(r"[^\x00-\x7f]")
@@ -49,9 +65,10 @@ def code_tokens(view: CodeTokens) -> list[Token]:
     return tokens
 
 
-def normalized_tokens(code: str, normalized: str, view: CodeTokens) -> list[Token] | None:
-    """`lex(normalized)`, where `normalized` is `code` under NFKC and `view` the `CodeTokens` of the text `code` was
-    blanked from; None where this cannot tell it without lexing (then the caller lexes)."""
+def _character_changes(code: str, normalized: str) -> dict[str, str] | None:
+    """Each character of `code` that NFKC changes, mapped to the one character it becomes, where `normalized` (NFKC of
+    `code`) is `code` translated character for character; None where it is not (a character becomes several, or
+    NFKC composes: `e` + U+0301 -> `é`)."""
     if len(normalized) != len(code):
         return None
     changed = {}
@@ -61,10 +78,16 @@ def normalized_tokens(code: str, normalized: str, view: CodeTokens) -> list[Toke
             if len(d) != 1:
                 return None
             changed[c] = d
-    table = str.maketrans(changed)
-    # NFKC also composes (`e` + U+0301 -> `é`): only a character-for-character translation is read here.
-    if code.translate(table) != normalized:
+    return changed if code.translate(str.maketrans(changed)) == normalized else None
+
+
+def normalized_tokens(code: str, normalized: str, view: CodeTokens) -> list[Token] | None:
+    """`lex(normalized)`, where `normalized` is `code` under NFKC and `view` the `CodeTokens` of the text `code` was
+    blanked from; None where this cannot tell it without lexing (then the caller lexes)."""
+    changed = _character_changes(code, normalized)
+    if changed is None:
         return None
+    table = str.maketrans(changed)
     relexed = "".join(c for c, d in changed.items() if not _read_alike(code, c, d))
     tokens = code_tokens(view)
     if relexed:
@@ -168,3 +191,103 @@ class _Translations(dict):
     def __missing__(self, text: str) -> str:
         translated = self[text] = text.translate(self.table)
         return translated
+
+
+# More distinct changed words than this and `renamed_alike` leaves the normalized code to be lexed and checked: each
+# word costs two `lex` calls, and a text of many distinct words is cheaper to lex once.
+_MAX_CHANGED_WORDS = 2048
+
+
+def renamed_alike(code: str, normalized: str, inert: Callable[[Token], bool]) -> bool:
+    """Whether the token rules accept `lex(normalized)` (`normalized` = NFKC of `code`) whenever they accept
+    `lex(code)`, seen from the words NFKC changes: True where each changed word's tokens are the code's with `inert`
+    tokens renamed or merged, as below; False where this cannot tell (then the caller checks the normalized tokens).
+
+    `inert(token)` is the rules' promise (`precheck._is_inert`): an identifier or symbol for which it holds is refused
+    by no rule on its own, and every rule reads it only through its kind, its span and (an identifier) its number of
+    dotted components, never through its text. With whitespace-delimited words read alone (`_words_are_tokens_apart`
+    of both texts) and NFKC a character-for-character translation that turns no character into whitespace, the
+    normalized tokens are the code's with each changed word's tokens replaced by those of the word normalized. Each
+    such word must read, token by token over the same spans, as
+    * the same token;
+    * an inert identifier or symbol renamed to an inert one of the same kind and number of components (`ℝ` -> `R`,
+      `h₀` -> `h0`, `𝓝` -> `N`): no rule can tell the two apart;
+    * an inert identifier followed by inert symbols or identifiers, merged into one inert identifier with as many
+      components as the first (`x²` -> `x2`): no rule reads the symbols that vanish, and the merged name stands
+      where the first one did. Two of the rules could still read the merged name where the code had none: a
+      configuration item or a structure field (`(x² := e)` -> `(x2 := e)`), so no `:` may follow the merged name,
+      and a `.ctor` literal (`.x²` -> `.x2`), so no `.` may come right before it.
+    """
+    changed = _character_changes(code, normalized)
+    if (
+        not changed
+        or any(d in _SPACES for d in changed.values())
+        or not _words_are_tokens_apart(code)
+        or not _words_are_tokens_apart(normalized)
+    ):
+        return False
+    table = str.maketrans(changed)
+    # The whitespace-delimited words holding a changed character, each matched from its start (the lookbehind fails
+    # at once inside a word, and the lazy scan stops at the word's end), so the search is linear.
+    changed_class = "[" + re.escape("".join(changed)) + "]"
+    words = set(re.findall(rf"(?<![^{_SPACES}])[^{_SPACES}]*?{changed_class}[^{_SPACES}]*+", code))
+    if len(words) > _MAX_CHANGED_WORDS:
+        return False
+    ending_in_a_merge = set()
+    for word in words:
+        reading = _word_reading(word, word.translate(table), inert)
+        if reading is None:
+            return False
+        if reading == _MERGED_AT_THE_END:
+            ending_in_a_merge.add(word)
+    # A merge at a word's end is followed by the next word's first token: no `:` may start that word.
+    return not ending_in_a_merge or ending_in_a_merge.isdisjoint(_WORD_BEFORE_A_COLON.findall(code))
+
+
+# A word followed, after whitespace, by a word starting with `:` (possessive, matched from word starts: linear).
+_WORD_BEFORE_A_COLON = re.compile(rf"(?<![^{_SPACES}])([^{_SPACES}]++)[{_SPACES}]++:")
+_MERGED_AT_THE_END = "merged at the end"
+
+
+def _word_reading(word: str, normalized_word: str, inert: Callable[[Token], bool]) -> str | None:
+    """How `normalized_word`'s tokens relate to `word`'s (see `renamed_alike`): "alike", `_MERGED_AT_THE_END` (alike,
+    with a merge as the last token), or None (not shown to be read alike)."""
+    try:
+        ours, theirs = lex(word), lex(normalized_word)
+    except PrecheckError:
+        return None
+    i, reading = 0, "alike"
+    for token in theirs:
+        # The code's tokens over `token`'s span: they must start where it starts and end where it ends.
+        if i >= len(ours) or ours[i].start != token.start:
+            return None
+        j = i + 1
+        while j < len(ours) and ours[j].end <= token.end:
+            j += 1
+        if ours[j - 1].end != token.end:
+            return None
+        first = ours[i]
+        if j == i + 1:
+            if first != token and not (
+                first.kind == token.kind
+                and len(first.components) == len(token.components)
+                and inert(first)
+                and inert(token)
+            ):
+                return None
+        else:
+            if not (
+                token.kind == "ident"
+                and first.kind == "ident"
+                and len(first.components) == len(token.components)
+                and inert(token)
+                and all(map(inert, ours[i:j]))
+                and all(t.kind in ("ident", "symbol") for t in ours[i:j])
+                and (i == 0 or ours[i - 1].text != ".")
+            ):
+                return None
+            if j < len(ours) and ours[j].text == ":":
+                return None
+            reading = _MERGED_AT_THE_END if j == len(ours) else "alike"
+        i = j
+    return reading if i == len(ours) else None

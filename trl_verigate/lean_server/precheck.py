@@ -32,11 +32,21 @@ from operator import attrgetter, ge, itemgetter, methodcaller
 from trl_verigate.lean_server import code_tokens
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.code_tokens import CodeTokens, indices_of
-from trl_verigate.lean_server.config_values import check_config_values, check_set_option
+from trl_verigate.lean_server.config_values import (
+    _BOOLS,
+    _TERM_SEQUENCE_WORDS,
+    DISCHARGER_ITEMS,
+    OPTION_MAXIMA,
+    TACTIC_VALUED_ITEMS,
+    check_config_values,
+    check_set_option,
+    forbidden_option,
+)
 from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
 from trl_verigate.lean_server.local_definitions import check_local_definitions
-from trl_verigate.lean_server.normalized_tokens import normalized_tokens
+from trl_verigate.lean_server.normalized_tokens import code_tokens as blanked_code_tokens
+from trl_verigate.lean_server.normalized_tokens import normalized_tokens, renamed_alike
 from trl_verigate.lean_server.readings import all_inside, lexers_disagree_at, read_alike_without_comments
 from trl_verigate.lean_server.types import Tactic
 
@@ -265,6 +275,41 @@ def check_tokens(
 _OWN_RULE_WORDS = frozenset({"set_option", "where", "rec"} | PERCENT_ELABORATORS)
 _WATCHED_SYMBOLS = frozenset({"#", "@"})
 _WATCHED_SYMBOLS_NATIVE = _WATCHED_SYMBOLS | {"+"}
+# Words after which `NAME :=` names a local, not a configuration field.
+_BINDING_WORDS = frozenset({"have", "haveI", "let", "letI", "set", "replace"})
+# Every text a rule of `check_tokens` (with `check_set_option` and `check_config_values`) compares a token's text or a
+# name component with, beyond the words `forbidden_word` refuses and the option names: a token with none of these
+# texts is read by the rules only through its kind, span and number of components (`_is_inert`). A new rule that
+# reads a new text must add it here; test_precheck_look_alikes holds this set to the string constants of those rules.
+_RULE_TEXTS = frozenset(
+    _OWN_RULE_WORDS
+    | _WATCHED_SYMBOLS_NATIVE
+    | _BINDING_WORDS
+    | PREFIX_COMMANDS
+    | tactic_split.SUFFIX_WORDS
+    | code_tokens.BRACKETS
+    | TACTIC_VALUED_ITEMS
+    | DISCHARGER_ITEMS
+    | _TERM_SEQUENCE_WORDS
+    | _BOOLS
+    | {"native", "scoped", "unsafe", "add", "erase", "in", "rule_sets", "%", ":", "=", ",", ";", "-", ".", "→"}
+)
+
+
+def _is_inert(token: Token) -> bool:
+    """Whether the token rules read `token` only through its kind, span and number of name components: a symbol that
+    is not ASCII and none of `_RULE_TEXTS`, or an identifier that `forbidden_word` passes, whose text and components
+    are none of `_RULE_TEXTS`, and none of whose dotted suffixes is an option with a rule (`forbidden_option`, a
+    bounded option), so as an option name or a configuration field it passes too."""
+    if token.kind == "symbol":
+        return not token.text.isascii() and token.text not in _RULE_TEXTS
+    if token.kind != "ident" or token.text in _RULE_TEXTS:
+        return False
+    parts = token.components
+    if forbidden_word(token.text, False, parts) or not _RULE_TEXTS.isdisjoint(parts):
+        return False
+    suffixes = [".".join(parts[i:]) for i in range(len(parts))]
+    return not any(forbidden_option(option) or option in OPTION_MAXIMA for option in suffixes)
 
 
 def check_header(header: str, allow_native_decide: bool) -> None:
@@ -273,10 +318,6 @@ def check_header(header: str, allow_native_decide: bool) -> None:
     unqualified; `open Lean` is harmless, its forbidden constants are caught by name component), and the option
     rules with their bounds. Offsets are relative to `header`."""
     check_tokens(lex(header), allow_native_decide, allowed_commands=PREFIX_COMMANDS)
-
-
-# Words after which `NAME :=` names a local, not a configuration field.
-_BINDING_WORDS = frozenset({"have", "haveI", "let", "letI", "set", "replace"})
 
 
 def _is_keyword_argument(code: list[Token], k: int, enclosing: list[int]) -> bool:
@@ -340,7 +381,9 @@ def _check_look_alikes(
 ) -> None:
     """Reject code that spells a forbidden word with look-alike characters (see the module docstring).
 
-    `view`: `tokens`' `CodeTokens`, when the caller has one."""
+    Runs after `check_tokens` accepted `tokens` with the same `allow_native_decide` and `clause_keywords`
+    (`precheck_proof`): the shortcut `_accepted_alike` builds on that. `view`: `tokens`' `CodeTokens`, when the caller
+    has one."""
     # Blanking only puts spaces where the text was: an ASCII text's code is ASCII, and its blanking can be skipped.
     if text.isascii():
         return
@@ -362,10 +405,11 @@ def _check_look_alikes(
     if unicodedata.is_normalized("NFKC", code):
         return
     normalized = unicodedata.normalize("NFKC", code)
-    if normalized != code:
+    view = CodeTokens(tokens) if view is None else view
+    if normalized != code and not _accepted_alike(code, normalized, view, allow_native_decide, clause_keywords):
         try:
             # The normalized code's tokens, from the code's own where NFKC only swapped characters (normalized_tokens.py).
-            normalized_code = normalized_tokens(code, normalized, CodeTokens(tokens) if view is None else view)
+            normalized_code = normalized_tokens(code, normalized, view)
             if normalized_code is None:
                 normalized_code = lex(normalized)
             check_tokens(normalized_code, allow_native_decide, clause_keywords=clause_keywords)
@@ -374,6 +418,20 @@ def _check_look_alikes(
             raise PrecheckError(
                 f"after Unicode normalization (NFKC): {error.before}", error.offset, error.after
             ) from None
+
+
+def _accepted_alike(code: str, normalized: str, view: CodeTokens, allow_native_decide: bool, clause_keywords) -> bool:
+    """Whether the token rules accept the normalized code because they accept the code (`renamed_alike`): they
+    accepted the proof's code tokens (`check_tokens` in `precheck_proof`, with the same arguments), which are the
+    blanked code's unless the proof has string or character literals; then the blanked code is checked here."""
+    if not renamed_alike(code, normalized, _is_inert):
+        return False
+    if "string" in view.kinds or "char" in view.kinds:
+        try:
+            check_tokens(blanked_code_tokens(view), allow_native_decide, clause_keywords=clause_keywords)
+        except PrecheckError:
+            return False
+    return True
 
 
 def _not_ascii(word: str) -> bool:
