@@ -877,3 +877,57 @@ def test_bracket_runs_are_cut_into_the_tokens_the_one_match_per_token_scan_reads
         for field in ("text", "start", "end", "literal", "line_start"):
             assert getattr(runs, field) == getattr(one_by_one, field), (proof, field)
         assert [runs.column(i) for i in range(runs.n)] == [one_by_one.column(i) for i in range(runs.n)], proof
+
+
+def test_layout_tokens_are_the_spans_of_the_tokens_read():
+    """`ProofLayout.tokens` builds its `(start, end, literal)` tuples on first use; as a sequence it is that list.
+    Offsets counted by hand: a string and a char literal around a line comment, and a bracket run cut into tokens."""
+    from trl_verigate.lean_server.tactics import split_tactics_and_tokens
+
+    cases = {
+        "exact \"a b\" (h) -- c\n  'x'": [(0, 5, False), (6, 11, True), (12, 13, False), (13, 14, False)]
+        + [(14, 15, False), (23, 26, True)],
+        "exact ((((h))))": [(0, 5, False), *((k, k + 1, False) for k in range(6, 15))],
+    }
+    for proof, expected in cases.items():
+        tokens = split_proof(proof).tokens
+        assert len(tokens) == len(expected) and tokens[1] == expected[1] and tokens[-2:] == expected[-2:]
+        assert tokens.literal == [literal for _, _, literal in expected]
+        assert tokens.ends == [end for _, end, _ in expected]
+        assert tokens.starts == [start for start, _, _ in expected]
+        assert list(tokens) == expected and tokens == expected and repr(tokens) == repr(expected)
+        assert tokens == split_proof(proof).tokens and tokens != expected[:-1]
+        spans = split_tactics_and_tokens(proof)[1]
+        assert type(spans) is list and spans == expected
+
+
+def test_readings_of_the_layout_tokens_are_those_of_their_tuples():
+    """The readings read `ProofLayout.tokens`' own lists, and a list of `(start, end, literal)` tuples (what
+    `split_tactics_and_tokens` returns) by its tuples: both must give the same answers, on random texts with and
+    without comments, literals and bracket runs."""
+    import random
+
+    from trl_verigate.lean_server.code_tokens import CodeTokens
+    from trl_verigate.lean_server.lexer import PrecheckError, lex
+    from trl_verigate.lean_server.readings import lexers_disagree_at, read_alike_without_comments
+
+    pieces = [" ", "\n  ", "\u00a0", "h", "h'", "'", "''", "'a'", "∑'", '"s"', 's!"{x}"', "--c\n", "/- c -/", "«a--b»"]
+    pieces += ["((((", ")", ":=", "simp"]
+    rng = random.Random(7)
+    compared = {"alike": 0, "disagree": 0}
+    for _ in range(1500):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
+        try:
+            tokens = lex(text)
+        except PrecheckError:
+            continue
+        view = CodeTokens(tokens)
+        spans = split_proof(text).tokens
+        as_list = list(spans)
+        alike = read_alike_without_comments(text, view, spans)
+        assert alike == read_alike_without_comments(text, view, as_list), text
+        disagreement = lexers_disagree_at(tokens, spans, view)
+        assert disagreement == lexers_disagree_at(tokens, as_list, view), text
+        compared["alike"] += alike
+        compared["disagree"] += disagreement is not None
+    assert compared["alike"] > 100 and compared["disagree"] > 20, compared

@@ -15,6 +15,7 @@ from operator import attrgetter, ge, itemgetter, le, ne, not_, sub
 
 from trl_verigate.lean_server.code_tokens import CodeTokens
 from trl_verigate.lean_server.lexer import Token
+from trl_verigate.lean_server.tactic_tokens import TokenSpans
 from trl_verigate.lean_server.types import Tactic
 
 _KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2)
@@ -77,6 +78,20 @@ def _runs_and_literals(starts: list[int], ends: list[int], literal: list[bool]) 
     )
 
 
+def _literal_flags(splitter_tokens) -> list[bool]:
+    """Each of the splitter's tokens' literal flag: `TokenSpans`' own list, or read off a list's tuples."""
+    if isinstance(splitter_tokens, TokenSpans):
+        return splitter_tokens.literal
+    return list(map(_THIRD, splitter_tokens))
+
+
+def _starts_and_ends(splitter_tokens) -> tuple[list[int], list[int]]:
+    """The splitter's tokens' starts and ends: `TokenSpans`' own lists, or read off a list's tuples."""
+    if isinstance(splitter_tokens, TokenSpans):
+        return splitter_tokens.starts, splitter_tokens.ends
+    return list(map(_FIRST, splitter_tokens)), list(map(_SECOND, splitter_tokens))
+
+
 def _in_order_without_overlap(starts: list[int], ends: list[int]) -> bool:
     """Whether the tokens are in text order and none starts before the one before it ends (so none lies inside a
     literal before it, which `_reading` would drop)."""
@@ -93,11 +108,11 @@ def _same_reading(view: CodeTokens, splitter_tokens) -> bool:
             return False
     ours = view.outside
     our_starts, our_ends = list(map(_START, ours)), list(map(_END, ours))
-    their_starts, their_ends = list(map(_FIRST, splitter_tokens)), list(map(_SECOND, splitter_tokens))
+    their_starts, their_ends = _starts_and_ends(splitter_tokens)
     if not (_in_order_without_overlap(our_starts, our_ends) and _in_order_without_overlap(their_starts, their_ends)):
         return False
     our_literals = list(map(_LITERAL_KINDS.__contains__, map(_KIND, ours)))
-    their_literals = list(map(_THIRD, splitter_tokens))
+    their_literals = _literal_flags(splitter_tokens)
     return _runs_and_literals(our_starts, our_ends, our_literals) == _runs_and_literals(
         their_starts, their_ends, their_literals
     )
@@ -118,18 +133,19 @@ def read_alike_without_comments(text: str, view: CodeTokens, splitter_tokens) ->
     (`_OTHER_SPACE`), and with the same literal spans, both code runs are the runs of the non-whitespace characters
     outside those literals (code the lexer reads inside a literal's braces is part of the literal to both readings).
     False means: compare the tokens. `view`: the lexer's tokens of `text`, comments included (a view without comment
-    tokens has `code is tokens`); `splitter_tokens`: `ProofLayout.tokens`.
+    tokens has `code is tokens`); `splitter_tokens`: `ProofLayout.tokens` (or a list of its tuples).
     """
     if not (view.code is view.tokens and "--" not in text and "/-" not in text and _OTHER_SPACE.search(text) is None):
         return False
     if "string" not in view.kinds and "char" not in view.kinds:
         # Every literal of the splitter's starts with a quote (`"…"`, `r#"…"#`, `'c'`): without one, it has none.
-        return ('"' not in text and "'" not in text) or not any(map(_THIRD, splitter_tokens))
-    splitter_literal = list(map(_THIRD, splitter_tokens))
+        return ('"' not in text and "'" not in text) or not any(_literal_flags(splitter_tokens))
+    splitter_literal = _literal_flags(splitter_tokens)
     ours = view.outside
     ours = list(compress(ours, map(_LITERAL_KINDS.__contains__, map(_KIND, ours))))
-    theirs = list(compress(splitter_tokens, splitter_literal))
-    return list(map(_START, ours)) == list(map(_FIRST, theirs)) and list(map(_END, ours)) == list(map(_SECOND, theirs))
+    their_starts, their_ends = _starts_and_ends(splitter_tokens)
+    same_starts = list(map(_START, ours)) == list(compress(their_starts, splitter_literal))
+    return same_starts and list(map(_END, ours)) == list(compress(their_ends, splitter_literal))
 
 
 def lexers_disagree_at(tokens: list[Token], splitter_tokens, view: CodeTokens | None = None) -> int | None:

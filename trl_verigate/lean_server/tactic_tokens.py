@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Sequence
+from functools import cached_property
 from itertools import accumulate, chain, compress, repeat
 from operator import add, contains, itemgetter, methodcaller, sub
 
@@ -56,13 +58,16 @@ _NEWLINE_RE = re.compile(r"\n")
 
 
 class Tokens:
-    """The proof's tokens as parallel lists (comments and whitespace dropped), which keeps tokenizing cheap."""
+    """The proof's tokens as parallel lists (comments and whitespace dropped), which keeps tokenizing cheap.
+
+    A token's start is `end - len(text)` (its text is `proof[start:end]`): the parser derives the few it needs, and
+    the list of all of them (`start`) is built only when asked for.
+    """
 
     def __init__(self, proof: str, start_column: int):
         self.proof, self.start_column = proof, start_column
         self._newlines: list[int] | None = None
         self.text: list[str] = []
-        self.start: list[int] = []
         self.end: list[int] = []
         self.literal: list[bool] = []  # a string, char or raw string literal
         self.line_start: list[bool] = []  # first token on its line
@@ -86,7 +91,6 @@ class Tokens:
             else:
                 self.literal = [False] * len(matches)
             self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
-            self.start = list(map(sub, self.end, map(len, self.text)))
             self.line_start = list(map(contains, trivia, repeat("\n")))
             # Column = characters after the last line break of the skipped text: mapped over the lines in C.
             skipped = list(compress(trivia, self.line_start))
@@ -97,18 +101,22 @@ class Tokens:
             self.line_column = dict(zip(compress(range(len(self.text)), self.line_start), columns, strict=True))
         self.n = len(self.text)
 
+    @cached_property
+    def start(self) -> list[int]:
+        """Each token's start offset, computed in C from the ends and texts on first use."""
+        return list(map(sub, self.end, map(len, self.text)))
+
     def _cut_runs(self, runs: list[int]) -> None:
         """Replace each run token (indices `runs`, in order) by one token per character: a step per run, the
         characters' tokens built in C. Only a run's first character can start a line."""
-        pieces: tuple[list, ...] = ([], [], [], [], [])
-        lists = (self.text, self.start, self.end, self.literal, self.line_start)
+        pieces: tuple[list, ...] = ([], [], [], [])
+        lists = (self.text, self.end, self.literal, self.line_start)
         kept = 0
         for r in runs:
-            run, start, end = self.text[r], self.start[r], self.end[r]
+            run, end = self.text[r], self.end[r]
             cut = (
                 run,
-                range(start, end),
-                range(start + 1, end + 1),
+                range(end - len(run) + 1, end + 1),
                 repeat(False, len(run)),
                 chain((self.line_start[r],), repeat(False, len(run) - 1)),
             )
@@ -118,14 +126,11 @@ class Tokens:
             kept = r + 1
         for piece, whole in zip(pieces, lists, strict=True):
             piece.append(whole[kept:])
-        self.text, self.start, self.end, self.literal, self.line_start = (
-            list(chain.from_iterable(piece)) for piece in pieces
-        )
+        self.text, self.end, self.literal, self.line_start = (list(chain.from_iterable(piece)) for piece in pieces)
 
     def _scan_with_block_comments(self, proof: str) -> None:
-        texts, starts, ends, literals, line_starts, line_columns = (
+        texts, ends, literals, line_starts, line_columns = (
             self.text,
-            self.start,
             self.end,
             self.literal,
             self.line_start,
@@ -142,7 +147,6 @@ class Tokens:
                 pos = block_comment_end(proof, m.end(1)) or len(proof)
                 continue
             texts.append(proof[start:end])
-            starts.append(start)
             ends.append(end)
             literals.append(m.start("literal") >= 0)
             newline = rfind("\n", previous_end, start)
@@ -157,9 +161,50 @@ class Tokens:
         if self._newlines is None:
             # Binary search over line breaks keeps this O(log n) even on one very long line.
             self._newlines = [m.start() for m in _NEWLINE_RE.finditer(self.proof)]
-        start = self.start[i]
+        start = self.end[i] - len(self.text[i])
         line = bisect_left(self._newlines, start)
         return start - self._newlines[line - 1] - 1 if line else start + self.start_column
+
+
+class TokenSpans(Sequence):
+    """The tokens as `(start, end, literal)` tuples (`ProofLayout.tokens`), the tuples built only on first use.
+
+    The precheck reads these spans only where its lexer's reading may differ from the splitter's (comments,
+    literals), and then reads the parallel lists (`starts`, `ends`, `literal`) rather than the tuples: a 1 MB proof
+    has up to a million tokens, and most proofs need neither list of tuples nor starts. As a sequence (iteration,
+    indexing, `==` with a list, `repr`) it is the list of tuples.
+    """
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list, so unhashable like one
+
+    def __init__(self, tokens: Tokens):
+        self._tokens = tokens
+        self.ends, self.literal = tokens.end, tokens.literal
+
+    @property
+    def starts(self) -> list[int]:
+        return self._tokens.start
+
+    @cached_property
+    def _spans(self) -> list[tuple[int, int, bool]]:
+        return list(zip(self.starts, self.ends, self.literal, strict=True))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def __getitem__(self, index):
+        return self._spans[index]
+
+    def __iter__(self):
+        return iter(self._spans)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, TokenSpans):
+            return self._spans == other._spans
+        return self._spans == other if isinstance(other, list) else NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(self._spans)
 
 
 def block_comment_end(text: str, after_opening: int) -> int | None:

@@ -48,7 +48,7 @@ from trl_verigate.lean_server.layout_words import (
     SUFFIX_WORDS,
     TACTIC_BRACKETS,
 )
-from trl_verigate.lean_server.tactic_tokens import CHAR_LITERAL, Tokens, block_comment_end, is_literal_text
+from trl_verigate.lean_server.tactic_tokens import CHAR_LITERAL, Tokens, TokenSpans, block_comment_end, is_literal_text
 from trl_verigate.lean_server.types import GRANULARITIES, Tactic
 
 # The layout vocabulary the precheck and files.py read from here as well (bracket sets, command and suffix words).
@@ -61,6 +61,7 @@ __all__ = [
     "ProofLayout",
     "block_comment_end",
     "TokenSpan",
+    "TokenSpans",
     "first_error_tactic",
     "offset_of",
     "split_proof",
@@ -90,7 +91,8 @@ class _Parser:
 
     def __init__(self, tokens: Tokens):
         self.tokens = tokens
-        self.text, self.column, self.line_start = tokens.text, tokens.column, tokens.line_start
+        # A token's start is `end - len(text)`: the parser derives the few it needs (`Tokens.start`).
+        self.text, self.end, self.column, self.line_start = tokens.text, tokens.end, tokens.column, tokens.line_start
         self.line_column = tokens.line_column  # only for tokens that start a line
         self.n = tokens.n
         self.nesting = 0
@@ -101,10 +103,10 @@ class _Parser:
         """A `|` separating alternatives has space on both sides; `|x|` (abs) is written without it."""
         if self.text[i] != "|":
             return False
-        starts, ends = self.tokens.start, self.tokens.end
-        if i + 1 < self.n and starts[i + 1] == ends[i]:
+        text, ends = self.text, self.end
+        if i + 1 < self.n and ends[i + 1] - len(text[i + 1]) == ends[i]:
             return False
-        return not (i > 0 and ends[i - 1] == starts[i])
+        return not (i > 0 and ends[i - 1] == ends[i] - 1)  # the `|` starts one character before its end
 
     def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
         """Whether token i ends the block it would continue; never for a token outside `_MAY_END_BLOCK`."""
@@ -166,7 +168,7 @@ class _Parser:
         text, n = self.text, self.n
         while i < n and text[i] == "<;>":
             if i + 1 >= n:
-                return _Node(node.start, self.tokens.end[i], [node]), i + 1
+                return _Node(node.start, self.end[i], [node]), i + 1
             right, i = self.operand(i + 1, block_column, in_brackets, in_alternative)
             node = _Node(node.start, right.end, [node, right])
         return node, i
@@ -177,7 +179,7 @@ class _Parser:
         first = i
         head = text[i]
         children: list[_Node] = []
-        if head == "·" or (head == "." and (i + 1 >= n or self.tokens.start[i + 1] > self.tokens.end[i])):
+        if head == "·" or (head == "." and (i + 1 >= n or self.end[i + 1] - len(text[i + 1]) > self.end[i])):
             kids, i = self.sequence(i + 1, column(first), in_brackets, in_alternative)
             children.extend(kids)
         elif head in SEQUENCE_PREFIXES:
@@ -289,7 +291,8 @@ class _Parser:
             # `letRecDecl` ends with `Termination.suffix`), at whatever column they start.
             kids, i = self.termination_suffix(i, block_column)
             children.extend(kids)
-        return _new(_Node, (self.tokens.start[first], self.tokens.end[i - 1], children)), i
+        ends = self.end
+        return _new(_Node, (ends[first] - len(text[first]), ends[i - 1], children)), i
 
     def termination_suffix(self, i: int, anchor_column: int) -> tuple[list[_Node], int]:
         """`[termination_by MEASURE] [decreasing_by TACTICS]` at token i (Lean's `Termination.suffix`), if there.
@@ -442,7 +445,7 @@ def split_tactics_and_tokens(
     tokens they were built from.
     """
     layout = split_proof(proof, granularity, start_column=start_column)
-    return layout.tactics, layout.tokens
+    return layout.tactics, list(layout.tokens)
 
 
 class ProofLayout(NamedTuple):
@@ -456,7 +459,7 @@ class ProofLayout(NamedTuple):
     """
 
     tactics: list[Tactic]
-    tokens: list[TokenSpan]
+    tokens: TokenSpans  # a sequence of `TokenSpan`, built on first use
     suffix: tuple[int, int] | None
     clause_keywords: frozenset[int]
 
@@ -475,9 +478,7 @@ def split_proof(proof: str, granularity: str = "outermost", *, start_column: int
 
 def _split_proof(proof: str, granularity: str, start_column: int) -> ProofLayout:
     tokens = Tokens(proof, start_column)
-    # Built only here: `split_tactics` alone (the judge's call) has no use for them. Plain tuples zipped in C: this
-    # runs on every token of every proof.
-    spans = list(zip(tokens.start, tokens.end, tokens.literal, strict=True))
+    spans = TokenSpans(tokens)
     if not tokens.n:
         return ProofLayout([], spans, None, frozenset())
     parser = _Parser(tokens)
@@ -485,8 +486,8 @@ def _split_proof(proof: str, granularity: str, start_column: int) -> ProofLayout
     suffix = None
     if nodes and i < tokens.n and tokens.text[i] in SUFFIX_WORDS:
         _, end = parser.declaration_suffix(i)
-        suffix = (tokens.start[i], tokens.end[end - 1])
-    keywords = frozenset(tokens.start[k] for k in parser.clause_keywords)
+        suffix = (tokens.end[i] - len(tokens.text[i]), tokens.end[end - 1])
+    keywords = frozenset(tokens.end[k] - len(tokens.text[k]) for k in parser.clause_keywords)
     return ProofLayout(_tactics(tokens, nodes, granularity), spans, suffix, keywords)
 
 
