@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from trl_verigate.lean_server import lexer, precheck
+from trl_verigate.lean_server import lexer, precheck, token_rules
 from trl_verigate.lean_server.tactics import split_tactics_and_tokens
 from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, VerificationResult
 from trl_verigate.lean_server.verdict import EXAMPLE_NAME, Prepared, prepare
@@ -763,7 +763,7 @@ def test_no_published_prover_output_names_io_or_unsafe_code():
     ]
     texts = [row["text"] if "text" in row else row["statement"] + "\n" + row["proof"] for row in rows]
     assert len(texts) >= 700
-    words = set(precheck.IO_WORDS) | set(precheck.META_WORDS)
+    words = set(token_rules.IO_WORDS) | set(token_rules.META_WORDS)
     for text in texts:
         for token in lexer.lex(text):
             if token.kind == "ident":
@@ -963,7 +963,7 @@ def test_resource_options_within_bounds_pass(option):
 )
 def test_check_header_holds_open_names_and_options_to_the_proof_rules(header, reason):
     with pytest.raises(lexer.PrecheckError) as refused:
-        precheck.check_header(header, allow_native_decide=False)
+        token_rules.check_header(header, allow_native_decide=False)
     assert reason in str(refused.value)
 
 
@@ -977,7 +977,7 @@ def test_check_header_holds_open_names_and_options_to_the_proof_rules(header, re
     ],
 )
 def test_check_header_accepts_ordinary_headers(header):
-    precheck.check_header(header, allow_native_decide=False)
+    token_rules.check_header(header, allow_native_decide=False)
 
 
 def test_a_trace_option_in_a_files_header_is_refused():

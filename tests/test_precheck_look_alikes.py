@@ -1,4 +1,4 @@
-"""The look-alike re-check's shortcut (`normalized_tokens.renamed_alike`, `precheck._is_inert`): where NFKC only renames
+"""The look-alike re-check's shortcut (`normalized_tokens.renamed_alike`, `token_rules.is_inert`): where NFKC only renames
 or merges identifiers no rule reads by their text, the normalized code is not checked again.
 
 The shortcut must never accept what checking the normalized tokens would refuse. Each test compares it with that
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from trl_verigate.lean_server import config_values, precheck
+from trl_verigate.lean_server import config_values, precheck, token_rules
 from trl_verigate.lean_server.lexer import Token, lex, split_name
 from trl_verigate.lean_server.normalized_tokens import renamed_alike
 from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, VerificationResult
@@ -37,7 +37,7 @@ def outcome(proof: str, shortcut: bool, monkeypatch, allow_native_decide: bool =
 def shortcut_applies(proof: str) -> bool:
     """`renamed_alike` on the proof's code, comments and literals blanked, as the look-alike check calls it."""
     code = precheck._code_only(proof, lex(proof))
-    return renamed_alike(code, unicodedata.normalize("NFKC", code), precheck._is_inert)
+    return renamed_alike(code, unicodedata.normalize("NFKC", code), token_rules.is_inert)
 
 
 # Proofs the code's own tokens pass and the normalized ones must not: each is refused only after NFKC, and each is
@@ -163,7 +163,7 @@ def test_the_shortcut_never_changes_a_verdict_on_random_proofs(monkeypatch):
 
 
 def _rule_constants() -> set[str]:
-    """The short string constants of the token rules: all of config_values.py, and precheck.py's `check_tokens` and
+    """The short string constants of the token rules: all of config_values.py, and token_rules.py's `check_tokens` and
     the helpers and word sets it reads (docstrings and messages, which hold spaces, left out)."""
     constants: set[str] = set()
 
@@ -179,7 +179,7 @@ def _rule_constants() -> set[str]:
     collect(ast.parse(Path(config_values.__file__).read_text(encoding="utf-8")))
     rules = {"check_tokens", "_is_keyword_argument", "_is_native", "forbidden_word"}
     word_sets = {"_OWN_RULE_WORDS", "_WATCHED_SYMBOLS", "_WATCHED_SYMBOLS_NATIVE", "_BINDING_WORDS", "PREFIX_COMMANDS"}
-    for node in ast.parse(Path(precheck.__file__).read_text(encoding="utf-8")).body:
+    for node in ast.parse(Path(token_rules.__file__).read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef) and node.name in rules:
             collect(node)
         elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) in word_sets for t in node.targets):
@@ -197,7 +197,7 @@ def test_no_text_a_rule_reads_is_inert():
     for text in constants:
         kind = "ident" if re.match(r"[A-Za-z_]", text) else "symbol"
         components = tuple(split_name(text)) if kind == "ident" else ()
-        assert not precheck._is_inert(Token(kind, 0, len(text), text, components)), text
+        assert not token_rules.is_inert(Token(kind, 0, len(text), text, components)), text
 
 
 @pytest.mark.parametrize(
@@ -221,4 +221,4 @@ def test_no_text_a_rule_reads_is_inert():
 )
 def test_is_inert(kind, text, inert):
     components = tuple(split_name(text)) if kind == "ident" else ()
-    assert precheck._is_inert(Token(kind, 0, len(text), text, components)) is inert
+    assert token_rules.is_inert(Token(kind, 0, len(text), text, components)) is inert

@@ -9,7 +9,7 @@ import re
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.config_values import forbidden_option, option_harm
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
-from trl_verigate.lean_server.precheck import COMMAND_WORDS, EXTRA_COMMAND_WORDS, PREFIX_COMMANDS
+from trl_verigate.lean_server.token_rules import COMMAND_WORDS, EXTRA_COMMAND_WORDS, PREFIX_COMMANDS
 
 # Words that declare something (or open a scope for declarations): in a file only its keyword may declare.
 DECLARING_WORDS = frozenset(

@@ -24,16 +24,9 @@ from trl_verigate.lean_server.file_header import (
     split_header,
 )
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
-from trl_verigate.lean_server.precheck import (
-    PREFIX_COMMANDS,
-    check_characters,
-    check_header,
-    check_tokens,
-    is_open_argument,
-    precheck_proof,
-    scoped_prefix_in,
-)
+from trl_verigate.lean_server.precheck import check_characters, is_open_argument, precheck_proof, scoped_prefix_in
 from trl_verigate.lean_server.prepared import DECLARATIONS, Prepared, assemble, declared_name, located_at
+from trl_verigate.lean_server.token_rules import PREFIX_COMMANDS, check_header, check_tokens
 
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
 _DECLARATION_SUFFIX_WORDS = frozenset({"where", "termination_by", "termination_by?", "decreasing_by"})

@@ -203,7 +203,7 @@ def renamed_alike(code: str, normalized: str, inert: Callable[[Token], bool]) ->
     `lex(code)`, seen from the words NFKC changes: True where each changed word's tokens are the code's with `inert`
     tokens renamed or merged, as below; False where this cannot tell (then the caller checks the normalized tokens).
 
-    `inert(token)` is the rules' promise (`precheck._is_inert`): an identifier or symbol for which it holds is refused
+    `inert(token)` is the rules' promise (`token_rules.is_inert`): an identifier or symbol for which it holds is refused
     by no rule on its own, and every rule reads it only through its kind, its span and (an identifier) its number of
     dotted components, never through its text. With whitespace-delimited words read alone (`_words_are_tokens_apart`
     of both texts) and NFKC a character-for-character translation that turns no character into whitespace, the

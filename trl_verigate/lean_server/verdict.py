@@ -22,7 +22,7 @@ from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.files import HEADER_RULE, normalize_header, prepare_file, split_header
 from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
-from trl_verigate.lean_server.precheck import COMMAND_WORDS, precheck_proof
+from trl_verigate.lean_server.precheck import precheck_proof
 from trl_verigate.lean_server.prepared import (
     EXAMPLE_NAME,
     EXAMPLE_REPLACEMENT,
@@ -31,6 +31,7 @@ from trl_verigate.lean_server.prepared import (
     declaration,
     located_at,
 )
+from trl_verigate.lean_server.token_rules import COMMAND_WORDS
 from trl_verigate.lean_server.types import (
     FileRequest,
     LeanServerConfig,
