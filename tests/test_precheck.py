@@ -1000,3 +1000,54 @@ def test_a_body_not_indented_under_the_statement_is_shown_indented(proof, correc
     assert result.reason.endswith(f"e.g. {corrected}"), result.reason
     # The shown form is accepted.
     assert isinstance(prepare(ProofRequest(T, json.loads(corrected)), MINIF2F_HEADER), Prepared)
+
+
+_BLOCK_PIECES = [
+    "  simp",
+    "  exact h",
+    "\n",
+    "\n  ",
+    "\n    ",
+    "\nsimp",
+    ";",
+    " ; ",
+    "  -- c",
+    "/- c -/",
+    '"s"',
+    "(",
+    ")",
+    "· ",
+    "\n  · rfl",
+    "where",
+    " f := 1",
+    "\x0b",
+    "⟨a, b⟩",
+    "  rw [h] at h'",
+    "\nexample : True := trivial",
+    "\n rfl",  # left of the block's column, right of 0: outside the block, past the column check
+    "\n norm_num",
+]
+
+
+def test_a_block_whose_gaps_hold_only_spaces_is_judged_as_its_tokens_judge_it(monkeypatch):
+    """`_check_block` accepts a proof whose text between tactics is whitespace and `;` without looking at its tokens;
+    on random proofs it must return and refuse exactly what the token-by-token test returns and refuses."""
+    rng = random.Random(4)
+
+    def verdict(proof):
+        try:
+            return precheck.precheck_proof(proof)
+        except lexer.PrecheckError as error:
+            return str(error)
+
+    quick = 0
+    for _ in range(3000):
+        proof = "".join(rng.choice(_BLOCK_PIECES) for _ in range(rng.randint(1, 10)))
+        fast = verdict(proof)
+        with monkeypatch.context() as patch:
+            patch.setattr(precheck, "_only_spaces_between", lambda *args: False)
+            assert verdict(proof) == fast, proof
+        quick += isinstance(fast, list) and precheck._only_spaces_between(
+            proof, [t.start for t in fast], [t.end for t in fast]
+        )
+    assert quick > 300, quick

@@ -29,7 +29,7 @@ import json
 import re
 import unicodedata
 from itertools import compress, repeat
-from operator import attrgetter, ge, itemgetter, methodcaller
+from operator import attrgetter, ge, itemgetter, le, methodcaller
 
 from trl_verigate.lean_server import code_tokens
 from trl_verigate.lean_server import tactics as tactic_split
@@ -262,6 +262,8 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str) 
             "where its `by` block ends cannot be checked; rewrite that part",
         )
     starts = list(map(_SPAN_START, spans))
+    if suffix is None and _only_spaces_between(text, starts, list(map(_SPAN_END, spans))):
+        return spans
     # The end of the span each token's start falls after (-1 before the first span, so a token there is outside too).
     ends_before = [-1, *map(_SPAN_END, spans)]
     low, high = suffix if suffix is not None else (0, 0)
@@ -286,6 +288,21 @@ def _check_block(view: CodeTokens, layout: tactic_split.ProofLayout, text: str) 
             "column",
         )
     return spans
+
+
+# What may lie between a proof's tactics without a token of the lexer's starting there: its whitespace, and `;`.
+_SPACES_AND_SEMICOLONS = re.compile(r"[ \n\r\t;]*+")
+
+
+def _only_spaces_between(text: str, starts: list[int], ends: list[int]) -> bool:
+    """Whether the text outside the spans `[starts[i], ends[i])` (in order, apart) holds only whitespace and `;`: then
+    no code token but `;` starts outside them (a token starts at a character that is no whitespace to the lexer, and
+    one starting at `;` is that symbol), which `_check_block` decides in one match per gap instead of a search per
+    token. False (the tokens decide) where a gap holds anything else: a comment, or code outside the block."""
+    gap_starts, gap_ends = [0, *ends], [*starts, len(text)]
+    return all(map(le, gap_starts, gap_ends)) and all(
+        map(_SPACES_AND_SEMICOLONS.fullmatch, repeat(text), gap_starts, gap_ends)
+    )
 
 
 def scoped_prefix_in(code: list[Token], k: int) -> int | None:
