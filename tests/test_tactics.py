@@ -931,3 +931,26 @@ def test_readings_of_the_layout_tokens_are_those_of_their_tuples():
         compared["alike"] += alike
         compared["disagree"] += disagreement is not None
     assert compared["alike"] > 100 and compared["disagree"] > 20, compared
+
+
+def test_token_columns_are_code_points_from_the_line_start():
+    """`Tokens.column` reads a line's first token off the whitespace before it, the token after it from that one's
+    column, and the others by a binary search over line breaks. On random proofs with tokens that hold line breaks
+    (strings, `«…»` names, block comments), each must be the column counted back to the last line break (or from
+    `start_column` on the first line)."""
+    import random
+
+    from trl_verigate.lean_server.tactic_tokens import Tokens
+
+    pieces = [" ", "  ", "\n", "\n  ", "·", "simp", "h₀", "(", "))))", '"a\nb"', "«x\ny»", "/- c\n -/", "-- c\n", ":="]
+    rng = random.Random(11)
+    after_first = 0
+    for _ in range(2000):
+        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 16)))
+        tokens = Tokens(proof, 5)
+        for i in range(tokens.n):
+            start = tokens.start[i]
+            newline = proof.rfind("\n", 0, start)
+            assert tokens.column(i) == (start - newline - 1 if newline >= 0 else start + 5), (proof, i)
+            after_first += i > 0 and tokens.line_start[i - 1] and not tokens.line_start[i]
+    assert after_first > 1000

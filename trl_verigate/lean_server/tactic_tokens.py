@@ -155,13 +155,21 @@ class Tokens:
             pos = previous_end = end
 
     def column(self, i: int) -> int:
-        """Lean's column of token i: code points from the start of its source line."""
-        if self.line_start[i]:
+        """Lean's column of token i: code points from the start of its source line.
+
+        A line's first token has it read off the whitespace before it (`line_column`), the token after that one on
+        the same line from that one's; any other by a binary search over the proof's line breaks."""
+        line_start, text, ends = self.line_start, self.text, self.end
+        if line_start[i]:
             return self.line_column[i]
+        start = ends[i] - len(text[i])
+        previous = i - 1
+        if previous >= 0 and line_start[previous] and "\n" not in text[previous]:
+            # Token i follows the line's first token on its line (`· simp`, `case h => simp`): no search needed.
+            return self.line_column[previous] + start - (ends[previous] - len(text[previous]))
         if self._newlines is None:
             # Binary search over line breaks keeps this O(log n) even on one very long line.
             self._newlines = [m.start() for m in _NEWLINE_RE.finditer(self.proof)]
-        start = self.end[i] - len(self.text[i])
         line = bisect_left(self._newlines, start)
         return start - self._newlines[line - 1] - 1 if line else start + self.start_column
 
