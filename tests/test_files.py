@@ -752,3 +752,95 @@ def test_a_where_clause_at_column_0_is_checked_like_the_proof(file_text, reason)
     result = prepare(file_text, MINIF2F_HEADER)
     assert isinstance(result, VerificationResult) and result.status == "rejected", result
     assert reason in result.reason, result.reason
+
+
+# ------------------------------------------------------------ the body's readings, computed once
+
+_BODY_PIECES = [
+    "theorem a : True := by",
+    "lemma b (x : ℕ) : x = x := by",
+    "def c : ℕ := 1",
+    "private ",
+    "@[simp] ",
+    "example : 1 = 1 := by",
+    "\n",
+    "\n  ",
+    "  trivial",
+    "  rfl",
+    ' s!"{x}\ntheorem d := by" ',
+    ' s!"{f\ntheorem d}" ',  # a column-0 declaration word in interpolated code: no declaration ends there
+    ' s!"{f\ntheorem d\nlemma e}" ',  # ... nor after a keyword inside the string
+    '"s"',
+    "'c'",
+    "-- theorem e\n",
+    "/- lemma f -/",
+    "where",
+    " by",
+    "by'",
+    " x",
+    "'\"'",
+    "(",
+    ")",
+]
+
+
+def test_declarations_end_where_the_token_walk_ends_them():
+    """`_declaration_end` (column-0 starts found in C, strings by binary search) against the walk it replaced: each
+    token after the keyword in turn, skipping those before the end of the last string seen."""
+    import random
+
+    from trl_verigate.lean_server import files
+    from trl_verigate.lean_server.lexer import lex
+
+    def walked_end(body, code, k):
+        end, literal_end = k + 1, 0
+        while end < len(code):
+            token = code[end]
+            if token.start >= literal_end and files._is_declaration_start(body, token):
+                return end
+            if token.kind == "string":
+                literal_end = token.end
+            end += 1
+        return end
+
+    rng = random.Random(8)
+    ended_early = 0
+    for _ in range(3000):
+        body = "".join(rng.choice(_BODY_PIECES) for _ in range(rng.randint(1, 12)))
+        try:
+            code = [t for t in lex(body) if t.kind != "comment"]
+        except PrecheckError:
+            continue
+        starts = [k for k, t in enumerate(code) if files._is_declaration_start(body, t)]
+        strings = [k for k, t in enumerate(code) if t.kind == "string"]
+        for k in range(len(code)):
+            expected = walked_end(body, code, k)
+            assert files._declaration_end(code, k, starts, strings) == expected, (body, k)
+            ended_early += expected < len(code)
+    assert ended_early > 1000
+
+
+def test_the_proof_tokens_cut_from_the_body_are_the_proof_lexed_alone():
+    """`prepare_file` hands the main theorem's proof to the precheck as the body's tokens after `by`, moved back:
+    they must be `lex` of the proof itself, wherever `by` stands and whatever follows it."""
+    import random
+
+    from trl_verigate.lean_server import files
+    from trl_verigate.lean_server.lexer import lex
+
+    rng = random.Random(9)
+    cut = 0
+    for _ in range(3000):
+        body = "".join(rng.choice(_BODY_PIECES) for _ in range(rng.randint(1, 12)))
+        try:
+            tokens = lex(body)
+        except PrecheckError:
+            continue
+        for by in (t for t in tokens if t.text == "by" and t.kind == "ident"):
+            try:
+                expected = lex(body[by.end :])
+            except PrecheckError:
+                continue
+            assert files._after(tokens, by.end) == expected, body
+            cut += 1
+    assert cut > 1000

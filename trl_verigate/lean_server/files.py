@@ -9,9 +9,13 @@ helper `theorem`/`lemma`/`def` declarations, then the main theorem, the last dec
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter, sub
 
 from trl_verigate.lean_server import tactics as tactic_split
+from trl_verigate.lean_server.code_tokens import indices_of
 from trl_verigate.lean_server.config_values import TACTIC_VALUED_ITEMS
 from trl_verigate.lean_server.file_header import (
     COMMAND_STARTS,
@@ -23,11 +27,12 @@ from trl_verigate.lean_server.file_header import (
     normalize_header,
     split_header,
 )
-from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
+from trl_verigate.lean_server.lexer import PrecheckError, Token, _new_token, lex
 from trl_verigate.lean_server.precheck import check_characters, is_open_argument, precheck_proof, scoped_prefix_in
 from trl_verigate.lean_server.prepared import DECLARATIONS, Prepared, assemble, declared_name, located_at
 from trl_verigate.lean_server.token_rules import PREFIX_COMMANDS, check_header, check_tokens
 
+_KIND, _START, _END, _TEXT, _COMPONENTS = (itemgetter(i) for i in range(5))
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
 _DECLARATION_SUFFIX_WORDS = frozenset({"where", "termination_by", "termination_by?", "decreasing_by"})
 # Importable from here, where `verdict` and the tests name them.
@@ -107,6 +112,12 @@ def _declarations(body: str, code: list[Token], allow_native_decide: bool) -> li
     k = 0
     if not code:
         raise PrecheckError("the file declares no theorem: expected `theorem NAME … := by` after the imports")
+    # Where a declaration may end: the tokens that start a declaration at column 0, found in C, and the strings,
+    # whose interpolated code (the tokens after a string, inside it) ends none.
+    starts = [
+        k for k in indices_of(list(map(_TEXT, code)), _DECLARATION_STARTS) if _is_declaration_start(body, code[k])
+    ]
+    strings = indices_of(list(map(_KIND, code)), "string")
     while k < len(code):
         first = k
         while k < len(code):
@@ -125,20 +136,27 @@ def _declarations(body: str, code: list[Token], allow_native_decide: bool) -> li
             if k + 1 >= len(code) or code[k + 1].kind != "ident" or code[k + 1].text in COMMAND_STARTS:
                 raise PrecheckError(f"the file's `{keyword.text}`", keyword.start, " has no name")
             name = code[k + 1]
-        end = k + 1
-        literal_end = 0
-        while end < len(code):
-            token = code[end]
-            if token.start >= literal_end and _is_declaration_start(body, token):
-                break
-            if token.kind == "string":
-                literal_end = token.end
-            end += 1
+        end = _declaration_end(code, k, starts, strings)
         end_offset = code[end].start if end < len(code) else len(body)
         signature_end = _signature_end(code, k, end)
         declarations.append(_Declaration(first, k, keyword, name, signature_end, end, end_offset))
         k = end
     return declarations
+
+
+def _declaration_end(code: list[Token], keyword_index: int, starts: list[int], strings: list[int]) -> int:
+    """The index of the first token after the keyword at `keyword_index` that starts a declaration at column 0
+    (`starts`: their indices), outside the string read last before it from the keyword on (`strings`: the indices of
+    the string tokens), or `len(code)`: the declaration at `keyword_index` ends there."""
+    for end in starts[bisect_right(starts, keyword_index) :]:
+        last_string = bisect_left(strings, end) - 1
+        if (
+            last_string < 0
+            or strings[last_string] <= keyword_index
+            or code[end].start >= code[strings[last_string]].end
+        ):
+            return end
+    return len(code)
 
 
 def _signature_end(code: list[Token], keyword_index: int, end: int) -> int:
@@ -542,6 +560,18 @@ def prepare_file(
     )
     with located_at(len(header_text) + len(statement_text)):
         prepared.outermost_tactics = precheck_proof(
-            prepared.proof, allow_native_decide, start_column=prepared.proof_column
+            prepared.proof, allow_native_decide, start_column=prepared.proof_column, tokens=_after(tokens, by.end)
         )
     return prepared
+
+
+def _after(tokens: list[Token], offset: int) -> list[Token]:
+    """`lex(text[offset:])` from `tokens = lex(text)`, where a token ends at `offset` (the main theorem's `by`): the
+    lexer reads on from a token's end as it reads a text starting there (it looks back only from a `'` that opens a
+    character literal, and a `'` right after `by` would have made it a name), so these are the tokens after `offset`,
+    moved back by it (built in C)."""
+    tokens = tokens[bisect_left(tokens, offset, key=_START) :]
+    starts = map(sub, map(_START, tokens), repeat(offset))
+    ends = map(sub, map(_END, tokens), repeat(offset))
+    fields = zip(map(_KIND, tokens), starts, ends, map(_TEXT, tokens), map(_COMPONENTS, tokens), strict=True)
+    return list(map(_new_token, fields))

@@ -355,7 +355,9 @@ def _check_scoped_prefixes(view: CodeTokens) -> None:
 
 
 @gc_paused()  # a million tracked tokens make each full collection slow; see gc_pause.py
-def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: int = 0) -> list[Tactic]:
+def precheck_proof(
+    proof: str, allow_native_decide: bool = False, start_column: int = 0, tokens: list[Token] | None = None
+) -> list[Tactic]:
     """Raise PrecheckError with the reason if the untrusted proof body must not be sent to Lean.
 
     Returns the proof's outermost tactics, `split_tactics(proof, "outermost", start_column=start_column)`, which
@@ -364,9 +366,11 @@ def precheck_proof(proof: str, allow_native_decide: bool = False, start_column: 
     `start_column` is the column of `proof[0]` in its line, `Prepared.proof_column`: 0 for a ProofRequest (the
     body starts on the line after the statement), the column after `by` for a file whose proof continues the `by`
     line (the same in the code sent to Lean as in the file, a renamed `example` included).
+
+    `tokens`: `lex(proof)`, when the caller has it (a file's body is lexed whole).
     """
     check_characters(proof, "proof")
-    tokens = lex(proof)
+    tokens = lex(proof) if tokens is None else tokens
     view = CodeTokens(tokens)  # what the checks below derive from the tokens, computed once
     layout = tactic_split.split_proof(proof, "outermost", start_column=start_column)
     keywords = layout.clause_keywords
