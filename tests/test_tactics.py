@@ -954,3 +954,42 @@ def test_token_columns_are_code_points_from_the_line_start():
             assert tokens.column(i) == (start - newline - 1 if newline >= 0 else start + 5), (proof, i)
             after_first += i > 0 and tokens.line_start[i - 1] and not tokens.line_start[i]
     assert after_first > 1000
+
+
+def test_bracket_runs_are_the_runs_of_openers_or_of_closers():
+    """`Tokens.bracket_runs` maps the first token of each run of four or more openers only, or closers only, to the
+    token after it (indices counted by hand, after earlier runs were cut into one token per character)."""
+    from trl_verigate.lean_server.tactic_tokens import Tokens
+
+    assert Tokens("a ((((b)))) ((((c", 0).bracket_runs == {1: 5, 6: 10, 10: 14}
+    assert Tokens("f (((,( ))]) ((((", 0).bracket_runs == {6: 10, 10: 14}  # `(((,(` mixes an opener and `,`
+    assert Tokens("f (((( /- c -/", 0).bracket_runs == {}  # one token at a time: no runs
+
+
+def test_layout_over_bracket_runs_is_the_layout_token_by_token(monkeypatch):
+    """The parser moves the bracket depth over a run of openers (or of closers it can all close) at once. On random
+    bracket-dense proofs (runs deeper and shallower than the open brackets, `by` and `;` inside brackets, runs at
+    line starts and ends, suffixes), the layout at both granularities must be the one read token by token."""
+    import random
+
+    from trl_verigate.lean_server import tactics
+    from trl_verigate.lean_server.tactic_tokens import Tokens
+
+    class TokenByToken(Tokens):
+        def __init__(self, proof: str, start_column: int):
+            super().__init__(proof, start_column)
+            self.bracket_runs = {}
+
+    pieces = ["((((", "(((((", "))))", ")))))", "⟨⟨⟨⟨", "⟩⟩⟩⟩", "[[[[", "]]]]", "(", ")", "by", ";", ",", " ", "\n  "]
+    pieces += ["\n", "h", "exact", "· ", "<;>", "simp", "where", "f := 1", "calc", "_ = b := h", "fun x =>"]
+    rng = random.Random(13)
+    with_runs = 0
+    for _ in range(3000):
+        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+        with_runs += bool(Tokens(proof, 2).bracket_runs)
+        for granularity in ("outermost", "all"):
+            layout = split_proof(proof, granularity, start_column=2)
+            with monkeypatch.context() as patched:
+                patched.setattr(tactics, "Tokens", TokenByToken)
+                assert split_proof(proof, granularity, start_column=2) == layout, proof
+    assert with_runs > 2000

@@ -49,6 +49,8 @@ _TRIVIA_AND_TOKEN_RE = re.compile(rf"((?:\s++|--[^\n]*+)*+)((?P<run>[()\[\]{{}}�
 _TRIVIA, _TEXT, _RUN, _LITERAL = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 # Four run characters in a row: a proof without them has no run match (`Tokens` skips looking for one).
 _FOUR_RUN = re.compile(r"[()\[\]{}⟨⟩,;]{4}")
+# The run characters that open brackets, and those that close them (`Tokens.bracket_runs`).
+_OPENING, _CLOSING = "([{⟨", ")]}⟩"
 # With block comments (which nest, so no regex can skip them), one anchored match at a time: the skipped prefix,
 # then a block comment opening (group 1) or a token (group 2). A line comment only ends at a line break, so
 # backtracking into the prefix never yields a token.
@@ -74,6 +76,9 @@ class Tokens:
         # Token index -> column, for the tokens that start a line (read off the whitespace before them at
         # tokenizing; the layout asks for these columns most); other entries are absent or meaningless.
         self.line_column: dict[int, int] | list[int] = []
+        # Index of a run's first token -> index after the run, for the runs (`((((`, `))))`) made of openers only or
+        # of closers only, whose depth the parser moves at once (`_cut_runs`).
+        self.bracket_runs: dict[int, int] = {}
         if "/-" in proof:
             self._scan_with_block_comments(proof)
         else:
@@ -86,10 +91,9 @@ class Tokens:
             self.text = list(map(_TEXT, matches))
             # A literal starts with `"` or `'` (a raw string `r#"…"#` holds a `"`), and a run is four run characters
             # in a row: a proof without them has neither, and the pass over the matches looking for one is skipped.
-            if '"' in proof or "'" in proof:
+            quoted = '"' in proof or "'" in proof
+            if quoted:
                 self.literal = list(map(bool, map(_LITERAL, matches)))
-            else:
-                self.literal = [False] * len(matches)
             self.end = list(accumulate(map(add, map(len, trivia), map(len, self.text))))
             self.line_start = list(map(contains, trivia, repeat("\n")))
             # Column = characters after the last line break of the skipped text: mapped over the lines in C.
@@ -97,7 +101,9 @@ class Tokens:
             columns = map(sub, map(len, skipped), map(add, map(methodcaller("rfind", "\n"), skipped), repeat(1)))
             runs = list(compress(range(len(matches)), map(bool, map(_RUN, matches)))) if _FOUR_RUN.search(proof) else []
             if runs:
-                self._cut_runs(runs)
+                self._cut_runs(runs, quoted)
+            if not quoted:
+                self.literal = [False] * len(self.text)
             self.line_column = dict(zip(compress(range(len(self.text)), self.line_start), columns, strict=True))
         self.n = len(self.text)
 
@@ -106,27 +112,32 @@ class Tokens:
         """Each token's start offset, computed in C from the ends and texts on first use."""
         return list(map(sub, self.end, map(len, self.text)))
 
-    def _cut_runs(self, runs: list[int]) -> None:
+    def _cut_runs(self, runs: list[int], cut_literal: bool) -> None:
         """Replace each run token (indices `runs`, in order) by one token per character: a step per run, the
-        characters' tokens built in C. Only a run's first character can start a line."""
-        pieces: tuple[list, ...] = ([], [], [], [])
-        lists = (self.text, self.end, self.literal, self.line_start)
-        kept = 0
+        characters' tokens built in C. Only a run's first character can start a line, and none is a literal: without
+        `cut_literal` the caller builds the literal flags (all False) after the cut. Records `bracket_runs`."""
+        lists = [self.text, self.end, self.line_start, *([self.literal] if cut_literal else [])]
+        pieces: list[list] = [[] for _ in lists]
+        kept = added = 0  # `added`: tokens the runs before this one grew by, so `r + added` is its index after the cut
         for r in runs:
             run, end = self.text[r], self.end[r]
             cut = (
                 run,
                 range(end - len(run) + 1, end + 1),
-                repeat(False, len(run)),
                 chain((self.line_start[r],), repeat(False, len(run) - 1)),
+                repeat(False, len(run)),
             )
-            for piece, whole, characters in zip(pieces, lists, cut, strict=True):
+            for piece, whole, characters in zip(pieces, lists, cut, strict=False):  # `cut` always has the literal flags
                 piece.append(whole[kept:r])
                 piece.append(characters)
-            kept = r + 1
+            if not run.strip(_OPENING) or not run.strip(_CLOSING):
+                self.bracket_runs[r + added] = r + added + len(run)
+            kept, added = r + 1, added + len(run) - 1
         for piece, whole in zip(pieces, lists, strict=True):
             piece.append(whole[kept:])
-        self.text, self.end, self.literal, self.line_start = (list(chain.from_iterable(piece)) for piece in pieces)
+        self.text, self.end, self.line_start, *literal = (list(chain.from_iterable(piece)) for piece in pieces)
+        if cut_literal:
+            self.literal = literal[0]
 
     def _scan_with_block_comments(self, proof: str) -> None:
         texts, ends, literals, line_starts, line_columns = (

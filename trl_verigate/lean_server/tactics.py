@@ -94,6 +94,7 @@ class _Parser:
         # A token's start is `end - len(text)`: the parser derives the few it needs (`Tokens.start`).
         self.text, self.end, self.column, self.line_start = tokens.text, tokens.end, tokens.column, tokens.line_start
         self.line_column = tokens.line_column  # only for tokens that start a line
+        self.bracket_runs = tokens.bracket_runs
         self.n = tokens.n
         self.nesting = 0
         # Token indices of the suffix keywords read as such (`termination_by`, `decreasing_by`, `where`).
@@ -205,6 +206,7 @@ class _Parser:
         calc_step_column = None
         in_lambda = False
         seen_alternative = False
+        bracket_runs = self.bracket_runs
         while i < n:
             token = text[i]
             if line_start[i]:
@@ -241,14 +243,26 @@ class _Parser:
                 i += 1
                 continue
             # A bracket inside brackets only moves the depth, and an opener does so at depth 0 too (nothing below
-            # applies to it): the common case of bracket-dense terms, without the checks below.
+            # applies to it): the common case of bracket-dense terms, without the checks below. A run of openers
+            # (`((((`), or of closers that all close brackets opened in this tactic, moves it at once: no token of a
+            # run starts a line, and each of its tokens would take the same branch as its first.
             if token in OPENERS:
-                depth += 1
-                i += 1
+                after = bracket_runs.get(i)
+                if after is None:
+                    depth += 1
+                    i += 1
+                else:
+                    depth += after - i
+                    i = after
                 continue
             if depth and token in CLOSERS:
-                depth -= 1
-                i += 1
+                after = bracket_runs.get(i)
+                if after is None or after - i > depth:
+                    depth -= 1
+                    i += 1
+                else:
+                    depth -= after - i
+                    i = after
                 continue
             if depth == 0:
                 if token == ";" or token == "<;>" or token in CLOSERS or (in_brackets and token == ","):
