@@ -125,7 +125,11 @@ def _check_look_alikes(
     # Blanking only puts spaces where the text was: an ASCII text's code is ASCII, and its blanking can be skipped.
     if text.isascii():
         return
-    code = _code_only(text, tokens)
+    view = CodeTokens(tokens) if view is None else view
+    # Without comments and literals there is nothing to blank (told from the view's kinds, which the token checks
+    # have listed already, instead of a pass over the tokens).
+    literals = view.code is not view.tokens or "string" in view.kinds or "char" in view.kinds
+    code = _code_only(text, tokens) if literals else text
     if code.isascii():  # every word below would be skipped, and NFKC leaves ASCII unchanged
         return
     # A word's verdict depends on the word alone: each distinct non-ASCII word is judged once, and the text is walked
@@ -143,7 +147,6 @@ def _check_look_alikes(
     if unicodedata.is_normalized("NFKC", code):
         return
     normalized = unicodedata.normalize("NFKC", code)
-    view = CodeTokens(tokens) if view is None else view
     if normalized != code and not _accepted_alike(code, normalized, view, allow_native_decide, clause_keywords):
         try:
             # The normalized code's tokens, from the code's own where NFKC only swapped characters (normalized_tokens.py).
