@@ -349,12 +349,104 @@ def test_short_configuration_items_get_the_verdicts_of_the_general_walk(monkeypa
     short = [
         t
         for t in random_texts(_ITEM_PIECES, seed=9, count=3000, longest=10)
-        if (items := config_values._config_items(view := CodeTokens(lex(t)))) and config_values._all_short(view, items)
+        if (colons := config_values._config_colons(view := CodeTokens(lex(t))))
+        and config_values._all_short(view, colons)
     ]
     fast = [verdict(t) for t in short]
-    monkeypatch.setattr(config_values, "_all_short", lambda view, items: False)
+    monkeypatch.setattr(config_values, "_all_short", lambda view, colons: False)
     assert [verdict(t) for t in short] == fast
     assert len(short) > 500 and 100 < sum(v is None for v in fast) < len(short) - 100  # both verdicts seen
+
+
+# (proof, None if accepted, else the refusal's start), each derived by hand from the rules of `check_config_values`:
+# an item after a dotted name, or continuing a chain of items that starts after one (each `(` right after the `)`
+# before it), is a named argument; any other non-literal value is refused at its `(`, naming the token before it.
+_SHORT_ITEMS_BY_HAND = [
+    ("exact Nat.f (m := a) (m := b) (m := c)", None),  # one chain after a dotted name
+    ("exact f (m := a) (m := b)", "`(m := …)` at offset 8 after `f` has a non-literal value"),
+    ("(m := a)", "`(m := …)` at offset 0 after `` has a non-literal value"),  # the first token: nothing before it
+    # `h` ends the chain: the third item starts a chain of its own after an undotted name.
+    ("exact Nat.f (m := a) (m := b) h (m := c)", "`(m := …)` at offset 32 after `h` has a non-literal value"),
+    # A `]` closes the first item: the second one is after `]`, not `)`, so it starts a chain.
+    ("exact Nat.f (m := a] (m := b)", "`(m := …)` at offset 21 after `]` has a non-literal value"),
+    # Two chains, the second after a dotted name again; `disch` takes a tactic name, `m` a literal anywhere.
+    ("exact Nat.f (m := a) (m := b); simp (disch := simp) (m := 1); exact Nat.g (m := c)", None),
+    # A literal value is refused only through an option its name sets; the first refusal in token order wins.
+    ("exact Nat.f (m := 1) (maxRecDepth := 100000)", "`set_option maxRecDepth 100000`: at most 10000"),
+    ("simp (trace.x := true) (m := a)", "`trace.x :=` sets the option `trace.x` at offset 6"),
+    ("simp (m := a) (trace.x := true)", "`(m := …)` at offset 5 after `simp` has a non-literal value"),
+]
+
+
+@pytest.mark.parametrize("proof, refusal", _SHORT_ITEMS_BY_HAND)
+def test_short_configuration_items_by_hand(proof, refusal, monkeypatch):
+    """Chains of items, their ends, the first token of the code, and which of two refusals comes first, decided over
+    fields gathered in C (`_check_short_items`) and, for the same verdict, by the general walk."""
+    from trl_verigate.lean_server import config_values
+
+    view = CodeTokens(lex(proof))
+    assert config_values._all_short(view, config_values._config_colons(view))
+    for walk in ("short", "general"):
+        if walk == "general":
+            monkeypatch.setattr(config_values, "_all_short", lambda view, colons: False)
+        if refusal is None:
+            config_values.check_config_values(view.code, view)
+        else:
+            with pytest.raises(precheck.PrecheckError) as error:
+                config_values.check_config_values(view.code, view)
+            assert str(error.value).startswith(refusal), walk
+
+
+def test_a_name_that_sets_no_option_refuses_no_literal():
+    """`_may_set_an_option` lets `_check_short_items` skip the option check of a literal item: where it says no,
+    `_check_options_in_config` must accept every one-token literal; where it says yes, some literal is refused."""
+    from trl_verigate.lean_server import config_values
+
+    names = ["m", "maxRecDepth", "simp.maxRecDepth", "maxSteps", "exponentiation.threshold", "trace", "trace.x"]
+    names += ["x.trace.y", "debug.skipKernelTC", "warn.sorry", "warn", "pp.all", "profiler", "diagnostics", "decide"]
+    values = ["1", "10000", "100000", "0x10000", "true", "false", '"s"', "'c'"]
+    for name in names:
+        refused = 0
+        for value in values:
+            name_token, value_token = (t for t in lex(f"{name} {value}"))
+            try:
+                config_values._check_options_in_config(name_token, [value_token])
+            except precheck.PrecheckError:
+                refused += 1
+        assert config_values._may_set_an_option(name_token) == (refused > 0), name
+
+
+def test_values_at_is_a_plain_gather_by_either_route(monkeypatch):
+    """`values_at` shifts a copy of the list where indices are dense and adds the offset to each index where they
+    are sparse; both routes, at every offset that stays in range, must give `[items[i + offset] for i in indices]`."""
+    from trl_verigate.lean_server import code_tokens
+
+    rng = random.Random(4)
+    for _ in range(300):
+        items = [rng.choice("ab()") for _ in range(rng.randint(1, 40))]
+        indices = sorted(rng.sample(range(len(items)), rng.randint(0, len(items))))
+        for per_index in (0, 10**9):  # always shift, never shift
+            monkeypatch.setattr(code_tokens, "_ITEMS_PER_INDEX_TO_SHIFT", per_index)
+            for offset in range(-3, 4):
+                if indices and not (0 <= indices[0] + offset and indices[-1] + offset < len(items)):
+                    continue
+                expected = [items[i + offset] for i in indices]
+                assert list(code_tokens.values_at(items, indices, offset)) == expected
+                assert code_tokens.tokens_at(items, indices, offset) == expected
+
+
+def test_code_tokens_drop_comments_and_read_each_kind_once():
+    """`CodeTokens` reads the kinds of all tokens once, to find the comments and to keep as `kinds`."""
+    pieces = [" ", "x", "-- c\n", "/- d -/", "(", ":=", '"s"', "1"]
+    with_comments = 0
+    for text in random_texts(pieces, seed=6, count=500):
+        tokens = lex(text)
+        view = CodeTokens(tokens)
+        assert view.code == [t for t in tokens if t.kind != "comment"], text
+        assert view.kinds == [t.kind for t in view.code], text
+        assert CodeTokens(view.code, has_comments=False).kinds == view.kinds
+        with_comments += len(view.code) < len(tokens)
+    assert 100 < with_comments < 450
 
 
 _INDEXED_PIECES = [*" \n:#@+()x", ":=", "open", "set_option", "where", "rec", "eval", "in", "native", "simp"]

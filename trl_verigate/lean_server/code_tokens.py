@@ -9,9 +9,10 @@ forbidden word) without a Python step per token, and then run its own rule on ju
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cached_property
 from itertools import accumulate, compress, repeat
-from operator import itemgetter, ne
+from operator import add, eq, itemgetter, ne
 
 from trl_verigate.lean_server.layout_words import CLOSERS, OPENERS
 from trl_verigate.lean_server.lexer import EnclosingOpeners, Token
@@ -23,7 +24,7 @@ _DEPTH_CHANGE = {**dict.fromkeys(OPENERS, 1), **dict.fromkeys(CLOSERS, -1)}
 
 
 # The texts the checks find by index through `CodeTokens.indices_of`: the token checks' watched words and symbols
-# (`precheck.check_tokens`: `#`, `@`, `+`, `set_option`, `where`, `rec`, `eval`), `:` (where configuration items
+# (`token_rules.check_tokens`: `#`, `@`, `+`, `set_option`, `where`, `rec`, `eval`), `:` (where configuration items
 # start, `config_values`) and the prefixes `open`/`set_option` (`precheck._check_scoped_prefixes`). One pass over a
 # proof's texts finds them all, and each check filters that list instead of passing over every token again (three to
 # five passes of ~0.035 s each on a proof of 500,000 tokens). A set with a text not listed here is found by a full
@@ -35,6 +36,30 @@ def indices_of(texts: list[str], wanted) -> list[int]:
     """The indices of the texts in `wanted` (a set, or one str), in order: one C pass over `texts`."""
     test = wanted.__eq__ if isinstance(wanted, str) else wanted.__contains__
     return list(compress(range(len(texts)), map(test, texts)))
+
+
+# Above this many list items per index, `values_at` adds the offset to each index (an int object each, ~40 ns) rather
+# than shifting a copy of the whole list (~1 ns per item) and gathering with one `itemgetter`.
+_ITEMS_PER_INDEX_TO_SHIFT = 32
+
+
+def values_at(items: list, indices: list[int], offset: int = 0) -> Sequence:
+    """`[items[i + offset] for i in indices]`, gathered in C; every `i + offset` must lie in `range(len(items))`.
+
+    For a list of few distinct objects (texts, kinds): a shifted copy of the list only copies references to objects
+    that stay in the cache. A list of tokens, a million objects apart in memory, takes ~10 ns per token to copy:
+    gather from it with `tokens_at`."""
+    if len(indices) < 2:
+        return [items[i + offset] for i in indices]
+    if offset and len(items) > _ITEMS_PER_INDEX_TO_SHIFT * len(indices):
+        return list(map(items.__getitem__, map(add, indices, repeat(offset))))
+    shifted = items if not offset else items[offset:] if offset > 0 else [None] * -offset + items
+    return itemgetter(*indices)(shifted)
+
+
+def tokens_at(tokens: list[Token], indices: list[int], offset: int = 0) -> list[Token]:
+    """`[tokens[i + offset] for i in indices]`, gathered in C by index (see `values_at`)."""
+    return list(map(tokens.__getitem__, map(add, indices, repeat(offset)) if offset else indices))
 
 
 def outside_literals(code: list[Token]) -> list[Token]:
@@ -114,6 +139,10 @@ class CodeTokens:
         return list(map(_TEXT, self.outside)) if self.has_inner_tokens else self.texts
 
     @cached_property
+    def outside_kinds(self) -> list[str]:
+        return list(map(_KIND, self.outside)) if self.has_inner_tokens else self.kinds
+
+    @cached_property
     def _indexed(self) -> list[int]:
         return indices_of(self.texts, INDEXED_TEXTS)
 
@@ -128,8 +157,14 @@ class CodeTokens:
         if not (wanted in INDEXED_TEXTS if isinstance(wanted, str) else wanted <= INDEXED_TEXTS):
             return indices_of(texts, wanted)
         indexed = self._indexed_outside if outside else self._indexed
-        test = wanted.__eq__ if isinstance(wanted, str) else wanted.__contains__
-        return list(compress(indexed, map(test, map(texts.__getitem__, indexed))))
+        found = values_at(texts, indexed)
+        if isinstance(wanted, str):
+            return (
+                indexed[:]
+                if found.count(wanted) == len(indexed)
+                else list(compress(indexed, map(eq, found, repeat(wanted))))
+            )
+        return list(compress(indexed, map(wanted.__contains__, found)))
 
     @cached_property
     def closers_of_outside(self) -> dict[int, int]:

@@ -7,15 +7,15 @@ Split from `precheck`, whose token checks call `check_set_option` and `check_con
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
-from itertools import compress, repeat
-from operator import add, eq, itemgetter, or_, sub
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, compress, repeat
+from operator import and_, eq, itemgetter, lt, not_, or_, sub
 
 from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.code_tokens import BRACKETS, CodeTokens
+from trl_verigate.lean_server.code_tokens import BRACKETS, CodeTokens, tokens_at, values_at
 from trl_verigate.lean_server.lexer import PrecheckError, Token
 
-_KIND, _START, _END, _TEXT = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+_KIND, _START, _END, _TEXT, _COMPONENTS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
 
 FORBIDDEN_OPTION_PREFIXES = ("debug.", "bootstrap.", "compiler.", "interpreter.")
 # `warn.sorry false` silences the "declaration uses sorry" warning (the axioms check would still catch it).
@@ -128,13 +128,14 @@ def check_config_values(code: list[Token], view: CodeTokens | None = None) -> No
     # The code inside a string's `{…}` follows the string in the token list; reading it here could pair a bracket
     # inside the literal with one outside (`(config := "{)}" ++ e)` would look like a literal value).
     view = CodeTokens(code, has_comments=False) if view is None else view
-    items = _config_items(view)
-    if not items:
+    colons = _config_colons(view)
+    if not colons:
+        return
+    if _all_short(view, colons):
+        _check_short_items(view, colons)
         return
     code = view.outside
-    if _all_short(view, items):
-        _check_short_items(code, items)
-        return
+    items = list(map(sub, colons, repeat(2)))
     closers = view.closers_of_outside
     openers = dict(zip(closers.values(), closers.keys(), strict=True))
     named_arguments: dict[int, bool] = {}
@@ -177,41 +178,102 @@ def _non_literal_value(code: list[Token], k: int, name: Token) -> PrecheckError:
     )
 
 
-def _all_short(view: CodeTokens, items: list[int]) -> bool:
+def _all_short(view: CodeTokens, colons: list[int]) -> bool:
     """Whether every item's value is one token that is no bracket, followed by a closer (`(m := a)`): that closer
-    closes the item's `(`, so the item's value needs no pairing of the proof's brackets."""
+    closes the item's `(`, so the item's value needs no pairing of the proof's brackets. `colons`: the items' `:`
+    (`_config_colons`), each two tokens after its `(`."""
     texts = view.outside_texts
-    value_at = list(map(add, items, repeat(4)))
-    if value_at[-1] + 1 >= len(texts):
+    if colons[-1] + 3 >= len(texts):
         return False
-    values = map(texts.__getitem__, value_at)
-    after = map(texts.__getitem__, map(add, value_at, repeat(1)))
-    return not any(map(BRACKETS.__contains__, values)) and all(map(tactic_split.CLOSERS.__contains__, after))
+    values, after = values_at(texts, colons, 2), values_at(texts, colons, 3)
+    return BRACKETS.isdisjoint(values) and tactic_split.CLOSERS.issuperset(after)
 
 
-def _check_short_items(code: list[Token], items: list[int]) -> None:
-    """`check_config_values`'s verdicts for items that are all short (`_all_short`), item by item in the same order,
-    with what each reads taken in C: whether its one-token value is a literal, its name and value tokens.
+def _check_short_items(view: CodeTokens, colons: list[int]) -> None:
+    """`check_config_values`'s verdicts for items that are all short (`_all_short`), item by item in the same order.
 
-    A one-token value is no tactic sequence (that needs a `;`) and no rule-set list (`[…]`). An item continues a
-    chain of items (`_is_named_argument`) where the token before it is `)` and an item opens six tokens back (the
-    item before it, whose closer that `)` is); a chain's answer is read once, at its first item.
+    An item needs a look in Python only where a rule could refuse it; the others are told apart in C, over fields
+    gathered for all items at once (and a field's test is skipped where no item can meet it):
+    - a literal value (one token: a number, string, character, `true`/`false`) is refused only through its name, and
+      only where some dotted suffix of the name is an option with a rule (`_may_set_an_option`, judged once per
+      distinct name);
+    - a non-literal value passes as a tactic-valued item's (`TACTIC_VALUED_ITEMS` with an identifier value), or as a
+      named argument (`_named_arguments`).
+    A one-token value is no tactic sequence (that needs a `;`) and no rule-set list (`[…]`). The items left are
+    judged in token order by the rules above, so the first refused one is the first the item-by-item walk refuses.
     """
-    values = list(map(code.__getitem__, map(add, items, repeat(4))))
-    names = map(code.__getitem__, map(add, items, repeat(1)))
-    literal = map(
-        or_, map(_ONE_TOKEN_LITERALS.__contains__, map(_KIND, values)), map(_BOOLS.__contains__, map(_TEXT, values))
-    )
-    item_set = set(items)
-    named = False
-    for k, name, value, is_literal in zip(items, names, values, literal, strict=True):
-        previous = code[k - 1] if k > 0 else None
-        if previous is None or previous.text != ")" or k - 6 not in item_set:
-            named = previous is not None and previous.kind == "ident" and len(previous.components) > 1
-        if is_literal:
+    code, texts, kinds = view.outside, view.outside_texts, view.outside_kinds
+    count = len(colons)
+    value_kinds, value_texts = values_at(kinds, colons, 2), values_at(texts, colons, 2)
+    name_texts = values_at(texts, colons, -1)
+    literal = [False] * count
+    if not (_ONE_TOKEN_LITERALS.isdisjoint(value_kinds) and _BOOLS.isdisjoint(value_texts)):
+        literal = list(
+            map(or_, map(_ONE_TOKEN_LITERALS.__contains__, value_kinds), map(_BOOLS.__contains__, value_texts))
+        )
+    excused = literal  # a literal value, or a tactic-valued item's identifier: no named argument needed
+    if not TACTIC_VALUED_ITEMS.isdisjoint(name_texts):
+        tactic_valued = map(
+            and_, map(TACTIC_VALUED_ITEMS.__contains__, name_texts), map(eq, value_kinds, repeat("ident"))
+        )
+        excused = list(map(or_, literal, tactic_valued))
+    named: list[bool] = []
+    suspects: list[int] = []
+    if not all(excused):
+        named = _named_arguments(code, texts, colons)
+        if not all(named):
+            suspects = list(compress(range(count), map(not_, map(or_, excused, named))))
+    if any(literal):
+        # A name's verdict depends on its text alone: each distinct name is judged once, on one of its tokens.
+        names = dict(zip(compress(name_texts, literal), compress(colons, literal), strict=True))
+        risky = {text for text, colon in names.items() if _may_set_an_option(code[colon - 1])}
+        if risky:
+            suspects += compress(range(count), map(and_, literal, map(risky.__contains__, name_texts)))
+            suspects.sort()
+    for i in suspects:
+        k = colons[i] - 2
+        name, value = code[k + 1], code[k + 4]
+        if literal[i]:
             _check_options_in_config(name, [value])
-        elif not (named or (name.text in TACTIC_VALUED_ITEMS and value.kind == "ident")):
+        elif not (named[i] or (name.text in TACTIC_VALUED_ITEMS and value.kind == "ident")):
             raise _non_literal_value(code, k, name)
+
+
+def _named_arguments(code: list[Token], texts: list[str], colons: list[int]) -> list[bool]:
+    """For short items (`_all_short`, `colons` their `:`), whether each is a named argument (`_is_named_argument`),
+    computed in C.
+
+    An item continues a chain of items where the token before it is `)` and the item before it opens six tokens
+    back (that `)` is its closer; no other item fits between). A chain is named where the token before its first item
+    is a dotted identifier; a running count of chain starts numbers each item's chain, whose answer it takes.
+    """
+    count, later = len(colons), colons[1:]
+    closed = values_at(texts, later, -3)
+    # An item is six tokens, none of them a `(`, so the `:`s are at least six apart: exactly six throughout where the
+    # first and the last are 6 * (count - 1) apart. Then, with every item after a `)`, all items are one chain.
+    if colons[-1] - colons[0] == 6 * (count - 1) and closed.count(")") == count - 1:
+        continues = None
+        starts = colons[:1]
+    else:
+        steps = map(sub, later, colons)
+        continues = [False, *map(and_, map(eq, steps, repeat(6)), map(eq, closed, repeat(")")))]
+        starts = list(compress(colons, map(not_, continues)))
+    # The token before each chain's first item; the first item of the code has none (its `(` is `code[0]`).
+    no_previous = starts[0] == 2
+    previous = tokens_at(code, starts[no_previous:], -3)
+    dotted = map(lt, repeat(1), map(len, map(_COMPONENTS, previous)))
+    chain_named = [*[False] * no_previous, *map(and_, map(eq, map(_KIND, previous), repeat("ident")), dotted)]
+    if continues is None:
+        return chain_named * count
+    return list(map([None, *chain_named].__getitem__, accumulate(map(not_, continues))))
+
+
+def _may_set_an_option(name: Token) -> bool:
+    """Whether `_check_options_in_config` could refuse an item named `name` with a one-token value: some dotted
+    suffix of the name is a forbidden option or one with a bound."""
+    parts = name.components
+    suffixes = (".".join(parts[i:]) for i in range(len(parts)))
+    return any(forbidden_option(option) or option in OPTION_MAXIMA for option in suffixes)
 
 
 def config_item_values(code: list[Token], view: CodeTokens | None = None) -> Iterator[tuple[Token, list[Token]]]:
@@ -282,18 +344,31 @@ def _numeral_at(tokens: list[Token], i: int) -> Token | None:
 
 def _config_items(view: CodeTokens) -> list[int]:
     """The indices in `view.outside` of the `(` of each `(NAME := …`, the shape of a configuration item (and of a
-    named argument): a `(`, an identifier, then `:` and `=` with nothing between them. Found from the `:` tokens,
-    each condition mapped in C over the `:`s that met the ones before."""
+    named argument): a `(`, an identifier, then `:` and `=` with nothing between them."""
+    return list(map(sub, _config_colons(view), repeat(2)))
+
+
+def _config_colons(view: CodeTokens) -> list[int]:
+    """The indices in `view.outside` of the `:` of each configuration item (`_config_items`). Found from the `:`
+    tokens, each condition tested in C on the fields gathered for the `:`s that met the ones before; a condition that
+    every one meets (the common case) filters nothing."""
     code, texts = view.outside, view.outside_texts
     colons = view.indices_of(":", outside=True)
     colons = colons[bisect_left(colons, 2) : bisect_left(colons, len(code) - 1)]  # room for `(` NAME before, `=` after
-    colons = list(compress(colons, map("(".__eq__, map(texts.__getitem__, map(sub, colons, repeat(2))))))
-    colons = list(compress(colons, map("=".__eq__, map(texts.__getitem__, map(add, colons, repeat(1))))))
-    names = map(code.__getitem__, map(sub, colons, repeat(1)))
-    colons = list(compress(colons, map("ident".__eq__, map(_KIND, names))))
-    equals_starts = map(_START, map(code.__getitem__, map(add, colons, repeat(1))))
-    colons = compress(colons, map(eq, equals_starts, map(_END, map(code.__getitem__, colons))))
-    return list(map(sub, colons, repeat(2)))
+    # `=` first: most `:`s of a proof are a type ascription's, and none of those is followed by `=`.
+    colons = _where_equal(colons, values_at(texts, colons, 1), "=")
+    colons = _where_equal(colons, values_at(texts, colons, -2), "(")
+    colons = _where_equal(colons, values_at(view.outside_kinds, colons, -1), "ident")
+    # `:` and `=` with nothing between: the one test that reads the tokens themselves (their positions), on the fewest.
+    ends, equals_starts = list(map(_END, tokens_at(code, colons))), list(map(_START, tokens_at(code, colons, 1)))
+    return colons if ends == equals_starts else list(compress(colons, map(eq, equals_starts, ends)))
+
+
+def _where_equal(indices: list[int], values: Sequence, wanted: str) -> list[int]:
+    """The indices whose value (`values`, one per index) is `wanted`."""
+    if values.count(wanted) == len(indices):
+        return indices
+    return list(compress(indices, map(eq, values, repeat(wanted))))
 
 
 def _is_named_argument(
