@@ -101,10 +101,16 @@ class CodeTokens:
 
     def __init__(self, tokens: list[Token], has_comments: bool = True):
         self.tokens = tokens
-        if has_comments and "comment" in map(_KIND, tokens):
-            self.code = list(compress(tokens, map(ne, map(_KIND, tokens), repeat("comment"))))
-        else:
-            self.code = tokens
+        self.code = tokens
+        if has_comments:
+            # The kinds are read once, to find the comments and to be `kinds`: each read of a token's field costs
+            # more than the rest of a pass (a million tokens lie far apart in memory).
+            kinds = list(map(_KIND, tokens))
+            if "comment" in kinds:
+                is_code = list(map(ne, kinds, repeat("comment")))
+                self.code = list(compress(tokens, is_code))
+                kinds = list(compress(kinds, is_code))
+            self.kinds = kinds
 
     @cached_property
     def texts(self) -> list[str]:
@@ -113,6 +119,7 @@ class CodeTokens:
 
     @cached_property
     def kinds(self) -> list[str]:
+        """The code tokens' kinds (set by `__init__` where it looks for comments)."""
         return list(map(_KIND, self.code))
 
     @cached_property
