@@ -895,6 +895,8 @@ def test_layout_tokens_are_the_spans_of_the_tokens_read():
         assert tokens.literal == [literal for _, _, literal in expected]
         assert tokens.ends == [end for _, end, _ in expected]
         assert tokens.starts == [start for start, _, _ in expected]
+        literals = [(start, end) for start, end, literal in expected if literal]
+        assert tokens.literal_starts_and_ends() == ([start for start, _ in literals], [end for _, end in literals])
         assert list(tokens) == expected and tokens == expected and repr(tokens) == repr(expected)
         assert tokens == split_proof(proof).tokens and tokens != expected[:-1]
         spans = split_tactics_and_tokens(proof)[1]

@@ -92,6 +92,14 @@ def _starts_and_ends(splitter_tokens) -> tuple[list[int], list[int]]:
     return list(map(_FIRST, splitter_tokens)), list(map(_SECOND, splitter_tokens))
 
 
+def _literal_starts_and_ends(splitter_tokens) -> tuple[list[int], list[int]]:
+    """The starts and ends of the splitter's literal tokens: from `TokenSpans`' lists, or read off a list's tuples."""
+    if isinstance(splitter_tokens, TokenSpans):
+        return splitter_tokens.literal_starts_and_ends()
+    literals = list(compress(splitter_tokens, map(_THIRD, splitter_tokens)))
+    return list(map(_FIRST, literals)), list(map(_SECOND, literals))
+
+
 def _in_order_without_overlap(starts: list[int], ends: list[int]) -> bool:
     """Whether the tokens are in text order and none starts before the one before it ends (so none lies inside a
     literal before it, which `_reading` would drop)."""
@@ -140,12 +148,10 @@ def read_alike_without_comments(text: str, view: CodeTokens, splitter_tokens) ->
     if "string" not in view.kinds and "char" not in view.kinds:
         # Every literal of the splitter's starts with a quote (`"…"`, `r#"…"#`, `'c'`): without one, it has none.
         return ('"' not in text and "'" not in text) or not any(_literal_flags(splitter_tokens))
-    splitter_literal = _literal_flags(splitter_tokens)
     ours = view.outside
     ours = list(compress(ours, map(_LITERAL_KINDS.__contains__, map(_KIND, ours))))
-    their_starts, their_ends = _starts_and_ends(splitter_tokens)
-    same_starts = list(map(_START, ours)) == list(compress(their_starts, splitter_literal))
-    return same_starts and list(map(_END, ours)) == list(compress(their_ends, splitter_literal))
+    their_starts, their_ends = _literal_starts_and_ends(splitter_tokens)
+    return list(map(_START, ours)) == their_starts and list(map(_END, ours)) == their_ends
 
 
 def lexers_disagree_at(tokens: list[Token], splitter_tokens, view: CodeTokens | None = None) -> int | None:

@@ -204,6 +204,11 @@ class TokenSpans(Sequence):
     def starts(self) -> list[int]:
         return self._tokens.start
 
+    def literal_starts_and_ends(self) -> tuple[list[int], list[int]]:
+        """The starts and ends of the literal tokens only, without building the list of every token's start."""
+        ends = list(compress(self.ends, self.literal))
+        return list(map(sub, ends, map(len, compress(self._tokens.text, self.literal)))), ends
+
     @cached_property
     def _spans(self) -> list[tuple[int, int, bool]]:
         return list(zip(self.starts, self.ends, self.literal, strict=True))
