@@ -146,16 +146,67 @@ def test_enclosing_openers_pair_brackets_as_a_backward_scan_would():
 
 
 def test_strings_read_whole_end_and_split_as_the_walk_does():
-    """A string without escapes whose braces pair up around brace-free text is read with one match
-    (`_PAIRED_STRING`); the walk over its quotes, escapes and braces must find the same end and segments."""
+    """A string without escapes whose braces pair up around brace-free text is read with one match of the lexer's
+    pattern (`string`, `interpolated`) and its segments are its brace pairs' insides; the walk over its quotes,
+    escapes and braces must find the same end and segments."""
     rng = random.Random(4)
     pieces = ["a", " ", "{", "}", "{x}", "{a b}", "\\", '\\"', "\n", "'", "-", "é"]
-    matched = 0
+    read_whole = 0
     for _ in range(3000):
         text = '"' + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10))) + '" tail "'
-        read_whole = lexer._paired_string_end_and_segments(text, 0)
-        if read_whole is None:
+        found = lexer._NEXT_TOKEN.match(text)
+        if found.lastgroup not in ("string", "interpolated"):
             continue
-        matched += 1
-        assert lexer._string_end_and_segments(text, 0) == read_whole, text
-    assert matched > 500
+        read_whole += 1
+        end = found.end() - 1
+        segments = [(pair.start() + 1, pair.end() - 1) for pair in lexer._BRACE_PAIR.finditer(text, 0, end)]
+        assert lexer._string_end_and_segments(text, 0) == (end, segments), text
+    assert read_whole > 500
+
+
+# Every way the lexer's pattern reads a match, each with a text that it reads that way (the last group to match).
+GLUED_READINGS = {
+    "ident": ("simp ", [("ident", "simp", 0)]),
+    "ident_glued": ("h₀, ", [("ident", "h₀", 0), ("symbol", ",", 2)]),
+    "lead": (": ", [("symbol", ":", 0)]),
+    "pair": (":= ", [("symbol", ":", 0), ("symbol", "=", 1)]),
+    "symbols": ("))]),", [("symbol", c, k) for k, c in enumerate("))]),")]),
+    "lead_ident": ("(m ", [("symbol", "(", 0), ("ident", "m", 1)]),
+    "lead_ident_glued": ("[h.le]", [("symbol", "[", 0), ("ident", "h.le", 1), ("symbol", "]", 5)]),
+    "lead_number": ("(2 ", [("symbol", "(", 0), ("number", "2", 1)]),
+    "lead_number_glued": ("⟨10⟩", [("symbol", "⟨", 0), ("number", "10", 1), ("symbol", "⟩", 3)]),
+    "number": ("1.5e3 ", [("number", "1.5e3", 0)]),
+    "number_glued": ("1024;", [("number", "1024", 0), ("symbol", ";", 4)]),
+    "line_comment": ("-- (m := a)\n", [("comment", "-- (m := a)", 0)]),
+    "string": ('"a, b" ', [("string", '"a, b"', 0)]),
+    "interpolated": (
+        '"{x} {a b}"',
+        [("string", '"{x} {a b}"', 0), ("ident", "x", 2), ("ident", "a", 6), ("ident", "b", 8)],
+    ),
+    "special": ("'c'", [("char", "'c'", 0)]),
+    "symbol": ("· ", [("symbol", "·", 0)]),
+}
+
+
+@pytest.mark.parametrize("group", sorted(GLUED_READINGS))
+def test_each_reading_of_the_pattern_gives_the_tokens_one_by_one(group):
+    """The pattern reads a run symbol together with the identifier, number or run symbol it touches (`(m`, `h₀,`,
+    `:=`) in one match; the tokens must be those Lean's tokenizer reads one at a time: each symbol its own character,
+    each identifier and number whole, at its own offsets (shifted here by a prefix, so offsets are not the match's)."""
+    text, expected = GLUED_READINGS[group]
+    assert lexer._NEXT_TOKEN.match(text).lastgroup == group
+    prefix = "x  "
+    tokens = lex(prefix + text)[1:]
+    assert [(t.kind, t.text, t.start - len(prefix)) for t in tokens] == expected
+    assert all(t.end == t.start + len(t.text) for t in tokens)
+    assert all(t.components == (tuple(t.text.split(".")) if t.kind == "ident" else ()) for t in tokens)
+
+
+def test_every_reading_of_the_pattern_is_tested():
+    assert set(GLUED_READINGS) == set(lexer._NEXT_TOKEN.groupindex) - {"end", "unterminated"}
+
+
+def test_a_raw_string_start_is_no_identifier_after_a_run_symbol():
+    # `(r"x"` is `(` and a raw string, as `( r"x"` is, not `(`, the name `r` and a string.
+    for text in ['(r"x")', '( r"x")', '(r#"x"#)']:
+        assert [t.kind for t in lex(text)] == ["symbol", "string", "symbol"]

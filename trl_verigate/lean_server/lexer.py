@@ -40,41 +40,107 @@ _ID_REST = _ID_FIRST + "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
 _ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
 _NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 # Brackets and the other characters that `_NEXT_TOKEN` reads as a one-character symbol wherever they stand (none is
-# whitespace, an identifier or number character, a quote, `«`, or a `-`/`/` that may start a comment). A run of them
-# of four or more (`((((`, `))]),`) is one match, turned into one symbol token per character in C (for a shorter run,
-# such as `:=`, building the tokens one by one is quicker); the class is short, so a lone symbol of another kind
-# costs one failed character test.
+# whitespace, an identifier or number character, a quote, `«`, or a `-`/`/` that may start a comment), so one match
+# may read one of them together with the token it touches (`h₀,`, `(m`, `[h]`, `:=`): the tokens are those that
+# separate matches would read. A run of them of four or more (`((((`, `))]),`) is one match, turned into one symbol
+# token per character in C (for a shorter run building the tokens one by one is quicker).
 _RUN_SYMBOL_CHARACTERS = "()\\[\\]{}⟨⟩,:=;"
-# The next token after whitespace: a comment, literal, `'` or unterminated `«` (group `special`, lexed by
-# `_lex_special`), an identifier (dotted parts, `«escaped»` ones included), a number, or any other character as a
-# one-character symbol. The alternatives are tried in the order Lean's tokenizer tries them; each matches at its
-# start or not at all, and the whitespace is skipped possessively, so nothing backtracks past the token.
+# An identifier: dotted parts, `«escaped»` ones included. Possessive: nothing after it in `_NEXT_TOKEN` can fail, so
+# giving back a part would never make a match, and the quantifier that cannot give one back is quicker. It is no
+# raw string start (`r"`, `r#"`), which Lean reads first.
+_NAME = rf"""(?!r#*"){_ID_PART}(?:\.{_ID_PART})*+"""
+
+
+def _then_run_symbol(group: str) -> str:
+    """The run symbol glued to the token before it, in `group`, or nothing. An empty alternative rather than `?`:
+    `re` runs an optional group through its general repeat, which is slower."""
+    return rf"(?:(?P<{group}>[{_RUN_SYMBOL_CHARACTERS}])|)"
+
+
+# The next token after whitespace, as Lean's tokenizer reads it:
+# - an identifier (`ident`), or a number (`number`), each with the run symbol glued after it if any (`…_glued`);
+# - a run symbol (`lead`) alone, or with the identifier or number it touches (`lead_ident`, `lead_number`, each with
+#   the run symbol glued after it if any), or with the run symbol after it (`pair`) and, in a run of four or more,
+#   the rest of the run (`symbols`);
+# - a line comment; a string literal without escapes whose braces, if any, pair up around text without braces
+#   (`string`, `interpolated`: the code in its braces is lexed after it); another comment, literal, `'` (`special`,
+#   lexed by `_lex_special`);
+# - an unterminated `«` (`unterminated`, an error), or any other character as a one-character symbol (`symbol`).
+# Two alternatives start alike only at a raw string start (`r"`, which `_NAME` excludes), at `«` (an identifier's if
+# it can be, `unterminated` after) and in the catch-all `symbol` (last), so the order is otherwise free: it goes from
+# the most frequent in proofs to the rarest, with the comment and literal starts behind one lookahead, since every
+# alternative `re` enters costs time. Each matches at its start or not at all, and the whitespace is skipped
+# possessively, so nothing backtracks past the token.
 # At the end of the text, after any trailing whitespace, the empty `end` matches: without it the scan searched on
 # from every trailing whitespace character, each search skipping the rest of it (quadratic in trailing whitespace).
 _NEXT_TOKEN = re.compile(
     r"[ \n\r\t]*+(?:"
-    r"""(?P<special>--|/-|r#*"|["'])"""
-    rf"|(?P<ident>{_ID_PART}(?:\.{_ID_PART})*)"
-    rf"|(?P<number>{_NUMBER})"
+    rf"(?P<ident>{_NAME}){_then_run_symbol('ident_glued')}"
+    rf"|(?P<lead>[{_RUN_SYMBOL_CHARACTERS}])(?:"
+    rf"(?P<lead_ident>{_NAME}){_then_run_symbol('lead_ident_glued')}"
+    rf"|(?P<lead_number>{_NUMBER}){_then_run_symbol('lead_number_glued')}"
+    rf"|(?P<pair>[{_RUN_SYMBOL_CHARACTERS}])(?:(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{2,}})|)"
+    r"|)"
+    rf"|(?P<number>{_NUMBER}){_then_run_symbol('number_glued')}"
+    r"""|(?=[-"/r'])(?:"""
+    r"(?P<line_comment>--[^\n]*+)"
+    r'|(?P<string>"[^"\\{}]*+")'
+    r'|(?P<interpolated>"(?:[^"\\{}]|\{[^"\\{}]*\})*+")'
+    r"""|(?P<special>/-|r#*"|["'])"""
+    r")"
     r"|(?P<unterminated>«)"
-    rf"|(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{4,}})"
     r"|(?P<symbol>[^ \n\r\t])"
     r"|(?P<end>\Z)"
     r")",
     re.DOTALL,
 )
-_IDENT, _NUMBER_GROUP, _SYMBOL, _SYMBOLS, _END = (
-    _NEXT_TOKEN.groupindex[name] for name in ("ident", "number", "symbol", "symbols", "end")
+(
+    _LINE_COMMENT,
+    _STRING,
+    _INTERPOLATED,
+    _IDENT,
+    _IDENT_GLUED,
+    _NUMBER_GROUP,
+    _NUMBER_GLUED,
+    _SYMBOLS,
+    _LEAD,
+    _LEAD_IDENT,
+    _LEAD_IDENT_GLUED,
+    _LEAD_NUMBER,
+    _LEAD_NUMBER_GLUED,
+    _PAIR,
+    _SYMBOL,
+    _END,
+) = (
+    _NEXT_TOKEN.groupindex[name]
+    for name in (
+        "line_comment",
+        "string",
+        "interpolated",
+        "ident",
+        "ident_glued",
+        "number",
+        "number_glued",
+        "symbols",
+        "lead",
+        "lead_ident",
+        "lead_ident_glued",
+        "lead_number",
+        "lead_number_glued",
+        "pair",
+        "symbol",
+        "end",
+    )
 )
 # A character that may start a comment, a literal or the `'`/`«` tokens `_lex_special` reads: a segment of an
 # interpolated string without one is lexed in place.
 _PLAIN_SEGMENT = re.compile(r"""[-/"'«]""")
-# A string literal without escapes whose braces pair up around text without braces, read whole (`_lex_string`).
-_PAIRED_STRING = re.compile(r'"(?:[^"\\{}]|\{[^"\\{}]*\})*+"')
-_BRACE_PAIR = re.compile(r"\{[^{}]*\}")
-# An identifier and nothing else: a segment `_lex` reads as that one token, where it holds no `_PLAIN_SEGMENT`
-# character (no `«`, so the name splits at every `.`).
-_ONE_NAME = re.compile(rf"{_ID_PART}(?:\.{_ID_PART})*")
+# A `{…}` pair in a string literal whose braces pair up around text without braces; `name` where its inside is one
+# identifier without `«` (`{x}`, `{h.le}`), the one token `_lex` would read there.
+_BRACE_PAIR = re.compile(
+    r"\{(?:(?P<name>" + rf"[{_ID_FIRST}][{_ID_REST}]*+(?:\.[{_ID_FIRST}][{_ID_REST}]*+)*+" + r")\}|[^{}]*\})"
+)
+_BRACE_PAIR_NAME = _BRACE_PAIR.groupindex["name"]
 # What ends a run of plain characters in a string literal: its end, an escape, or a brace.
 _STRING_STOP = re.compile(r'["\\{}]')
 
@@ -184,46 +250,87 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
     tokens = [] if tokens is None else tokens
     # Built with `tuple.__new__`, as `Token(...)` would, without a Python-level call per token.
     append, new, n = tokens.append, tuple.__new__, len(text) if n is None else n
-    # An identifier's components, split once per distinct name (proofs repeat their names).
-    components_of: dict[str, tuple[str, ...]] = {}
+    components_of = _ComponentsByName()
     while True:
-        # Consecutive matches, one per token; a comment or literal is lexed by `_lex_special` and the scan resumes
-        # after it. At the end of the text `end` matches and the scan ends. Groups are read by number (`_IDENT` …),
-        # which is quicker than by name.
+        # Consecutive matches, each of one token or of a run symbol and the tokens it touches; a comment or literal
+        # that the pattern cannot read whole is lexed by `_lex_special` and the scan resumes after it. At the end of
+        # the text `end` matches and the scan ends. The group that matched last (`lastindex`) tells what was read; the
+        # branches go from the most frequent in proofs to the rarest. Groups are read by number and with `found[g]`,
+        # quicker than by name and with `found.group(g)`. Each token of a match ends where the match does or one
+        # character before (a glued run symbol), so `found.end()` places it.
         for found in _NEXT_TOKEN.finditer(text, i, n):
             group = found.lastindex
-            start, end = found.span(group)
             if group == _IDENT:
-                name = found.group(group)
-                components = components_of.get(name)
-                if components is None:
-                    components = components_of[name] = tuple(name.split(".") if "«" not in name else split_name(name))
-                append(new(Token, ("ident", start, end, name, components)))
-            elif group == _SYMBOL:
-                append(new(Token, ("symbol", start, end, found.group(group), ())))
+                name = found[group]
+                append(new(Token, ("ident", found.start(group), found.end(), name, components_of[name])))
+            elif group == _IDENT_GLUED:
+                name, end = found[_IDENT], found.end() - 1
+                append(new(Token, ("ident", found.start(_IDENT), end, name, components_of[name])))
+                append(new(Token, ("symbol", end, end + 1, found[group], ())))
+            elif group == _LEAD or group == _SYMBOL:
+                end = found.end()
+                append(new(Token, ("symbol", end - 1, end, found[group], ())))
+            elif group == _PAIR:
+                end = found.end()
+                append(new(Token, ("symbol", end - 2, end - 1, found[_LEAD], ())))
+                append(new(Token, ("symbol", end - 1, end, found[group], ())))
+            elif group == _LEAD_IDENT_GLUED:
+                start, name, end = found.start(_LEAD), found[_LEAD_IDENT], found.end() - 1
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("ident", start + 1, end, name, components_of[name])))
+                append(new(Token, ("symbol", end, end + 1, found[group], ())))
+            elif group == _LEAD_IDENT:
+                start, name = found.start(_LEAD), found[group]
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("ident", start + 1, found.end(), name, components_of[name])))
+            elif group == _NUMBER_GLUED:
+                end = found.end() - 1
+                append(new(Token, ("number", found.start(_NUMBER_GROUP), end, found[_NUMBER_GROUP], ())))
+                append(new(Token, ("symbol", end, end + 1, found[group], ())))
+            elif group == _NUMBER_GROUP:
+                append(new(Token, ("number", found.start(group), found.end(), found[group], ())))
+            elif group == _LEAD_NUMBER_GLUED:
+                start, end = found.start(_LEAD), found.end() - 1
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("number", start + 1, end, found[_LEAD_NUMBER], ())))
+                append(new(Token, ("symbol", end, end + 1, found[group], ())))
+            elif group == _LEAD_NUMBER:
+                start = found.start(_LEAD)
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("number", start + 1, found.end(), found[group], ())))
             elif group == _SYMBOLS:
                 # One token per character: (kind, start, end, text, components) zipped and built in C.
-                run = zip(
-                    repeat("symbol"), range(start, end), range(start + 1, end + 1), found.group(group), repeat(())
-                )
+                start, end = found.start(_LEAD), found.end()
+                run = zip(repeat("symbol"), range(start, end), range(start + 1, end + 1), text[start:end], repeat(()))
                 tokens.extend(map(_new_token, run))
-            elif group == _NUMBER_GROUP:
-                append(new(Token, ("number", start, end, found.group(group), ())))
+            elif group == _STRING:
+                append(new(Token, ("string", found.start(group), found.end(), found[group], ())))
+            elif group == _INTERPOLATED:
+                start, end = found.start(group), found.end()
+                append(new(Token, ("string", start, end, found[group], ())))
+                _lex_brace_pairs(text, start, end - 1, tokens)
+            elif group == _LINE_COMMENT:
+                append(new(Token, ("comment", found.start(group), found.end(), found[group], ())))
             elif group == _END:
                 return tokens
             else:  # special, unterminated
-                i = _lex_special(text, start, n, tokens)
+                i = _lex_special(text, found.start(group), n, tokens)
                 break
 
 
+class _ComponentsByName(dict):
+    """An identifier's components by its text, split on the first lookup of each distinct name (proofs repeat their
+    names)."""
+
+    def __missing__(self, name: str) -> tuple[str, ...]:
+        components = self[name] = tuple(name.split(".") if "«" not in name else split_name(name))
+        return components
+
+
 def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
-    """Lex the comment, literal or `'`/`«` token starting at `text[i]` into `tokens`; returns the offset after it."""
+    """Lex the block comment, literal or `'`/`«` token starting at `text[i]` into `tokens` (one that `_NEXT_TOKEN`
+    does not read whole); returns the offset after it."""
     c = text[i]
-    if text.startswith("--", i):
-        end = text.find("\n", i)
-        end = n if end < 0 else end
-        tokens.append(Token("comment", i, end, text[i:end]))
-        return end
     if text.startswith("/-", i):
         j = tactic_split.block_comment_end(text, i + 2)
         if j is None:
@@ -265,37 +372,40 @@ def _lex_special(text: str, i: int, n: int, tokens: list[Token]) -> int:
 
 
 def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
-    """Lex the string literal starting at `text[i]` (and the code in its `{…}`); returns the offset after it."""
-    j, segments = _paired_string_end_and_segments(text, i) or _string_end_and_segments(text, i)
+    """Lex the string literal starting at `text[i]` that `_NEXT_TOKEN` does not read whole (it has an escape, nested
+    or unpaired braces, or no end) and the code in its `{…}`; returns the offset after it."""
+    j, segments = _string_end_and_segments(text, i)
     tokens.append(_new_token(("string", i, j + 1, text[i : j + 1], ())))
     for start, end in segments:
-        if _PLAIN_SEGMENT.search(text, start, end) is None:
-            name = _ONE_NAME.fullmatch(text, start, end)
-            if name is not None:
-                # One identifier (`{x}`): the token `_lex` would read, without setting up a scan for it.
-                tokens.append(_new_token(("ident", start, end, name.group(), tuple(name.group().split(".")))))
-                continue
-            # Lexed in place, as `_lex(text[start:end])` shifted by `start` would be: without a comment or literal the
-            # segment is read by `_NEXT_TOKEN` alone, which sees the text end at `end` as it would the slice's.
-            _lex(text, tokens, start, end)
-            continue
-        try:
-            segment = _lex(text[start:end])
-        except PrecheckError as error:
-            raise error.shifted(start) from None
-        tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
+        _lex_segment(text, start, end, tokens)
     return j + 1
 
 
-def _paired_string_end_and_segments(text: str, i: int) -> tuple[int, list[tuple[int, int]]] | None:
-    """What `_string_end_and_segments` finds, read with one match where the string at `text[i]` has no escape and
-    braces only in pairs around text without braces (the walk would stop at the same closing quote and find these
-    segments, each pair's inside); None for any other string."""
-    paired = _PAIRED_STRING.match(text, i)
-    if paired is None:
-        return None
-    j = paired.end() - 1
-    return j, [(pair.start() + 1, pair.end() - 1) for pair in _BRACE_PAIR.finditer(text, i, j)]
+def _lex_brace_pairs(text: str, i: int, j: int, tokens: list[Token]) -> None:
+    """Lex the code in the `{…}` pairs of the string literal `text[i : j + 1]`, whose braces pair up around text
+    without braces (`_NEXT_TOKEN`'s `interpolated`): the segments `_string_end_and_segments` would find."""
+    for pair in _BRACE_PAIR.finditer(text, i, j):
+        name = pair[_BRACE_PAIR_NAME]
+        if name is not None:
+            # One identifier (`{x}`): the token `_lex` would read, without setting up a scan for it.
+            start = pair.start() + 1
+            tokens.append(_new_token(("ident", start, start + len(name), name, tuple(name.split(".")))))
+        else:
+            _lex_segment(text, pair.start() + 1, pair.end() - 1, tokens)
+
+
+def _lex_segment(text: str, start: int, end: int, tokens: list[Token]) -> None:
+    """Lex the code `text[start:end]` of an interpolation segment into `tokens`, at its offsets in `text`."""
+    if _PLAIN_SEGMENT.search(text, start, end) is None:
+        # Lexed in place, as `_lex(text[start:end])` shifted by `start` would be: without a comment or literal the
+        # segment is read by `_NEXT_TOKEN` alone, which sees the text end at `end` as it would the slice's.
+        _lex(text, tokens, start, end)
+        return
+    try:
+        segment = _lex(text[start:end])
+    except PrecheckError as error:
+        raise error.shifted(start) from None
+    tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
 
 
 def _string_end_and_segments(text: str, i: int) -> tuple[int, list[tuple[int, int]]]:
