@@ -436,15 +436,18 @@ def test_values_at_is_a_plain_gather_by_either_route(monkeypatch):
 
 
 def test_code_tokens_drop_comments_and_read_each_kind_once():
-    """`CodeTokens` reads the kinds of all tokens once, to find the comments and to keep as `kinds`."""
-    pieces = [" ", "x", "-- c\n", "/- d -/", "(", ":=", '"s"', "1"]
+    """`CodeTokens` reads the kinds of all tokens once, to find the comments and to keep as `kinds` and
+    `present_kinds`."""
+    pieces = [" ", "x", "-- c\n", "/- d -/", "(", ":=", '"s"', "1", "'c'"]
     with_comments = 0
     for text in random_texts(pieces, seed=6, count=500):
         tokens = lex(text)
         view = CodeTokens(tokens)
         assert view.code == [t for t in tokens if t.kind != "comment"], text
         assert view.kinds == [t.kind for t in view.code], text
-        assert CodeTokens(view.code, has_comments=False).kinds == view.kinds
+        assert view.present_kinds == {t.kind for t in view.code}, text
+        without_comments = CodeTokens(view.code, has_comments=False)
+        assert (without_comments.kinds, without_comments.present_kinds) == (view.kinds, view.present_kinds)
         with_comments += len(view.code) < len(tokens)
     assert 100 < with_comments < 450
 

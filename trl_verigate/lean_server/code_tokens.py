@@ -113,11 +113,13 @@ class CodeTokens:
             # The kinds are read once, to find the comments and to be `kinds`: each read of a token's field costs
             # more than the rest of a pass (a million tokens lie far apart in memory).
             kinds = list(map(_KIND, tokens))
-            if "comment" in kinds:
+            present = set(kinds)
+            if "comment" in present:
                 is_code = list(map(ne, kinds, repeat("comment")))
                 self.code = list(compress(tokens, is_code))
                 kinds = list(compress(kinds, is_code))
-            self.kinds = kinds
+                present.discard("comment")
+            self.kinds, self.present_kinds = kinds, frozenset(present)
 
     @cached_property
     def texts(self) -> list[str]:
@@ -130,6 +132,12 @@ class CodeTokens:
         return list(map(_KIND, self.code))
 
     @cached_property
+    def present_kinds(self) -> frozenset[str]:
+        """The kinds of the code tokens, each once (set by `__init__` where it looks for comments): `KIND in
+        present_kinds` is one lookup, where `KIND in kinds` compares KIND with every kind until it finds it."""
+        return frozenset(self.kinds)
+
+    @cached_property
     def enclosing(self) -> EnclosingOpeners:
         """`lexer.enclosing_openers(code)`."""
         return EnclosingOpeners(self.code)
@@ -138,7 +146,7 @@ class CodeTokens:
     def outside(self) -> list[Token]:
         """`outside_literals(code)`: the code tokens not lexed from inside a string literal (the code in an
         interpolated string's `{…}`); `code` itself when there are none."""
-        if "string" not in self.kinds:
+        if "string" not in self.present_kinds:
             return self.code
         kept = outside_literals(self.code)
         return self.code if len(kept) == len(self.code) else kept
