@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Iterator, Sequence
+from functools import lru_cache
 from itertools import accumulate, compress, repeat
 from operator import and_, eq, itemgetter, lt, not_, or_, sub
 
@@ -226,7 +227,7 @@ def _check_short_items(view: CodeTokens, colons: list[int]) -> None:
     if any(literal):
         # A name's verdict depends on its text alone: each distinct name is judged once, on one of its tokens.
         names = dict(zip(compress(name_texts, literal), compress(colons, literal), strict=True))
-        risky = {text for text, colon in names.items() if _may_set_an_option(code[colon - 1])}
+        risky = {text for text, colon in names.items() if _may_set_an_option(code[colon - 1].components)}
         if risky:
             suspects += compress(range(count), map(and_, literal, map(risky.__contains__, name_texts)))
             suspects.sort()
@@ -268,10 +269,11 @@ def _named_arguments(code: list[Token], texts: list[str], colons: list[int]) -> 
     return list(map([None, *chain_named].__getitem__, accumulate(map(not_, continues))))
 
 
-def _may_set_an_option(name: Token) -> bool:
-    """Whether `_check_options_in_config` could refuse an item named `name` with a one-token value: some dotted
-    suffix of the name is a forbidden option or one with a bound."""
-    parts = name.components
+@lru_cache(maxsize=4096)
+def _may_set_an_option(parts: tuple[str, ...]) -> bool:
+    """Whether `_check_options_in_config` could refuse an item or field whose name has these dotted components
+    (`Token.components`), whatever its value: some dotted suffix of the name is a forbidden option or one with a
+    bound. Remembered per name: a configuration repeats its few field names."""
     suffixes = (".".join(parts[i:]) for i in range(len(parts)))
     return any(forbidden_option(option) or option in OPTION_MAXIMA for option in suffixes)
 
@@ -319,12 +321,15 @@ def _check_options_in_config(name: Token, value: list[Token]) -> None:
     { maxRecDepth := 4000 })`, `(maxRecDepth := 4000)`), possibly under a prefix, so every dotted suffix of each
     item and field name is checked as an option name, with the literal after its `:=`.
     """
-    assignments = [(name, _numeral_at(value, 0))]
+    assignments = [(name, 0)]  # each field, and where its literal starts
     for j, token in enumerate(value[:-3]):
         if token.kind == "ident" and value[j + 1].text == ":" and value[j + 2].text == "=":
-            assignments.append((token, _numeral_at(value, j + 3)))
-    for field, numeral in assignments:
+            assignments.append((token, j + 3))
+    for field, literal_at in assignments:
         parts = field.components
+        if not _may_set_an_option(parts):  # no rule reads this name (the common case): nothing to refuse
+            continue
+        numeral = _numeral_at(value, literal_at)
         for i in range(len(parts)):
             option = ".".join(parts[i:])
             if forbidden_option(option):
