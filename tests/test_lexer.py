@@ -184,15 +184,16 @@ GLUED_READINGS = {
         [("string", '"{x} {a b}"', 0), ("ident", "x", 2), ("ident", "a", 6), ("ident", "b", 8)],
     ),
     "special": ("'c'", [("char", "'c'", 0)]),
-    "symbol": ("· ", [("symbol", "·", 0)]),
+    "symbol": ("- 1", [("symbol", "-", 0), ("number", "1", 2)]),
 }
 
 
 @pytest.mark.parametrize("group", sorted(GLUED_READINGS))
 def test_each_reading_of_the_pattern_gives_the_tokens_one_by_one(group):
-    """The pattern reads a run symbol together with the identifier, number or run symbol it touches (`(m`, `h₀,`,
-    `:=`) in one match; the tokens must be those Lean's tokenizer reads one at a time: each symbol its own character,
-    each identifier and number whole, at its own offsets (shifted here by a prefix, so offsets are not the match's)."""
+    """The pattern reads a symbol character together with the identifier, number or symbol character it touches
+    (`(m`, `h₀,`, `:=`) in one match; the tokens must be those Lean's tokenizer reads one at a time: each symbol its
+    own character, each identifier and number whole, at its own offsets (shifted here by a prefix, so offsets are not
+    the match's)."""
     text, expected = GLUED_READINGS[group]
     assert lexer._NEXT_TOKEN.match(text).lastgroup == group
     prefix = "x  "
@@ -200,6 +201,32 @@ def test_each_reading_of_the_pattern_gives_the_tokens_one_by_one(group):
     assert [(t.kind, t.text, t.start - len(prefix)) for t in tokens] == expected
     assert all(t.end == t.start + len(t.text) for t in tokens)
     assert all(t.components == (tuple(t.text.split(".")) if t.kind == "ident" else ()) for t in tokens)
+
+
+def test_symbols_beyond_brackets_are_read_with_the_tokens_they_touch():
+    # Any character that starts no other token is a one-character symbol, glued or not: `²` after a name, `¬` and `←`
+    # before one, `.` between a name and a number, `!` (a name character only after a name's first one).
+    assert _kinds_and_texts("x², ¬h ←h.1 (!?) a-b c/d") == [
+        ("ident", "x"),
+        ("symbol", "²"),
+        ("symbol", ","),
+        ("symbol", "¬"),
+        ("ident", "h"),
+        ("symbol", "←"),
+        ("ident", "h"),
+        ("symbol", "."),
+        ("number", "1"),
+        ("symbol", "("),
+        ("symbol", "!"),
+        ("symbol", "?"),
+        ("symbol", ")"),
+        ("ident", "a"),
+        ("symbol", "-"),
+        ("ident", "b"),
+        ("ident", "c"),
+        ("symbol", "/"),
+        ("ident", "d"),
+    ]
 
 
 def test_every_reading_of_the_pattern_is_tested():

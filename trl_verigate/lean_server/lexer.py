@@ -39,33 +39,35 @@ _ID_FIRST = "a-zA-Z_" + _LETTER_LIKE
 _ID_REST = _ID_FIRST + "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
 _ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
 _NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-# Brackets and the other characters that `_NEXT_TOKEN` reads as a one-character symbol wherever they stand (none is
-# whitespace, an identifier or number character, a quote, `«`, or a `-`/`/` that may start a comment), so one match
-# may read one of them together with the token it touches (`h₀,`, `(m`, `[h]`, `:=`): the tokens are those that
-# separate matches would read. A run of them of four or more (`((((`, `))]),`) is one match, turned into one symbol
-# token per character in C (for a shorter run building the tokens one by one is quicker).
-_RUN_SYMBOL_CHARACTERS = "()\\[\\]{}⟨⟩,:=;"
+# A character read as a one-character symbol wherever a token starts: anything but whitespace, a digit, an
+# identifier's first character, `«`, a quote, or a `-`/`/` (which may start a comment). One right after a token is
+# the next token (an identifier or number is read greedily, so it ends before it), so one match may read it with the
+# token it touches (`h₀,`, `(m`, `[h]`, `:=`, `x²`): the tokens are those that separate matches would read. A run of
+# four or more (`((((`, `))]),`) is one match, turned into one symbol token per character in C (for a shorter run
+# building the tokens one by one is quicker).
+_SYMBOL_CHARACTER = rf"""[^ \n\r\t0-9«\-/"'{_ID_FIRST}]"""
 # An identifier: dotted parts, `«escaped»` ones included. Possessive: nothing after it in `_NEXT_TOKEN` can fail, so
 # giving back a part would never make a match, and the quantifier that cannot give one back is quicker. It is no
 # raw string start (`r"`, `r#"`), which Lean reads first.
 _NAME = rf"""(?!r#*"){_ID_PART}(?:\.{_ID_PART})*+"""
 
 
-def _then_run_symbol(group: str) -> str:
-    """The run symbol glued to the token before it, in `group`, or nothing. An empty alternative rather than `?`:
-    `re` runs an optional group through its general repeat, which is slower."""
-    return rf"(?:(?P<{group}>[{_RUN_SYMBOL_CHARACTERS}])|)"
+def _glued_symbol(group: str) -> str:
+    """The `_SYMBOL_CHARACTER` right after the token before it, in `group`, or nothing. An empty alternative rather
+    than `?`: `re` runs an optional group through its general repeat, which is slower."""
+    return rf"(?:(?P<{group}>{_SYMBOL_CHARACTER})|)"
 
 
 # The next token after whitespace, as Lean's tokenizer reads it:
-# - an identifier (`ident`), or a number (`number`), each with the run symbol glued after it if any (`…_glued`);
-# - a run symbol (`lead`) alone, or with the identifier or number it touches (`lead_ident`, `lead_number`, each with
-#   the run symbol glued after it if any), or with the run symbol after it (`pair`) and, in a run of four or more,
-#   the rest of the run (`symbols`);
+# - an identifier (`ident`), or a number (`number`), each with the symbol character right after it if any
+#   (`…_glued`);
+# - a symbol character (`lead`) alone, or with the identifier or number right after it (`lead_ident`, `lead_number`,
+#   each with the symbol character after that if any), or with the symbol character after it (`pair`) and, in a run
+#   of four or more, the rest of the run (`symbols`);
 # - a line comment; a string literal without escapes whose braces, if any, pair up around text without braces
 #   (`string`, `interpolated`: the code in its braces is lexed after it); another comment, literal, `'` (`special`,
 #   lexed by `_lex_special`);
-# - an unterminated `«` (`unterminated`, an error), or any other character as a one-character symbol (`symbol`).
+# - an unterminated `«` (`unterminated`, an error), or a `-` or `/` that starts no comment (`symbol`, the catch-all).
 # Two alternatives start alike only at a raw string start (`r"`, which `_NAME` excludes), at `«` (an identifier's if
 # it can be, `unterminated` after) and in the catch-all `symbol` (last), so the order is otherwise free: it goes from
 # the most frequent in proofs to the rarest, with the comment and literal starts behind one lookahead, since every
@@ -75,13 +77,13 @@ def _then_run_symbol(group: str) -> str:
 # from every trailing whitespace character, each search skipping the rest of it (quadratic in trailing whitespace).
 _NEXT_TOKEN = re.compile(
     r"[ \n\r\t]*+(?:"
-    rf"(?P<ident>{_NAME}){_then_run_symbol('ident_glued')}"
-    rf"|(?P<lead>[{_RUN_SYMBOL_CHARACTERS}])(?:"
-    rf"(?P<lead_ident>{_NAME}){_then_run_symbol('lead_ident_glued')}"
-    rf"|(?P<lead_number>{_NUMBER}){_then_run_symbol('lead_number_glued')}"
-    rf"|(?P<pair>[{_RUN_SYMBOL_CHARACTERS}])(?:(?P<symbols>[{_RUN_SYMBOL_CHARACTERS}]{{2,}})|)"
+    rf"(?P<ident>{_NAME}){_glued_symbol('ident_glued')}"
+    rf"|(?P<lead>{_SYMBOL_CHARACTER})(?:"
+    rf"(?P<lead_ident>{_NAME}){_glued_symbol('lead_ident_glued')}"
+    rf"|(?P<lead_number>{_NUMBER}){_glued_symbol('lead_number_glued')}"
+    rf"|(?P<pair>{_SYMBOL_CHARACTER})(?:(?P<symbols>{_SYMBOL_CHARACTER}{{2,}})|)"
     r"|)"
-    rf"|(?P<number>{_NUMBER}){_then_run_symbol('number_glued')}"
+    rf"|(?P<number>{_NUMBER}){_glued_symbol('number_glued')}"
     r"""|(?=[-"/r'])(?:"""
     r"(?P<line_comment>--[^\n]*+)"
     r'|(?P<string>"[^"\\{}]*+")'
@@ -252,12 +254,12 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
     append, new, n = tokens.append, tuple.__new__, len(text) if n is None else n
     components_of = _ComponentsByName()
     while True:
-        # Consecutive matches, each of one token or of a run symbol and the tokens it touches; a comment or literal
-        # that the pattern cannot read whole is lexed by `_lex_special` and the scan resumes after it. At the end of
-        # the text `end` matches and the scan ends. The group that matched last (`lastindex`) tells what was read; the
-        # branches go from the most frequent in proofs to the rarest. Groups are read by number and with `found[g]`,
-        # quicker than by name and with `found.group(g)`. Each token of a match ends where the match does or one
-        # character before (a glued run symbol), so `found.end()` places it.
+        # Consecutive matches, each of one token or of a symbol character and the tokens it touches; a comment or
+        # literal that the pattern cannot read whole is lexed by `_lex_special` and the scan resumes after it. At the
+        # end of the text `end` matches and the scan ends. The group that matched last (`lastindex`) tells what was
+        # read; the branches go from the most frequent in proofs to the rarest. Groups are read by number and with
+        # `found[g]`, quicker than by name and with `found.group(g)`. Each token of a match ends where the match does
+        # or one character before (a glued symbol), so `found.end()` places it.
         for found in _NEXT_TOKEN.finditer(text, i, n):
             group = found.lastindex
             if group == _IDENT:
@@ -267,7 +269,7 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
                 name, end = found[_IDENT], found.end() - 1
                 append(new(Token, ("ident", found.start(_IDENT), end, name, components_of[name])))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
-            elif group == _LEAD or group == _SYMBOL:
+            elif group == _LEAD:
                 end = found.end()
                 append(new(Token, ("symbol", end - 1, end, found[group], ())))
             elif group == _PAIR:
@@ -308,9 +310,12 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
             elif group == _INTERPOLATED:
                 start, end = found.start(group), found.end()
                 append(new(Token, ("string", start, end, found[group], ())))
-                _lex_brace_pairs(text, start, end - 1, tokens)
+                _lex_brace_pairs(text, start, end - 1, tokens, components_of)
             elif group == _LINE_COMMENT:
                 append(new(Token, ("comment", found.start(group), found.end(), found[group], ())))
+            elif group == _SYMBOL:  # `-` or `/` starting no comment
+                end = found.end()
+                append(new(Token, ("symbol", end - 1, end, found[group], ())))
             elif group == _END:
                 return tokens
             else:  # special, unterminated
@@ -381,17 +386,17 @@ def _lex_string(text: str, i: int, tokens: list[Token]) -> int:
     return j + 1
 
 
-def _lex_brace_pairs(text: str, i: int, j: int, tokens: list[Token]) -> None:
+def _lex_brace_pairs(text: str, i: int, j: int, tokens: list[Token], components_of: _ComponentsByName) -> None:
     """Lex the code in the `{…}` pairs of the string literal `text[i : j + 1]`, whose braces pair up around text
     without braces (`_NEXT_TOKEN`'s `interpolated`): the segments `_string_end_and_segments` would find."""
     for pair in _BRACE_PAIR.finditer(text, i, j):
         name = pair[_BRACE_PAIR_NAME]
-        if name is not None:
-            # One identifier (`{x}`): the token `_lex` would read, without setting up a scan for it.
-            start = pair.start() + 1
-            tokens.append(_new_token(("ident", start, start + len(name), name, tuple(name.split(".")))))
-        else:
+        if name is None:
             _lex_segment(text, pair.start() + 1, pair.end() - 1, tokens)
+        else:
+            # One identifier (`{x}`): the token `_lex` would read, without setting up a scan for it.
+            end = pair.end() - 1
+            tokens.append(_new_token(("ident", end - len(name), end, name, components_of[name])))
 
 
 def _lex_segment(text: str, start: int, end: int, tokens: list[Token]) -> None:
