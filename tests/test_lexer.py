@@ -145,12 +145,26 @@ def test_enclosing_openers_pair_brackets_as_a_backward_scan_would():
         ]
 
 
+def _outcome(lexing, text: str):
+    """The tokens `lexing(text)` returns, or the error it raises (its message and offset)."""
+    try:
+        return lexing(text)
+    except PrecheckError as error:
+        return error.before, error.offset
+
+
+def _walked(literal: str) -> list:
+    tokens = []
+    lexer._lex_string(literal, 0, tokens)
+    return tokens
+
+
 def test_strings_read_whole_end_and_split_as_the_walk_does():
     """A string without escapes whose braces pair up around brace-free text is read with one match of the lexer's
-    pattern (`string`, `interpolated`) and its segments are its brace pairs' insides; the walk over its quotes,
-    escapes and braces must find the same end and segments."""
+    pattern (`string`, `interpolated`) and its segments are its brace pairs' insides (a lone name read without a
+    scan); the walk over its quotes, escapes and braces must find the same end and segments, and the same tokens."""
     rng = random.Random(4)
-    pieces = ["a", " ", "{", "}", "{x}", "{a b}", "\\", '\\"', "\n", "'", "-", "é"]
+    pieces = ["a", " ", "{", "}", "{x}", "{a b}", "{h.le}", "{x'}", "{'}", "\\", '\\"', "\n", "'", "-", "é"]
     read_whole = 0
     for _ in range(3000):
         text = '"' + "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10))) + '" tail "'
@@ -161,6 +175,8 @@ def test_strings_read_whole_end_and_split_as_the_walk_does():
         end = found.end() - 1
         segments = [(pair.start() + 1, pair.end() - 1) for pair in lexer._BRACE_PAIR.finditer(text, 0, end)]
         assert lexer._string_end_and_segments(text, 0) == (end, segments), text
+        literal = text[: end + 1]
+        assert _outcome(lex, literal) == _outcome(_walked, literal), literal
     assert read_whole > 500
 
 
