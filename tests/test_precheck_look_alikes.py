@@ -18,7 +18,7 @@ import pytest
 
 from trl_verigate.lean_server import config_values, precheck, token_rules
 from trl_verigate.lean_server.lexer import Token, lex, split_name
-from trl_verigate.lean_server.normalized_tokens import renamed_alike
+from trl_verigate.lean_server.normalized_tokens import non_ascii_words, renamed_alike
 from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, VerificationResult
 from trl_verigate.lean_server.verdict import prepare
 
@@ -37,7 +37,7 @@ def outcome(proof: str, shortcut: bool, monkeypatch, allow_native_decide: bool =
 def shortcut_applies(proof: str) -> bool:
     """`renamed_alike` on the proof's code, comments and literals blanked, as the look-alike check calls it."""
     code = precheck._code_only(proof, lex(proof))
-    return renamed_alike(code, unicodedata.normalize("NFKC", code), token_rules.is_inert)
+    return renamed_alike(code, unicodedata.normalize("NFKC", code), non_ascii_words(code), token_rules.is_inert)
 
 
 # Proofs the code's own tokens pass and the normalized ones must not: each is refused only after NFKC, and each is
@@ -222,3 +222,17 @@ def test_no_text_a_rule_reads_is_inert():
 def test_is_inert(kind, text, inert):
     components = tuple(split_name(text)) if kind == "ident" else ()
     assert token_rules.is_inert(Token(kind, 0, len(text), text, components)) is inert
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        ("  simp [h₀, x²]\n  ring", {"[h₀,", "x²]"}),
+        ("a\tℝ\r\nℝ b", {"ℝ"}),
+        ("x\x0bℝ y", {"x\x0bℝ"}),  # a vertical tab is a symbol to the lexer, so it splits no word
+        ("x\u3000ℝ", {"x\u3000ℝ"}),  # nor does an ideographic space
+        ("only ascii", set()),
+    ],
+)
+def test_non_ascii_words_are_split_where_the_lexer_skips_whitespace(code, words):
+    assert non_ascii_words(code) == words

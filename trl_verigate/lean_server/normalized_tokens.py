@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Callable
-from itertools import compress, repeat
+from collections.abc import Callable, Iterable
+from itertools import compress, filterfalse, repeat
 from operator import add, itemgetter, ne
 
 from trl_verigate.lean_server.code_tokens import CodeTokens
@@ -53,6 +53,9 @@ _REST_ONLY = "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
 # spans it, and the lexer starts afresh after it.
 _SPACES = " \n\r\t"
 _SPACE = re.compile(f"[{_SPACES}]")
+# Whitespace to `str.split` that the lexer reads as a symbol.
+_OTHER_SPACE = re.compile(rf"[^\S{_SPACES}]")
+_ASCII = frozenset(map(chr, range(128)))
 
 
 def code_tokens(view: CodeTokens) -> list[Token]:
@@ -65,14 +68,23 @@ def code_tokens(view: CodeTokens) -> list[Token]:
     return tokens
 
 
-def _character_changes(code: str, normalized: str) -> dict[str, str] | None:
+def non_ascii_words(code: str) -> set[str]:
+    """The distinct words of `code` (split at the whitespace the lexer skips) that hold a character outside ASCII."""
+    # `str.split` cuts at that whitespace and at other whitespace too, which a proof may not hold (`check_characters`):
+    # it is used where there is none, as the quicker of the two.
+    words = re.split(f"[{_SPACES}]+", code) if _OTHER_SPACE.search(code) else code.split()
+    return set(filterfalse(str.isascii, set(words)))
+
+
+def _character_changes(code: str, normalized: str, characters: Iterable[str] | None = None) -> dict[str, str] | None:
     """Each character of `code` that NFKC changes, mapped to the one character it becomes, where `normalized` (NFKC of
     `code`) is `code` translated character for character; None where it is not (a character becomes several, or
-    NFKC composes: `e` + U+0301 -> `é`)."""
+    NFKC composes: `e` + U+0301 -> `é`). `characters`: the distinct characters of `code` outside ASCII, where the
+    caller has them."""
     if len(normalized) != len(code):
         return None
     changed = {}
-    for c in set(_NOT_ASCII.findall(code)):
+    for c in set(_NOT_ASCII.findall(code)) if characters is None else characters:
         d = unicodedata.normalize("NFKC", c)
         if d != c:
             if len(d) != 1:
@@ -198,7 +210,7 @@ class _Translations(dict):
 _MAX_CHANGED_WORDS = 2048
 
 
-def renamed_alike(code: str, normalized: str, inert: Callable[[Token], bool]) -> bool:
+def renamed_alike(code: str, normalized: str, words: set[str], inert: Callable[[Token], bool]) -> bool:
     """Whether the token rules accept `lex(normalized)` (`normalized` = NFKC of `code`) whenever they accept
     `lex(code)`, seen from the words NFKC changes: True where each changed word's tokens are the code's with `inert`
     tokens renamed or merged, as below; False where this cannot tell (then the caller checks the normalized tokens).
@@ -217,8 +229,10 @@ def renamed_alike(code: str, normalized: str, inert: Callable[[Token], bool]) ->
       where the first one did. Two of the rules could still read the merged name where the code had none: a
       configuration item or a structure field (`(x² := e)` -> `(x2 := e)`), so no `:` may follow the merged name,
       and a `.ctor` literal (`.x²` -> `.x2`), so no `.` may come right before it.
+
+    `words`: `non_ascii_words(code)`, the words that may hold a changed character.
     """
-    changed = _character_changes(code, normalized)
+    changed = _character_changes(code, normalized, set("".join(words)).difference(_ASCII))
     if (
         not changed
         or any(d in _SPACES for d in changed.values())
@@ -227,10 +241,7 @@ def renamed_alike(code: str, normalized: str, inert: Callable[[Token], bool]) ->
     ):
         return False
     table = str.maketrans(changed)
-    # The whitespace-delimited words holding a changed character, each matched from its start (the lookbehind fails
-    # at once inside a word, and the lazy scan stops at the word's end), so the search is linear.
-    changed_class = "[" + re.escape("".join(changed)) + "]"
-    words = set(re.findall(rf"(?<![^{_SPACES}])[^{_SPACES}]*?{changed_class}[^{_SPACES}]*+", code))
+    words = [word for word in words if not changed.keys().isdisjoint(word)]
     if len(words) > _MAX_CHANGED_WORDS:
         return False
     ending_in_a_merge = set()

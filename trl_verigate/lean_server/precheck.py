@@ -28,7 +28,7 @@ import bisect
 import json
 import re
 import unicodedata
-from itertools import compress, repeat
+from itertools import compress, filterfalse, repeat
 from operator import attrgetter, ge, itemgetter, le, methodcaller
 
 from trl_verigate.lean_server import code_tokens
@@ -38,7 +38,7 @@ from trl_verigate.lean_server.gc_pause import gc_paused
 from trl_verigate.lean_server.lexer import PrecheckError, Token, lex
 from trl_verigate.lean_server.local_definitions import check_local_definitions
 from trl_verigate.lean_server.normalized_tokens import code_tokens as blanked_code_tokens
-from trl_verigate.lean_server.normalized_tokens import normalized_tokens, renamed_alike
+from trl_verigate.lean_server.normalized_tokens import non_ascii_words, normalized_tokens, renamed_alike
 from trl_verigate.lean_server.readings import all_inside, lexers_disagree_at, read_alike_without_comments
 from trl_verigate.lean_server.token_rules import COMMAND_WORDS, PREFIX_COMMANDS, check_tokens, forbidden_word, is_inert
 from trl_verigate.lean_server.types import Tactic
@@ -134,7 +134,10 @@ def _check_look_alikes(
         return
     # A word's verdict depends on the word alone: each distinct non-ASCII word is judged once, and the text is walked
     # for the first refused one only when there is one.
-    if any(map(_look_alike_reason, filter(_not_ascii, set(_WORD.findall(code))), repeat(allow_native_decide))):
+    # The non-ASCII words of `_WORD` lie in the whitespace-delimited ones that hold a character outside ASCII.
+    words = non_ascii_words(code)
+    candidates = filterfalse(str.isascii, set(_WORD.findall(" ".join(words))))
+    if any(map(_look_alike_reason, candidates, repeat(allow_native_decide))):
         checked: set[str] = set()  # words found innocent
         for match in _WORD.finditer(code):
             word = match.group(0)
@@ -147,7 +150,7 @@ def _check_look_alikes(
     if unicodedata.is_normalized("NFKC", code):
         return
     normalized = unicodedata.normalize("NFKC", code)
-    if normalized != code and not _accepted_alike(code, normalized, view, allow_native_decide, clause_keywords):
+    if normalized != code and not _accepted_alike(code, normalized, words, view, allow_native_decide, clause_keywords):
         try:
             # The normalized code's tokens, from the code's own where NFKC only swapped characters (normalized_tokens.py).
             normalized_code = normalized_tokens(code, normalized, view)
@@ -161,11 +164,13 @@ def _check_look_alikes(
             ) from None
 
 
-def _accepted_alike(code: str, normalized: str, view: CodeTokens, allow_native_decide: bool, clause_keywords) -> bool:
+def _accepted_alike(
+    code: str, normalized: str, words: set[str], view: CodeTokens, allow_native_decide: bool, clause_keywords
+) -> bool:
     """Whether the token rules accept the normalized code because they accept the code (`renamed_alike`): they
     accepted the proof's code tokens (`check_tokens` in `precheck_proof`, with the same arguments), which are the
     blanked code's unless the proof has string or character literals; then the blanked code is checked here."""
-    if not renamed_alike(code, normalized, is_inert):
+    if not renamed_alike(code, normalized, words, is_inert):
         return False
     if "string" in view.kinds or "char" in view.kinds:
         try:
@@ -173,10 +178,6 @@ def _accepted_alike(code: str, normalized: str, view: CodeTokens, allow_native_d
         except PrecheckError:
             return False
     return True
-
-
-def _not_ascii(word: str) -> bool:
-    return not word.isascii()
 
 
 def _look_alike_reason(word: str, allow_native_decide: bool) -> str | None:
