@@ -2,9 +2,10 @@
 
 A 1 MB proof has up to a million tokens, and the precheck's checks (precheck.py, config_values.py,
 local_definitions.py) each used to walk all of them in Python, filtering comments and literals and matching brackets
-again for themselves. Here every derived list is computed once, on first use, and mostly in C (`map`, `compress`
-over the tokens' fields), so a check can find the few tokens it cares about (a `(` opening `(NAME :=`, an `open`, a
-forbidden word) without a Python step per token, and then run its own rule on just those.
+again for themselves. Here every derived list is computed once (on first use; the kinds with the comment filter
+that reads them anyway), and mostly in C (`map`, `compress` over the tokens' fields), so a check can find the few
+tokens it cares about (a `(` opening `(NAME :=`, an `open`, a forbidden word) without a Python step per token, read
+the fields around them in C (`values_at`, `tokens_at`), and run its own rule in Python on just the few left.
 """
 
 from __future__ import annotations
