@@ -38,7 +38,8 @@ _LETTER_LIKE = (
 _ID_FIRST = "a-zA-Z_" + _LETTER_LIKE
 _ID_REST = _ID_FIRST + "0-9'!?\u2080-\u209c\u1d62-\u1d6a\u2c7c"
 _ID_PART = rf"(?:«[^»]*»|[{_ID_FIRST}][{_ID_REST}]*)"
-_NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+# Optional parts as an alternative with the empty string: `(?:…)?` runs through `re`'s general repeat, which is slower.
+_NUMBER = r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+|)(?:[eE][+-]?[0-9]+|)"
 # A character read as a one-character symbol wherever a token starts: anything but whitespace, a digit, an
 # identifier's first character, `«`, a quote, or a `-`/`/` (which may start a comment). One right after a token is
 # the next token (an identifier or number is read greedily, so it ends before it), so one match may read it with the
