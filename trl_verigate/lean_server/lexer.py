@@ -259,8 +259,8 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
         # literal that the pattern cannot read whole is lexed by `_lex_special` and the scan resumes after it. At the
         # end of the text `end` matches and the scan ends. The group that matched last (`lastindex`) tells what was
         # read; the branches go from the most frequent in proofs to the rarest. Groups are read by number and with
-        # `found[g]`, quicker than by name and with `found.group(g)`. Each token of a match ends where the match does
-        # or one character before (a glued symbol), so `found.end()` places it.
+        # `found[g]`, quicker than by name and with `found.group(g)`. The tokens of a match are placed from where it
+        # ends (`found.end()`; a glued symbol is its last character) and where its token or leading symbol starts.
         for found in _NEXT_TOKEN.finditer(text, i, n):
             group = found.lastindex
             if group == _IDENT:
