@@ -245,6 +245,30 @@ def test_symbols_beyond_brackets_are_read_with_the_tokens_they_touch():
     ]
 
 
+def test_a_symbol_is_read_with_the_name_or_number_one_space_after_it():
+    # One match reads `= b,` or `^ 10`; after two spaces or a line break the name is the next match's. The tokens
+    # and offsets are the same either way (offsets counted by hand).
+    tokens = lex("a = b, x ^ 10 =  c\n· simp")
+    assert [(t.kind, t.text, t.start) for t in tokens] == [
+        ("ident", "a", 0),
+        ("symbol", "=", 2),
+        ("ident", "b", 4),
+        ("symbol", ",", 5),
+        ("ident", "x", 7),
+        ("symbol", "^", 9),
+        ("number", "10", 11),
+        ("symbol", "=", 14),
+        ("ident", "c", 17),
+        ("symbol", "·", 19),
+        ("ident", "simp", 21),
+    ]
+    assert [match.lastgroup for match in lexer._NEXT_TOKEN.finditer("= b, ^ 10")] == [
+        "lead_ident_glued",
+        "lead_number",
+        "end",
+    ]
+
+
 def test_every_reading_of_the_pattern_is_tested():
     assert set(GLUED_READINGS) == set(lexer._NEXT_TOKEN.groupindex) - {"end", "unterminated"}
 

@@ -62,9 +62,9 @@ def _glued_symbol(group: str) -> str:
 # The next token after whitespace, as Lean's tokenizer reads it:
 # - an identifier (`ident`), or a number (`number`), each with the symbol character right after it if any
 #   (`…_glued`);
-# - a symbol character (`lead`) alone, or with the identifier or number right after it (`lead_ident`, `lead_number`,
-#   each with the symbol character after that if any), or with the symbol character after it (`pair`) and, in a run
-#   of four or more, the rest of the run (`symbols`);
+# - a symbol character (`lead`) alone, or with the identifier or number right after it or after one space (`(m`,
+#   `: ℝ`, `^ 10`, `· simp`: `lead_ident`, `lead_number`, each with the symbol character after that if any), or with
+#   the symbol character after it (`pair`) and, in a run of four or more, the rest of the run (`symbols`);
 # - a line comment; a string literal without escapes whose braces, if any, pair up around text without braces
 #   (`string`, `interpolated`: the code in its braces is lexed after it); another comment, literal, `'` (`special`,
 #   lexed by `_lex_special`);
@@ -80,8 +80,8 @@ _NEXT_TOKEN = re.compile(
     r"[ \n\r\t]*+(?:"
     rf"(?P<ident>{_NAME}){_glued_symbol('ident_glued')}"
     rf"|(?P<lead>{_SYMBOL_CHARACTER})(?:"
-    rf"(?P<lead_ident>{_NAME}){_glued_symbol('lead_ident_glued')}"
-    rf"|(?P<lead_number>{_NUMBER}){_glued_symbol('lead_number_glued')}"
+    rf" ?+(?P<lead_ident>{_NAME}){_glued_symbol('lead_ident_glued')}"
+    rf"| ?+(?P<lead_number>{_NUMBER}){_glued_symbol('lead_number_glued')}"
     rf"|(?P<pair>{_SYMBOL_CHARACTER})(?:(?P<symbols>{_SYMBOL_CHARACTER}{{2,}})|)"
     r"|)"
     rf"|(?P<number>{_NUMBER}){_glued_symbol('number_glued')}"
@@ -280,12 +280,12 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
             elif group == _LEAD_IDENT_GLUED:
                 start, name, end = found.start(_LEAD), found[_LEAD_IDENT], found.end() - 1
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
-                append(new(Token, ("ident", start + 1, end, name, components_of[name])))
+                append(new(Token, ("ident", end - len(name), end, name, components_of[name])))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
             elif group == _LEAD_IDENT:
-                start, name = found.start(_LEAD), found[group]
+                start, name, end = found.start(_LEAD), found[group], found.end()
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
-                append(new(Token, ("ident", start + 1, found.end(), name, components_of[name])))
+                append(new(Token, ("ident", end - len(name), end, name, components_of[name])))
             elif group == _NUMBER_GLUED:
                 end = found.end() - 1
                 append(new(Token, ("number", found.start(_NUMBER_GROUP), end, found[_NUMBER_GROUP], ())))
@@ -293,14 +293,14 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
             elif group == _NUMBER_GROUP:
                 append(new(Token, ("number", found.start(group), found.end(), found[group], ())))
             elif group == _LEAD_NUMBER_GLUED:
-                start, end = found.start(_LEAD), found.end() - 1
+                start, number, end = found.start(_LEAD), found[_LEAD_NUMBER], found.end() - 1
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
-                append(new(Token, ("number", start + 1, end, found[_LEAD_NUMBER], ())))
+                append(new(Token, ("number", end - len(number), end, number, ())))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
             elif group == _LEAD_NUMBER:
-                start = found.start(_LEAD)
+                start, number, end = found.start(_LEAD), found[group], found.end()
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
-                append(new(Token, ("number", start + 1, found.end(), found[group], ())))
+                append(new(Token, ("number", end - len(number), end, number, ())))
             elif group == _SYMBOLS:
                 # One token per character: (kind, start, end, text, components) zipped and built in C, by `map` calling
                 # `tuple.__new__` itself (through `_new_token`, a `partial`, it takes a tenth longer).
