@@ -47,6 +47,9 @@ REFUSED_ONLY_AFTER_NFKC = [
     "  simp (x² :=e)",
     "  simp (x²y := e)",  # a merge of three tokens
     "  simp (x²:= e)",  # the `:` inside the merged word
+    "  simp a :(x² := e)",  # ... after a word that follows ` :` itself (found by review)
+    "  have h :=(x² := e)",
+    "  exact (h :(x²y := e))",
     # `.x2` becomes a literal constructor, the value a literal, and its options are checked: no `.` before a merge
     "  exact Foo.bar (config := { maxRecDepth := 99999, f := .x² })",
     "  set_option 𝓶axRecDepth 99999 in\n  simp",  # renamed into a bounded option
@@ -76,6 +79,7 @@ TAKEN_BY_THE_SHORTCUT = [
     "  have hx : x² = x * x := by ring\n  exact hx",  # a merge at a word's end, followed by `=`, not `:`
     "  exact Nat.le_induction (m := 𝓐)",
     '  simp [show "ℝ" = "ℝ" from rfl, ℝ]',  # literals: the blanked code is checked on its own
+    "  have h' : x² = x * x := by ring\n  exact h'",  # a `'` in a name before whitespace starts no literal
 ]
 
 
@@ -120,6 +124,7 @@ _NAMES = [
     "α",
 ]
 _VALUES = ["99999", "1", "e", "x²", ".x²", "true", "𝓭o; simp", "ℝ", "h₀", "(x²)", "[x², 1]", '"s"', "'c'", "⁻¹"]
+_VALUES += ["h'", "ℝ'", "∑' ℝ", "＇ ＇", "＇\\ ＇", "' '", ":(x²", "h :(x²"]
 _SHAPES = [
     "simp ({n} := {v})",
     "simp ({n} :={v})",

@@ -128,13 +128,13 @@ def _read_alike(code: str, c: str, d: str) -> bool:
 def _words_are_tokens_apart(normalized: str) -> bool:
     """Whether no token of `normalized` can span whitespace: no string, comment, escaped name or character literal
     that could hold a space or line break starts in it."""
-    return (
-        '"' not in normalized
-        and "«" not in normalized
-        and "--" not in normalized
-        and "/-" not in normalized
-        and re.search(r"'[ \n\r\t\\]", normalized) is None
-    )
+    return _holds_no_string_comment_or_escape(normalized) and re.search(r"'[ \n\r\t\\]", normalized) is None
+
+
+def _holds_no_string_comment_or_escape(text: str) -> bool:
+    """Whether no string, comment or escaped name starts in `text` (the tokens, besides a character literal, that can
+    hold whitespace)."""
+    return '"' not in text and "«" not in text and "--" not in text and "/-" not in text
 
 
 def _with_words_relexed(tokens: list[Token], code: str, normalized: str, relexed: str) -> list[Token]:
@@ -217,10 +217,12 @@ def renamed_alike(code: str, normalized: str, words: set[str], inert: Callable[[
 
     `inert(token)` is the rules' promise (`token_rules.is_inert`): an identifier or symbol for which it holds is refused
     by no rule on its own, and every rule reads it only through its kind, its span and (an identifier) its number of
-    dotted components, never through its text. With whitespace-delimited words read alone (`_words_are_tokens_apart`
-    of both texts) and NFKC a character-for-character translation that turns no character into whitespace, the
-    normalized tokens are the code's with each changed word's tokens replaced by those of the word normalized. Each
-    such word must read, token by token over the same spans, as
+    dotted components, never through its text. Where no token can span whitespace (no string, comment or escaped
+    name starts in either text, and no word read alone holds a character literal or a `'` read as a symbol, which
+    next to whitespace could start one) and NFKC is a character-for-character translation that turns no character
+    into whitespace, the normalized tokens are the code's with each changed word's tokens replaced by those of the
+    word normalized (a `'` inside a name, `h'`, is no token of its own). Each such word must read, token by token over
+    the same spans, as
     * the same token;
     * an inert identifier or symbol renamed to an inert one of the same kind and number of components (`ℝ` -> `R`,
       `h₀` -> `h0`, `𝓝` -> `N`): no rule can tell the two apart;
@@ -236,8 +238,8 @@ def renamed_alike(code: str, normalized: str, words: set[str], inert: Callable[[
     if (
         not changed
         or any(d in _SPACES for d in changed.values())
-        or not _words_are_tokens_apart(code)
-        or not _words_are_tokens_apart(normalized)
+        or not _holds_no_string_comment_or_escape(code)
+        or not _holds_no_string_comment_or_escape(normalized)
     ):
         return False
     table = str.maketrans(changed)
@@ -256,7 +258,8 @@ def renamed_alike(code: str, normalized: str, words: set[str], inert: Callable[[
 
 
 # A word followed, after whitespace, by a word starting with `:` (possessive, matched from word starts: linear).
-_WORD_BEFORE_A_COLON = re.compile(rf"(?<![^{_SPACES}])([^{_SPACES}]++)[{_SPACES}]++:")
+# (The whitespace and `:` are looked ahead at, not taken: a word after ` :` may itself be followed by one.)
+_WORD_BEFORE_A_COLON = re.compile(rf"(?<![^{_SPACES}])([^{_SPACES}]++)(?=[{_SPACES}]++:)")
 _MERGED_AT_THE_END = "merged at the end"
 
 
@@ -266,6 +269,8 @@ def _word_reading(word: str, normalized_word: str, inert: Callable[[Token], bool
     try:
         ours, theirs = lex(word), lex(normalized_word)
     except PrecheckError:
+        return None
+    if any(token.kind == "char" or token.text == "'" for token in (*ours, *theirs)):
         return None
     i, reading = 0, "alike"
     for token in theirs:
