@@ -62,7 +62,7 @@ def code_tokens(view: CodeTokens) -> list[Token]:
     """`lex(_code_only(text, tokens))` for the `view` of `tokens = lex(text)`: the code tokens outside literals,
     less the string and character literals (see the module docstring)."""
     tokens = view.outside
-    if "string" in view.kinds or "char" in view.kinds:
+    if "string" in view.present_kinds or "char" in view.present_kinds:
         tokens = list(compress(tokens, map(ne, map(_KIND, tokens), repeat("string"))))
         tokens = list(compress(tokens, map(ne, map(_KIND, tokens), repeat("char"))))
     return tokens

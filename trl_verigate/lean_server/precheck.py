@@ -128,7 +128,7 @@ def _check_look_alikes(
     view = CodeTokens(tokens) if view is None else view
     # Without comments and literals there is nothing to blank (told from the view's kinds, which the token checks
     # have listed already, instead of a pass over the tokens).
-    literals = view.code is not view.tokens or "string" in view.kinds or "char" in view.kinds
+    literals = view.code is not view.tokens or "string" in view.present_kinds or "char" in view.present_kinds
     code = _code_only(text, tokens) if literals else text
     if code.isascii():  # every word below would be skipped, and NFKC leaves ASCII unchanged
         return
@@ -172,7 +172,7 @@ def _accepted_alike(
     blanked code's unless the proof has string or character literals; then the blanked code is checked here."""
     if not renamed_alike(code, normalized, words, is_inert):
         return False
-    if "string" in view.kinds or "char" in view.kinds:
+    if "string" in view.present_kinds or "char" in view.present_kinds:
         try:
             check_tokens(blanked_code_tokens(view), allow_native_decide, clause_keywords=clause_keywords)
         except PrecheckError:

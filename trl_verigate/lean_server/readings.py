@@ -145,7 +145,7 @@ def read_alike_without_comments(text: str, view: CodeTokens, splitter_tokens) ->
     """
     if not (view.code is view.tokens and "--" not in text and "/-" not in text and _OTHER_SPACE.search(text) is None):
         return False
-    if "string" not in view.kinds and "char" not in view.kinds:
+    if "string" not in view.present_kinds and "char" not in view.present_kinds:
         # Every literal of the splitter's starts with a quote (`"…"`, `r#"…"#`, `'c'`): without one, it has none.
         return ('"' not in text and "'" not in text) or not any(_literal_flags(splitter_tokens))
     ours = view.outside
