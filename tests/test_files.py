@@ -784,13 +784,26 @@ _BODY_PIECES = [
 ]
 
 
+def _lexed_bodies(seed: int, count: int):
+    """(body, lex(body)) for `count` random bodies of `_BODY_PIECES` (those the lexer refuses left out)."""
+    import random
+
+    from trl_verigate.lean_server.lexer import lex
+
+    rng = random.Random(seed)
+    for _ in range(count):
+        body = "".join(rng.choice(_BODY_PIECES) for _ in range(rng.randint(1, 12)))
+        try:
+            yield body, lex(body)
+        except PrecheckError:
+            continue
+
+
 def test_declarations_end_where_the_token_walk_ends_them():
     """`_declaration_end` (column-0 starts found in C, strings by binary search) against the walk it replaced: each
     token after the keyword in turn, skipping those before the end of the last string seen."""
-    import random
 
     from trl_verigate.lean_server import files
-    from trl_verigate.lean_server.lexer import lex
 
     def walked_end(body, code, k):
         end, literal_end = k + 1, 0
@@ -803,14 +816,9 @@ def test_declarations_end_where_the_token_walk_ends_them():
             end += 1
         return end
 
-    rng = random.Random(8)
     ended_early = 0
-    for _ in range(3000):
-        body = "".join(rng.choice(_BODY_PIECES) for _ in range(rng.randint(1, 12)))
-        try:
-            code = [t for t in lex(body) if t.kind != "comment"]
-        except PrecheckError:
-            continue
+    for body, tokens in _lexed_bodies(seed=8, count=3000):
+        code = [t for t in tokens if t.kind != "comment"]
         starts = [k for k, t in enumerate(code) if files._is_declaration_start(body, t)]
         strings = [k for k, t in enumerate(code) if t.kind == "string"]
         for k in range(len(code)):
@@ -823,19 +831,12 @@ def test_declarations_end_where_the_token_walk_ends_them():
 def test_the_proof_tokens_cut_from_the_body_are_the_proof_lexed_alone():
     """`prepare_file` hands the main theorem's proof to the precheck as the body's tokens after `by`, moved back:
     they must be `lex` of the proof itself, wherever `by` stands and whatever follows it."""
-    import random
 
     from trl_verigate.lean_server import files
     from trl_verigate.lean_server.lexer import lex
 
-    rng = random.Random(9)
     cut = 0
-    for _ in range(3000):
-        body = "".join(rng.choice(_BODY_PIECES) for _ in range(rng.randint(1, 12)))
-        try:
-            tokens = lex(body)
-        except PrecheckError:
-            continue
+    for body, tokens in _lexed_bodies(seed=9, count=3000):
         for by in (t for t in tokens if t.text == "by" and t.kind == "ident"):
             try:
                 expected = lex(body[by.end :])
