@@ -186,6 +186,8 @@ GLUED_READINGS = {
     "ident_glued": ("h₀, ", [("ident", "h₀", 0), ("symbol", ",", 2)]),
     "lead": (": ", [("symbol", ":", 0)]),
     "pair": (":= ", [("symbol", ":", 0), ("symbol", "=", 1)]),
+    "pair_ident": (":= by", [("symbol", ":", 0), ("symbol", "=", 1), ("ident", "by", 3)]),
+    "pair_ident_glued": ("((h)", [("symbol", "(", 0), ("symbol", "(", 1), ("ident", "h", 2), ("symbol", ")", 3)]),
     "symbols": ("))]),", [("symbol", c, k) for k, c in enumerate("))]),")]),
     "lead_ident": ("(m ", [("symbol", "(", 0), ("ident", "m", 1)]),
     "lead_ident_glued": ("[h.le]", [("symbol", "[", 0), ("ident", "h.le", 1), ("symbol", "]", 5)]),

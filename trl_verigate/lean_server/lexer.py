@@ -64,7 +64,9 @@ def _glued_symbol(group: str) -> str:
 #   (`…_glued`);
 # - a symbol character (`lead`) alone, or with the identifier or number right after it or after one space (`(m`,
 #   `: ℝ`, `^ 10`, `· simp`: `lead_ident`, `lead_number`, each with the symbol character after that if any), or with
-#   the symbol character after it (`pair`) and, in a run of four or more, the rest of the run (`symbols`);
+#   the symbol character after it (`pair`) and then, in a run of four or more, the rest of the run (`symbols`) or the
+#   name right after it or after one space (`:= by`, `:= a)`: `pair_ident`, with the symbol character after that if
+#   any);
 # - a line comment; a string literal without escapes whose braces, if any, pair up around text without braces
 #   (`string`, `interpolated`: the code in its braces is lexed after it); another comment, literal, `'` (`special`,
 #   lexed by `_lex_special`);
@@ -82,7 +84,8 @@ _NEXT_TOKEN = re.compile(
     rf"|(?P<lead>{_SYMBOL_CHARACTER})(?:"
     rf" ?+(?P<lead_ident>{_NAME}){_glued_symbol('lead_ident_glued')}"
     rf"| ?+(?P<lead_number>{_NUMBER}){_glued_symbol('lead_number_glued')}"
-    rf"|(?P<pair>{_SYMBOL_CHARACTER})(?:(?P<symbols>{_SYMBOL_CHARACTER}{{2,}})|)"
+    rf"|(?P<pair>{_SYMBOL_CHARACTER})(?:(?P<symbols>{_SYMBOL_CHARACTER}{{2,}})"
+    rf"| ?+(?P<pair_ident>{_NAME}){_glued_symbol('pair_ident_glued')}|)"
     r"|)"
     rf"|(?P<number>{_NUMBER}){_glued_symbol('number_glued')}"
     r"""|(?=[-"/r'])(?:"""
@@ -114,6 +117,8 @@ _NEXT_TOKEN = re.compile(
     _PAIR,
     _SYMBOL,
     _END,
+    _PAIR_IDENT,
+    _PAIR_IDENT_GLUED,
 ) = (
     _NEXT_TOKEN.groupindex[name]
     for name in (
@@ -133,6 +138,8 @@ _NEXT_TOKEN = re.compile(
         "pair",
         "symbol",
         "end",
+        "pair_ident",
+        "pair_ident_glued",
     )
 )
 # A character that may start a comment, a literal or the `'`/`«` tokens `_lex_special` reads: a segment of an
@@ -266,58 +273,69 @@ def _lex(text: str, tokens: list[Token] | None = None, i: int = 0, n: int | None
             if group == _IDENT:
                 name = found[group]
                 append(new(Token, ("ident", found.start(group), found.end(), name, components_of[name])))
+            elif group == _LEAD_IDENT:
+                start, name, end = found.start(_LEAD), found[group], found.end()
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("ident", end - len(name), end, name, components_of[name])))
             elif group == _IDENT_GLUED:
                 name, end = found[_IDENT], found.end() - 1
                 append(new(Token, ("ident", found.start(_IDENT), end, name, components_of[name])))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
-            elif group == _LEAD:
-                end = found.end()
-                append(new(Token, ("symbol", end - 1, end, found[group], ())))
-            elif group == _PAIR:
-                end = found.end()
-                append(new(Token, ("symbol", end - 2, end - 1, found[_LEAD], ())))
-                append(new(Token, ("symbol", end - 1, end, found[group], ())))
             elif group == _LEAD_IDENT_GLUED:
                 start, name, end = found.start(_LEAD), found[_LEAD_IDENT], found.end() - 1
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
                 append(new(Token, ("ident", end - len(name), end, name, components_of[name])))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
-            elif group == _LEAD_IDENT:
+            elif group == _LEAD:
+                end = found.end()
+                append(new(Token, ("symbol", end - 1, end, found[group], ())))
+            elif group == _LEAD_NUMBER:
+                start, number, end = found.start(_LEAD), found[group], found.end()
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("number", end - len(number), end, number, ())))
+            elif group == _PAIR_IDENT:
                 start, name, end = found.start(_LEAD), found[group], found.end()
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("symbol", start + 1, start + 2, found[_PAIR], ())))
                 append(new(Token, ("ident", end - len(name), end, name, components_of[name])))
+            elif group == _PAIR:
+                end = found.end()
+                append(new(Token, ("symbol", end - 2, end - 1, found[_LEAD], ())))
+                append(new(Token, ("symbol", end - 1, end, found[group], ())))
             elif group == _NUMBER_GLUED:
                 end = found.end() - 1
                 append(new(Token, ("number", found.start(_NUMBER_GROUP), end, found[_NUMBER_GROUP], ())))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
             elif group == _NUMBER_GROUP:
                 append(new(Token, ("number", found.start(group), found.end(), found[group], ())))
+            elif group == _SYMBOL:  # `-` or `/` starting no comment
+                end = found.end()
+                append(new(Token, ("symbol", end - 1, end, found[group], ())))
+            elif group == _PAIR_IDENT_GLUED:
+                start, name, end = found.start(_LEAD), found[_PAIR_IDENT], found.end() - 1
+                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
+                append(new(Token, ("symbol", start + 1, start + 2, found[_PAIR], ())))
+                append(new(Token, ("ident", end - len(name), end, name, components_of[name])))
+                append(new(Token, ("symbol", end, end + 1, found[group], ())))
             elif group == _LEAD_NUMBER_GLUED:
                 start, number, end = found.start(_LEAD), found[_LEAD_NUMBER], found.end() - 1
                 append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
                 append(new(Token, ("number", end - len(number), end, number, ())))
                 append(new(Token, ("symbol", end, end + 1, found[group], ())))
-            elif group == _LEAD_NUMBER:
-                start, number, end = found.start(_LEAD), found[group], found.end()
-                append(new(Token, ("symbol", start, start + 1, found[_LEAD], ())))
-                append(new(Token, ("number", end - len(number), end, number, ())))
             elif group == _SYMBOLS:
                 # One token per character: (kind, start, end, text, components) zipped and built in C, by `map` calling
                 # `tuple.__new__` itself (through `_new_token`, a `partial`, it takes a tenth longer).
                 start, end = found.start(_LEAD), found.end()
                 run = zip(repeat("symbol"), range(start, end), range(start + 1, end + 1), text[start:end], repeat(()))
                 tokens.extend(map(new, repeat(Token), run))
-            elif group == _STRING:
-                append(new(Token, ("string", found.start(group), found.end(), found[group], ())))
+            elif group == _LINE_COMMENT:
+                append(new(Token, ("comment", found.start(group), found.end(), found[group], ())))
             elif group == _INTERPOLATED:
                 start, end = found.start(group), found.end()
                 append(new(Token, ("string", start, end, found[group], ())))
                 _lex_brace_pairs(text, start, end - 1, tokens, components_of)
-            elif group == _LINE_COMMENT:
-                append(new(Token, ("comment", found.start(group), found.end(), found[group], ())))
-            elif group == _SYMBOL:  # `-` or `/` starting no comment
-                end = found.end()
-                append(new(Token, ("symbol", end - 1, end, found[group], ())))
+            elif group == _STRING:
+                append(new(Token, ("string", found.start(group), found.end(), found[group], ())))
             elif group == _END:
                 return tokens
             else:  # special, unterminated
