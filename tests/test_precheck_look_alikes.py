@@ -37,7 +37,7 @@ def outcome(proof: str, shortcut: bool, monkeypatch, allow_native_decide: bool =
 def shortcut_applies(proof: str) -> bool:
     """`renamed_alike` on the proof's code, comments and literals blanked, as the look-alike check calls it."""
     code = precheck._code_only(proof, lex(proof))
-    return renamed_alike(code, unicodedata.normalize("NFKC", code), non_ascii_words(code), token_rules.is_inert)
+    return renamed_alike(code, non_ascii_words(code), token_rules.is_inert)
 
 
 # Proofs the code's own tokens pass and the normalized ones must not: each is refused only after NFKC, and each is
@@ -241,3 +241,24 @@ def test_is_inert(kind, text, inert):
 )
 def test_non_ascii_words_are_split_where_the_lexer_skips_whitespace(code, words):
     assert non_ascii_words(code) == words
+
+
+def test_nfkc_normalizes_word_by_word():
+    """`renamed_alike` normalizes the code word by word: ASCII whitespace is in no canonical decomposition and has
+    combining class 0, so nothing composes or reorders across it. Checked on this Python's Unicode data."""
+    rng = random.Random(12)
+    pieces = ["e", "\u0301", "\u0316", " ", "\n", "\t", "\r", "ℝ", "²", "\u1100", "\u1161", "\u11a8", "ﬁ", "\u0f73"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 10)))
+        words = re.split(r"([ \n\r\t]+)", text)
+        assert unicodedata.normalize("NFKC", text) == "".join(unicodedata.normalize("NFKC", w) for w in words)
+
+
+@pytest.mark.parametrize("proof", ["  simp [ℝ, xe\u0301]", "  simp [ℝ, e\u0316\u0301]", "  simp [ℝ, ﬁx]"])
+def test_a_word_nfkc_composes_or_lengthens_is_left_to_the_full_check(proof, monkeypatch):
+    # `e` + U+0301 composes to `é`, two marks reorder, `ﬁ` becomes two letters: not a translation character for
+    # character, so the shortcut declines and the normalized code is lexed and checked.
+    assert not shortcut_applies(proof)
+    assert outcome(proof, shortcut=True, monkeypatch=monkeypatch) == outcome(
+        proof, shortcut=False, monkeypatch=monkeypatch
+    )

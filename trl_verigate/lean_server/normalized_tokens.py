@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from itertools import compress, filterfalse, repeat
 from operator import add, itemgetter, ne
 
@@ -76,15 +76,14 @@ def non_ascii_words(code: str) -> set[str]:
     return set(filterfalse(str.isascii, set(words)))
 
 
-def _character_changes(code: str, normalized: str, characters: Iterable[str] | None = None) -> dict[str, str] | None:
+def _character_changes(code: str, normalized: str) -> dict[str, str] | None:
     """Each character of `code` that NFKC changes, mapped to the one character it becomes, where `normalized` (NFKC of
     `code`) is `code` translated character for character; None where it is not (a character becomes several, or
-    NFKC composes: `e` + U+0301 -> `é`). `characters`: the distinct characters of `code` outside ASCII, where the
-    caller has them."""
+    NFKC composes: `e` + U+0301 -> `é`)."""
     if len(normalized) != len(code):
         return None
     changed = {}
-    for c in set(_NOT_ASCII.findall(code)) if characters is None else characters:
+    for c in set(_NOT_ASCII.findall(code)):
         d = unicodedata.normalize("NFKC", c)
         if d != c:
             if len(d) != 1:
@@ -210,19 +209,21 @@ class _Translations(dict):
 _MAX_CHANGED_WORDS = 2048
 
 
-def renamed_alike(code: str, normalized: str, words: set[str], inert: Callable[[Token], bool]) -> bool:
-    """Whether the token rules accept `lex(normalized)` (`normalized` = NFKC of `code`) whenever they accept
-    `lex(code)`, seen from the words NFKC changes: True where each changed word's tokens are the code's with `inert`
-    tokens renamed or merged, as below; False where this cannot tell (then the caller checks the normalized tokens).
+def renamed_alike(code: str, words: set[str], inert: Callable[[Token], bool]) -> bool:
+    """Whether the token rules accept `lex(NFKC(code))` whenever they accept `lex(code)`, seen from the words NFKC
+    changes: True where each changed word's tokens are the code's with `inert` tokens renamed or merged, as below;
+    False where this cannot tell (then the caller checks the normalized tokens).
 
     `inert(token)` is the rules' promise (`token_rules.is_inert`): an identifier or symbol for which it holds is refused
     by no rule on its own, and every rule reads it only through its kind, its span and (an identifier) its number of
-    dotted components, never through its text. Where no token can span whitespace (no string, comment or escaped
-    name starts in either text, and no word read alone holds a character literal or a `'` read as a symbol, which
-    next to whitespace could start one) and NFKC is a character-for-character translation that turns no character
-    into whitespace, the normalized tokens are the code's with each changed word's tokens replaced by those of the
-    word normalized (a `'` inside a name, `h'`, is no token of its own). Each such word must read, token by token over
-    the same spans, as
+    dotted components, never through its text. NFKC works word by word: the whitespace between words (` \n\r\t`) is
+    no part of any canonical decomposition and has combining class 0, so nothing composes or reorders across it, and
+    NFKC(code) is each word normalized. Where each word normalized is the word translated character for character
+    (no character becomes several or whitespace, nothing composes: checked word by word), and no token can span
+    whitespace (no string, comment or escaped name starts in either text, and no word read alone holds a character
+    literal or a `'` read as a symbol, which next to whitespace could start one), the normalized tokens are the
+    code's with each changed word's tokens replaced by those of the word normalized (a `'` inside a name, `h'`, is no
+    token of its own). Each such word must read, token by token over the same spans, as
     * the same token;
     * an inert identifier or symbol renamed to an inert one of the same kind and number of components (`ℝ` -> `R`,
       `h₀` -> `h0`, `𝓝` -> `N`): no rule can tell the two apart;
@@ -232,23 +233,33 @@ def renamed_alike(code: str, normalized: str, words: set[str], inert: Callable[[
       configuration item or a structure field (`(x² := e)` -> `(x2 := e)`), so no `:` may follow the merged name,
       and a `.ctor` literal (`.x²` -> `.x2`), so no `.` may come right before it.
 
-    `words`: `non_ascii_words(code)`, the words that may hold a changed character.
+    `words`: `non_ascii_words(code)`, the only words NFKC can change.
     """
-    changed = _character_changes(code, normalized, set("".join(words)).difference(_ASCII))
-    if (
-        not changed
-        or any(d in _SPACES for d in changed.values())
-        or not _holds_no_string_comment_or_escape(code)
-        or not _holds_no_string_comment_or_escape(normalized)
-    ):
+    changed = {}
+    for c in set("".join(words)).difference(_ASCII):
+        d = unicodedata.normalize("NFKC", c)
+        if d != c:
+            if len(d) != 1 or d in _SPACES:
+                return False
+            changed[c] = d
+    if not changed or not _holds_no_string_comment_or_escape(code):
         return False
     table = str.maketrans(changed)
-    words = [word for word in words if not changed.keys().isdisjoint(word)]
-    if len(words) > _MAX_CHANGED_WORDS:
+    changed_words = []
+    for word in words:
+        normalized_word = word.translate(table)
+        # A composition (`e` + U+0301 -> `é`) or a reordering of marks is no character-for-character translation.
+        if unicodedata.normalize("NFKC", word) != normalized_word:
+            return False
+        if normalized_word != word:
+            changed_words.append((word, normalized_word))
+    if len(changed_words) > _MAX_CHANGED_WORDS:
         return False
     ending_in_a_merge = set()
-    for word in words:
-        reading = _word_reading(word, word.translate(table), inert)
+    for word, normalized_word in changed_words:
+        if not _holds_no_string_comment_or_escape(normalized_word):
+            return False
+        reading = _word_reading(word, normalized_word, inert)
         if reading is None:
             return False
         if reading == _MERGED_AT_THE_END:

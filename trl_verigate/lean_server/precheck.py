@@ -147,10 +147,12 @@ def _check_look_alikes(
             reason = _look_alike_reason(word, allow_native_decide)
             if reason:
                 raise PrecheckError(f"look-alike characters spelling {reason} in `{word}`", match.start())
-    if unicodedata.is_normalized("NFKC", code):
+    if unicodedata.is_normalized("NFKC", code) or _accepted_alike(
+        code, words, view, allow_native_decide, clause_keywords
+    ):
         return
     normalized = unicodedata.normalize("NFKC", code)
-    if normalized != code and not _accepted_alike(code, normalized, words, view, allow_native_decide, clause_keywords):
+    if normalized != code:
         try:
             # The normalized code's tokens, from the code's own where NFKC only swapped characters (normalized_tokens.py).
             normalized_code = normalized_tokens(code, normalized, view)
@@ -164,13 +166,11 @@ def _check_look_alikes(
             ) from None
 
 
-def _accepted_alike(
-    code: str, normalized: str, words: set[str], view: CodeTokens, allow_native_decide: bool, clause_keywords
-) -> bool:
+def _accepted_alike(code: str, words: set[str], view: CodeTokens, allow_native_decide: bool, clause_keywords) -> bool:
     """Whether the token rules accept the normalized code because they accept the code (`renamed_alike`): they
     accepted the proof's code tokens (`check_tokens` in `precheck_proof`, with the same arguments), which are the
     blanked code's unless the proof has string or character literals; then the blanked code is checked here."""
-    if not renamed_alike(code, normalized, words, is_inert):
+    if not renamed_alike(code, words, is_inert):
         return False
     if "string" in view.present_kinds or "char" in view.present_kinds:
         try:
