@@ -842,6 +842,16 @@ def test_the_proof_tokens_cut_from_the_body_are_the_proof_lexed_alone():
                 expected = lex(body[by.end :])
             except PrecheckError:
                 continue
-            assert files._after(tokens, by.end) == expected, body
-            cut += 1
+            after = files._after(tokens, by.end)
+            # None (lex the proof itself) only where a token runs past `by`: a `by` inside a string's braces.
+            assert after == expected or (after is None and any(t.end > by.end for t in tokens if t.start < by.start))
+            cut += after is not None
     assert cut > 1000
+
+
+def test_a_main_by_inside_an_interpolated_string_gets_the_proof_lexed_alone():
+    # Found by review: `by` inside `{…}`, so the text after it starts inside the string token. The proof after `by`
+    # is `}"`, whose `"` opens a string that never ends: the reason lexing the proof alone gives.
+    result = prepare('example : s!"{:= by}"', MINIF2F_HEADER)
+    assert result.status == "rejected"
+    assert result.reason.startswith('unterminated string `"` at line 1, column 20'), result.reason

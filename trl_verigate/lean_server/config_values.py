@@ -250,7 +250,8 @@ def _named_arguments(code: list[Token], texts: list[str], colons: list[int]) -> 
     """
     count, later = len(colons), colons[1:]
     closed = values_at(texts, later, -3)
-    # An item is six tokens, none of them a `(`, so the `:`s are at least six apart: exactly six throughout where the
+    # A short item is six tokens (`(`, name, `:`, `=`, a value that is no bracket, a closer), of which only the first
+    # is a `(`, so no item opens inside another and the `:`s are at least six apart: exactly six throughout where the
     # first and the last are 6 * (count - 1) apart. Then, with every item after a `)`, all items are one chain.
     if colons[-1] - colons[0] == 6 * (count - 1) and closed.count(")") == count - 1:
         continues = None

@@ -565,12 +565,16 @@ def prepare_file(
     return prepared
 
 
-def _after(tokens: list[Token], offset: int) -> list[Token]:
+def _after(tokens: list[Token], offset: int) -> list[Token] | None:
     """`lex(text[offset:])` from `tokens = lex(text)`, where a token ends at `offset` (the main theorem's `by`): the
     lexer reads on from a token's end as it reads a text starting there (it looks back only from a `'` that opens a
     character literal, and a `'` right after `by` would have made it a name), so these are the tokens after `offset`,
-    moved back by it (built in C)."""
-    tokens = tokens[bisect_left(tokens, offset, key=_START) :]
+    moved back by it (built in C). None where a token before `offset` runs past it (`by` in a string's `{…}`): there
+    the text after `offset` starts inside that token, and only lexing it tells its tokens."""
+    first = bisect_left(tokens, offset, key=_START)
+    if first and max(map(_END, tokens[:first])) > offset:
+        return None
+    tokens = tokens[first:]
     starts = map(sub, map(_START, tokens), repeat(offset))
     ends = map(sub, map(_END, tokens), repeat(offset))
     fields = zip(map(_KIND, tokens), starts, ends, map(_TEXT, tokens), map(_COMPONENTS, tokens), strict=True)
