@@ -107,10 +107,14 @@ def test_the_peer_bench_runs_at_a_tiny_size(tmp_path, monkeypatch):
         verdict = results[name]["verdicts"]
         assert verdict["passed_recorded"] == [] and verdict["passed_stand_in"] == [], (name, verdict)
         assert verdict["attacks"] == 30 + 3
-    # A forged answer with the right env, written from inside the REPL, is what both peers read as Lean's answer:
-    # they pass it (which also shows each peer ran the verdict jobs at all).
+    # A forged answer written from inside the REPL is what both peers read as Lean's answer: each passes at least one
+    # of the three forgeries (which also shows each peer ran the verdict jobs at all). Which ones varies with the
+    # peer's scheduling: a forgery leaves the REPL's real answer in the pipe for the next command on that REPL to read
+    # (LeanInteract passed forge and forge-env in three runs, forge and forge-exit in one).
+    forgeries = {"adv_repl_forge", "adv_repl_forge_env", "adv_repl_forge_exit"}
     for name in ("kimina-lean-server", "LeanInteract"):
-        assert "adv_repl_forge_env" in results[name]["verdicts"]["passed_recorded"], name
+        passed = results[name]["verdicts"]["passed_recorded"]
+        assert forgeries.intersection(passed), (name, passed)
     scale = results["lean_server HTTP"]["scale_out"]
     assert scale["one_per_s"] > 0 and scale["two_per_s"] > 0
     print(f"tiny peer bench: {time.monotonic() - started:.0f} s")
