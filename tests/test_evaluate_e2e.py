@@ -61,8 +61,11 @@ def assert_plot_drawn(path: Path):
 
 def test_lean_evaluation_files_metrics_and_resume_after_a_kill(tiny_models, tmp_path):
     dataset = tmp_path / "minif2f.jsonl"
-    rows = [json.loads(line) for line in LEAN_ROWS.read_text().splitlines()]
-    dataset.write_text("".join(json.dumps({**row, "split": "test"}) + "\n" for row in rows))  # 6 problems
+    base = [json.loads(line) for line in LEAN_ROWS.read_text().splitlines()]
+    # Three copies of the 6 problems under new names: enough work that the poll below finds the first attempts on
+    # disk well before the last (with 6, a loaded machine once kept the poll waiting until all 12 were written).
+    rows = [{**row, "name": f"{row['name']}_{copy}"} for copy in range(3) for row in base]
+    dataset.write_text("".join(json.dumps({**row, "split": "test"}) + "\n" for row in rows))
     total = len(rows) * N
     env = offline_env(tmp_path)
 
