@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
-from itertools import repeat
-from operator import itemgetter, sub
+from operator import itemgetter
 
 from trl_verigate.lean_server import tactics as tactic_split
 from trl_verigate.lean_server.code_tokens import indices_of
@@ -27,12 +26,12 @@ from trl_verigate.lean_server.file_header import (
     normalize_header,
     split_header,
 )
-from trl_verigate.lean_server.lexer import PrecheckError, Token, _new_token, lex
+from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, moved
 from trl_verigate.lean_server.precheck import check_characters, is_open_argument, precheck_proof, scoped_prefix_in
 from trl_verigate.lean_server.prepared import DECLARATIONS, Prepared, assemble, declared_name, located_at
 from trl_verigate.lean_server.token_rules import PREFIX_COMMANDS, check_header, check_tokens
 
-_KIND, _START, _END, _TEXT, _COMPONENTS = (itemgetter(i) for i in range(5))
+_KIND, _START, _END, _TEXT = (itemgetter(i) for i in range(4))
 _MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
 _DECLARATION_SUFFIX_WORDS = frozenset({"where", "termination_by", "termination_by?", "decreasing_by"})
 # Importable from here, where `verdict` and the tests name them.
@@ -574,8 +573,4 @@ def _after(tokens: list[Token], offset: int) -> list[Token] | None:
     first = bisect_left(tokens, offset, key=_START)
     if first and max(map(_END, tokens[:first])) > offset:
         return None
-    tokens = tokens[first:]
-    starts = map(sub, map(_START, tokens), repeat(offset))
-    ends = map(sub, map(_END, tokens), repeat(offset))
-    fields = zip(map(_KIND, tokens), starts, ends, map(_TEXT, tokens), map(_COMPONENTS, tokens), strict=True)
-    return list(map(_new_token, fields))
+    return list(moved(tokens[first:], -offset))

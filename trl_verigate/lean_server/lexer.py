@@ -13,8 +13,10 @@ is lexed too and checked like the rest of the proof. A `'` that starts no charac
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import partial
 from itertools import repeat
+from operator import add, itemgetter
 from typing import NamedTuple
 
 from trl_verigate.lean_server import tactics as tactic_split
@@ -221,6 +223,16 @@ class Token(NamedTuple):
 
 # `Token(...)` from a tuple of its fields, callable from C (`map(_new_token, …)`).
 _new_token = partial(tuple.__new__, Token)
+# A token's fields by position (`_END` is taken: the `end` group of `_NEXT_TOKEN`).
+_KIND_OF, _START_OF, _END_OF, _TEXT_OF, _COMPONENTS_OF = (itemgetter(i) for i in range(5))
+
+
+def moved(tokens: list[Token], by: int) -> Iterator[Token]:
+    """`tokens` with their offsets moved by `by` (the tokens of a slice of a text placed back in it, or the reverse),
+    built in C."""
+    starts, ends = map(add, map(_START_OF, tokens), repeat(by)), map(add, map(_END_OF, tokens), repeat(by))
+    fields = zip(map(_KIND_OF, tokens), starts, ends, map(_TEXT_OF, tokens), map(_COMPONENTS_OF, tokens), strict=True)
+    return map(_new_token, fields)
 
 
 def split_name(text: str) -> list[str]:
@@ -430,7 +442,7 @@ def _lex_segment(text: str, start: int, end: int, tokens: list[Token]) -> None:
         segment = _lex(text[start:end])
     except PrecheckError as error:
         raise error.shifted(start) from None
-    tokens.extend(Token(t.kind, t.start + start, t.end + start, t.text, t.components) for t in segment)
+    tokens.extend(moved(segment, start))
 
 
 def _string_end_and_segments(text: str, i: int) -> tuple[int, list[tuple[int, int]]]:

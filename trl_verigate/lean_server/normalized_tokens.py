@@ -25,9 +25,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import compress, filterfalse, repeat
-from operator import add, itemgetter, ne
+from operator import itemgetter, ne
 
 from trl_verigate.lean_server.code_tokens import CodeTokens
 from trl_verigate.lean_server.lexer import (
@@ -38,10 +38,11 @@ from trl_verigate.lean_server.lexer import (
     is_id_first,
     is_id_rest,
     lex,
+    moved,
     split_name,
 )
 
-_KIND, _START, _END, _TEXT, _COMPONENTS = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3), itemgetter(4)
+_KIND, _START, _TEXT = itemgetter(0), itemgetter(1), itemgetter(3)
 _NOT_ASCII = re.compile(r"[^\x00-\x7f]")
 # Letters that the number syntax (`0x1F`, `0b1`, `0o7`, `1e5`) reads after a digit or `0x`, and `r`, which starts a
 # raw string (`r"…"`): a character normalized to one of them is read alike only where no ASCII letter or digit
@@ -82,14 +83,20 @@ def _character_changes(code: str, normalized: str) -> dict[str, str] | None:
     NFKC composes: `e` + U+0301 -> `é`)."""
     if len(normalized) != len(code):
         return None
+    changed = _changed_characters(set(_NOT_ASCII.findall(code)))
+    return changed if changed is not None and code.translate(str.maketrans(changed)) == normalized else None
+
+
+def _changed_characters(characters: Iterable[str]) -> dict[str, str] | None:
+    """Each of `characters` that NFKC changes, mapped to what it becomes alone; None where one becomes several."""
     changed = {}
-    for c in set(_NOT_ASCII.findall(code)):
+    for c in characters:
         d = unicodedata.normalize("NFKC", c)
         if d != c:
             if len(d) != 1:
                 return None
             changed[c] = d
-    return changed if code.translate(str.maketrans(changed)) == normalized else None
+    return changed
 
 
 def normalized_tokens(code: str, normalized: str, view: CodeTokens) -> list[Token] | None:
@@ -159,15 +166,7 @@ def _with_words_relexed(tokens: list[Token], code: str, normalized: str, relexed
         inner = lexed.get(text)
         if inner is None:
             inner = lexed[text] = lex(text)
-        shifted = zip(
-            map(_KIND, inner),
-            map(add, map(_START, inner), repeat(start)),
-            map(add, map(_END, inner), repeat(start)),
-            map(_TEXT, inner),
-            map(_COMPONENTS, inner),
-            strict=True,
-        )
-        result += map(_new_token, shifted)
+        result += moved(inner, start)
         kept_from = after_word
     result += tokens[kept_from:]
     return result
@@ -235,14 +234,8 @@ def renamed_alike(code: str, words: set[str], inert: Callable[[Token], bool]) ->
 
     `words`: `non_ascii_words(code)`, the only words NFKC can change.
     """
-    changed = {}
-    for c in set("".join(words)).difference(_ASCII):
-        d = unicodedata.normalize("NFKC", c)
-        if d != c:
-            if len(d) != 1 or d in _SPACES:
-                return False
-            changed[c] = d
-    if not changed or not _holds_no_string_comment_or_escape(code):
+    changed = _changed_characters(set("".join(words)).difference(_ASCII))
+    if not changed or any(d in _SPACES for d in changed.values()) or not _holds_no_string_comment_or_escape(code):
         return False
     table = str.maketrans(changed)
     changed_words = []
