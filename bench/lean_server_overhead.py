@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
-from trl_verigate.lean_server.http import wait_for_port_file
+from trl_verigate.lean_server.service.http import wait_for_port_file
 
 REPO = Path(__file__).resolve().parent.parent
 FAKE_REPL = REPO / "tests" / "fake_repl.py"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A stand-in recheck checker for tests: speaks the contract of `trl_verigate.lean_server.recheck`.
+"""A stand-in recheck checker for tests: speaks the contract of `trl_verigate.lean_server.recheck.contract`.
 
 It reads the JSON batch on stdin and writes one verdict line per item. Its "kernel" is a toy with one real check,
 independent of the REPL's answer: a statement whose claim is an equation between closed natural-number

@@ -76,7 +76,7 @@ def lean_server_processes(run_dir: Path, count: int = 1, *flags: str) -> Iterato
     """
     from fake_repl import repl_command
 
-    from trl_verigate.lean_server.http import wait_for_port_file
+    from trl_verigate.lean_server.service.http import wait_for_port_file
 
     servers, processes = [], []
     try:

@@ -14,7 +14,7 @@ import pytest
 from adversarial import fake_repl_script, is_file_row, load_corpus, load_raw_corpus, request_of
 from fake_repl import read_log, repl_command, write_script
 
-from trl_verigate.lean_server.server import LeanServer
+from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
 from trl_verigate.lean_server.verdict import Prepared, is_axioms_answer, judge, parse_axioms_message, prepare
 

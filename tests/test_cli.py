@@ -14,7 +14,7 @@ from launch import lean_server_processes
 
 from trl_verigate import cli
 from trl_verigate.lean_server import LeanClient, ProofRequest, cli_options, doctor
-from trl_verigate.lean_server.client import SERVICE_NAME
+from trl_verigate.lean_server.service.client import SERVICE_NAME
 from trl_verigate.lean_server.types import LeanServerConfig
 
 FAKE_REPL = Path(__file__).resolve().parent / "fake_repl.py"

@@ -24,9 +24,9 @@ from test_lean_http import serving
 import trl_verigate.lean_server as lean_server_module
 from trl_verigate import cli
 from trl_verigate.lean_server import cli_options, verdict
-from trl_verigate.lean_server.client import LeanClient
-from trl_verigate.lean_server.http import create_app
-from trl_verigate.lean_server.server import LeanServer
+from trl_verigate.lean_server.service.client import LeanClient
+from trl_verigate.lean_server.service.http import create_app
+from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.types import MINIF2F_HEADER, FileRequest, ProofRequest, VerificationResult
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

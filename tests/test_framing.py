@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from fake_repl import CHILD_MARKER, read_log, stand_in_config
 
-from trl_verigate.lean_server import procfs
-from trl_verigate.lean_server.process import ReplProcess
-from trl_verigate.lean_server.procfs import ProcessWatch
-from trl_verigate.lean_server.server import LeanServer
+from trl_verigate.lean_server.repl.process import ReplProcess
+from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.types import ProofRequest
+from trl_verigate.prover_pool import procfs
+from trl_verigate.prover_pool.procfs import ProcessWatch
 
 pytestmark = pytest.mark.timeout(120)
 

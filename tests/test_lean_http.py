@@ -23,9 +23,9 @@ from fastapi import FastAPI
 from launch import refused_url
 
 from trl_verigate.lean_server import FileRequest, LeanClient, LeanServer, LeanServerConfig, ProofRequest
-from trl_verigate.lean_server.http import create_app
-from trl_verigate.lean_server.process import ReplProcess
-from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS
+from trl_verigate.lean_server.repl.process import ReplProcess
+from trl_verigate.lean_server.service.http import create_app
+from trl_verigate.lean_server.service.server import PROGRESS_MIN_REQUESTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fake_repl import FakeRepl, parse_args, read_log
 
-from trl_verigate.lean_server.pool import ReplPool
+from trl_verigate.prover_pool.pool import ReplPool
 
 REPO = Path(__file__).resolve().parent.parent
 HEADER = "import Mathlib"

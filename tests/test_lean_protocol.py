@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from trl_verigate.lean_server.protocol import (
+from trl_verigate.lean_server.repl.protocol import (
     ProtocolError,
     encode_request,
     read_response,

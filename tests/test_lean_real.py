@@ -19,7 +19,7 @@ from adversarial import CORPUS, load_corpus, request_of
 
 from trl_verigate.lean_server import MINIF2F_HEADER, FileRequest, LeanServer, LeanServerConfig, ProofRequest, recheck
 from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
-from trl_verigate.lean_server.http import create_app
+from trl_verigate.lean_server.service.http import create_app
 
 RUN_COMMAND = (
     "TRL_VERIGATE_LEAN_REPL=/path/to/repl/.lake/build/bin/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project "

@@ -15,7 +15,7 @@ from adversarial import fake_repl_script, load_corpus, request_of
 from fake_repl import read_log, repl_command, stand_in_config
 
 from trl_verigate.lean_server import FileRequest, LeanServer, LeanServerConfig, ProofRequest, VerificationResult
-from trl_verigate.lean_server.server import PROGRESS_MIN_REQUESTS, progress_bar
+from trl_verigate.lean_server.service.server import PROGRESS_MIN_REQUESTS, progress_bar
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -611,8 +611,8 @@ def test_requests_enter_the_pool_in_request_order_even_behind_a_slow_precheck(tm
 def test_judging_runs_off_the_event_loop(tmp_path, monkeypatch):
     # Reading Lean's answer costs time proportional to it (messages, a re-split for tactic_granularity "all"), which
     # a proof controls: judge and submitted_response must run in the worker threads, never on the loop.
-    from trl_verigate.lean_server import server as server_module
     from trl_verigate.lean_server import verdict
+    from trl_verigate.lean_server.service import server as server_module
 
     threads = []
 

@@ -69,7 +69,7 @@ def test_every_dotted_trl_verigate_name_in_the_readme_resolves():
 def test_trainer_and_lean_names_are_the_real_classes():
     from trl import GRPOConfig, GRPOTrainer
 
-    from trl_verigate.lean_server.server import LeanServer
+    from trl_verigate.lean_server.service.server import LeanServer
 
     assert issubclass(trl_verigate.VeriGateGRPOTrainer, GRPOTrainer)
     assert issubclass(trl_verigate.VeriGateConfig, GRPOConfig)

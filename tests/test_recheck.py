@@ -20,18 +20,13 @@ from adversarial import load_corpus, request_of
 from fake_checker import checker_command, read_runs, spawned_pids
 from fake_repl import stand_in_config
 
-from trl_verigate.lean_server import (
-    FileRequest,
-    LeanServer,
-    ProofRequest,
-    recheck_backends,
-    recheck_compile,
-    recheck_replay,
-    sandbox,
-    verdict,
-)
-from trl_verigate.lean_server import recheck as recheck_module
-from trl_verigate.lean_server.recheck import CheckerFailure, parse_verdicts
+from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest, verdict
+from trl_verigate.lean_server.recheck import backends as recheck_backends
+from trl_verigate.lean_server.recheck import compile as recheck_compile
+from trl_verigate.lean_server.recheck import replay as recheck_replay
+from trl_verigate.prover_pool import sandbox
+from trl_verigate.lean_server.recheck import contract as recheck_module
+from trl_verigate.lean_server.recheck.contract import CheckerFailure, parse_verdicts
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -257,7 +252,7 @@ def test_sample_mode_is_reproducible_order_independent_and_near_the_fraction(tmp
 
 
 def test_recheck_none_logs_one_warning_at_start_and_runs_no_checker(tmp_path, caplog):
-    caplog.set_level(logging.WARNING, logger="trl_verigate.lean_server.server")
+    caplog.set_level(logging.WARNING, logger="trl_verigate.lean_server.service.server")
     with LeanServer(stand_in_config(tmp_path, header=HEADER)) as server:
         server.verify([true_proof(1)])
         server.verify([true_proof(2)])

@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from fake_repl import CHILD_MARKER, DEFAULT_TRANSCRIPTS, stand_in_config, write_script
 
-from trl_verigate.lean_server import process as process_module
-from trl_verigate.lean_server import procfs, sandbox
-from trl_verigate.lean_server.pool import ReplPool
-from trl_verigate.lean_server.process import ReplProcess, ReplStartError
+from trl_verigate.lean_server.repl import process as process_module
+from trl_verigate.lean_server.repl.process import ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig
+from trl_verigate.prover_pool import procfs, sandbox
+from trl_verigate.prover_pool.pool import ReplPool
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -259,7 +259,7 @@ ENVIRON_SERVER = """
 import asyncio, json, sys
 sys.path.insert(0, {tests!r})
 from fake_repl import stand_in_config
-from trl_verigate.lean_server.pool import ReplPool
+from trl_verigate.prover_pool.pool import ReplPool
 
 config = stand_in_config({tmp!r}, script=[{{"match": "escape_env", "behaviour": "escape:environ"}}], sandbox={mode!r})
 

@@ -623,7 +623,8 @@ def test_an_answer_over_max_messages_fails_unread():
 def test_positions_are_mapped_without_walking_the_text_per_message(monkeypatch):
     # One message per line made judge and submitted_response quadratic (the code walked line by line per message).
     # The mapping uses Prepared's line tables: the text-walking helpers must not be called at all.
-    from trl_verigate.lean_server import lexer, server, tactics
+    from trl_verigate.lean_server import lexer, tactics
+    from trl_verigate.lean_server.service import server
 
     prepared = prepare(ProofRequest(T, '  trace "x"\n' * 50 + "  rfl"), MINIF2F_HEADER)
     response = {"messages": [*trace_messages(prepared, 50), axioms_message(prepared, [])], "env": 1}

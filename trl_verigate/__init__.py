@@ -45,7 +45,7 @@ _EXPORTS = {
     "LeanProcessOracle": "trl_verigate.rewards.lean",
     "ProcessOracle": "trl_verigate.rewards.lean",
     "ProcessVerdict": "trl_verigate.rewards.lean",
-    "Verifier": "trl_verigate.lean_server.verifier",
+    "Verifier": "trl_verigate.lean_server.service.verifier",
     "FileRequest": "trl_verigate.lean_server",
     "LeanServer": "trl_verigate.lean_server",
     "LeanServerConfig": "trl_verigate.lean_server",

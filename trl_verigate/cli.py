@@ -11,9 +11,9 @@ import sys
 
 from trl_verigate.es.export import add_parser as _add_es_export
 from trl_verigate.evaluate.command import add_parser as _add_evaluate
-from trl_verigate.lean_server import recheck_backends
 from trl_verigate.lean_server.cli_options import add_lean_options, config_from_args
 from trl_verigate.lean_server.doctor import add_parser as _add_lean_doctor
+from trl_verigate.lean_server.recheck import backends as recheck_backends
 from trl_verigate.lean_server.types import LeanServerConfig
 
 # ---------------------------------------------------------------- lean-server
@@ -41,7 +41,7 @@ def _add_lean_server(subparsers) -> None:
 
 
 def _run_lean_server(args: argparse.Namespace) -> int:
-    from trl_verigate.lean_server.http import serve
+    from trl_verigate.lean_server.service.http import serve
 
     serve(config_from_args(args, workers=args.workers), host=args.host, port=args.port, port_file=args.port_file)
     return 0
@@ -54,7 +54,7 @@ def _add_lean_recheck(subparsers) -> None:
     parser = subparsers.add_parser(
         "lean-recheck",
         help="confirm REPL passes with the Lean kernel outside the REPL: the recheck contract's checker "
-        "(a JSON batch on stdin, one verdict line per item on stdout; see trl_verigate.lean_server.recheck)",
+        "(a JSON batch on stdin, one verdict line per item on stdout; see trl_verigate.lean_server.recheck.contract)",
         description="Read a recheck batch (JSON, contract version 1) on stdin and print one verdict line per item: "
         "each REPL pass is rebuilt outside the REPL and its proof checked by the Lean kernel against the trusted "
         "statement (--backend replay: sandboxed compiles, then a kernel replay; --backend comparator: "

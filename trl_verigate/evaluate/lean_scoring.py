@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from trl_verigate.evaluate.problems import Problem
 from trl_verigate.lean_server import MINIF2F_HEADER
-from trl_verigate.lean_server.verifier import Verifier
+from trl_verigate.lean_server.service.verifier import Verifier
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, extract_row_proof
 
 

@@ -14,9 +14,9 @@ from trl_verigate.lean_server.types import (
 )
 
 _LAZY = {
-    "LeanServer": "trl_verigate.lean_server.server",
-    "LeanClient": "trl_verigate.lean_server.client",
-    "Verifier": "trl_verigate.lean_server.verifier",
+    "LeanServer": "trl_verigate.lean_server.service.server",
+    "LeanClient": "trl_verigate.lean_server.service.client",
+    "Verifier": "trl_verigate.lean_server.service.verifier",
 }
 
 __all__ = [

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server import recheck, verdict
+from trl_verigate.lean_server import verdict
 from trl_verigate.lean_server.cli_options import (
     PROJECT_ENV,
     RECHECK_EXAMPLE,
@@ -27,7 +27,8 @@ from trl_verigate.lean_server.cli_options import (
     resolve_project_dir,
     resolve_repl_command,
 )
-from trl_verigate.lean_server.process import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.recheck import contract as recheck
+from trl_verigate.lean_server.repl.process import ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
 
 ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
@@ -210,7 +211,7 @@ def _repl_command_problem(argv: list[str]) -> str | None:
 
 def _backend_checks(recheck_command: list[str] | None) -> list[Check]:
     """Which `lean-recheck` backends this machine has the tools for (found, not run: `recheck` runs the configured one)."""
-    from trl_verigate.lean_server import sandbox
+    from trl_verigate.prover_pool import sandbox
 
     tools = {tool: shutil.which(tool) for tool in ("lake", "lean", "bwrap", "comparator", "landrun", "lean4export")}
     if tools["bwrap"] is None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from trl_verigate.lean_server import MINIF2F_HEADER, VerificationResult
-from trl_verigate.lean_server.verifier import Verifier
+from trl_verigate.lean_server.service.verifier import Verifier
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text, extract_row_proof
 
 # Statuses where verification itself failed (not the proof): counted in `failures`.

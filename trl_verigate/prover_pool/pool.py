@@ -35,7 +35,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from trl_verigate.lean_server.process import ReplCompromised, ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.repl.process import ReplCompromised, ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig
 
 MAX_START_BACKOFF_S = 60.0

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import httpx
 
 from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.server import progress_bar, request_bytes
+from trl_verigate.lean_server.service.server import progress_bar, request_bytes
 from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
 
 # `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers

@@ -42,8 +42,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trl_verigate.lean_server.client import SERVICE_NAME
-from trl_verigate.lean_server.server import LeanServer
+from trl_verigate.lean_server.service.client import SERVICE_NAME
+from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, VerificationResult
 
 # How often a running /check looks whether its client hung up, to cancel the work and free the REPLs.

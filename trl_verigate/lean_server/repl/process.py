@@ -46,9 +46,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from trl_verigate.lean_server import procfs, sandbox
-from trl_verigate.lean_server.protocol import ProtocolError, encode_request, read_response
+from trl_verigate.lean_server.repl.protocol import ProtocolError, encode_request, read_response
 from trl_verigate.lean_server.types import LeanServerConfig
+from trl_verigate.prover_pool import procfs, sandbox
 
 STDERR_TAIL_BYTES = 16 << 10
 STDOUT_BUFFER_BYTES = 64 << 20

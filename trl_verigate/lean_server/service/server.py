@@ -20,10 +20,10 @@ import weakref
 from collections.abc import Sequence
 
 from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.pool import ReplPool
-from trl_verigate.lean_server.process import ReplError
-from trl_verigate.lean_server.recheck import Rechecker
+from trl_verigate.lean_server.recheck.contract import Rechecker
+from trl_verigate.lean_server.repl.process import ReplError
 from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.prover_pool.pool import ReplPool
 
 logger = logging.getLogger(__name__)
 

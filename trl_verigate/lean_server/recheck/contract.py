@@ -9,7 +9,7 @@ Checker contract (version 1)
 ============================
 
 A checker is any program; `LeanServerConfig.recheck_command` is its argv. `trl-verigate lean-recheck --backend
-replay|comparator` implements it (see `trl_verigate.lean_server.recheck_backends`); a third party may write another.
+replay|comparator` implements it (see `trl_verigate.lean_server.recheck.backends`); a third party may write another.
 
 The server runs the checker once per batch of candidates (one `LeanServer.verify` call; a batch over
 `MAX_ITEMS_PER_RUN` items or `MAX_PAYLOAD_BYTES` bytes is split into several runs, one after the other), in its own

@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server.recheck import CONTRACT_VERSION
-from trl_verigate.lean_server.recheck_processes import run_tool
+from trl_verigate.lean_server.recheck.contract import CONTRACT_VERSION
+from trl_verigate.lean_server.recheck.processes import run_tool
 
 ITEM_FIELDS = ("id", "header", "statement", "theorem", "axiom_whitelist")
 OUTPUT_TAIL_CHARS = 1500
@@ -105,7 +105,7 @@ def _compile_env(scratch: Path) -> dict[str, str]:
 
 def choose_bubblewrap(mode: str) -> str | None:
     """The bubblewrap path compiles run under, None for `--sandbox none`; BatchError when "bwrap" cannot run."""
-    from trl_verigate.lean_server import sandbox
+    from trl_verigate.prover_pool import sandbox
 
     try:
         bwrap = sandbox.choose(mode)
@@ -125,7 +125,7 @@ def compile_argv(options: Options, bwrap: str | None, source: Path, olean: Path,
     argv = [*options.lean_command, "-o", str(olean), str(source)]
     if bwrap is None:
         return argv
-    from trl_verigate.lean_server import sandbox
+    from trl_verigate.prover_pool import sandbox
 
     program = shutil.which(argv[0], path=env["PATH"]) or argv[0]
     read_only = sandbox.read_only_paths(argv, program, str(options.project_dir), env)

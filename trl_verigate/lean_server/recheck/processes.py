@@ -22,7 +22,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from trl_verigate.lean_server import procfs
+from trl_verigate.prover_pool import procfs
 
 PR_SET_CHILD_SUBREAPER = 36
 # After a tree is killed its pipes close at once; a descendant that escaped the tree could hold them open.

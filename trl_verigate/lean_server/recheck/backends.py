@@ -59,7 +59,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trl_verigate.lean_server.recheck_compile import (
+from trl_verigate.lean_server.recheck.compile import (
     CONTROL_PROOF,
     CONTROL_STATEMENT,
     BatchError,
@@ -71,7 +71,7 @@ from trl_verigate.lean_server.recheck_compile import (
     submission_source,
     verdict_line,
 )
-from trl_verigate.lean_server.recheck_processes import (
+from trl_verigate.lean_server.recheck.processes import (
     become_subreaper,
     install_signal_handlers,
     kill_descendants,
@@ -79,7 +79,7 @@ from trl_verigate.lean_server.recheck_processes import (
     restore_signal_handlers,
     run_tool,
 )
-from trl_verigate.lean_server.recheck_replay import check_replay
+from trl_verigate.lean_server.recheck.replay import check_replay
 
 DEFAULT_LEAN_COMMAND = ("lake", "env", "lean")
 DEFAULT_COMPARATOR_COMMAND = ("lake", "env", "comparator")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 from trl_verigate.lean_server.lexer import PrecheckError, lex
 from trl_verigate.lean_server.prepared import DECLARATIONS, declared_name
-from trl_verigate.lean_server.recheck import CheckerFailure, parse_verdicts
-from trl_verigate.lean_server.recheck_compile import (
+from trl_verigate.lean_server.recheck.compile import (
     CONTROL_PROOF,
     CONTROL_STATEMENT,
     CONTROL_THEOREM,
@@ -29,7 +28,8 @@ from trl_verigate.lean_server.recheck_compile import (
     submission_source,
     verdict_line,
 )
-from trl_verigate.lean_server.recheck_processes import run_tool
+from trl_verigate.lean_server.recheck.contract import CheckerFailure, parse_verdicts
+from trl_verigate.lean_server.recheck.processes import run_tool
 
 REPLAY_PROGRAM = Path(__file__).resolve().parent / "lean" / "VerigateReplay.lean"
 

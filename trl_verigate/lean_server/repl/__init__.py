@@ -1,0 +1,1 @@
+"""The Lean REPL worker: its JSON protocol and one REPL process with the framing checks on its answers."""
