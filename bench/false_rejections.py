@@ -24,16 +24,17 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from test_published_proofs import KNOWN_FALSE_REJECTIONS, load_rows, request_of  # noqa: E402  (the corpus loader lives with its test)
 
+from trl_verigate.lean_server.precheck import policy, prepare  # noqa: E402
 from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
-from trl_verigate.lean_server.verdict import prepare  # noqa: E402
 
+POLICIES = {allowed: policy(allow_native_decide=allowed) for allowed in (False, True)}
 _POSITION = re.compile(r"line \d+, column \d+")
 
 
 def timed_prepare(row: dict, allow_native_decide: bool) -> tuple[VerificationResult | None, float]:
     """The rejection `prepare` gives the row (None when it would go on to Lean) and the seconds it took."""
     started = time.perf_counter()
-    prepared = prepare(request_of(row), MINIF2F_HEADER, allow_native_decide=allow_native_decide)
+    prepared = prepare(request_of(row), MINIF2F_HEADER, POLICIES[allow_native_decide])
     seconds = time.perf_counter() - started
     return (prepared if isinstance(prepared, VerificationResult) else None), seconds
 

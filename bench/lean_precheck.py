@@ -3,18 +3,19 @@
 For each shape of tests/test_precheck_linearity.py (long lines, many lines, deep nesting, one token kind repeated,
 comments, literals, `;`, `<;>`, bullets, `have … := by` blocks, long names, Unicode, configuration items, complete
 files, and two shapes refused at their end) this prints the time of `prepare` at sizes n, 2n, 4n, … up to
---max-size (1 MB by default), each the best of --repeats runs taken in interleaved rounds over all sizes so that
+--max-size (64 KiB by default, the server's default request limit), each the best of --repeats runs taken in interleaved rounds over all sizes so that
 machine load falls on every size alike, the ratio time(2n)/time(n) (about 2 for linear work, 4 for quadratic), and
-the largest request's tokens (as the precheck's lexer reads them) with its time per token: every check walks the
+the largest request's tokens (as the precheck's tokenizer reads them) with its time per token: every check walks the
 tokens, so a shape dense in tokens (brackets, `:=`, numbers) takes longer per megabyte.
 Time is this process's CPU time by default (`--clock cpu`), which other processes on a shared machine inflate far
 less than the wall clock (`--clock wall`); `prepare` runs in one thread, so on an idle machine the two agree.
 
-The target (issue 6): `prepare` of a 1 MB proof in under 1 s. The exit status is 1 when a shape's work is clearly
+The target: `prepare` of a 64 KiB proof (LeanServerConfig.max_request_bytes) in at most 0.25 s on every shape, with
+work that stays linear past it (--max-size 262144 shows the doubling ratios further out). The exit status is 1 when a shape's work is clearly
 quadratic (the geometric mean of its last two ratios is above 3) or its largest size takes longer than --target
 seconds; 0 otherwise. The time is this machine's: on a loaded machine run it again or with more --repeats.
 
-    python bench/lean_precheck.py [--max-size 1048576] [--min-size 65536] [--repeats 3] [--shapes a,b] [--target 1]
+    python bench/lean_precheck.py [--max-size 65536] [--min-size 8192] [--repeats 3] [--shapes a,b] [--target 0.25]
                                   [--clock cpu|wall]
 """
 
@@ -31,42 +32,43 @@ sys.path.insert(0, str(REPO / "tests"))
 
 from test_precheck_linearity import REJECTED_SHAPES, SHAPES, request_size  # noqa: E402  (the shapes live with their test)
 
-from trl_verigate.lean_server.lexer import PrecheckError, lex  # noqa: E402
+from trl_verigate.lean_server.precheck import PrecheckError, policy, prepare  # noqa: E402
+from trl_verigate.lean_server.precheck.tokens import tokenize  # noqa: E402
 from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
-from trl_verigate.lean_server.verdict import prepare  # noqa: E402
 
 # Above this geometric mean of the last two doubling ratios a shape counts as quadratic (linear: 2, quadratic: 4).
 QUADRATIC_RATIO = 3.0
 
 
+DEFAULT_POLICY = policy()
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
 def timed(request, clock) -> tuple[float, str]:
     started = clock()
-    result = prepare(request, MINIF2F_HEADER)
+    result = prepare(request, MINIF2F_HEADER, DEFAULT_POLICY)
     seconds = clock() - started
     outcome = f"rejected: {result.reason[:60]}" if isinstance(result, VerificationResult) else "accepted"
     return seconds, outcome
 
 
 def token_count(request) -> int | None:
-    """Tokens the precheck's lexer reads in the request (its proof, or the whole file), or None if it cannot lex it:
+    """Tokens the precheck's tokenizer reads in the request (its proof, or the whole file), or None if it cannot lex it:
     the work per token is about the same whatever the shape, so this explains most of the differences in time."""
     text = request if isinstance(request, str) else request.proof
     try:
-        return len(lex(text))
+        return len(tokenize(text))
     except PrecheckError:
         return None
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--max-size", type=int, default=1 << 20, help="largest request, in characters")
-    parser.add_argument("--min-size", type=int, default=1 << 16, help="smallest request, in characters")
+    parser.add_argument("--max-size", type=int, default=1 << 16, help="largest request, in characters")
+    parser.add_argument("--min-size", type=int, default=1 << 13, help="smallest request, in characters")
     parser.add_argument("--repeats", type=int, default=3, help="rounds over all sizes; the best time counts")
     parser.add_argument("--shapes", default="", help="comma-separated shape names (default: all)")
-    parser.add_argument("--target", type=float, default=1.0, help="seconds allowed at the largest size")
+    parser.add_argument("--target", type=float, default=0.25, help="seconds allowed at the largest size")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help="CPU time of this process, or wall")
     args = parser.parse_args()
     shapes = {**SHAPES, **REJECTED_SHAPES}

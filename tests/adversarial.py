@@ -16,11 +16,14 @@ The file is append-only (several people add rows at once), so a row that a polic
 edited: a later row names it in `supersedes`, and `load_corpus` leaves the superseded row out.
 """
 
+import copy
 import json
 from pathlib import Path
 
+from lean_helpers import prepare
+
+from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.types import FileRequest, ProofRequest, Request
-from trl_verigate.lean_server.verdict import Prepared, prepare
 
 CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
 
@@ -65,6 +68,24 @@ def fake_repl_script(rows: list[dict], default_header: str, allow_native_decide:
                 raise ValueError(
                     f"corpus row {row['id']!r} passes the precheck, so it needs the `lean_response` Lean gives"
                 )
-            action = {"behaviour": row["behaviour"]} if row["behaviour"] else {"response": row["lean_response"]}
+            action = {"behaviour": row["behaviour"]} if row["behaviour"] else {"response": lean_response(row, prepared)}
             script.append({"match": prepared.code, **action})
     return script
+
+
+def preamble_lines(prepared: Prepared) -> int:
+    """The whole lines the preamble (the header's `open`/`set_option` lines, sent with the command) puts before the
+    statement."""
+    return prepared.code.count("\n", 0, prepared.preamble_length)
+
+
+def lean_response(row: dict, prepared: Prepared) -> dict:
+    """The row's recorded answer, for the command as the server now sends it: the corpus records Lean's answer to
+    the statement and proof alone, and the preamble's whole lines before them shift every position down."""
+    shift = preamble_lines(prepared)
+    response = copy.deepcopy(row["lean_response"])
+    for item in response.get("messages", []) + response.get("sorries", []):
+        for key in ("pos", "endPos"):
+            if isinstance(item.get(key), dict):
+                item[key]["line"] += shift
+    return response

@@ -11,12 +11,14 @@ so the server reports "crashed"; their `lean_response` is what Lean says when it
 """
 
 import pytest
-from adversarial import fake_repl_script, is_file_row, load_corpus, load_raw_corpus, request_of
+from adversarial import fake_repl_script, is_file_row, lean_response, load_corpus, load_raw_corpus, request_of
 from fake_repl import read_log, repl_command, write_script
+from lean_helpers import prepare
 
+from trl_verigate.lean_server.judge import is_axioms_answer, judge, parse_axioms_message
+from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
-from trl_verigate.lean_server.verdict import Prepared, is_axioms_answer, judge, parse_axioms_message, prepare
 
 ROWS = load_corpus()
 CONFIG = LeanServerConfig()
@@ -68,7 +70,7 @@ def test_rows_expected_to_be_rejected_never_reach_lean(row):
 def test_rows_that_reach_lean_are_judged_not_passed(row):
     prepared = prepared_of(row)
     assert isinstance(prepared, Prepared), f"{row['id']}: rejected ({prepared.reason}), so Lean's answer is untested"
-    result = judge(prepared, row["lean_response"], CONFIG, 0.0)
+    result = judge(prepared, lean_response(row, prepared), CONFIG, 0.0)
     assert result.status == "failed" and not result.passed, row["id"]
     assert result.reason
 
@@ -77,7 +79,7 @@ def test_rows_that_reach_lean_are_judged_not_passed(row):
 def test_recorded_responses_are_positioned_for_the_prepared_code(row):
     """Guards the corpus itself: every message lies in the code we send, the axioms answer where Lean puts it."""
     prepared = prepared_of(row)
-    response = row["lean_response"]
+    response = lean_response(row, prepared)
     assert set(response) <= {"messages", "sorries", "env"} and isinstance(response["env"], int)
     lines = prepared.code.split("\n")
     for message in response.get("messages", []):

@@ -1,14 +1,14 @@
-"""The precheck of proof bodies (precheck.py, over lexer.py's tokens): what `prepare` refuses and why."""
+"""The precheck of proof bodies: the boundary (`precheck.rules`) a proof is held to, what `prepare` refuses and why."""
 
 import json
-import random
 
 import pytest
+from lean_helpers import prepare
 
-from trl_verigate.lean_server import lexer, precheck, token_rules
-from trl_verigate.lean_server.tactics import split_tactics_and_tokens
+from trl_verigate.lean_server.precheck import policy
+from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
+from trl_verigate.lean_server.precheck.tokens import tokenize
 from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, VerificationResult
-from trl_verigate.lean_server.verdict import EXAMPLE_NAME, Prepared, prepare
 
 LEGITIMATE = [
     ("theorem t (n : ℕ) (h₀ : n % 5 = 3) : 2 * n % 5 = 1 := by", "  omega"),
@@ -43,6 +43,21 @@ LEGITIMATE = [
         "  rw [show (4 : ℝ) = 2 ^ 2 by norm_num]\n  exact Real.sqrt_sq (by norm_num)",
     ),
     ("example : (3 : ℤ) ∣ 12 := by", "  decide"),
+    # Locals that happen to share a name with a metaprogramming namespace, and their fields: a rule about names.
+    ("theorem t (a b : ℕ) (EST : a = b) (IO : b = a) : b = a := by", "  exact EST.symm"),
+    ("theorem t (a b : ℕ) (ST : a = b) : b = a := by", "  have h := ST.symm\n  exact h"),
+    ("theorem t (p : Prop) (hp : p) : p := by", "  have IO : p := hp\n  exact IO"),
+    (
+        "theorem t (a b : ℕ) (h : a = b) : b = a := by",
+        "  obtain ⟨EST⟩ : ∃ _ : a = b, True := ⟨h, trivial⟩\n  exact EST.symm",
+    ),
+    # A binder named `stop`, passed as a named argument.
+    (
+        "theorem t (stop : ℕ) (h : stop = 3) : stop + 0 = 3 := by",
+        "  simpa using (Nat.add_zero stop).trans (n := stop) h",
+    ),
+    # A trusted statement's strings are never read by the rules.
+    ('theorem h : "{".length = 1 := by', "  rfl"),
 ]
 
 
@@ -50,9 +65,11 @@ LEGITIMATE = [
 def test_the_precheck_accepts_legitimate_proofs(statement, proof):
     prepared = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
     assert isinstance(prepared, Prepared), prepared.reason
-    assert prepared.header == MINIF2F_HEADER
+    # The REPL loads the imports; the header's other lines travel with the command.
+    assert prepared.header == "import Mathlib\nimport Aesop"
+    preamble = "set_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat\n"
     renamed = f"theorem {EXAMPLE_NAME}\n" + " " * len("example")
-    assert prepared.code.startswith(statement.replace("example", renamed, 1) + "\n" + proof)
+    assert prepared.code.startswith(preamble + statement.replace("example", renamed, 1) + "\n" + proof)
     assert prepared.code[prepared.proof_start : prepared.proof_end] == proof
 
 
@@ -82,7 +99,7 @@ REJECTED = [
     ("  norm_num\n  mutual", "command `mutual`"),
     ("  norm_num\n  import Lean", "command `import`"),
     ("  norm_num\n  opaque o : Nat", "command `opaque`"),
-    ("  norm_num\n  constant c : Nat", "command `constant`"),
+    ("  norm_num\n  constant c : Nat", "tactic `constant`"),
     ('  norm_num\n  macro "x" : tactic => `(tactic| rfl)', "command `macro`"),
     ("  norm_num\n  macro_rules | `(tactic| rfl) => `(tactic| sorry)", "command `macro_rules`"),
     ('  norm_num\n  syntax "x" : tactic', "command `syntax`"),
@@ -111,7 +128,7 @@ REJECTED = [
     ('  norm_num\n  @[extern "c_fn"] opaque g : Nat', "`@[`"),
     ("  native_decide", "native_decide"),
     ("  exact Lean.ofReduceBool _ _ rfl", "ofReduceBool"),
-    ("  open Lean in exact ofReduceBool _ _ rfl", "ofReduceBool"),
+    ("  open Lean in exact ofReduceBool _ _ rfl", "`Lean`"),
     ("  decide +native", "+native"),
     ("  decide (config := { native := true })", "native evaluation"),
     ("  bv_decide", "bv_decide"),
@@ -123,27 +140,27 @@ REJECTED = [
     ("  exact ⟨foo,\nset_option debug.skipKernelTC true in bar⟩", "debug.skipKernelTC"),
     # Column 0 outside brackets: after the list closes, after a stray closer, after a bracket in a string.
     ("  nlinarith [foo\n]\nsimp", "column 0"),
-    ("  exact foo)\nsimp", "column 0"),
-    ('  have := s!"{(1}"\nsimp', "column 0"),
+    ("  exact foo)\nsimp", "closes the `by` block"),
+    ('  have := s!"{(1}"\nsimp', "brace in a string"),
     ("  norm_num\n\tsimp", "tab"),
     ("  norm_num\raxiom c : False", "carriage return"),
     ("  norm_num /- open comment", "unterminated block comment"),
     ('  have := "open string', "unterminated string"),
     ("  have := ∑'\"' = 1", "ambiguous"),
     ("  have «x : True := trivial", "identifier escape"),
-    ('  have := s!"{sorry}"', "`sorry`"),
-    ('  exact (fun _ => trivial) s!"{(by native_decide : True)}"', "native_decide"),
-    ('  have := s!"{"x"}"', "unpaired brace"),
-    ("  have := s!\"{ '}' sorry }\"", "unpaired brace"),
-    ("  have := s!\"{ '{' }\"", "unpaired brace"),
-    ('  have := s!"{ x /- } -/ }"', "unpaired brace"),
+    ('  have := s!"{sorry}"', "brace in a string"),
+    ('  exact (fun _ => trivial) s!"{(by native_decide : True)}"', "brace in a string"),
+    ('  have := s!"{"x"}"', "brace in a string"),
+    ("  have := s!\"{ '}' sorry }\"", "brace in a string"),
+    ("  have := s!\"{ '{' }\"", "brace in a string"),
+    ('  have := s!"{ x /- } -/ }"', "brace in a string"),
     ("  so\u200brry", "U+200B"),
     ("  norm_num -- \u202e hidden", "U+202E"),
     ("  norm_num \ufeff", "U+FEFF"),
     ("   ", "empty proof"),
     # Aesop's `tactic` rule builder runs the named constant with evalConst; printing macros hide their IO names.
-    ("  aesop (add safe tactic Lean.Elab.Tactic.evalTactic)", "`tactic` (it runs code"),
-    ("  aesop (add unsafe 50% tactic foo)", "`tactic` (it runs code"),
+    ("  aesop (add safe tactic Lean.Elab.Tactic.evalTactic)", "`tactic` rule builder"),
+    ("  aesop (add unsafe 50% tactic foo)", "`tactic` rule builder"),
     ('  exact (println! "x")', "`println!`"),
     ('  exact dbg_trace "x"; trivial', "`dbg_trace`"),
     ('  exact (dbgTrace "x" fun _ => trivial)', "`dbgTrace`"),
@@ -253,7 +270,7 @@ DECLARATION_SUFFIXES = [
     "  exact aux 3\nwhere\n  aux : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => aux n\n  termination_by n => n\n  decreasing_by omega",
     "  let rec go : ℕ → ℕ\n    | 0 => 0\n    | n + 1 => go n\n  termination_by n => n\n  exact go 3",
     "  rfl\n  termination_by? n",
-    # `ℝ` changes under NFKC, so the look-alike check re-reads the normalized proof: the keywords stay allowed there.
+    # A `where` helper whose statement holds non-ASCII notation.
     "  exact a\nwhere\n  a : (0 : ℝ) ≤ 1 := by norm_num",
 ]
 
@@ -267,7 +284,7 @@ def test_declaration_suffixes_are_accepted(proof):
 
 # A suffix is held to the proof's rules, and ends where Lean ends it: what follows is a command again, refused by
 # its word, or as code outside the tactic block or at column 0 (whichever check meets it first).
-_OUTSIDE = ("outside the proof's tactic block", "closes the `by` block")
+_OUTSIDE = ("closes the `by` block", "outside a declaration suffix")
 SUFFIX_ATTACKS = [
     ("  exact a\nwhere\n  a : True := trivial\n#eval IO.println 1", ("command `#eval`", *_OUTSIDE)),
     ("  exact a\nwhere\n  a : True := trivial\ntheorem b : True := trivial", ("command `theorem`", *_OUTSIDE)),
@@ -277,9 +294,9 @@ SUFFIX_ATTACKS = [
     ("  exact a\nwhere\n  a : False := sorry", ("`sorry`",)),
     ("  exact a\nwhere\n  @[implemented_by f] a : True := trivial", ("attribute `@[`", *_OUTSIDE)),
     ("  exact t\ntermination_by 0\ndecreasing_by native_decide", ("native_decide",)),
-    ("  exact a\nwhere\n  a : True := by\n    simp (config := cfg)", ("non-literal value",)),
+    ("  exact a\nwhere\n  a : True := by\n    simp (config := cfg)", ("literals only",)),
     # `where` that the layout does not read as a suffix keyword is a command word, or no keyword at all, as before.
-    ("  simp [h, where]", ("command `where`",)),
+    ("  simp [h, where]", ("outside a declaration suffix",)),
     ('  exact "where"\nb : True := trivial', _OUTSIDE),
     ("  simp -- where\n  exact a\nb : True := trivial", _OUTSIDE),
     ("where\n  a : True := trivial", _OUTSIDE),  # no tactic before it: Lean's `by` needs one
@@ -303,13 +320,14 @@ LOCAL_DEFINITION_NAMES = [
     ("  exact a\nwhere\n  a : True := trivial\n  «X.y».z : True := trivial", _PLAIN),
     ("  let rec f : ℕ := 1, _root_.X.evil : ℕ := 2\n  rfl", _PLAIN),
 ]
-# A `where`/`let rec` definition of non-`Prop` type is a compiled `def`: no item Lean may evaluate as code names it.
-_RUN = "names a `where`/`let rec` definition"
+# A `where`/`let rec` definition of non-`Prop` type is a compiled `def`: no tactic-valued item may name it (it stands
+# where a tactic does, so the allow-list refuses it). `simp (config := .aux)` is no attack: `.aux` resolves in
+# `Simp.Config`'s namespace, where no plainly named definition is.
+_RUN = "is not on the allow-list"
 LOCAL_DEFINITIONS_RUN = [
     ("  linarith (discharger := aux)\nwhere\n  aux : ℕ := 1", _RUN),
     ("  field_simp (disch := simp; aux)\nwhere\n  aux : ℕ := 1", _RUN),
     ("  linarith (norm := t.aux)\nwhere\n  aux : ℕ := 1", _RUN),
-    ("  simp (config := .aux)\nwhere\n  aux : ℕ := 1", _RUN),
     ("  let rec aux : ℕ := 1\n  simp (disch := aux)", _RUN),
     ("  let rec f : ℕ := 1, aux : ℕ := 2\n  simp (disch := aux)", _RUN),
     # A later `where` declaration naming an earlier one in its own proof.
@@ -380,8 +398,6 @@ LAYOUTS = [
     "  constructor\n  · simp;\n  · simp",
     '  have s : String := r#"a " b"#\n  skip\n  trivial',
     '  have s : String := r"plain"\n  trivial',
-    "  simp [«x\n   y»]\n  skip",
-    '  have := s!"{(1 : ℕ) + 1}"\n  trivial',
     "  have : (1_000 : ℕ) = 1000 := rfl\n  trivial",
     # Batteries' split focus `t <;> [t1; t2]`: its `;` and `]` lie inside the `<;>` tactic.
     # Lean checks no columns inside brackets, so a term list may continue at column 0.
@@ -400,59 +416,12 @@ def test_the_block_check_accepts_legitimate_layouts(proof):
     assert isinstance(prepared, Prepared), prepared.reason
 
 
-def _lexers_agree(proof: str) -> bool:
-    splitter_tokens = split_tactics_and_tokens(proof)[1]
-    return precheck.lexers_disagree_at(lexer.lex(proof), splitter_tokens) is None
-
-
-# Pieces whose extent only a careful lexer gets right: literals with quotes, escapes and hashes inside, nested
-# comments, names escaped across lines, interpolations, and symbols built from `'`.
-LEXER_PIECES = [
-    'r#"a " b"#',
-    'r"x"',
-    'r##"q "# "##',
-    "«x\n   y»",
-    '"s \\" t"',
-    "'a'",
-    "'\\''",
-    "'\"'",
-    "/- c /- n -/ -/",
-    "-- line comment\n",
-    's!"{x} and {y}"',
-    "(",
-    ")",
-    "⌊x⌋",
-    ":=",
-    "1_000",
-    "h₀",
-    "∑' i",
-    "f '' s",
-    "x.1",
-    "\n  ",
-]
-
-
-def test_the_precheck_and_the_splitter_read_the_same_tokens():
-    proofs = [proof for _, proof in LEGITIMATE] + LAYOUTS + [proof for _, proof in PRIME_NOTATION]
-    rng = random.Random(0)
-    proofs += ["  " + " ".join(rng.choice(LEXER_PIECES) for _ in range(6)) for _ in range(400)]
-    lexed = 0
-    for proof in proofs:
-        try:
-            lexer.lex(proof)
-        except lexer.PrecheckError:
-            continue
-        lexed += 1
-        assert _lexers_agree(proof), proof
-    assert lexed > 300
-
-
 def test_rejection_reasons_give_the_position_in_the_submitted_source():
     # Like `Message`s: a ProofRequest's source is `statement + "\n" + proof`, so proof line 3 is line 4.
     result = prepare(ProofRequest(T, "  norm_num\n  simp\n    exact sorry"), MINIF2F_HEADER)
-    assert result.reason == "`sorry` at line 4, column 10"
-    result = prepare(ProofRequest(T, '  have := s!"{(1 : ℕ)} {sorry}"'), MINIF2F_HEADER)
-    assert result.reason == "`sorry` at line 2, column 24"
+    assert result.reason.startswith("`sorry` at line 4, column 10")
+    result = prepare(ProofRequest(T, "  norm_num\n  exact (Lean.mkConst)"), MINIF2F_HEADER)
+    assert result.reason.startswith("`Lean.mkConst` names `Lean`") and "at line 3, column 9" in result.reason
 
 
 NATIVE_SPELLINGS = [
@@ -473,7 +442,7 @@ def test_native_evaluation_is_rejected_under_any_spelling(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
     assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
     assert result.status == "rejected", result.reason
-    assert "native" in result.reason or "DecideConfig" in result.reason or "bv_" in result.reason, result.reason
+    assert any(word in result.reason for word in ("native", "bv_", "literals only", "`Lean")), result.reason
 
 
 @pytest.mark.parametrize(
@@ -497,7 +466,6 @@ def test_kernel_decide_and_other_configs_pass(proof):
         "  native_decide",
         "  decide +native",
         "  decide (config := { native := true })",
-        "  exact Lean.ofReduceBool _ _ rfl",
         "  bv_decide",
     ],
 )
@@ -514,14 +482,14 @@ SAME_NAME_TO_LEAN = [
     "  exact «Lean».«ofReduceBool» _ _ rfl",
     "  exact «sorry»",
 ]
-# Lean reads these as different identifiers (or none at all); rejected as look-alikes anyway.
+# Lean reads these as different identifiers, or as no token at all: where a tactic stands they are no allowed tactic.
+# (Lean never normalizes Unicode, so a look-alike in a term is an unknown name, which fails on its own.)
 DIFFERENT_NAME_TO_LEAN = [
-    "  ｓｏｒｒｙ",  # fullwidth: NFKC maps it to ASCII
-    "  ѕоrrу",  # Cyrillic: NFKC keeps it, the confusables map catches it
-    "  sοrry",  # Greek omicron: a valid Lean identifier, just not `sorry`
-    "  exact 𝐬𝐨𝐫𝐫𝐲Ax _ false",  # mathematical bold letters are Lean identifier characters
+    "  ｓｏｒｒｙ",
+    "  ѕоrrу",
+    "  sοrry",
     "  ａｄｍｉｔ",
-    "  norm_num\n  ＃ｅｘｉｔ",  # fullwidth `#`: only NFKC of the whole text shows `#exit`
+    "  norm_num\n  ＃ｅｘｉｔ",
     "  ｎａｔｉｖｅ＿ｄｅｃｉｄｅ",
 ]
 
@@ -530,14 +498,12 @@ DIFFERENT_NAME_TO_LEAN = [
 def test_spellings_lean_treats_as_the_same_name_are_rejected(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
     assert result.status == "rejected"
-    assert "look-alike" not in result.reason
 
 
 @pytest.mark.parametrize("proof", DIFFERENT_NAME_TO_LEAN)
-def test_look_alikes_of_forbidden_words_are_rejected(proof):
+def test_look_alikes_in_tactic_position_are_no_allowed_tactic(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert result.status == "rejected"
-    assert "look-alike" in result.reason or "NFKC" in result.reason, result.reason
+    assert result.status == "rejected" and "is not on the allow-list" in result.reason, result.reason
 
 
 # Mathlib tokens that end in `'` (`∑'`, `∏'`, image `''`, preimage `⁻¹'`) are not character literals.
@@ -580,9 +546,7 @@ def test_a_quote_character_literal_glued_to_a_symbol_is_ambiguous_and_rejected()
         "  exact Nat.le_of_lt_succ (by omega) -- Übung: à la",
         "  exact stopping_time_pos hσ",
         "  exact h.sorry_free",
-        '  have : "{}".length = 2 := rfl\n  simp',
-        '  have : s!"{1 + 1}" = "2" := rfl\n  simp',
-        '  have : "a{b}c{{d}}".length = 10 := rfl\n  simp',
+        '  have : "ab".length = 2 := rfl\n  simp',
     ],
 )
 def test_mathematical_unicode_and_harmless_near_misses_pass_the_precheck(proof):
@@ -590,10 +554,25 @@ def test_mathematical_unicode_and_harmless_near_misses_pass_the_precheck(proof):
 
 
 @pytest.mark.parametrize(
+    "proof",
+    [
+        '  have : "{}".length = 2 := rfl\n  simp',
+        '  have : s!"{1 + 1}" = "2" := rfl\n  simp',
+        '  have : "a{b}c{{d}}".length = 10 := rfl\n  simp',
+    ],
+)
+def test_a_brace_in_a_proofs_string_is_refused_by_policy(proof):
+    # Lean reads the braces of a string after `s!`, `m!`, `f!` and other interpolating keywords as code; a proof has
+    # no use for strings with braces, so none is told apart. A trusted statement's strings are never read.
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected" and "brace in a string literal" in result.reason, result.reason
+    assert isinstance(prepare(ProofRequest('theorem h : "{".length = 1 := by', "  rfl"), MINIF2F_HEADER), Prepared)
+
+
+@pytest.mark.parametrize(
     "statement,reason",
     [
         ("theorem t : 1 = 1 :=", "must end in `:= by`"),
-        ("theorem t : 1 = 1 := by -- proof below", "must end in `:= by`"),
         ("theorem t : 1 = 1 := sorry /- := by", "unterminated block comment"),
         ("theorem t : 1 = 1 : = by", "must end in `:= by`"),
         ("def : 1 = 1 := by", "has no name"),
@@ -615,7 +594,7 @@ SCOPED_PREFIXES = [
     ("open Nat hiding succ in", True),
     ("open Nat (succ) in", True),
     ("set_option maxRecDepth 10000 in", True),
-    ('set_option pp.proofs "always" in', True),
+    ("set_option pp.proofs true in", True),
     ("set_option linter.unusedVariables false in", True),
     ("open scoped Real in", True),
     ("open scoped Real Nat in", True),
@@ -658,9 +637,8 @@ def test_a_proof_and_a_file_preamble_accept_the_same_scoped_prefixes(prefix, is_
         assert isinstance(in_proof, Prepared), in_proof.reason
         assert isinstance(in_file, Prepared), in_file.reason
     else:
-        assert in_proof.status == "rejected" and "prefix" in in_proof.reason, in_proof.reason
-        assert in_file.status == "rejected" and "prefix" in in_file.reason, in_file.reason
-        assert "at line 2, column 2" in in_proof.reason and "at line 2, column 0" in in_file.reason
+        assert in_proof.status == "rejected" and in_file.status == "rejected"
+        assert "at line 2, column" in in_proof.reason and "at line 2, column" in in_file.reason, in_file.reason
 
 
 @pytest.mark.parametrize(
@@ -674,7 +652,7 @@ def test_a_proof_and_a_file_preamble_accept_the_same_scoped_prefixes(prefix, is_
     ],
 )
 def test_an_identifiers_name_components_are_split_at_lexing(code, components):
-    (token,) = lexer.lex(code)
+    (token,) = tokenize(code)
     assert token.kind == "ident" and token.components == components
 
 
@@ -735,8 +713,8 @@ UNSAFE_AND_IO = [
     ("  have h := runST (fun _ => pure 1)\n  simp", "`runST`"),
     ("  have h := ST.Ref.get\n  simp", "`ST`"),
     ("  open IO in\n  simp", "`IO`"),
-    ("  have d : Lean.Elab.Tactic.TacticM Unit := pure ()\n  simp", "`TacticM`"),
-    ("  have m : Lean.Meta.MetaM Unit := pure ()\n  simp", "`MetaM`"),
+    ("  have d : Lean.Elab.Tactic.TacticM Unit := pure ()\n  simp", "`Lean`"),
+    ("  have m : Lean.Meta.MetaM Unit := pure ()\n  simp", "`Lean`"),
     ("  have c : CoreM Unit := pure ()\n  simp", "`CoreM`"),
     ("  exact «unsafeIO» (pure rfl)", "`unsafeIO`"),
 ]
@@ -763,11 +741,14 @@ def test_no_published_prover_output_names_io_or_unsafe_code():
     ]
     texts = [row["text"] if "text" in row else row["statement"] + "\n" + row["proof"] for row in rows]
     assert len(texts) >= 700
-    words = set(token_rules.IO_WORDS) | set(token_rules.META_WORDS)
+    rules = policy()
     for text in texts:
-        for token in lexer.lex(text):
-            if token.kind == "ident":
-                assert not words & set(token.components), token.text
+        tokens = tokenize(text)
+        for k, token in enumerate(tokens):
+            if token.kind == "ident" and not (k and tokens[k - 1].text == "import"):
+                first = token.components[1:] if token.components[0] == "_root_" else token.components
+                assert not any(first[: len(ns)] == ns for ns in rules.meta_namespaces), token.text
+                assert not rules.meta_names & set(token.components), token.text
                 assert not any("unsafe" in part.lower() for part in token.components), token.text
 
 
@@ -791,6 +772,12 @@ CONFIG_LITERALS = [
     "  field_simp (discharger := norm_num)",
     "  linear_combination (norm := ring_nf) h",
     "  aesop (rule_sets := [-default, Foo])",
+    # `(disch := …)`, `(discharger := …)` and `(norm := …)` hold tactic sequences (Lean's `valConfigItem` excludes
+    # the first two): each tactic is held to the allow-list like any other.
+    "  simp (disch := simp [h]) [h]",
+    "  simp (disch := (simp; linarith))",
+    "  linear_combination (norm := skip; ring_nf) h",
+    "  exact foo (x := by simp)",
     # Named arguments of a qualified function are elaborated, never evaluated.
     "  exact Nat.le_induction (m := 2) (P := fun n _ => 2 ≤ n) le_rfl (fun _ _ h => h.trans (by omega))",
     "  exact h.trans (b := x + 1) (by omega)",
@@ -818,25 +805,10 @@ CONFIG_CODE = [
     "  decide (config := .mk false true true false)",
     "  aesop (config := { maxRuleApplications := id 200 })",
     "  grind (splits := default)",
-    "  exact foo (x := by simp)",
     # A bracket inside a string's `{…}` must not close the item early and make its value look literal.
     '  simp (config := "{)}" ++ toString (id "x" fun _ => 1))',
     '  simp "{Nat.succ}" (config := Simp.neutralConfig)',
     # The discharger-like names take a single tactic or constant: linarith's `discharger` is an evaluated config field.
-    "  linarith (discharger := do Lean.Elab.Tactic.evalTactic (← `(term| rfl)))",
-    "  linarith (discharger := (fun _ => pure ()) ())",
-    "  simp (disch := simp [h]) [h]",
-    # A discharger written as a sequence must be one no term could be: a `;` that `do`, `have`, `let`, `by` or `fun`
-    # could continue as a term, a dotted name first, or a parenthesized sequence, is refused.
-    "  field_simp (disch := do evil; pure ())",
-    "  field_simp (disch := id do evil; pure ())",
-    "  field_simp (disch := have h := evil; h)",
-    "  field_simp (disch := let e := evil; e)",
-    "  field_simp (disch := by exact evil; rfl)",
-    "  field_simp (disch := fun _ => evil; rfl)",
-    "  field_simp (disch := Lean.evil; skip)",
-    "  simp (disch := (simp; linarith))",
-    "  linear_combination (norm := skip; ring_nf) h",
     # Nesting deep enough to exhaust a recursive parser is refused, not crashed on.
     "  simp (config := " + "[" * 5000 + "1" + "]" * 5000 + ")",
 ]
@@ -847,10 +819,27 @@ def test_configuration_items_with_code_are_rejected(proof):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
     assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
     assert result.status == "rejected", result.reason
-    assert "literal" in result.reason or "unsafe" in result.reason or "DecideConfig" in result.reason, result.reason
+    assert "literal" in result.reason or "unsafe" in result.reason, result.reason
     assert not isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
-    if "(disch :=" in proof or "(discharger :=" in proof:
-        assert "a sequence of tactics separated by `;` or `<;>`" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  linarith (discharger := do Lean.Elab.Tactic.evalTactic (← `(term| rfl)))",
+        "  linarith (discharger := (fun _ => pure ()) ())",
+        "  field_simp (disch := do evil; pure ())",
+        "  field_simp (disch := id do evil; pure ())",
+        "  field_simp (disch := have h := evil; h)",
+        "  field_simp (disch := let e := evil; e)",
+        "  field_simp (disch := by exact evil; rfl)",
+        "  field_simp (disch := fun _ => evil; rfl)",
+        "  field_simp (disch := Lean.evil; skip)",
+    ],
+)
+def test_a_dischargers_tactics_are_held_to_the_allow_list(proof):
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert result.status == "rejected" and "is not on the allow-list" in result.reason, result.reason
 
 
 @pytest.mark.parametrize(
@@ -899,6 +888,7 @@ def test_a_discharger_may_be_a_tactic_sequence(proof):
 
 RESOURCE_OPTIONS = [
     ("  set_option maxRecDepth 100000 in\n  simp", "at most 10000"),
+    ("  set_option maxHeartbeats 0 in\n  simp", "no limit"),
     ("  set_option maxRecDepth 0x100000 in\n  simp", "at most 10000"),
     ("  set_option maxRecDepth 1e9 in\n  simp", "natural number"),
     ("  set_option exponentiation.threshold 100000 in\n  norm_num", "at most 4096"),
@@ -925,12 +915,27 @@ def test_resource_options_are_refused_or_bounded(proof, reason):
     result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
     assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
     assert result.status == "rejected" and reason in result.reason, result.reason
-    if "set_option" not in proof:
+    if "set_option" not in proof or "at most" in reason or "no limit" in reason:
         return
-    # The same prefix in a file's preamble is refused the same way.
-    file_text = "import Mathlib\n" + proof.split("\n")[0].strip() + "\ntheorem t : 2 + 2 = 4 := by\n  norm_num"
-    in_file = prepare(file_text, MINIF2F_HEADER)
+    # The same option on a file's header line is refused the same way (a value over its bound runs at the bound).
+    option_line = proof.split("\n")[0].strip().removesuffix(" in")
+    in_file = prepare("import Mathlib\n" + option_line + "\ntheorem t : 2 + 2 = 4 := by\n  norm_num", MINIF2F_HEADER)
     assert in_file.status == "rejected" and reason in in_file.reason, in_file.reason
+
+
+@pytest.mark.parametrize(
+    "option,runs_as",
+    [
+        ("maxHeartbeats 0", "set_option maxHeartbeats 1000000"),
+        ("maxHeartbeats 9999999", "set_option maxHeartbeats 1000000"),
+        ("maxRecDepth 1000000", "set_option maxRecDepth 10000"),
+        ("maxRecDepth 500", "set_option maxRecDepth 500"),
+    ],
+)
+def test_a_files_header_option_over_its_bound_runs_at_the_bound(option, runs_as):
+    prepared = prepare(f"import Mathlib\nset_option {option}\ntheorem t : 2 + 2 = 4 := by\n  norm_num", MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared), prepared.reason
+    assert prepared.code.startswith(runs_as + "\n") and prepared.header == "import Mathlib\nimport Aesop"
 
 
 @pytest.mark.parametrize(
@@ -938,7 +943,6 @@ def test_resource_options_are_refused_or_bounded(proof, reason):
     [
         "maxRecDepth 10000",
         "maxRecDepth 0x2710",
-        "maxHeartbeats 0",
         "maxHeartbeats 400000",
         "synthInstance.maxHeartbeats 100000",
         "exponentiation.threshold 4096",
@@ -950,21 +954,26 @@ def test_resource_options_within_bounds_pass(option):
     assert isinstance(result, Prepared), result.reason
 
 
+_THEOREM = "theorem t : 2 + 2 = 4 := by\n  norm_num"
+
+
 @pytest.mark.parametrize(
     "header,reason",
     [
-        ("import Mathlib\nopen IO.FS\n", "`IO`"),
+        ("import Mathlib\nopen IO.FS\n", "`IO"),
         ("import Mathlib\nopen System\n", "`System`"),
+        ("import Mathlib\nopen Lean\n", "`Lean`"),
+        ("import Mathlib\nopen Qq\n", "`Qq`"),
         ("import Mathlib\nopen Real renaming sqrt → unsafeIO\n", "`unsafeIO`"),
-        ("import Mathlib\nset_option maxRecDepth 1000000\n", "at most 10000"),
         ("import Mathlib\nset_option trace.Meta.synthInstance true\n", "trace.Meta.synthInstance"),
         ("import Mathlib\nset_option debug.skipKernelTC true\n", "debug.skipKernelTC"),
+        ("import Mathlib\nimport Lake\n", "`import Lake`"),
+        ("import Mathlib\nimport Qq\n", "`import Qq`"),
     ],
 )
-def test_check_header_holds_open_names_and_options_to_the_proof_rules(header, reason):
-    with pytest.raises(lexer.PrecheckError) as refused:
-        token_rules.check_header(header, allow_native_decide=False)
-    assert reason in str(refused.value)
+def test_a_files_header_lines_are_held_to_the_proof_rules(header, reason):
+    result = prepare(header + _THEOREM, MINIF2F_HEADER)
+    assert result.status == "rejected" and reason in result.reason, result.reason
 
 
 @pytest.mark.parametrize(
@@ -973,11 +982,11 @@ def test_check_header_holds_open_names_and_options_to_the_proof_rules(header, re
         MINIF2F_HEADER + "\n",
         "import Mathlib\nimport Aesop\n\nset_option maxHeartbeats 0\n\nopen BigOperators Real Nat Topology Rat\n",
         "import Mathlib\nopen scoped BigOperators\nopen Real renaming sqrt → rt\nopen Nat hiding succ\n"
-        "open Finset (range sum)\nset_option maxRecDepth 10000\nopen Lean\n",
+        "open Finset (range sum)\nset_option maxRecDepth 10000\n",
     ],
 )
-def test_check_header_accepts_ordinary_headers(header):
-    token_rules.check_header(header, allow_native_decide=False)
+def test_ordinary_file_headers_are_accepted(header):
+    assert isinstance(prepare(header + _THEOREM, MINIF2F_HEADER), Prepared)
 
 
 def test_a_trace_option_in_a_files_header_is_refused():
@@ -1002,52 +1011,22 @@ def test_a_body_not_indented_under_the_statement_is_shown_indented(proof, correc
     assert isinstance(prepare(ProofRequest(T, json.loads(corrected)), MINIF2F_HEADER), Prepared)
 
 
-_BLOCK_PIECES = [
-    "  simp",
-    "  exact h",
-    "\n",
-    "\n  ",
-    "\n    ",
-    "\nsimp",
-    ";",
-    " ; ",
-    "  -- c",
-    "/- c -/",
-    '"s"',
-    "(",
-    ")",
-    "· ",
-    "\n  · rfl",
-    "where",
-    " f := 1",
-    "\x0b",
-    "⟨a, b⟩",
-    "  rw [h] at h'",
-    "\nexample : True := trivial",
-    "\n rfl",  # left of the block's column, right of 0: outside the block, past the column check
-    "\n norm_num",
-]
+def test_the_allow_lists_alone_refuse_every_tactic_position_attack():
+    """The boundary is the allow-lists, not the word lists: with no command word and no meta name known, every corpus
+    attack that stands where a tactic does (or opens a namespace) is still refused."""
+    import dataclasses
 
+    from adversarial import load_corpus, request_of
 
-def test_a_block_whose_gaps_hold_only_spaces_is_judged_as_its_tokens_judge_it(monkeypatch):
-    """`_check_block` accepts a proof whose text between tactics is whitespace and `;` without looking at its tokens;
-    on random proofs it must return and refuse exactly what the token-by-token test returns and refuses."""
-    rng = random.Random(4)
+    from trl_verigate.lean_server.precheck import prepare as bare_prepare
 
-    def verdict(proof):
-        try:
-            return precheck.precheck_proof(proof)
-        except lexer.PrecheckError as error:
-            return str(error)
-
-    quick = 0
-    for _ in range(3000):
-        proof = "".join(rng.choice(_BLOCK_PIECES) for _ in range(rng.randint(1, 10)))
-        fast = verdict(proof)
-        with monkeypatch.context() as patch:
-            patch.setattr(precheck, "_only_spaces_between", lambda *args: False)
-            assert verdict(proof) == fast, proof
-        quick += isinstance(fast, list) and precheck._only_spaces_between(
-            proof, [t.start for t in fast], [t.end for t in fast]
-        )
-    assert quick > 300, quick
+    without_words = dataclasses.replace(policy(), commands=frozenset(), meta_names=frozenset(), meta_namespaces=())
+    tactic_attacks = [
+        row
+        for row in load_corpus()
+        if row["expect"] == "rejected" and "not on the allow-list" in prepare(request_of(row), MINIF2F_HEADER).reason
+    ]
+    assert len(tactic_attacks) >= 15, len(tactic_attacks)
+    for row in tactic_attacks:
+        result = bare_prepare(request_of(row), MINIF2F_HEADER, without_words)
+        assert isinstance(result, VerificationResult) and "not on the allow-list" in result.reason, row["id"]

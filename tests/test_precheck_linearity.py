@@ -20,11 +20,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from lean_helpers import prepare
 
 import trl_verigate.lean_server as lean_server
-from trl_verigate.lean_server.tactics import split_proof
+from trl_verigate.lean_server.precheck.layout import parse_proof
+from trl_verigate.lean_server.precheck.prepared import Prepared
+from trl_verigate.lean_server.precheck.tokens import tokenize
 from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
-from trl_verigate.lean_server.verdict import Prepared, prepare
+
+
+def split_proof(proof: str):
+    return parse_proof(tokenize(proof))
+
 
 STATEMENT = "theorem t (a b : ℝ) (n : ℕ) (h : a = b) (ha : 0 < a) (hb : 0 < b) : a = b := by"
 
@@ -51,7 +58,7 @@ def _nested_haves(depth: int) -> str:
 
 # name -> (size in chars -> request). Each is accepted by `prepare`; together they cover long lines, many lines,
 # deep nesting, one token kind repeated, comments, literals, separators, combinators, bullets, blocks, names,
-# Unicode (which takes the NFKC re-check), configuration items, and complete files.
+# Unicode, configuration items, and complete files.
 SHAPES: dict[str, Callable[[int], Request]] = {
     "one_line_term_list": lambda n: _proof(_repeat("sq_nonneg (a - b)", n, "  nlinarith [", "]", ", ")),
     "aesop_unsafe_rules": lambda n: _proof(_repeat("unsafe h", n, "  aesop (add ", ")", ", ")),
@@ -62,7 +69,6 @@ SHAPES: dict[str, Callable[[int], Request]] = {
     "one_block_comment": lambda n: _proof(_repeat("x", n, "  /- ", " -/\n  simp")),
     "many_block_comments": lambda n: _proof(_repeat("  /- c /- d -/ -/ simp\n", n)),
     "one_string": lambda n: _proof(_repeat("x", n, '  have hs : "', '".length > 0 := by simp\n  exact h')),
-    "interpolated_strings": lambda n: _proof(_repeat('  have : s!"{a} and {b}" = s!"{a} and {b}" := rfl\n', n)),
     "semicolons": lambda n: _proof(_repeat("simp", n, "  ", "", "; ")),
     "then_chain": lambda n: _proof(_repeat("simp", n, "  constructor <;> ", "", " <;> ")),
     "bullets": lambda n: _proof(_repeat("  · simp\n", n, "  constructor\n")),
@@ -81,7 +87,7 @@ SHAPES: dict[str, Callable[[int], Request]] = {
     "first_alternatives": lambda n: _proof(_repeat("simp", n, "  first | ", "", " | ")),
     "file": lambda n: _file(_repeat("  rw [h]\n  simp\n  ring_nf\n", n)),
     "file_one_line": lambda n: _file(_repeat("sq_nonneg (a - b)", n, "  nlinarith [", "]", ", ")),
-    # Whitespace after the last token (the lexer's scan once searched on from each of its characters).
+    # Whitespace after the last token: a scan that searched on from each blank would be quadratic.
     "trailing_whitespace": lambda n: _proof(_repeat(" \n", n, "  simp")),
 }
 # Shapes refused at their end, after the whole proof was read: the rejection's position and corrected form.
@@ -245,7 +251,8 @@ def test_splitter_work_on_declaration_suffixes_grows_linearly(name):
     proof = SUFFIX_SHAPES[name](LARGE)
     layout = split_proof(proof)
     # The whole proof is read as tactics and suffix, so the work counted is the suffix's.
-    assert (layout.suffix or (0, layout.tactics[-1].end))[1] == len(proof.rstrip()), name
+    last = layout.suffix[1] if layout.suffix else layout.end
+    assert last == len(layout.tokens) and layout.tokens[-1].end == len(proof.rstrip()), name
     assert line_growth <= MAX_GROWTH, f"{name}: Python lines x{line_growth:.2f} for twice the proof"
     assert char_growth <= MAX_GROWTH, f"{name}: characters scanned x{char_growth:.2f} for twice the proof"
 

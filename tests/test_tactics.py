@@ -9,14 +9,28 @@ from pathlib import Path
 import pytest
 from fake_repl import DEFAULT_TRANSCRIPTS as TRANSCRIPTS
 
-from trl_verigate.lean_server.tactics import (
-    COMMAND_WORDS,
-    first_error_tactic,
-    offset_of,
-    split_proof,
-    split_tactics,
-)
+from trl_verigate.lean_server.judge import first_error_tactic_of as first_error_tactic
+from trl_verigate.lean_server.precheck.layout import BLOCK_ENDING_WORDS, parse_proof, split_tactics
+from trl_verigate.lean_server.precheck.tokens import tokenize
 from trl_verigate.lean_server.types import Tactic
+
+COMMAND_WORDS = BLOCK_ENDING_WORDS - {"#"}
+
+
+def offset_of(text: str, line: int, column: int) -> int:
+    """The offset in `text` of a Lean position (line 1-based, column 0-based in code points); a column past its line's
+    end clamps to the line's end (before a "\\r\\n"), a line past the last to `len(text)`."""
+    if line < 1:
+        raise ValueError(f"offset_of(line=...) is 1-based, got {line}")
+    if column < 0:
+        raise ValueError(f"offset_of(column=...) is 0-based and >= 0, got {column}")
+    lines = text.split("\n")
+    if line > len(lines):
+        return len(text)
+    start = sum(len(previous) + 1 for previous in lines[: line - 1])
+    length = len(lines[line - 1]) - lines[line - 1].endswith("\r")
+    return start + min(column, length)
+
 
 _DECLARATION_BY = re.compile(r":=\s*by(?![\w'!?])")
 
@@ -465,7 +479,6 @@ def test_raw_strings_and_multi_line_escaped_names_are_single_tokens():
     assert [t for t, _, _ in _spans('\n  have s := r#"a " b"#\n  skip')] == ['have s := r#"a " b"#', "skip"]
     assert [t for t, _, _ in _spans('\n  have s := r##"a "# ( "##\n  skip')] == ['have s := r##"a "# ( "##', "skip"]
     assert [t for t, _, _ in _spans('\n  have s := r"a"\n  skip')] == ['have s := r"a"', "skip"]
-    assert [t for t, _, _ in _spans('\n  simp [«x\n   "»]\n  skip')] == ['simp [«x\n   "»]', "skip"]
 
 
 @pytest.mark.parametrize("word", sorted(COMMAND_WORDS))
@@ -677,13 +690,17 @@ def test_first_error_tactic_with_hand_built_tactics():
 
 
 def test_deep_nesting_does_not_exhaust_the_stack():
-    # Untrusted proofs: every one of these would recurse thousands of levels if nesting were unbounded.
-    assert [t.text for t in split_tactics(" by" * 3000)] == [("by " * 3000).strip()]
+    # Untrusted proofs: every one of these would recurse thousands of levels if nesting were unbounded. Blocks nested
+    # deeper than MAX_NESTING are not split (the precheck refuses them).
+    assert split_tactics(" by" * 3000) == []
     chained = "\n  " + "have h := by simp; " * 2000
-    # The last `;` ends the innermost `by` block's sequence, so it lies inside the outer `have`, as in Lean.
-    assert [t.text for t in split_tactics(chained)] == [chained.strip()]
-    assert len(split_tactics("\n  " + "· " * 3000 + "simp", "all")) >= 1
-    assert len(split_tactics("\n  " + "(" * 3000 + "simp")) == 1
+    # Each `by` block swallows the `; have …` after it, as in Lean: 2000 levels, past MAX_NESTING.
+    assert split_tactics(chained) == []
+    assert [t.text for t in split_tactics("\n  " + "have h := by simp; " * 50)] == [
+        ("have h := by simp; " * 50).strip()
+    ]
+    assert split_tactics("\n  " + "· " * 3000 + "simp", "all") == []
+    assert split_tactics("\n  " + "(" * 3000 + "simp") == []
 
     # `t <;> t <;> …` nests one node per `<;>`; flattening it for "all" must not recurse that deep either.
     chain = split_tactics("\n  " + " <;> ".join(["simp"] * 5000), "all")
@@ -692,11 +709,15 @@ def test_deep_nesting_does_not_exhaust_the_stack():
 
 def _layout(proof: str) -> tuple[list[str], str | None, list[str]]:
     """(outermost tactic texts, suffix text or None, the suffix keywords as written) of a proof body."""
-    layout = split_proof(proof)
-    suffix = None if layout.suffix is None else proof[layout.suffix[0] : layout.suffix[1]]
-    keywords = [proof[k : k + len("termination_by?")].split()[0] for k in sorted(layout.clause_keywords)]
-    assert split_tactics(proof) == layout.tactics
-    return [t.text for t in layout.tactics], suffix, keywords
+    layout = parse_proof(tokenize(proof))
+    tokens = layout.tokens
+    suffix = None
+    if layout.suffix is not None:
+        suffix = proof[tokens[layout.suffix[0]].start : tokens[layout.suffix[1] - 1].end]
+    keywords = [tokens[k].text for k in sorted(layout.clause_keywords)]
+    tactics = layout.outermost_tactics(proof)
+    assert split_tactics(proof) == tactics
+    return [t.text for t in tactics], suffix, keywords
 
 
 WHERE_CLAUSE = (
@@ -845,7 +866,7 @@ def test_random_proofs_keep_the_span_invariants():
 
 
 def test_block_and_line_comments_of_equal_length_split_the_same():
-    # Proofs with `/-` take the nested-comment-aware lexer, the others the single-regex one: both must agree.
+    # A comment is skipped whatever its kind: a block comment and a line comment of equal length split alike.
     template = "\n  intro x {c}\n  have h : x = 1 := by\n    simp [ℕ] {c}\n  · exact ⟨h, by ring⟩\n  {c}\n  omega"
     with_line = template.replace("{c}", "-- note;   \n  ")
     with_block = template.replace("{c}", "/- note; -/\n  ")
@@ -860,138 +881,20 @@ def test_block_and_line_comments_of_equal_length_split_the_same():
     ]
 
 
-def test_bracket_runs_are_cut_into_the_tokens_the_one_match_per_token_scan_reads():
-    """The findall scan reads four or more brackets, `,` or `;` in a row as one match and cuts it into one token per
-    character; the scan used with block comments matches one token at a time. Both must give the same tokens, line
-    starts and columns (the comment appended at the end holds no token)."""
-    import random
-
-    from trl_verigate.lean_server.tactic_tokens import Tokens
-
-    pieces = ["(", ")", "[", "]", "{", "}", "⟨", "⟩", ",", ";", "((((", "))))", " ", "\n", "\n  ", "h", "simp", ":="]
-    rng = random.Random(2)
-    for _ in range(2000):
-        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 20)))
-        runs, one_by_one = Tokens(proof, 3), Tokens(proof + "\n/- c -/", 3)
-        assert "/-" not in proof and runs.n == one_by_one.n
-        for field in ("text", "start", "end", "literal", "line_start"):
-            assert getattr(runs, field) == getattr(one_by_one, field), (proof, field)
-        assert [runs.column(i) for i in range(runs.n)] == [one_by_one.column(i) for i in range(runs.n)], proof
-
-
-def test_layout_tokens_are_the_spans_of_the_tokens_read():
-    """`ProofLayout.tokens` builds its `(start, end, literal)` tuples on first use; as a sequence it is that list.
-    Offsets counted by hand: a string and a char literal around a line comment, and a bracket run cut into tokens."""
-    from trl_verigate.lean_server.tactics import split_tactics_and_tokens
-
-    cases = {
-        "exact \"a b\" (h) -- c\n  'x'": [(0, 5, False), (6, 11, True), (12, 13, False), (13, 14, False)]
-        + [(14, 15, False), (23, 26, True)],
-        "exact ((((h))))": [(0, 5, False), *((k, k + 1, False) for k in range(6, 15))],
-    }
-    for proof, expected in cases.items():
-        tokens = split_proof(proof).tokens
-        assert len(tokens) == len(expected) and tokens[1] == expected[1] and tokens[-2:] == expected[-2:]
-        assert tokens.literal == [literal for _, _, literal in expected]
-        assert tokens.ends == [end for _, end, _ in expected]
-        assert tokens.starts == [start for start, _, _ in expected]
-        literals = [(start, end) for start, end, literal in expected if literal]
-        assert tokens.literal_starts_and_ends() == ([start for start, _ in literals], [end for _, end in literals])
-        assert list(tokens) == expected and tokens == expected and repr(tokens) == repr(expected)
-        assert tokens == split_proof(proof).tokens and tokens != expected[:-1]
-        spans = split_tactics_and_tokens(proof)[1]
-        assert type(spans) is list and spans == expected
-
-
-def test_readings_of_the_layout_tokens_are_those_of_their_tuples():
-    """The readings read `ProofLayout.tokens`' own lists, and a list of `(start, end, literal)` tuples (what
-    `split_tactics_and_tokens` returns) by its tuples: both must give the same answers, on random texts with and
-    without comments, literals and bracket runs."""
-    import random
-
-    from trl_verigate.lean_server.code_tokens import CodeTokens
-    from trl_verigate.lean_server.lexer import PrecheckError, lex
-    from trl_verigate.lean_server.readings import lexers_disagree_at, read_alike_without_comments
-
-    pieces = [" ", "\n  ", "\u00a0", "h", "h'", "'", "''", "'a'", "∑'", '"s"', 's!"{x}"', "--c\n", "/- c -/", "«a--b»"]
-    pieces += ["((((", ")", ":=", "simp"]
-    rng = random.Random(7)
-    compared = {"alike": 0, "disagree": 0}
-    for _ in range(1500):
-        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 14)))
-        try:
-            tokens = lex(text)
-        except PrecheckError:
-            continue
-        view = CodeTokens(tokens)
-        spans = split_proof(text).tokens
-        as_list = list(spans)
-        alike = read_alike_without_comments(text, view, spans)
-        assert alike == read_alike_without_comments(text, view, as_list), text
-        disagreement = lexers_disagree_at(tokens, spans, view)
-        assert disagreement == lexers_disagree_at(tokens, as_list, view), text
-        compared["alike"] += alike
-        compared["disagree"] += disagreement is not None
-    assert compared["alike"] > 100 and compared["disagree"] > 20, compared
-
-
 def test_token_columns_are_code_points_from_the_line_start():
-    """`Tokens.column` reads a line's first token off the whitespace before it, the token after it from that one's
-    column, and the others by a binary search over line breaks. On random proofs with tokens that hold line breaks
-    (strings, `«…»` names, block comments), each must be the column counted back to the last line break (or from
-    `start_column` on the first line)."""
+    """Each token's column, counted back to the last line break (or from `start_column` on the first line), and
+    whether it is the first token on its line, on random proofs with strings and comments that hold line breaks."""
     import random
 
-    from trl_verigate.lean_server.tactic_tokens import Tokens
-
-    pieces = [" ", "  ", "\n", "\n  ", "·", "simp", "h₀", "(", "))))", '"a\nb"', "«x\ny»", "/- c\n -/", "-- c\n", ":="]
+    pieces = [" ", "  ", "\n", "\n  ", "·", "simp", "h₀", "(", "))))", '"a\nb"', "/- c\n -/", "-- c\n", ":="]
     rng = random.Random(11)
-    after_first = 0
+    checked = 0
     for _ in range(2000):
         proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 16)))
-        tokens = Tokens(proof, 5)
-        for i in range(tokens.n):
-            start = tokens.start[i]
-            newline = proof.rfind("\n", 0, start)
-            assert tokens.column(i) == (start - newline - 1 if newline >= 0 else start + 5), (proof, i)
-            after_first += i > 0 and tokens.line_start[i - 1] and not tokens.line_start[i]
-    assert after_first > 1000
-
-
-def test_bracket_runs_are_the_runs_of_openers_or_of_closers():
-    """`Tokens.bracket_runs` maps the first token of each run of four or more openers only, or closers only, to the
-    token after it (indices counted by hand, after earlier runs were cut into one token per character)."""
-    from trl_verigate.lean_server.tactic_tokens import Tokens
-
-    assert Tokens("a ((((b)))) ((((c", 0).bracket_runs == {1: 5, 6: 10, 10: 14}
-    assert Tokens("f (((,( ))]) ((((", 0).bracket_runs == {6: 10, 10: 14}  # `(((,(` mixes an opener and `,`
-    assert Tokens("f (((( /- c -/", 0).bracket_runs == {}  # one token at a time: no runs
-
-
-def test_layout_over_bracket_runs_is_the_layout_token_by_token(monkeypatch):
-    """The parser moves the bracket depth over a run of openers (or of closers it can all close) at once. On random
-    bracket-dense proofs (runs deeper and shallower than the open brackets, `by` and `;` inside brackets, runs at
-    line starts and ends, suffixes), the layout at both granularities must be the one read token by token."""
-    import random
-
-    from trl_verigate.lean_server import tactics
-    from trl_verigate.lean_server.tactic_tokens import Tokens
-
-    class TokenByToken(Tokens):
-        def __init__(self, proof: str, start_column: int):
-            super().__init__(proof, start_column)
-            self.bracket_runs = {}
-
-    pieces = ["((((", "(((((", "))))", ")))))", "⟨⟨⟨⟨", "⟩⟩⟩⟩", "[[[[", "]]]]", "(", ")", "by", ";", ",", " ", "\n  "]
-    pieces += ["\n", "h", "exact", "· ", "<;>", "simp", "where", "f := 1", "calc", "_ = b := h", "fun x =>"]
-    rng = random.Random(13)
-    with_runs = 0
-    for _ in range(3000):
-        proof = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
-        with_runs += bool(Tokens(proof, 2).bracket_runs)
-        for granularity in ("outermost", "all"):
-            layout = split_proof(proof, granularity, start_column=2)
-            with monkeypatch.context() as patched:
-                patched.setattr(tactics, "Tokens", TokenByToken)
-                assert split_proof(proof, granularity, start_column=2) == layout, proof
-    assert with_runs > 2000
+        tokens = tokenize(proof, 5)
+        for k, token in enumerate(tokens):
+            newline = proof.rfind("\n", 0, token.start)
+            assert token.column == (token.start - newline - 1 if newline >= 0 else token.start + 5), proof
+            assert token.line_start == (k == 0 or "\n" in proof[tokens[k - 1].end : token.start]), proof
+            checked += 1
+    assert checked > 10000

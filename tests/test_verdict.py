@@ -3,9 +3,12 @@
 import json
 
 import pytest
+from lean_helpers import prepare
 from test_files import FILE
 
-from trl_verigate.lean_server import verdict
+from trl_verigate.lean_server import judge as judging
+from trl_verigate.lean_server.judge import is_axioms_answer, judge, parse_axioms_message
+from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
 from trl_verigate.lean_server.types import (
     MINIF2F_HEADER,
     FileRequest,
@@ -14,16 +17,16 @@ from trl_verigate.lean_server.types import (
     ProofRequest,
     VerificationResult,
 )
-from trl_verigate.lean_server.verdict import (
-    EXAMPLE_NAME,
-    Prepared,
-    is_axioms_answer,
-    judge,
-    parse_axioms_message,
-    prepare,
-)
 
 CONFIG = LeanServerConfig()
+# The header's imports only: no preamble lines before the statement, so a REPL line is the submitted line.
+IMPORTS = "import Mathlib\nimport Aesop"
+
+
+def prepare_proof(request, header=IMPORTS, **settings):
+    return prepare(request, IMPORTS if header == MINIF2F_HEADER else header, **settings)
+
+
 NATIVE = LeanServerConfig(
     allow_native_decide=True, axiom_whitelist=CONFIG.axiom_whitelist + ("Lean.ofReduceBool", "Lean.trustCompiler")
 )
@@ -31,14 +34,14 @@ CLEAN_AXIOMS = ["propext", "Classical.choice", "Quot.sound"]
 
 
 def test_prepared_code_appends_print_axioms_two_lines_after_the_proof():
-    prepared = prepare(ProofRequest("theorem foo : 1 = 1 := by", "  rfl"), "import Mathlib")
+    prepared = prepare_proof(ProofRequest("theorem foo : 1 = 1 := by", "  rfl"), "import Mathlib")
     assert prepared.code == "theorem foo : 1 = 1 := by\n  rfl\n\n#print axioms foo"
     assert (prepared.proof_start, prepared.theorem_name, prepared.line_offset) == (26, "foo", 0)
     assert prepared.print_line == 4
 
 
 def test_a_request_header_overrides_the_default_header():
-    prepared = prepare(ProofRequest("theorem foo : 1 = 1 := by", "  rfl", header="import Lean"), MINIF2F_HEADER)
+    prepared = prepare_proof(ProofRequest("theorem foo : 1 = 1 := by", "  rfl", header="import Lean"), MINIF2F_HEADER)
     assert prepared.header == "import Lean"
 
 
@@ -49,9 +52,9 @@ def test_bad_arguments_name_the_argument():
     with pytest.raises(TypeError, match="request"):
         prepare(42, MINIF2F_HEADER)
     with pytest.raises(TypeError, match="default_header"):
-        prepare(ProofRequest(T, "  rfl"), None)
+        prepare_proof(ProofRequest(T, "  rfl"), None)
     with pytest.raises(TypeError, match="ProofRequest.proof"):
-        prepare(ProofRequest(T, None), MINIF2F_HEADER)
+        prepare_proof(ProofRequest(T, None), MINIF2F_HEADER)
 
 
 def test_a_file_request_is_prepared_like_the_same_file_sent_as_a_str():
@@ -266,7 +269,7 @@ def test_judge_reports_the_tactics_the_precheck_split_at_either_granularity(
     def no_second_split(*args, **kwargs):
         raise AssertionError("judge split the proof again")
 
-    monkeypatch.setattr(verdict.tactic_split, "split_tactics", no_second_split)
+    monkeypatch.setattr(judging, "split_tactics", no_second_split)
     result = judge(prepared, response, CONFIG, 0.0)
     assert result.passed and spans(result.tactics) == outermost and result.first_error_tactic == len(outermost)
     result.tactics.clear()
@@ -301,7 +304,7 @@ def test_axioms_messages_of_both_forms_are_parsed(text, parsed):
 
 
 def clean_prepared() -> Prepared:
-    return prepare(ProofRequest("theorem t (a b : ℕ) : a + b = b + a := by", "  omega"), MINIF2F_HEADER)
+    return prepare_proof(ProofRequest("theorem t (a b : ℕ) : a + b = b + a := by", "  omega"), MINIF2F_HEADER)
 
 
 @pytest.mark.parametrize(
@@ -406,7 +409,7 @@ def test_errors_after_the_proof_are_clamped_to_its_end_and_fail():
 
 
 def test_an_error_on_the_line_after_at_star_blames_that_lines_tactic():
-    prepared = prepare(ProofRequest(T, "  norm_num at *\n  linarith"), MINIF2F_HEADER)
+    prepared = prepare_proof(ProofRequest(T, "  norm_num at *\n  linarith"), MINIF2F_HEADER)
     error = {
         "severity": "error",
         "pos": {"line": 3, "column": 2},
@@ -445,7 +448,7 @@ def test_a_parse_error_at_the_appended_print_blames_the_last_tactic():
 @pytest.mark.parametrize("text", ["Unknown constant `t`", "unknown constant 't'"])
 def test_an_unknown_constant_at_the_print_says_nothing_about_the_tactics(text):
     # The theorem never reached the environment (e.g. the kernel refused it): no tactic is to blame.
-    prepared = prepare(ProofRequest("theorem t : 1 = 1 ∧ 2 = 2 := by", "  constructor\n  · rfl\n  · rfl"), "")
+    prepared = prepare_proof(ProofRequest("theorem t : 1 = 1 ∧ 2 = 2 := by", "  constructor\n  · rfl\n  · rfl"), "")
     error = {
         "severity": "error",
         "pos": {"line": prepared.print_line, "column": 14},
@@ -468,7 +471,7 @@ AXIOMS_STAGE_FAILURES = {
 def test_a_failure_found_only_at_the_axioms_stage_credits_no_tactic(answers):
     # len(tactics) would tell a process reward "every tactic valid, proof incomplete" for a proof that fails only
     # because of what it depends on (or because its answer was forged): no tactic is known good, so 0.
-    prepared = prepare(ProofRequest(T, "  norm_num\n  exact?"), MINIF2F_HEADER)
+    prepared = prepare_proof(ProofRequest(T, "  norm_num\n  exact?"), MINIF2F_HEADER)
     response = {"messages": [axioms_message(prepared, axioms) for axioms in answers], "env": 1}
     result = judge(prepared, response, CONFIG, 0.0)
     assert result.status == "failed" and len(result.tactics) == 2
@@ -485,7 +488,7 @@ def test_a_failure_found_only_at_the_axioms_stage_credits_no_tactic(answers):
 
 
 def test_example_is_renamed_and_positions_map_back_to_the_submitted_columns():
-    prepared = prepare(ProofRequest("example (n : ℕ) : n + 0 = n := by", "  simp"), MINIF2F_HEADER)
+    prepared = prepare_proof(ProofRequest("example (n : ℕ) : n + 0 = n := by", "  simp"), MINIF2F_HEADER)
     # The rest of the `example` line keeps its column, one line down.
     assert prepared.code.startswith(f"theorem {EXAMPLE_NAME}\n        (n : ℕ) : n + 0 = n := by\n  simp\n")
     assert prepared.theorem_name == EXAMPLE_NAME and prepared.statement.startswith("example")
@@ -532,7 +535,7 @@ def test_a_renamed_example_keeps_the_columns_of_a_proof_on_its_by_line():
     assert len(result.tactics) == 1
     # Shallower, they end the block: the precheck refuses what Lean would read as commands.
     result = prepare(_aligned_example_file(-1), MINIF2F_HEADER)
-    assert result.status == "rejected" and "outside" in result.reason, result.reason
+    assert result.status == "rejected" and "reads what follows as commands" in result.reason, result.reason
 
 
 def test_judge_rejects_bad_arguments():
@@ -604,8 +607,8 @@ def trace_messages(prepared: Prepared, count: int) -> list[dict]:
 
 
 def test_an_answer_over_max_messages_fails_unread():
-    count = verdict.MAX_MESSAGES  # with the axioms answer: one over the limit
-    prepared = prepare(ProofRequest(T, '  trace "x"\n' * count + "  rfl"), MINIF2F_HEADER)
+    count = judging.MAX_MESSAGES  # with the axioms answer: one over the limit
+    prepared = prepare_proof(ProofRequest(T, '  trace "x"\n' * count + "  rfl"), MINIF2F_HEADER)
     flood = {"messages": [*trace_messages(prepared, count), axioms_message(prepared, [])], "env": 1}
     result = judge(prepared, flood, CONFIG, 0.5)
     assert result.status == "failed" and not result.passed and result.first_error_tactic == 0
@@ -623,18 +626,16 @@ def test_an_answer_over_max_messages_fails_unread():
 def test_positions_are_mapped_without_walking_the_text_per_message(monkeypatch):
     # One message per line made judge and submitted_response quadratic (the code walked line by line per message).
     # The mapping uses Prepared's line tables: the text-walking helpers must not be called at all.
-    from trl_verigate.lean_server import lexer, tactics
+    from trl_verigate.lean_server.precheck import tokens
     from trl_verigate.lean_server.service import server
 
-    prepared = prepare(ProofRequest(T, '  trace "x"\n' * 50 + "  rfl"), MINIF2F_HEADER)
+    prepared = prepare_proof(ProofRequest(T, '  trace "x"\n' * 50 + "  rfl"), MINIF2F_HEADER)
     response = {"messages": [*trace_messages(prepared, 50), axioms_message(prepared, [])], "env": 1}
 
     def walks(*args):
         raise AssertionError("a position was mapped by walking the text")
 
-    for module, name in ((tactics, "offset_of"), (lexer, "position"), (verdict, "position")):
-        if hasattr(module, name):
-            monkeypatch.setattr(module, name, walks)
+    monkeypatch.setattr(tokens, "position", walks)
     result = judge(prepared, response, CONFIG, 0.0)
     assert [(m.line, m.column) for m in result.messages] == [(2 + i, 2) for i in range(50)]
     mapped = server.submitted_response(prepared, response)
@@ -675,3 +676,16 @@ def test_prepared_offset_of_and_submitted_position_match_a_reference():
             assert prepared.submitted_position(offset) == Position(line + prepared.line_offset, column)
     with pytest.raises(ValueError, match="1-based"):
         prepared.offset_of(0, 0)
+
+
+def test_the_header_preamble_shifts_repl_lines_and_messages_map_back():
+    # The miniF2F header's option and `open` lines run before the statement: REPL line 5 is submitted line 3.
+    prepared = prepare(ProofRequest(T, "  norm_num\n  linarith"), MINIF2F_HEADER)
+    assert prepared.code.count("\n", 0, prepared.proof_start) == 3
+    error = {"severity": "error", "pos": {"line": 4, "column": 2}, "endPos": {"line": 4, "column": 10}, "data": "x"}
+    result = judge(prepared, {"env": 1, "messages": [error]}, CONFIG, 0.0)
+    assert [(m.line, m.column) for m in result.messages] == [(2, 2)] and result.first_error_tactic == 0
+    # A message on a preamble line belongs to no tactic: it maps to the statement's start.
+    early = dict(error, pos={"line": 1, "column": 4}, endPos=None)
+    result = judge(prepared, {"env": 1, "messages": [early]}, CONFIG, 0.0)
+    assert [(m.line, m.column) for m in result.messages] == [(1, 0)] and result.first_error_tactic == 0

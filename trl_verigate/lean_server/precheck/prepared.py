@@ -1,7 +1,9 @@
 """A request ready for the REPL (`Prepared`), and how the code sent to Lean is assembled from its parts.
 
 Both kinds of request (a trusted statement with an untrusted proof, a complete untrusted file) end up here: the
-declaration the theorem is found by, the `example` renaming, and the appended `#print axioms`.
+header's imports (what the REPL loads once, its pool key), the preamble (the header's `open` and `set_option` lines,
+sent with every command so that no option value costs a REPL), the declaration the theorem is found by, the
+`example` renaming, and the appended `#print axioms`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from trl_verigate.lean_server.lexer import PrecheckError, Token
+from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
 from trl_verigate.lean_server.types import Position, Tactic
 
 # `example` has no name for `#print axioms`; it is declared under this name instead. The replacement is longer
@@ -31,8 +33,10 @@ DECLARATIONS = ("theorem", "lemma", "example", "def", "abbrev")
 class Prepared:
     """A request ready for the REPL.
 
-    `code` is sent in the env of `header`: the statement (with `example` renamed and helper `def`s made
-    `noncomputable`, see `edits`), `separator`, the proof, then `"\\n\\n#print axioms <theorem_name>"`.
+    `code` is sent in the env of `header` (the imports): the preamble (the header's other lines), the statement (with
+    `example` renamed and helper `def`s made `noncomputable`, see `edits`), `separator`, the proof, then
+    `"\\n\\n#print axioms <theorem_name>"`. `trusted_preamble` is the preamble of the trusted header the statement is
+    read under ("" for a file that is its own claim), which the recheck tier elaborates the trusted statement in.
     `proof_start` is the proof's offset in `code`; `line_offset` the lines to add to REPL lines to get
     submitted-source lines (the header's line count for a str request). `statement` is the statement as submitted.
     """
@@ -52,6 +56,9 @@ class Prepared:
     # `EXAMPLE_REPLACEMENT`, a line break and spaces up to the column after the submitted `example`; a helper
     # `def` gets `NONCOMPUTABLE` inserted before it (0 characters replaced), the same way.
     edits: tuple[tuple[int, int, int], ...] = ()
+    trusted_preamble: str = ""
+    # The characters of the preamble at the start of `code` (its first edit, when there is one).
+    preamble_length: int = 0
     # The proof's top-level tactics as the precheck split them to find the `by` block's end; `judge` reuses them
     # for tactic_granularity "outermost" instead of splitting the proof again. None: `judge` splits it itself.
     outermost_tactics: list[Tactic] | None = field(default=None, repr=False, compare=False)
@@ -183,9 +190,12 @@ def assemble(
     name: Token | None,
     line_offset: int,
     noncomputable_at: Sequence[int] = (),
+    preamble: str = "",
+    trusted_preamble: str = "",
 ) -> Prepared:
     """The Prepared for `statement + separator + proof`, with `example` renamed and `NONCOMPUTABLE` inserted at
-    each offset of `noncomputable_at` (offsets in `statement`, before its main declaration keyword).
+    each offset of `noncomputable_at` (offsets in `statement`, before its main declaration keyword), and `preamble`
+    (whole lines) before it all.
 
     Each edit ends with a line break and the spaces up to the column the text after it had, so every later token
     of its line keeps its column (Lean's layout compares columns); `Prepared.edits` maps positions back.
@@ -196,7 +206,11 @@ def assemble(
         theorem_name = EXAMPLE_NAME
     else:
         theorem_name = declared_name(name)
-    pieces, edits, copied_to, shift = [], [], 0, 0
+    if preamble and not preamble.endswith("\n"):
+        preamble += "\n"
+    pieces, edits, copied_to, shift = [preamble], [], 0, len(preamble)
+    if preamble:
+        edits.append((0, len(preamble), 0))
     for start, length, word in sorted(replacements):
         column = start - (statement.rfind("\n", 0, start) + 1)
         replacement = word + "\n" + " " * (column + length)
@@ -217,6 +231,8 @@ def assemble(
         statement=statement,
         separator=separator,
         edits=tuple(edits),
+        trusted_preamble=trusted_preamble,
+        preamble_length=len(preamble),
     )
 
 
@@ -227,3 +243,17 @@ def located_at(base: int):
         yield
     except PrecheckError as error:
         raise error.shifted(base) from None
+
+
+def trusted_statement_tokens(statement: str, what: str = "statement") -> list[Token]:
+    """The trusted statement's tokens; it must end in `:= by`, where the proof body is appended."""
+    try:
+        tokens = tokenize(statement)
+    except PrecheckError as error:
+        raise PrecheckError(f"{what}: {error.before}", None, error.after) from None
+    if len(tokens) < 2 or [t.text for t in tokens[-2:]] != [":=", "by"]:
+        raise PrecheckError(
+            f"{what} must end in `:= by` (the proof body is appended on the next line); it ends in "
+            f"{statement.rstrip()[-30:]!r}"
+        )
+    return tokens

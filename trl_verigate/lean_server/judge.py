@@ -1,178 +1,27 @@
-"""The verdict: what is sent to Lean for a request, and whether Lean's answer proves it.
+"""The judge: whether Lean's answer to a prepared request proves it.
 
-Two halves around one REPL command:
-
-* `prepare` turns a request into a `Prepared` (the header, and the code sent in the header's env)
-  or rejects it before Lean runs. The proof body is untrusted: the precheck (`precheck.py`, over the
-  tokens of `lexer.py`) refuses anything that could leave the `by` block or change how Lean checks or
-  reports the proof; a complete file is untrusted throughout and checked by `files.py`.
-* `judge` reads the REPL's response to that code. A proof passes only with no error, no sorry
-  (neither `sorries` nor the "declaration uses sorry" warning) and a `#print axioms` answer for the
-  theorem, at the position of the `#print axioms` command we appended, listing only whitelisted
-  axioms. The axioms check is the backstop for everything the precheck cannot see, e.g. a tactic
-  that closes goals with `sorryAx` without emitting the warning (DeepSeek-Prover-V2's `apply?`).
+A proof passes only with no error, no sorry (neither `sorries` nor the "declaration uses sorry" warning) and a
+`#print axioms` answer for the theorem, at the position of the `#print axioms` command `prepare` appended, listing
+only whitelisted axioms. The axioms check is the backstop for what the precheck cannot see, e.g. a tactic that closes
+goals with `sorryAx` without the warning (DeepSeek-Prover-V2's `apply?`).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Union
 
-from trl_verigate.lean_server import tactics as tactic_split
-from trl_verigate.lean_server.files import HEADER_RULE, normalize_header, prepare_file, split_header
-from trl_verigate.lean_server.gc_pause import gc_paused
-from trl_verigate.lean_server.lexer import PrecheckError, Token, lex, split_name
-from trl_verigate.lean_server.precheck import precheck_proof
-from trl_verigate.lean_server.prepared import (
-    EXAMPLE_NAME,
-    EXAMPLE_REPLACEMENT,
-    Prepared,
-    assemble,
-    declaration,
-    located_at,
-)
-from trl_verigate.lean_server.token_rules import COMMAND_WORDS
-from trl_verigate.lean_server.types import (
-    FileRequest,
-    LeanServerConfig,
-    Message,
-    Position,
-    ProofRequest,
-    Request,
-    VerificationResult,
-)
-
-# Importable from here as before the split: callers and tests name them as `verdict.X`.
-__all__ = [
-    "COMMAND_WORDS",
-    "EXAMPLE_NAME",
-    "EXAMPLE_REPLACEMENT",
-    "HEADER_RULE",
-    "MAX_MESSAGES",
-    "NATIVE_AXIOMS",
-    "SORRY_WARNINGS",
-    "PrecheckError",
-    "Prepared",
-    "is_axioms_answer",
-    "judge",
-    "parse_axioms_message",
-    "precheck_proof",
-    "prepare",
-    "repl_position",
-    "split_header",
-    "submitted_position",
-]
+from trl_verigate.lean_server.precheck.layout import split_tactics
+from trl_verigate.lean_server.precheck.prepared import Prepared
+from trl_verigate.lean_server.precheck.tokens import name_components
+from trl_verigate.lean_server.types import LeanServerConfig, Message, Position, Tactic, VerificationResult
 
 SORRY_WARNINGS = ("declaration uses `sorry`", "declaration uses 'sorry'")
 NATIVE_AXIOMS = ("Lean.ofReduceBool", "Lean.trustCompiler")
 # The most messages and sorries `judge` reads from one answer. A legitimate proof gets a handful; a proof that makes
-# Lean write more (one `trace "x"` per line writes one message per line) is flooding the output, and fails unread.
+# Lean write more is flooding the output, and fails unread.
 MAX_MESSAGES = 10_000
 _AXIOMS_LIST = re.compile(r"^'(?P<name>.+)' depends on axioms: \[(?P<axioms>.*)\]$", re.DOTALL)
 _AXIOMS_NONE = re.compile(r"^'(?P<name>.+)' does not depend on any axioms$", re.DOTALL)
-
-
-def _check_statement(statement: str) -> list[Token]:
-    try:
-        tokens = lex(statement)
-    except PrecheckError as error:
-        raise PrecheckError(f"statement: {error.before}", error.offset, error.after) from None
-    code = [t for t in tokens if t.kind != "comment"]
-    ends_in_by = (
-        len(code) >= 3
-        and [t.text for t in code[-3:]] == [":", "=", "by"]
-        and code[-3].end == code[-2].start
-        and tokens[-1] is code[-1]
-    )
-    if not ends_in_by:
-        raise PrecheckError(
-            "statement must end in `:= by` (the proof body is appended on the next line); "
-            f"it ends in {statement.rstrip()[-30:]!r}"
-        )
-    return tokens
-
-
-# ---------------------------------------------------------------- prepare
-
-
-def _rejected(reason: str) -> VerificationResult:
-    return VerificationResult(status="rejected", reason=reason)
-
-
-# A file's body is lexed outside precheck_proof's own pause: the whole prepare runs with the collector paused.
-@gc_paused()
-def prepare(
-    request: Request, default_header: str, allow_native_decide: bool = False
-) -> Union[Prepared, VerificationResult]:
-    """The REPL command for `request`, or a `status="rejected"` result saying what the precheck found and where.
-
-    A `ProofRequest`'s statement is trusted and must end in `:= by`; its proof body is untrusted. Its
-    `header` is trusted like the statement (the caller picks both, e.g. from the dataset) and is sent
-    unchecked: never fill it from model output.
-    A str request is a complete file: helper theorem/lemma/def declarations, then the main theorem proved with
-    `:= by` (see `files.prepare_file`), all of it untrusted
-    (kimina snippets are model output): its header lines must each be one `import M`, `set_option NAME
-    VALUE` or `open …` command (see `split_header`); only comments, modifiers and
-    `open … in` / `set_option NAME VALUE in` may precede the theorem.
-    A `FileRequest` is such a file held to its trusted `statement` and `header` (see `files.prepare_file`); a
-    trusted statement without a header is held to `default_header` as its trusted header.
-    """
-    if not isinstance(default_header, str):
-        raise TypeError(
-            f"prepare(default_header=...) needs the header text as a str, got {type(default_header).__name__}"
-        )
-    try:
-        if isinstance(request, ProofRequest):
-            return _prepare_proof_request(request, default_header, allow_native_decide)
-        if isinstance(request, FileRequest):
-            if not isinstance(request.file, str):
-                raise TypeError(f"FileRequest.file must be a str, got {type(request.file).__name__}")
-            return prepare_file(request.file, allow_native_decide, request.statement, request.header, default_header)
-        if isinstance(request, str):
-            return prepare_file(request, allow_native_decide, None, None)
-    except PrecheckError as error:
-        return _rejected(error.reason(_submitted_source(request)))
-    raise TypeError(
-        f"prepare(request=...) needs a ProofRequest(statement, proof), a FileRequest or a str holding a Lean file, "
-        f"got {type(request).__name__}"
-    )
-
-
-def _submitted_source(request: Request) -> str:
-    """The text a PrecheckError's offset is relative to once `prepare` has shifted it: the file, or the statement,
-    a line break and the proof."""
-    if isinstance(request, FileRequest):
-        return request.file
-    if isinstance(request, str):
-        return request
-    return request.statement + "\n" + request.proof
-
-
-def _prepare_proof_request(request: ProofRequest, default_header: str, allow_native_decide: bool) -> Prepared:
-    for field_name in ("statement", "proof"):
-        if not isinstance(getattr(request, field_name), str):
-            raise TypeError(
-                f"ProofRequest.{field_name} must be a str, got {type(getattr(request, field_name)).__name__}"
-            )
-    header = default_header if request.header is None else request.header
-    if not isinstance(header, str):
-        raise TypeError(f"ProofRequest.header must be a str or None, got {type(header).__name__}")
-    # The pool keys REPLs by header: a comment or blank line must not cost a fresh `import Mathlib`.
-    header = normalize_header(header)
-    # Offsets in PrecheckErrors are moved to the submitted source, `statement + "\n" + proof`.
-    tokens = _check_statement(request.statement)
-    keyword, name = declaration(tokens, "statement")
-    if not request.proof.strip():
-        raise PrecheckError("empty proof body")
-    prepared = assemble(header, request.statement, "\n", request.proof, tokens, keyword, name, line_offset=0)
-    with located_at(len(request.statement) + 1):
-        prepared.outermost_tactics = precheck_proof(
-            prepared.proof, allow_native_decide, start_column=prepared.proof_column
-        )
-    return prepared
-
-
-# ---------------------------------------------------------------- judge
 
 
 def parse_axioms_message(text: str) -> tuple[str, list[str]] | None:
@@ -189,7 +38,7 @@ def parse_axioms_message(text: str) -> tuple[str, list[str]] | None:
 
 def _same_name(printed: str, theorem_name: str) -> bool:
     # Real Lean prints `theorem _root_.x` as `x`; the stand-in echoes the name as written.
-    name = ".".join(split_name(printed)).removeprefix("_root_.")
+    name = ".".join(name_components(printed)).removeprefix("_root_.")
     # A `private theorem` prints with its mangled name `_private.<module>.0.<name>`.
     return name == theorem_name or (name.startswith("_private.") and name.endswith(".0." + theorem_name))
 
@@ -247,9 +96,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
     if config.tactic_granularity == "outermost" and prepared.outermost_tactics is not None:
         tactics = list(prepared.outermost_tactics)
     else:
-        tactics = tactic_split.split_tactics(
-            prepared.proof, config.tactic_granularity, start_column=prepared.proof_column
-        )
+        tactics = split_tactics(prepared.proof, config.tactic_granularity, start_column=prepared.proof_column)
     if "message" in response and "messages" not in response and "env" not in response:
         return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
 
@@ -343,7 +190,7 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         # for a proof that may have forged its answer; 0 credits nothing, as the recheck's demotion does.
         first_error_tactic = 0
     else:
-        first_error_tactic = tactic_split.first_error_tactic(tactics, errors)
+        first_error_tactic = first_error_tactic_of(tactics, errors)
     return VerificationResult(
         status="passed" if passed else "failed",
         passed=passed,
@@ -354,3 +201,30 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         time_s=time_s,
         reason=reason if reason is None else reason[:500],
     )
+
+
+def first_error_tactic_of(tactics: list[Tactic], errors: list[tuple[int, str]]) -> int:
+    """Index of the first failing tactic: tactics before it ran without error.
+
+    `errors` holds `(offset into the proof body, message text)`; the offset is negative for an error before the
+    body. The earliest error inside the body blames the first tactic (in list order, so the outermost one) whose span
+    contains it; an error between tactics blames the next one, and one after the last tactic the last one. Without
+    errors in the body, errors before it that are all "unsolved goals" mean every tactic ran but the proof is
+    incomplete (-> `len(tactics)`), any other error there means nothing can be credited (-> 0), and no errors at all
+    gives `len(tactics)`.
+    """
+    inside = [offset for offset, _ in errors if offset >= 0]
+    if inside:
+        if not tactics:
+            return 0
+        offset = min(inside)
+        for index, tactic in enumerate(tactics):
+            if tactic.start <= offset < tactic.end:
+                return index
+        for index, tactic in enumerate(tactics):
+            if tactic.start > offset:
+                return index
+        return len(tactics) - 1
+    if all(text.lstrip().startswith("unsolved goals") for _, text in errors):
+        return len(tactics)
+    return 0

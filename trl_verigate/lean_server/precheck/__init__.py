@@ -1,0 +1,14 @@
+"""Tier 1, the precheck: what is sent to Lean for a request, or why it is refused before Lean runs.
+
+Layered so that imports run one way: `tokens` (the one tokenizer) → `layout` (where each tactic starts and ends, at
+every nesting level) → `policy` (the allow-lists, data in `allowlists/`) → `rules` (the boundary: a proof is
+object-level mathematics; it may not metaprogram) → `prepared`, `files` → `prepare`.
+"""
+
+from trl_verigate.lean_server.precheck.layout import split_tactics
+from trl_verigate.lean_server.precheck.policy import Policy, policy, policy_for
+from trl_verigate.lean_server.precheck.prepare import prepare
+from trl_verigate.lean_server.precheck.prepared import Prepared
+from trl_verigate.lean_server.precheck.tokens import PrecheckError
+
+__all__ = ["Policy", "PrecheckError", "Prepared", "policy", "policy_for", "prepare", "split_tactics"]

@@ -1,0 +1,523 @@
+"""Where each tactic of a proof body starts and ends, at every nesting level, without running Lean.
+
+`parse_proof` follows Lean 4's layout rules for a `by` block closely enough that its outermost spans equal the
+tactic spans the Lean REPL reports with `"allTactics": true` (checked against recorded transcripts):
+
+* A tactic block (`sepByIndent` in Lean's parser) takes its column from its first tactic. A new tactic starts after
+  `;`, or on a new line at exactly that column. A line indented deeper continues the current tactic; a line at the
+  block column ends it unless the tactic is visibly unfinished: the previous token needs an operand (`exact`, `:=`,
+  `+`, `at`, ...; not `*` in `at *`, nor `only`), the line starts with an infix continuation (`<;>`, `|`, `=`, ...)
+  or with another `calc` step. A line left of the block column ends the block unless it starts with an infix
+  continuation or is a step of a `calc` whose first step is that far left.
+* A top-level block is indented past the declaration's column (0): `theorem x : P := by\\nsimp` has no tactics.
+* Inside brackets layout is off (Lean's `withoutPosition`).
+* Nested blocks: `by` in a term, focusing bullets `·`/`.`, `case`/`next`/`on_goal`/`conv … =>`, `first | …`, the
+  alternatives of tactic `match`/`induction`/`cases … with | p => …`, combinators that take a sequence (`try`,
+  `repeat`, `all_goals`, …, `set_option … in`, `open … in`), `( … )`/`{ … }` blocks, Batteries' split focus
+  `t <;> [t1; t2]`, and the tactic-valued items `(disch := …)`, `(discharger := …)`, `(norm := …)`.
+* `t1 <;> t2`, `t1 <|> t2` and `t1 says t2` are one tactic at the outer level, with `t1` and `t2` inside.
+
+Each node knows its mode: "tactic", or "conv" inside `conv … =>` (where `tactic =>` returns to tactic mode), so the
+precheck can hold the first token of every tactic to the right allow-list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
+from trl_verigate.lean_server.types import GRANULARITIES, Tactic
+
+OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
+CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
+TERMINATION_WORDS = frozenset({"termination_by", "termination_by?", "decreasing_by"})
+# A declaration's suffix (Lean's `Termination.suffix` and `whereDecls`): no tactic or term contains these words, so
+# wherever they stand the tactic block has ended.
+SUFFIX_WORDS = TERMINATION_WORDS | {"where"}
+# Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring` tries both.
+SEQUENCE_PREFIXES = frozenset(
+    {
+        "try", "repeat", "repeat'", "repeat1", "iterate", "all_goals", "any_goals", "focus", "classical",
+        "fail_if_success", "fail_if_no_progress", "with_reducible", "with_reducible_and_instances",
+        "with_unfolding_all", "unhygienic",
+    }
+)  # fmt: skip
+# Prefixes whose sequence follows `in`: `set_option maxRecDepth 1000 in simp`.
+IN_PREFIXES = frozenset({"set_option", "open"})
+TACTIC_BRACKETS = {"(": ")", "{": "}", "[": "]"}
+# Heads whose `=>` opens a tactic sequence, and the mode of that sequence ("same": the enclosing block's).
+ARROW_HEADS = {
+    "case": "same", "case'": "same", "next": "same", "on_goal": "same", "conv": "conv", "conv_lhs": "conv",
+    "conv_rhs": "conv", "tactic": "tactic", "tactic'": "tactic",
+}  # fmt: skip
+# Heads with `| pattern => tactics` alternatives.
+ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
+# Heads in which `|` separates patterns rather than ending an enclosing alternative.
+PATTERN_HEADS = frozenset({"rcases", "obtain", "rintro", "cases'", "induction'", "case", "case'"})
+# Infix combinators of two tactics.
+INFIX_COMBINATORS = frozenset({"<;>", "<|>", "says"})
+# `(NAME := …)` items whose value is a tactic sequence: `simp (disch := positivity)`, `linear_combination (norm :=
+# ring_nf) e`.
+TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
+# Heads that cannot be a `calc` step even though they contain `:=`.
+NOT_CALC_STEP = frozenset({"have", "let", "obtain", "set", "show", "suffices", "replace", "haveI", "letI", "calc"})
+# Tokens that continue the previous line's tactic when they start a line: infix operators and keywords no tactic
+# starts with.
+CONTINUATIONS = frozenset(
+    {
+        "$", "%", "*", "+", "-", "->", "/", ":=", "<", "<->", "<;>", "<|>", "<|", "=", "=>", ">", "^", "at", "else",
+        "from", "generalizing", "then", "using", "with", "|", "|>", "|>.", "×", "•", "→", "↔", "∈", "∉", "∘", "∣",
+        "∧", "∨", "∩", "∪", "≠", "≡", "≤", "≥", "⊂", "⊆", "▸", "<=", ">=", "says",
+    }
+)  # fmt: skip
+# Tokens after which a tactic is unfinished: Lean's parser takes the next token whatever its column.
+EXPECTS_MORE = CONTINUATIONS | frozenset(
+    {
+        "apply", "by_cases", "calc", "case", "case'", "cases", "change", "clear", "convert", "convert_to", "erw",
+        "exact", "exacts", "exists", "existsi", "first", "fun", "generalize", "have", "haveI", "if", "in",
+        "induction", "injection", "let", "letI", "match", "next", "nth_rewrite", "nth_rw", "obtain", "on_goal",
+        "rcases", "refine", "refine'", "replace", "revert", "rewrite", "rintro", "rw", "rwa", "set", "show",
+        "simp_rw", "specialize", "subst", "suffices", "unfold", "use", "λ",
+        ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
+    }
+)  # fmt: skip
+# Words that start a command: a tactic block never continues past one that starts a line.
+BLOCK_ENDING_WORDS = frozenset(
+    {
+        "theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive", "example", "namespace",
+        "section", "end", "mutual", "import", "axiom", "opaque", "macro", "macro_rules", "syntax", "elab",
+        "elab_rules", "notation", "infix", "infixl", "infixr", "prefix", "postfix", "attribute", "variable",
+        "universe", "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "#",
+    }
+)  # fmt: skip
+_MAY_END_BLOCK = CLOSERS | BLOCK_ENDING_WORDS | SUFFIX_WORDS | {",", "|"}
+# Nested deeper than this, a proof is refused: the parser recurses once per level.
+MAX_NESTING = 64
+
+
+@dataclass
+class Node:
+    """One tactic: token indices `[first, end)` (children's tokens included), the index of its head token, the mode
+    it stands in ("tactic" or "conv"), and its nested tactics. `kind` is "tactic", or the infix combinator (`<;>`,
+    `<|>`, `says`) joining its two children."""
+
+    first: int
+    end: int
+    mode: str
+    kind: str = "tactic"
+    children: list[Node] = field(default_factory=list)
+
+
+@dataclass
+class ProofLayout:
+    """A proof body's tactics (outermost first, each with its nested ones), the `[first, end)` token range of the
+    declaration suffix after them (`termination_by`, `decreasing_by`, `where`) or None, and the token indices of the
+    suffix keywords read as such (the only places those words may stand)."""
+
+    tokens: list[Token]
+    tactics: list[Node]
+    end: int  # index of the first token after the tactic block
+    suffix: tuple[int, int] | None = None
+    clause_keywords: set[int] = field(default_factory=set)
+    # Tactic blocks inside the suffix (`decreasing_by`, and `:= by` of `where` declarations): held to the same rules.
+    suffix_tactics: list[Node] = field(default_factory=list)
+    # Token indices of the names the `where` declarations declare.
+    definition_names: list[int] = field(default_factory=list)
+
+    def span(self, node: Node) -> tuple[int, int]:
+        """The `[start, end)` character span of a node in the text the tokens came from."""
+        return self.tokens[node.first].start, self.tokens[node.end - 1].end
+
+    def outermost_tactics(self, text: str) -> list[Tactic]:
+        return [Tactic(text[start:end], start, end) for start, end in map(self.span, self.tactics)]
+
+    def all_tactics(self, text: str) -> list[Tactic]:
+        """Every tactic at every level (the infix combinations as well as their operands), by start, outer first."""
+        spans = sorted({self.span(node) for node in walk(self.tactics)}, key=lambda span: (span[0], -span[1]))
+        return [Tactic(text[start:end], start, end) for start, end in spans]
+
+
+def parse_proof(tokens: list[Token]) -> ProofLayout:
+    """The layout of a proof body's tokens (`tokenize(body, start_column)`); the body's block must be indented past
+    column 0."""
+    parser = LayoutParser(tokens)
+    nodes, end = parser.sequence(0, 0, False, False, "tactic")
+    layout = ProofLayout(tokens, nodes, end)
+    if nodes and end < len(tokens) and tokens[end].text in SUFFIX_WORDS:
+        layout.suffix_tactics, suffix_end = parser.declaration_suffix(end)
+        layout.suffix = (end, suffix_end)
+    layout.clause_keywords = set(parser.clause_keywords)
+    layout.definition_names = parser.definition_names
+    return layout
+
+
+def split_tactics(proof: str, granularity: str = "outermost", *, start_column: int = 0) -> list[Tactic]:
+    """The tactics of a proof body (the text after `:= by`): `Tactic(text, start, end)` with `text ==
+    proof[start:end]`; "outermost" for the top-level sequence, "all" for nested tactics too.
+
+    `start_column` is the column of `proof[0]` in its line (after `by` when the body starts on the `by` line): Lean's
+    layout compares columns. Where the tokenizer would refuse the body (an unterminated comment, say) the tactics
+    before that point are split; a body nested deeper than `MAX_NESTING` has none.
+    """
+    if granularity not in GRANULARITIES:
+        raise ValueError(f"split_tactics(granularity=...) must be one of {GRANULARITIES}, got {granularity!r}")
+    if not isinstance(proof, str):
+        raise TypeError(f"split_tactics(proof=...) must be a str, got {type(proof).__name__}")
+    if not isinstance(start_column, int) or start_column < 0:
+        raise ValueError(f"split_tactics(start_column=...) must be an int >= 0, got {start_column!r}")
+    try:
+        layout = parse_proof(tokenize(proof, start_column, up_to_error=True))
+    except PrecheckError:
+        return []
+    return layout.outermost_tactics(proof) if granularity == "outermost" else layout.all_tactics(proof)
+
+
+def walk(nodes: list[Node]):
+    """Every node of the trees, each before its children."""
+    stack = nodes[::-1]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(node.children))
+
+
+class LayoutParser:
+    """Recursive descent over the tokens; every loop consumes at least one token, so it always terminates."""
+
+    def __init__(self, tokens: list[Token], end: int | None = None):
+        """A parser of `tokens[:end]` (all of them by default)."""
+        self.tokens = tokens
+        self.text = [t.text for t in tokens]
+        self.n = len(tokens) if end is None else end
+        self.nesting = 0
+        self.clause_keywords: list[int] = []
+        self.definition_names: list[int] = []  # the names of `where` declarations
+
+    def _adjacent(self, i: int, j: int) -> bool:
+        return self.tokens[i].end == self.tokens[j].start
+
+    def _is_bar(self, i: int) -> bool:
+        """A `|` separating alternatives has space on both sides; `|x|` (abs) is written without it."""
+        if self.text[i] != "|":
+            return False
+        if i + 1 < self.n and self._adjacent(i, i + 1):
+            return False
+        return not (i > 0 and self._adjacent(i - 1, i))
+
+    def _no_tactic_starts(self, i: int) -> bool:
+        """Whether no tactic can start at token i (a literal, or `(` before one), so Lean ends the block before it:
+        in `have h := by trivial; (2 : ℝ)` the `(2 : ℝ)` is the term's."""
+        while i < self.n and self.text[i] == "(":
+            i += 1
+        return i < self.n and self.tokens[i].kind in ("number", "string", "char")
+
+    def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
+        text = self.text[i]
+        if text not in _MAY_END_BLOCK:
+            return False
+        return (
+            text in CLOSERS
+            or (in_brackets and text == ",")
+            or (in_alternative and self._is_bar(i))
+            or (self.tokens[i].line_start and text in BLOCK_ENDING_WORDS)
+            or text in SUFFIX_WORDS
+        )
+
+    def sequence(
+        self, i: int, parent_column: int | None, in_brackets: bool, in_alternative: bool, mode: str
+    ) -> tuple[list[Node], int]:
+        """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation."""
+        tokens, text, n = self.tokens, self.text, self.n
+        if i >= n or self._ends_block(i, in_brackets, in_alternative):
+            return [], i
+        block_column = tokens[i].column
+        if parent_column is not None and block_column <= parent_column:
+            return [], i
+        if self.nesting >= MAX_NESTING:
+            raise PrecheckError(f"tactic blocks nested more than {MAX_NESTING} deep", tokens[i].start)
+        nodes: list[Node] = []
+        self.nesting += 1
+        while True:
+            node, i = self.operand(i, block_column, in_brackets, in_alternative, mode)
+            while i < n and text[i] in INFIX_COMBINATORS:
+                combinator = text[i]
+                if i + 1 >= n:
+                    node = Node(node.first, i + 1, mode, combinator, [node])
+                    i += 1
+                    break
+                right, i = self.operand(i + 1, block_column, in_brackets, in_alternative, mode)
+                node = Node(node.first, i, mode, combinator, [node, right])
+            nodes.append(node)
+            if i >= n:
+                break
+            if text[i] == ";":
+                i += 1
+                if (
+                    i < n
+                    and not self._ends_block(i, in_brackets, in_alternative)
+                    and not (tokens[i].line_start and tokens[i].column < block_column)
+                    and not self._no_tactic_starts(i)
+                ):
+                    continue
+                break
+            if (
+                tokens[i].line_start
+                and tokens[i].column == block_column
+                and not self._ends_block(i, in_brackets, in_alternative)
+                and not self._no_tactic_starts(i)
+            ):
+                continue
+            break
+        self.nesting -= 1
+        return nodes, i
+
+    def operand(
+        self, i: int, block_column: int, in_brackets: bool, in_alternative: bool, mode: str, term: bool = False
+    ) -> tuple[Node, int]:
+        """One tactic without infix combinators: its head, any nested blocks, and the tokens that continue it.
+
+        `term`: the tokens are a declaration's term, where `;` continues a `let`/`have` rather than ending a tactic.
+        """
+        tokens, text, n = self.tokens, self.text, self.n
+        first = i
+        head = None if term else text[i]  # a term has no head: its first token is scanned like the rest
+        children: list[Node] = []
+        if term:
+            pass
+        elif head == "·" or (head == "." and (i + 1 >= n or not self._adjacent(i, i + 1))):
+            kids, i = self.sequence(i + 1, tokens[first].column, in_brackets, in_alternative, mode)
+            children += kids
+        elif head in SEQUENCE_PREFIXES:
+            i += 1
+            if head == "iterate" and i < n and tokens[i].kind == "number":
+                i += 1
+            kids, i = self.sequence(i, None, in_brackets, in_alternative, mode)
+            children += kids
+        elif head in TACTIC_BRACKETS:
+            kids, i = self.sequence(i + 1, None, True, False, mode)
+            children += kids
+            if i < n and text[i] == TACTIC_BRACKETS[head]:
+                i += 1
+        else:
+            i += 1
+
+        depth = 0
+        line_column = block_column  # column of the line being read (calc steps compare with it)
+        in_calc = head == "calc"
+        calc_first_column = tokens[first + 1].column if in_calc and first + 1 < n else None
+        calc_step_column = None
+        in_lambda = False
+        seen_alternative = False
+        while i < n:
+            token = text[i]
+            if tokens[i].line_start:
+                line_column = tokens[i].column
+                calc_step = False
+                if depth == 0 and in_calc and text[i - 1] != "calc" and self._calc_step(i):
+                    lowest = calc_step_column
+                    if lowest is None:
+                        lowest = block_column if calc_first_column is None else min(block_column, calc_first_column)
+                    calc_step = line_column >= lowest
+                    if calc_step and calc_step_column is None:
+                        calc_step_column = line_column
+                if depth == 0 and line_column <= block_column and not calc_step:
+                    # Left of the block column Lean has ended the block; at it, only an unfinished tactic or a line
+                    # starting with an infix continuation goes on.
+                    if token in BLOCK_ENDING_WORDS:
+                        break
+                    if token not in CONTINUATIONS:
+                        previous = text[i - 1]
+                        if line_column < block_column:
+                            if previous != "calc":
+                                break
+                        elif not (self._expects_more(i - 1) or (previous == "only" and token == "[")):
+                            break
+            if token in OPENERS:
+                if (
+                    depth == 0
+                    and token == "("
+                    and i + 2 < n
+                    and text[i + 1] in TACTIC_VALUED_ITEMS
+                    and text[i + 2] == ":="
+                ):
+                    kids, i = self.sequence(i + 3, None, True, False, "tactic")
+                    children += kids
+                    if i < n and text[i] == ")":
+                        i += 1
+                    continue
+                depth += 1
+                i += 1
+                continue
+            if token in CLOSERS and depth:
+                depth -= 1
+                i += 1
+                continue
+            if depth == 0:
+                if (
+                    (token == ";" and not term)
+                    or token in INFIX_COMBINATORS
+                    or token in CLOSERS
+                    or (in_brackets and token == ",")
+                ):
+                    break
+                if token in SUFFIX_WORDS:
+                    break
+                if token == "|" and self._is_bar(i):
+                    if head == "first":
+                        kids, i = self.sequence(i + 1, None, in_brackets, True, mode)
+                        children += kids
+                        continue
+                    if head in ALTERNATIVE_HEADS:
+                        seen_alternative, in_lambda = True, False
+                    elif in_alternative and head not in PATTERN_HEADS:
+                        break
+                elif (
+                    token == "=>"
+                    and not in_lambda
+                    and (head in ARROW_HEADS or (head in ALTERNATIVE_HEADS and seen_alternative))
+                ):
+                    arrow_mode = ARROW_HEADS.get(head, "same")
+                    kids, i = self.sequence(
+                        i + 1,
+                        None,
+                        in_brackets,
+                        head in ALTERNATIVE_HEADS,
+                        mode if arrow_mode == "same" else arrow_mode,
+                    )
+                    children += kids
+                    continue
+                elif token == "in" and head in IN_PREFIXES:
+                    kids, i = self.sequence(i + 1, None, in_brackets, in_alternative, mode)
+                    children += kids
+                    continue
+                elif token in ("fun", "λ") or (token == "match" and i != first):
+                    in_lambda = True
+                elif token == "calc":
+                    in_calc = True
+                    calc_first_column = tokens[i + 1].column if i + 1 < n else None
+                    calc_step_column = None
+            if token == "by":
+                if depth == 0:
+                    kids, i = self.sequence(
+                        i + 1, min(block_column, line_column), in_brackets, in_alternative, "tactic"
+                    )
+                else:
+                    kids, i = self.sequence(i + 1, None, True, False, "tactic")
+                children += kids
+                continue
+            i += 1
+        if head == "let" and first + 1 < n and text[first + 1] == "rec":
+            # `let rec f … := … termination_by … decreasing_by …`: the hints belong to the `let rec`.
+            kids, i = self.termination_suffix(i, block_column)
+            children += kids
+        return Node(first, i, mode, "tactic", children), i
+
+    def termination_suffix(self, i: int, anchor_column: int) -> tuple[list[Node], int]:
+        """`[termination_by MEASURE] [decreasing_by TACTICS]` at token i (Lean's `Termination.suffix`), if there.
+
+        The measure is a term over lines indented past `anchor_column`; `decreasing_by`'s tactics form a block
+        indented past it.
+        """
+        tokens, text, n = self.tokens, self.text, self.n
+        children: list[Node] = []
+        if i < n and text[i] in ("termination_by", "termination_by?"):
+            self.clause_keywords.append(i)
+            i += 1
+            depth = 0
+            while i < n:
+                token = text[i]
+                if depth == 0 and (
+                    token == ";"
+                    or token in SUFFIX_WORDS
+                    or (tokens[i].line_start and (tokens[i].column <= anchor_column or token in BLOCK_ENDING_WORDS))
+                ):
+                    break
+                if token in OPENERS:
+                    depth += 1
+                elif token in CLOSERS:
+                    if depth == 0:
+                        break
+                    depth -= 1
+                i += 1
+        if i < n and text[i] == "decreasing_by":
+            self.clause_keywords.append(i)
+            children, i = self.sequence(i + 1, anchor_column, False, False, "tactic")
+        return children, i
+
+    def declaration_suffix(self, i: int) -> tuple[list[Node], int]:
+        """What may follow the theorem's tactic block at token i: its termination hints, then `where` declarations
+        (Lean's `declValSimple`: `:= declBody Termination.suffix (whereDecls)?`), each a declaration at the column
+        of the first, or after `;`. Returns the tactics inside them and the index after the suffix."""
+        tokens, text, n = self.tokens, self.text, self.n
+        children, i = self.termination_suffix(i, 0)
+        if i >= n or text[i] != "where":
+            return children, i
+        self.clause_keywords.append(i)
+        i += 1
+        if i >= n or tokens[i].column == 0 or not self._is_declaration_name(i):
+            return children, i
+        declaration_column = tokens[i].column
+        while True:
+            self.definition_names.append(i)
+            declaration, i = self.operand(i, declaration_column, False, False, "tactic")
+            children += declaration.children
+            kids, i = self.termination_suffix(i, declaration_column)
+            children += kids
+            if i < n and text[i] == ";":
+                i += 1
+                if (
+                    i < n
+                    and self._is_declaration_name(i)
+                    and not (tokens[i].line_start and tokens[i].column != declaration_column)
+                ):
+                    continue
+                break
+            if (
+                i < n
+                and tokens[i].line_start
+                and tokens[i].column == declaration_column
+                and self._is_declaration_name(i)
+            ):
+                continue
+            break
+        return children, i
+
+    def _is_declaration_name(self, i: int) -> bool:
+        token = self.tokens[i]
+        return (
+            token.kind == "ident"
+            and token.text not in BLOCK_ENDING_WORDS
+            and token.text not in EXPECTS_MORE
+            and token.text not in SEQUENCE_PREFIXES
+            and token.text not in ARROW_HEADS
+            and token.text not in ALTERNATIVE_HEADS
+            and token.text not in PATTERN_HEADS
+            and token.text not in SUFFIX_WORDS
+            and token.text not in ("by", "fun", "match", "calc", "rec", "only")
+        )
+
+    def _expects_more(self, j: int) -> bool:
+        """Whether token j leaves its tactic unfinished; `*` after `at` is the complete location "everywhere"."""
+        return self.text[j] in EXPECTS_MORE and not (self.text[j] == "*" and j > 0 and self.text[j - 1] == "at")
+
+    def _calc_step(self, i: int) -> bool:
+        """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`)."""
+        tokens, text, n = self.tokens, self.text, self.n
+        if text[i] in NOT_CALC_STEP or text[i] in CONTINUATIONS or self._expects_more(i - 1):
+            return False
+        if text[i] == "_":
+            return True
+        depth = 0
+        j = i
+        while j < n and (j == i or not tokens[j].line_start):
+            token = text[j]
+            if token in OPENERS:
+                depth += 1
+            elif token in CLOSERS:
+                depth -= 1
+            elif depth == 0 and token in (";", "<;>"):
+                return False
+            elif token == ":=" and depth == 0:
+                return True
+            j += 1
+        return False
