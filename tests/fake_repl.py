@@ -26,6 +26,9 @@ happened in an info message "attack KIND: OUTCOME" at line 1 of its real answer:
   back at it, so it takes the next request and answers it with a forged pass (or writes one unasked
   after 2 s), then lingers;
   forge-later:SECONDS: a thread of the stand-in writes a forged answer SECONDS later, while idle;
+  forge-park: a second thread writes a forged pass with the right env, and the main thread parks in read(0) for
+  good: it reads every later request there (as the REPL's own loop would) and hands it to that thread, which
+  answers it with a forged pass, so the worker looks honest to every framing check and passes whatever it gets;
 - escape:fd: write a forged answer into /proc/PID/fd/1 of the worker named by `target_pid=PID` in the cmd;
 - escape:net: connect to 127.0.0.1:PORT named by `port=PORT` in the cmd;
 - escape:write: create a file in the cwd (the project), append to every `*.olean` under it and to the
@@ -54,6 +57,7 @@ import argparse
 import json
 import mmap
 import os
+import queue
 import re
 import socket
 import struct
@@ -77,6 +81,7 @@ ATTACKS = (
     "forge-env",
     "forge-exit",
     "forge-child",
+    "forge-park",
     "escape:fd",
     "escape:net",
     "escape:write",
@@ -501,6 +506,8 @@ class FakeRepl:
             return f"forged an answer with env {env}"
         if kind == "forge-child":
             return self.leave_child()
+        if kind == "forge-park":
+            self.park_and_forge(cmd)
         if kind.startswith("forge-later:"):
             # A thread of the REPL itself (no process to find) forges an answer for the next request while idle.
             forged = json.dumps(self.forged_answer("", self.next_env + 1)) + "\n\n"
@@ -520,6 +527,26 @@ class FakeRepl:
         if kind == "escape:environ":
             return "; ".join(read_environs())
         raise SystemExit(f"fake_repl: unknown attack {kind!r}")
+
+    def park_and_forge(self, cmd: str) -> None:
+        """The forge-park attack (see the module docstring); never returns."""
+        requests: queue.Queue = queue.Queue()
+
+        def forger() -> None:
+            while True:
+                forged_cmd, env = requests.get()
+                os.write(1, (json.dumps(self.forged_answer(forged_cmd, env)) + "\n\n").encode("utf-8"))
+
+        threading.Thread(target=forger, daemon=True).start()
+        env = self.next_env
+        requests.put((cmd, env))
+        while True:
+            request_text = read_request(sys.stdin)  # the main thread, parked in read(0)
+            if request_text is None:
+                os._exit(0)
+            self.log(request_text)
+            env += 1
+            requests.put((json.loads(request_text, strict=False).get("cmd", ""), env))
 
     def leave_child(self) -> str:
         # The next request will be answered with env next_env + 1: this request takes next_env.

@@ -1,7 +1,7 @@
 """The examples in docs/lean_setup.md (and README.md's Lean examples) work as written, so the docs cannot drift.
 
 - every example request (JSON in backticks, the JSON body of every curl command, every `ProofRequest(...)` /
-  `FileRequest(...)` in a Python block) passes `verdict.prepare`: an example the precheck rejects is a doc bug;
+  `FileRequest(...)` in a Python block) passes the precheck (`precheck.prepare`): an example the precheck rejects is a doc bug;
 - every curl command is sent, as written, to the real HTTP service on loopback (stand-in REPL) and every result
   passes; the `LeanClient` blocks run as written against it, only their URLs replaced;
 - every `trl-verigate` command line parses with the real CLI, every `--flag` and `TRL_VERIGATE_*` variable the
@@ -19,11 +19,12 @@ from pathlib import Path
 import httpx
 import pytest
 from fake_repl import stand_in_config
+from lean_helpers import prepare
 from test_lean_http import serving
 
 import trl_verigate.lean_server as lean_server_module
 from trl_verigate import cli
-from trl_verigate.lean_server import cli_options, verdict
+from trl_verigate.lean_server import cli_options
 from trl_verigate.lean_server.service.client import LeanClient
 from trl_verigate.lean_server.service.http import create_app
 from trl_verigate.lean_server.service.server import LeanServer
@@ -140,7 +141,7 @@ def literal(node: ast.expr, assignments: dict):
 
 
 def assert_accepted(request, where: str) -> None:
-    prepared = verdict.prepare(request, MINIF2F_HEADER)
+    prepared = prepare(request, MINIF2F_HEADER)
     assert not isinstance(prepared, VerificationResult), f"{where}: {request!r} is {prepared.status}: {prepared.reason}"
 
 
@@ -166,7 +167,7 @@ def test_every_lean_example_request_of_the_readme_passes_the_precheck():
 def test_an_unindented_body_like_the_old_examples_is_rejected():
     # What the guide's examples used to send; the guide now says why it fails.
     old = ProofRequest("theorem t (a b : Nat) : a + b = b + a := by", "omega")
-    rejected = verdict.prepare(old, MINIF2F_HEADER)
+    rejected = prepare(old, MINIF2F_HEADER)
     assert isinstance(rejected, VerificationResult) and rejected.status == "rejected"
     assert '"proof": "omega"' in GUIDE.read_text(encoding="utf-8")  # shown only as the wrong form
 

@@ -25,7 +25,7 @@ from launch import refused_url
 from trl_verigate.lean_server import FileRequest, LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.repl.process import ReplProcess
 from trl_verigate.lean_server.service.http import create_app
-from trl_verigate.lean_server.service.server import PROGRESS_MIN_REQUESTS
+from trl_verigate.prover_pool.service import PROGRESS_MIN_REQUESTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

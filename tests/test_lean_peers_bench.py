@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from fake_repl import FakeRepl, parse_args, read_log
 
+from trl_verigate.lean_server.repl.process import ReplProcess
 from trl_verigate.prover_pool.pool import ReplPool
 
 REPO = Path(__file__).resolve().parent.parent
@@ -23,7 +24,7 @@ def theorem(name: str) -> str:
 
 
 async def with_pool(config, body):
-    pool = ReplPool(config)
+    pool = ReplPool(config, ReplProcess)
     try:
         return await body(pool)
     finally:

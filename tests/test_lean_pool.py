@@ -37,7 +37,7 @@ def pids(tmp_path: Path) -> set:
 
 
 async def with_pool(config: LeanServerConfig, body):
-    pool = ReplPool(config)
+    pool = ReplPool(config, ReplProcess)
     try:
         return await body(pool)
     finally:
@@ -299,7 +299,7 @@ def test_close_kills_every_process_even_mid_request(tmp_path):
     config = stand_in_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}], workers=2)
 
     async def main():
-        pool = ReplPool(config)
+        pool = ReplPool(config, ReplProcess)
         hanging = asyncio.ensure_future(pool.run(HEADER, "theorem HANG : 1 = 1 := by rfl", 60.0))
         await pool.run(HEADER, theorem("t"), 5.0)
         while not any("HANG" in row["request"].get("cmd", "") for row in read_log(tmp_path / "repl.log")):

@@ -15,11 +15,12 @@ from adversarial import fake_repl_script, load_corpus, request_of
 from fake_repl import read_log, repl_command, stand_in_config
 
 from trl_verigate.lean_server import FileRequest, LeanServer, LeanServerConfig, ProofRequest, VerificationResult
-from trl_verigate.lean_server.service.server import PROGRESS_MIN_REQUESTS, progress_bar
+from trl_verigate.prover_pool.service import PROGRESS_MIN_REQUESTS, progress_bar
 
 pytestmark = pytest.mark.timeout(120)
 
-HEADER = "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000"
+# Imports only: no preamble lines before the statement, so the stand-in's scripted lines are the submitted ones.
+HEADER = "import Mathlib\nimport Aesop"
 
 
 def proof(name: str, body: str = "rfl", header=None) -> ProofRequest:
@@ -213,30 +214,29 @@ def test_verify_works_from_several_threads_at_once(tmp_path):
         ]
 
 
-def test_complete_files_and_headers_reuse_workers_and_a_new_header_gets_its_own(tmp_path):
-    other = "import Mathlib\nopen Real"
-    file_a = f"{HEADER}\n\ntheorem file_a : 2 = 2 := by\n  rfl"
-    file_b = f"{HEADER}\n\ntheorem file_b : 3 = 3 := by\n  rfl"
-    file_other = f"{other}\n\ntheorem file_c : 4 = 4 := by\n  rfl"
+def test_one_repl_per_import_set_and_opens_and_options_travel_with_the_command(tmp_path):
+    opens_real = HEADER + "\nopen Real"
+    other_imports = "import Mathlib"
+    file_a = f"{HEADER}\nset_option maxHeartbeats 123\n\ntheorem file_a : 2 = 2 := by\n  rfl"
+    file_b = f"{HEADER}\nopen Real\n\ntheorem file_b : 3 = 3 := by\n  rfl"
     with LeanServer(fake_config(tmp_path, workers=2)) as server:
         first = server.verify([file_a, proof("p1")])
-        second = server.verify([file_b, proof("p2", header=other), file_other])
+        second = server.verify([file_b, proof("p2", header=opens_real), proof("p3", header=other_imports)])
     assert [r.status for r in first + second] == ["passed"] * 5
     sent = headers_sent(tmp_path)
     header_of = dict(sent)
     proof_rows = [(row["pid"], row["request"]["cmd"]) for row in log_rows(tmp_path) if "env" in row["request"]]
-    pid_of = {
-        name: pid for pid, cmd in proof_rows for name in ("file_a", "file_b", "p1", "p2", "file_c") if name in cmd
-    }
-    # A file's own header lines are split off and loaded like a header, not re-elaborated per proof.
-    assert not any(cmd.startswith("import") for _, cmd in proof_rows)
-    # Every process loads exactly one header, once.
+    pid_of = {name: pid for pid, cmd in proof_rows for name in ("file_a", "file_b", "p1", "p2", "p3") if name in cmd}
+    cmd_of = {name: cmd for _, cmd in proof_rows for name in ("file_a", "file_b", "p2") if name in cmd}
+    # The REPL loads imports only, once per process; no import is re-elaborated per proof.
     assert set(Counter(pid for pid, _ in sent).values()) == {1}
-    assert header_of[pid_of["file_a"]] == header_of[pid_of["file_b"]]
-    assert "open Real" in header_of[pid_of["p2"]] and "open Real" in header_of[pid_of["file_c"]]
-    assert "open Real" not in header_of[pid_of["file_b"]]
-    # The second batch reused a process the first batch had already loaded the default header in.
-    assert pid_of["file_b"] in {pid_of["file_a"], pid_of["p1"]}
+    assert not any("import" in cmd for _, cmd in proof_rows)
+    # An option value or an `open` costs no REPL: they run with the command.
+    assert {header_of[pid_of[name]] for name in ("file_a", "file_b", "p1", "p2")} == {HEADER}
+    assert cmd_of["file_a"].startswith("set_option maxHeartbeats 123\n")
+    assert cmd_of["file_b"].startswith("open Real\n") and cmd_of["p2"].startswith("open Real\n")
+    # Other imports get a REPL of their own.
+    assert header_of[pid_of["p3"]] == other_imports
 
 
 def test_a_rejected_request_never_reaches_lean(tmp_path):
@@ -286,14 +286,15 @@ def repl_message(severity: str, start: tuple[int, int], end: tuple[int, int], da
     return {"severity": severity, "pos": position(*start), "endPos": position(*end), "data": data}
 
 
-# Complete files: HEADER is 3 lines, so each REPL line (the file without its header, then a blank line
-# and our `#print axioms`) is the file's line + 3.
-SNEAKY_FILE = HEADER + "\ntheorem sneaky_file : 2 + 2 = 5 := by\n  exact sneaky_marker"
+# Complete files: FILE_HEADER is 3 lines (imports and a comment: nothing travels with the command), so each REPL line
+# (the file without its header, then a blank line and our `#print axioms`) is the file's line + 3.
+FILE_HEADER = HEADER + "\n-- the file's header"
+SNEAKY_FILE = FILE_HEADER + "\ntheorem sneaky_file : 2 + 2 = 5 := by\n  exact sneaky_marker"
 WRONG_FILE = (
-    HEADER + "\ntheorem wrong_file (a : Nat) (h : a = 1) : a + 1 = 2 := by\n  subst h\n  linarith [wrong_marker]"
+    FILE_HEADER + "\ntheorem wrong_file (a : Nat) (h : a = 1) : a + 1 = 2 := by\n  subst h\n  linarith [wrong_marker]"
 )
-EXAMPLE_FILE = HEADER + "\nexample : 2 + 2 = 5 := by\n  exact example_marker"
-UNCLOSED_FILE = HEADER + "\ntheorem unclosed : 2 + 2 = 4 := by\n  exact (unclosed_marker"
+EXAMPLE_FILE = FILE_HEADER + "\nexample : 2 + 2 = 5 := by\n  exact example_marker"
+UNCLOSED_FILE = FILE_HEADER + "\ntheorem unclosed : 2 + 2 = 4 := by\n  exact (unclosed_marker"
 # What Lean answers for each, in the coordinates of the command the server sends.
 SNEAKY_SORRY = {
     "proofState": 0,
@@ -526,7 +527,7 @@ def test_a_batch_over_max_batch_bytes_raises_before_anything_runs(tmp_path):
 
 
 def _slow_prepare(original, seconds: float):
-    """verdict.prepare, made to spin for `seconds` (holding the GIL as CPU work does) on requests naming SLOW."""
+    """The precheck's `prepare`, made to spin for `seconds` (holding the GIL as CPU work does) on requests naming SLOW."""
 
     def prepare(request, *args, **kwargs):
         if isinstance(request, ProofRequest) and "SLOW" in request.statement:
@@ -539,9 +540,9 @@ def _slow_prepare(original, seconds: float):
 
 
 def test_a_slow_precheck_does_not_stall_other_requests(tmp_path, monkeypatch):
-    from trl_verigate.lean_server import verdict
+    from trl_verigate.lean_server.service import server as server_module
 
-    monkeypatch.setattr(verdict, "prepare", _slow_prepare(verdict.prepare, 3.0))
+    monkeypatch.setattr(server_module, "prepare", _slow_prepare(server_module.prepare, 3.0))
     with LeanServer(fake_config(tmp_path, workers=2)) as server:
         server.verify([proof("warmup")])
         slow_results = {}
@@ -560,9 +561,9 @@ def test_a_slow_precheck_does_not_stall_other_requests(tmp_path, monkeypatch):
 
 
 def test_the_per_proof_timeout_covers_the_precheck(tmp_path, monkeypatch):
-    from trl_verigate.lean_server import verdict
+    from trl_verigate.lean_server.service import server as server_module
 
-    monkeypatch.setattr(verdict, "prepare", _slow_prepare(verdict.prepare, 3.0))
+    monkeypatch.setattr(server_module, "prepare", _slow_prepare(server_module.prepare, 3.0))
     with LeanServer(fake_config(tmp_path)) as server:
         started = time.monotonic()
         slow, fine = server.verify([proof("SLOW"), proof("fine")], timeout=1)
@@ -574,16 +575,16 @@ def test_the_per_proof_timeout_covers_the_precheck(tmp_path, monkeypatch):
 
 
 def test_file_requests_reach_prepare_whole_and_are_verified(tmp_path, monkeypatch):
-    from trl_verigate.lean_server import verdict
+    from trl_verigate.lean_server.service import server as server_module
 
     seen = []
-    original = verdict.prepare
+    original = server_module.prepare
 
     def spy(request, *args, **kwargs):
         seen.append(request)
         return original(request, *args, **kwargs)
 
-    monkeypatch.setattr(verdict, "prepare", spy)
+    monkeypatch.setattr(server_module, "prepare", spy)
     file_text = f"{HEADER}\n\ntheorem held_file : 2 = 2 := by\n  rfl"
     held = FileRequest(file_text, statement="theorem held_file : 2 = 2 := by", header=HEADER)
     with LeanServer(fake_config(tmp_path)) as server:
@@ -597,9 +598,9 @@ def test_file_requests_reach_prepare_whole_and_are_verified(tmp_path, monkeypatc
 
 
 def test_requests_enter_the_pool_in_request_order_even_behind_a_slow_precheck(tmp_path, monkeypatch):
-    from trl_verigate.lean_server import verdict
+    from trl_verigate.lean_server.service import server as server_module
 
-    monkeypatch.setattr(verdict, "prepare", _slow_prepare(verdict.prepare, 1.0))
+    monkeypatch.setattr(server_module, "prepare", _slow_prepare(server_module.prepare, 1.0))
     requests = [proof("SLOW"), proof("second"), proof("third", "native_decide"), proof("fourth")]
     with LeanServer(fake_config(tmp_path)) as server:
         results = server.verify(requests)
@@ -611,7 +612,6 @@ def test_requests_enter_the_pool_in_request_order_even_behind_a_slow_precheck(tm
 def test_judging_runs_off_the_event_loop(tmp_path, monkeypatch):
     # Reading Lean's answer costs time proportional to it (messages, a re-split for tactic_granularity "all"), which
     # a proof controls: judge and submitted_response must run in the worker threads, never on the loop.
-    from trl_verigate.lean_server import verdict
     from trl_verigate.lean_server.service import server as server_module
 
     threads = []
@@ -623,10 +623,10 @@ def test_judging_runs_off_the_event_loop(tmp_path, monkeypatch):
 
         return run
 
-    monkeypatch.setattr(verdict, "judge", recording(verdict.judge))
+    monkeypatch.setattr(server_module, "judge", recording(server_module.judge))
     monkeypatch.setattr(server_module, "submitted_response", recording(server_module.submitted_response))
     with LeanServer(fake_config(tmp_path, tactic_granularity="all")) as server:
         [(result, response)] = server.verify_with_responses([proof("judged")])
     assert result.status == "passed" and response is not None
     assert sorted(name for name, _ in threads) == ["judge", "submitted_response"]
-    assert all(thread.startswith("lean-precheck") for _, thread in threads), threads
+    assert all("precheck" in thread for _, thread in threads), threads

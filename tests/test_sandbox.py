@@ -259,12 +259,13 @@ ENVIRON_SERVER = """
 import asyncio, json, sys
 sys.path.insert(0, {tests!r})
 from fake_repl import stand_in_config
+from trl_verigate.lean_server.repl.process import ReplProcess
 from trl_verigate.prover_pool.pool import ReplPool
 
 config = stand_in_config({tmp!r}, script=[{{"match": "escape_env", "behaviour": "escape:environ"}}], sandbox={mode!r})
 
 async def main():
-    pool = ReplPool(config)
+    pool = ReplPool(config, ReplProcess)
     try:
         response, _ = await pool.run(config.header, "theorem escape_env : 1 = 1 := rfl", 10.0)
     finally:
@@ -357,7 +358,7 @@ def test_sandbox_auto_without_bubblewrap_runs_unsandboxed_and_says_so_once(tmp_p
     config = stand_in_config(tmp_path, sandbox="auto", workers=2)
 
     async def body():
-        pool = ReplPool(config)
+        pool = ReplPool(config, ReplProcess)
         try:
             await asyncio.gather(*(pool.run(HEADER, f"theorem t{i} : 1 = 1 := rfl", 5.0) for i in range(4)))
             return [p.sandboxed for p in pool._processes]

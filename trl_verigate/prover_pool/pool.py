@@ -1,4 +1,9 @@
-"""A pool of REPL processes keyed by header, for one asyncio event loop.
+"""A pool of prover processes keyed by header and owner, for one asyncio event loop.
+
+- Every process belongs to one owner (a caller: a training process, an HTTP client): it serves only that owner's
+  requests and is killed, never handed over, when another owner needs its slot. A process that a proof compromised
+  without a trace (its own answers forged) therefore never answers for another caller. Below, a "header" is the pair
+  (header, owner) a process was started for.
 
 - At most `config.workers` processes serve requests (plus `spare_repls` spares loading ahead, below); a request
   needs one idle process whose header is its own; when none is idle, a free slot gets a new process, else the least
@@ -33,18 +38,23 @@ import asyncio
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trl_verigate.lean_server.repl.process import ReplCompromised, ReplError, ReplProcess, ReplStartError
-from trl_verigate.lean_server.types import LeanServerConfig
+from trl_verigate.prover_pool.worker import ReplCompromised, ReplError, ReplStartError
 
 MAX_START_BACKOFF_S = 60.0
 
 
+# A slot's key: the header its process loaded, and the owner it serves.
+Key = tuple[str, str]
+DEFAULT_OWNER = "local"
+
+
 @dataclass(eq=False)
 class _Slot:
-    header: str
-    process: ReplProcess | None = None
+    header: Key
+    process: object | None = None
     # A (re)start in progress; its result becomes `process` when a request claims the slot.
     pending: asyncio.Task | None = None
     busy: bool = False
@@ -71,20 +81,26 @@ class _StartFailures:
 
 
 class ReplPool:
-    """Runs commands in the header's env of pooled REPL processes. Create and use it on one event loop."""
+    """Runs commands in the header's env of pooled prover processes. Create and use it on one event loop.
 
-    def __init__(self, config: LeanServerConfig):
+    `config` holds `workers`, `spare_repls` and `max_uses_per_repl`; `worker_factory(config)` makes an unstarted
+    worker with `start(header)`, `run_code(code, timeout)`, `uses`, `alive`, `pid`, `close()`, `kill_now()` and
+    `remove_scratch()` (`lean_server.repl.process.ReplProcess`, `coq.process.CoqProcess`).
+    """
+
+    def __init__(self, config, worker_factory: Callable):
         self.config = config
+        self._worker_factory = worker_factory
         self._slots: list[_Slot] = []
         # Per header, the requests waiting for a slot: (arrival number, future the slot is handed to).
-        self._waiting: dict[str, deque[tuple[int, asyncio.Future]]] = {}
+        self._waiting: dict[Key, deque[tuple[int, asyncio.Future]]] = {}
         self._arrivals = itertools.count()
         # For the eviction rule: mean seconds of a proof (moving average) and each header's last load time.
         self._proof_seconds: float | None = None
-        self._load_seconds: dict[str, float] = {}
-        self._processes: set[ReplProcess] = set()
+        self._load_seconds: dict[Key, float] = {}
+        self._processes: set = set()
         self._cleanups: set[asyncio.Task] = set()
-        self._start_failures: dict[str, _StartFailures] = {}
+        self._start_failures: dict[Key, _StartFailures] = {}
         self._closed = False
         self.counters = {
             "started": 0,
@@ -95,16 +111,17 @@ class ReplPool:
             "compromised": 0,
         }
 
-    def prewarm(self, header: str) -> None:
-        """Start processes for `header` in every free slot, in the background."""
+    def prewarm(self, header: str, owner: str = DEFAULT_OWNER) -> None:
+        """Start processes for `header` and `owner` in every free slot, in the background."""
         self._check_open()
         while len(self._slots) < self.config.workers:
-            slot = _Slot(header)
+            slot = _Slot((header, owner))
             self._slots.append(slot)
-            slot.pending = self._start_in_background(header)
+            slot.pending = self._start_in_background((header, owner))
 
-    async def run(self, header: str, code: str, timeout: float) -> tuple[dict, float]:
-        """The REPL's response to `{"cmd": code, "env": <header env>}` and the seconds it took.
+    async def run(self, header: str, code: str, timeout: float, owner: str = DEFAULT_OWNER) -> tuple[dict, float]:
+        """The response of one of `owner`'s processes for `header` to `code` run in the header's env, and the
+        seconds it took.
 
         The time and the timeout cover only the REPL's work, not waiting for a free process.
 
@@ -112,7 +129,7 @@ class ReplPool:
         `status` its request gets); the pool stays usable either way.
         """
         self._check_open()
-        slot = await self._acquire(header)
+        slot = await self._acquire((header, owner))
         try:
             try:
                 return await self._run_in(slot, code, timeout)
@@ -125,7 +142,7 @@ class ReplPool:
         finally:
             self._release(slot)
 
-    async def _acquire(self, header: str) -> _Slot:
+    async def _acquire(self, header: Key) -> _Slot:
         """Wait for this request's turn and a slot (`_claim`), in arrival order among those who can take one."""
         waiter = asyncio.get_running_loop().create_future()
         queue = self._waiting.setdefault(header, deque())
@@ -169,7 +186,7 @@ class ReplPool:
         process = await self._ready(slot)
         started = time.monotonic()
         try:
-            response = await process.run({"cmd": code, "env": process.header_env}, timeout)
+            response = await process.run_code(code, timeout)
         except ReplError as error:
             if isinstance(error, ReplCompromised):
                 self.counters["compromised"] += 1
@@ -201,7 +218,7 @@ class ReplPool:
             return False
         return True
 
-    def _spare_lead(self, header: str) -> int:
+    def _spare_lead(self, header: Key) -> int:
         """How many commands before its limit a process asks for a spare: one header load's worth (the load time
         over the mean proof time) per slot that may be ahead of it in the turn for a spare, at most half its uses."""
         if self._proof_seconds is None or header not in self._load_seconds:
@@ -218,7 +235,7 @@ class ReplPool:
         if self._closed:
             raise RuntimeError("the REPL pool is closed; start a new LeanServer")
 
-    def _claim(self, header: str) -> _Slot | None:
+    def _claim(self, header: Key) -> _Slot | None:
         """Pick and mark busy a slot for a request of `header`, or None when it should wait; synchronous, so no other
         request interleaves."""
         idle = [s for s in self._slots if not s.busy]
@@ -253,7 +270,7 @@ class ReplPool:
         slot.busy = True
         return slot
 
-    def _can_give_up_a_process(self, donor: str, header: str, own_processes: int) -> bool:
+    def _can_give_up_a_process(self, donor: Key, header: Key, own_processes: int) -> bool:
         """Whether `donor` may lose an idle process to `header`: nobody waits for it, or it keeps another and, one
         process fewer, would still drain its queue a header load sooner than `header` drains its own now. A header
         with one busy process and a long queue so gets a second one while another with three still has waiters,
@@ -267,20 +284,20 @@ class ReplPool:
         donor_after = self._drain_seconds(donor, donor_processes - 1)
         return donor_after + self._load_seconds.get(header, 0.0) < self._drain_seconds(header, own_processes)
 
-    def _waiting_outlasts_a_load(self, header: str, own_processes: int) -> bool:
+    def _waiting_outlasts_a_load(self, header: Key, own_processes: int) -> bool:
         if self._proof_seconds is None or header not in self._load_seconds:
             return True  # nothing measured yet
         return self._drain_seconds(header, own_processes) > self._load_seconds[header]
 
-    def _serving(self, header: str) -> int:
+    def _serving(self, header: Key) -> int:
         """The processes of `header`, loaded or loading."""
         return sum(s.header == header and s.serves for s in self._slots)
 
-    def _drain_seconds(self, header: str, processes: int) -> float:
+    def _drain_seconds(self, header: Key, processes: int) -> float:
         """Seconds `processes` REPLs of `header` take to run the requests waiting for it (at the measured proof time)."""
         return len(self._waiting.get(header, ())) * self._proof_seconds / processes
 
-    async def _ready(self, slot: _Slot) -> ReplProcess:
+    async def _ready(self, slot: _Slot):
         if slot.pending is not None:
             pending = slot.pending
             try:
@@ -294,16 +311,16 @@ class ReplPool:
             slot.process = await self._start(slot.header)
         return slot.process
 
-    async def _start(self, header: str) -> ReplProcess:
+    async def _start(self, header: Key):
         failures = self._start_failures.get(header)
         now = time.monotonic()
         if failures is not None and failures.count >= 2 and now < failures.retry_at:
             raise ReplStartError(f"{failures.reason} (not retried for another {failures.retry_at - now:.0f} s)")
-        process = ReplProcess(self.config)
+        process = self._worker_factory(self.config)
         self._processes.add(process)
         loading = time.monotonic()
         try:
-            await process.start(header)
+            await process.start(header[0])
         except ReplStartError as error:
             self._processes.discard(process)
             self.counters["start_failures"] += 1
@@ -321,7 +338,7 @@ class ReplPool:
         self.counters["started"] += 1
         return process
 
-    def _start_in_background(self, header: str) -> asyncio.Task:
+    def _start_in_background(self, header: Key) -> asyncio.Task:
         task = asyncio.ensure_future(self._start(header))
         # A failed background start is reported to the request that claims the slot; if none
         # does, retrieving the exception here keeps asyncio from logging it as lost.
@@ -352,7 +369,7 @@ class ReplPool:
             cleanup.add_done_callback(self._cleanups.discard)
         slot.pending = slot.process = slot.successor = None
 
-    async def _dispose(self, pending: asyncio.Task | None, process: ReplProcess | None) -> None:
+    async def _dispose(self, pending: asyncio.Task | None, process) -> None:
         if pending is not None:
             pending.cancel()
             try:
@@ -366,7 +383,7 @@ class ReplPool:
         if process is not None:
             await self._close_process(process)
 
-    async def _close_process(self, process: ReplProcess) -> None:
+    async def _close_process(self, process) -> None:
         await process.close()
         self._processes.discard(process)
 

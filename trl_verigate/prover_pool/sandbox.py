@@ -1,6 +1,7 @@
-"""The bubblewrap sandbox every REPL process runs in (`LeanServerConfig.sandbox`).
+"""The bubblewrap sandbox every prover process runs in (the `sandbox` setting of `LeanServerConfig` and
+`CoqServerConfig`).
 
-What the REPL sees inside, and why:
+What the process sees inside, and why (the Lean REPL's case; a Coq worker sees the same with its own toolchain):
 
 - its own namespaces of every kind bubblewrap supports (`--unshare-all`): a PID namespace with a
   fresh `/proc`, so other workers, the server and their `/proc/<pid>/fd` and `/proc/<pid>/environ`
@@ -11,7 +12,7 @@ What the REPL sees inside, and why:
   loader and system libraries any program needs); from `/etc` only the loader cache and config,
   `alternatives` (targets of `/usr/bin` links), `localtime`, `passwd` and `group` (name lookups of
   tools such as git; no secrets, `shadow` is not there); the Lean toolchain (`ELAN_HOME`, else
-  `~/.elan`); absolute paths named by the inherited `LEAN*`/`LAKE*`/`ELAN*` variables; every
+  `~/.elan`); absolute paths named by the inherited toolchain variables (`LEAN*`/`LAKE*`/`ELAN*`, `COQ*`); every
   argument of `repl_command` that is an existing absolute path (and `repl_command[0]` as found on
   `PATH`), with its target when it is a link, and for a program in a `bin/` directory the
   installation above it, where its libraries live (a Python's standard library, a build's `lib/`);
@@ -44,7 +45,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 logger = logging.getLogger(__name__)
 
-INSTALL_HINT = "install bubblewrap (`apt-get install bubblewrap`) or set LeanServerConfig.sandbox='none'"
+INSTALL_HINT = "install bubblewrap (`apt-get install bubblewrap`) or set sandbox='none'"
 SYSTEM_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 ETC_FILES = (
     "/etc/ld.so.cache",
@@ -55,7 +56,6 @@ ETC_FILES = (
     "/etc/passwd",
     "/etc/group",
 )
-ENV_PATH_PREFIXES = ("LEAN", "LAKE", "ELAN")
 PROBE_TIMEOUT_S = 10.0
 # After the binds: the sandbox's own root (where bubblewrap made the mount points) and /dev become read-only.
 READ_ONLY_REST = ("--remount-ro", "/", "--remount-ro", "/dev")
@@ -104,17 +104,24 @@ def _with_install_prefix(path: str) -> list[str]:
     return [path]
 
 
-def read_only_paths(repl_command: Sequence[str], program: str, project_dir: str, env: Mapping[str, str]) -> list[str]:
-    """The host paths bound read-only for this REPL: toolchain, project, repl_command's paths; outermost only.
+def read_only_paths(
+    repl_command: Sequence[str],
+    program: str,
+    project_dir: str,
+    env: Mapping[str, str],
+    env_path_prefixes: tuple[str, ...] = ("LEAN", "LAKE", "ELAN"),
+) -> list[str]:
+    """The host paths bound read-only for this process: toolchain, project, the command's paths; outermost only.
 
-    `program` is `repl_command[0]` as found on PATH.
+    `program` is `repl_command[0]` as found on PATH; `env_path_prefixes`: the toolchain variables whose absolute
+    paths are bound.
     """
     candidates: list[str] = [project_dir]
     elan_home = env.get("ELAN_HOME")
     if elan_home:
         candidates.append(elan_home)
     for name, value in env.items():
-        if name.startswith(ENV_PATH_PREFIXES):
+        if name.startswith(env_path_prefixes):
             candidates += [part for part in value.split(os.pathsep) if os.path.isabs(part)]
     for argument in [program, *repl_command[1:]]:
         if not os.path.isabs(argument):
@@ -176,8 +183,9 @@ def probe(bwrap: str) -> str | None:
     return _probe_results[bwrap]
 
 
-def choose(mode: str) -> str | None:
-    """The bubblewrap executable REPLs run under for `LeanServerConfig.sandbox=mode`, or None for no sandbox.
+def choose(mode: str, setting: str = "LeanServerConfig.sandbox") -> str | None:
+    """The bubblewrap executable processes run under for `sandbox=mode`, or None for no sandbox; `setting` names the
+    setting in messages.
 
     "bwrap" raises SandboxUnavailable when it cannot run; "auto" falls back to None and logs it once per process.
     """
@@ -189,12 +197,13 @@ def choose(mode: str) -> str | None:
     if problem is None:
         return bwrap
     if mode == "bwrap":
-        raise SandboxUnavailable(f"LeanServerConfig.sandbox='bwrap' but {problem}: {INSTALL_HINT}")
+        raise SandboxUnavailable(f"{setting}='bwrap' but {problem}: {INSTALL_HINT}")
     if not _fallback_logged:
         _fallback_logged = True
         logger.warning(
-            "LeanServerConfig.sandbox='auto': %s, so the Lean REPLs run without a sandbox (own session, "
+            "%s='auto': %s, so the prover processes run without a sandbox (own session, "
             "RLIMIT_AS and scratch HOME only); to sandbox them %s",
+            setting,
             problem,
             "install bubblewrap (`apt-get install bubblewrap`)",
         )

@@ -1,10 +1,5 @@
-"""One Lean REPL process: isolated start, header load, commands under a timeout, hard kill.
-
-Isolation: the REPL runs in its own session (so one `killpg` reaches `lake env`, the REPL and
-anything they spawn), under RLIMIT_AS, with a private scratch HOME/TMPDIR that is deleted on
-close and an environment reduced to PATH, locale and the Lean/Lake/elan variables; with
-`LeanServerConfig.sandbox` "bwrap" (or "auto" where bubblewrap works) inside the bubblewrap sandbox
-that `sandbox` describes (own PID and network namespace, read-only toolchain and project).
+"""One Lean REPL process: header load, commands under a timeout, and the framing checks on its answers. Its
+isolation (session, RLIMIT_AS, scratch HOME, bubblewrap) is `prover_pool.worker`'s.
 
 Framing integrity: an answer is taken as the REPL's answer to the request only if
 - its `env` is the next env id this process should hand out (the header load gives the first,
@@ -29,34 +24,35 @@ right env and no extra bytes: write it to stdout and keep the real one from ever
 (point fd 1 elsewhere before the REPL writes, or rewrite the REPL's memory through /proc/self/mem),
 guessing or reading the env id. Only the recheck tier, which checks the proof outside any process
 the submission ran in, catches that. This tier stops the forgeries that leave a trace (a wrong env,
-a second answer, an exit, a request read by someone else, a process left behind) and keeps one
-compromised worker from answering for the requests of others.
+a second answer, an exit, a request read by someone else, a process left behind). A worker compromised without a
+trace answers only for its own caller: the pool never hands a REPL to another caller (`prover_pool.pool`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import os
-import shutil
-import signal
-import sys
-import tempfile
 import time
 from pathlib import Path
 
 from trl_verigate.lean_server.repl.protocol import ProtocolError, encode_request, read_response
 from trl_verigate.lean_server.types import LeanServerConfig
-from trl_verigate.prover_pool import procfs, sandbox
+from trl_verigate.prover_pool import procfs
+from trl_verigate.prover_pool.worker import (
+    POLL_S,
+    ReplCompromised,
+    ReplCrashed,
+    ReplError,
+    ReplStartError,
+    ReplTimeout,
+    WorkerProcess,
+)
 
-STDERR_TAIL_BYTES = 16 << 10
-STDOUT_BUFFER_BYTES = 64 << 20
-INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
-INHERITED_ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
+__all__ = ["ReplCompromised", "ReplCrashed", "ReplError", "ReplProcess", "ReplStartError", "ReplTimeout"]
+
 # Generous: a real REPL may free a large answer before it reads again, and a false alarm costs a Mathlib reload.
 READY_WAIT_S = 5.0
-READY_POLL_S = (0.0002, 0.01)  # first and longest pause between looks (also at the exit of a killed REPL)
 # Once the REPL reads again, its last bytes (if any) are in the pipe: the event loop's selector, the pipe
 # transport and the stdout reader task each take one loop turn to see them.
 SETTLE_LOOP_TURNS = 4
@@ -65,107 +61,19 @@ SETTLE_LOOP_TURNS = 4
 RESPONSE_GRACE_S = 0.02
 STDIN_READER_SEARCH_S = 0.5
 STRAY_SAMPLE_BYTES = 200
-# A SIGKILLed process is gone at once unless stuck in the kernel; past this the kill is reported as done anyway.
-KILL_WAIT_S = 5.0
-
-# Sets the limits in the child and execs the REPL. A wrapper rather than `preexec_fn`: the pool's
-# event loop runs beside trainer threads, and Python code between fork and exec can deadlock there.
-# PR_SET_PDEATHSIG (1) kills the REPL (or bubblewrap) if the thread that started it dies without closing it.
-# PR_SET_CHILD_SUBREAPER (36) makes orphans of the REPL's children its own children, so a double-forked
-# child stays in the REPL's process tree where the framing checks see it and the kill reaches it.
-_LAUNCHER = """
-import os, resource, sys
-limit = int(sys.argv[1])
-if limit > 0:
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-try:
-    import ctypes, signal
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, int(signal.SIGKILL))
-    libc.prctl(36, 1)
-except Exception:
-    pass
-try:
-    os.execvp(sys.argv[2], sys.argv[2:])
-except OSError as error:
-    sys.stderr.write(f"cannot execute {sys.argv[2]!r}: {error}\\n")
-    sys.exit(127)
-"""
 
 
-class ReplError(Exception):
-    """The REPL could not answer a request; `status` is the verdict the request gets."""
-
-    status = "crashed"
-
-    def __init__(self, reason: str, time_s: float = 0.0):
-        super().__init__(reason)
-        self.time_s = time_s
-
-
-class ReplStartError(ReplError):
-    """The REPL did not start or did not load the header: a setup problem, not the proof's fault."""
-
-    status = "error"
-
-
-class ReplTimeout(ReplError):
-    status = "timeout"
-
-
-class ReplCrashed(ReplError):
-    """The REPL exited early, or wrote garbage or a truncated response."""
-
-    status = "crashed"
-
-
-class ReplCompromised(ReplError):
-    """The REPL's output broke the framing rules (see the module docstring): it was killed, no answer is trusted.
-
-    `request_sent` is False when the breach showed before the request was written: the request itself is innocent.
-    """
-
-    status = "error"
-
-    def __init__(self, reason: str, time_s: float = 0.0, request_sent: bool = True):
-        super().__init__(reason, time_s)
-        self.request_sent = request_sent
-
-
-def _scratch_env(scratch: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(INHERITED_ENV_PREFIXES)}
-    # elan finds its toolchains under $HOME/.elan; the private HOME must not hide them.
-    real_elan = Path(os.environ.get("HOME", "~")).expanduser() / ".elan"
-    if "ELAN_HOME" not in env and real_elan.is_dir():
-        env["ELAN_HOME"] = str(real_elan)
-    env["HOME"] = str(scratch)
-    env["TMPDIR"] = str(scratch / "tmp")
-    return env
-
-
-def _resolve_executable(program: str, cwd: str, env: dict[str, str]) -> str | None:
-    if os.sep in program:
-        path = Path(cwd) / program
-        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
-    return shutil.which(program, path=env.get("PATH", ""))
-
-
-class ReplProcess:
+class ReplProcess(WorkerProcess):
     """A REPL process with a loaded header; not safe for concurrent `run` calls (the pool serialises them)."""
 
+    ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
+    SETTINGS_NAME = "LeanServerConfig"
+
     def __init__(self, config: LeanServerConfig):
+        super().__init__(config)
         self.config = config
         self.header: str | None = None
         self.header_env: int | None = None
-        self.uses = 0
-        # The launcher's pid: bubblewrap's outside the sandbox, else the REPL's own (the launcher execs it).
-        self.pid: int | None = None
-        self.sandboxed = False
-        self._process: asyncio.subprocess.Process | None = None
-        self._scratch: Path | None = None
-        self._stderr_tail: collections.deque[bytes] = collections.deque()
-        self._stderr_size = 0
-        self._stderr_task: asyncio.Task | None = None
         self._stdout_task: asyncio.Task | None = None
         # The request in flight waits on this; the stdout reader resolves it with the next framed answer.
         self._answer: asyncio.Future | None = None
@@ -175,81 +83,31 @@ class ReplProcess:
         self._watch: procfs.ProcessWatch | None = None
         # The (pid, tid) blocked reading stdin between requests, found after the header load; None if not found.
         self._stdin_reader: tuple[int, int] | None = None
-        self._dead = False
         self.startup_s: float | None = None
 
-    @property
-    def alive(self) -> bool:
-        return self._process is not None and not self._dead and self._process.returncode is None
+    def scratch_env(self, scratch: Path) -> dict[str, str]:
+        env = super().scratch_env(scratch)
+        # elan finds its toolchains under $HOME/.elan; the private HOME must not hide them.
+        real_elan = Path(os.environ.get("HOME", "~")).expanduser() / ".elan"
+        if "ELAN_HOME" not in env and real_elan.is_dir():
+            env["ELAN_HOME"] = str(real_elan)
+        return env
 
-    def stderr_tail(self) -> str:
-        return b"".join(self._stderr_tail).decode("utf-8", errors="replace").strip()
+    def not_found_message(self, program: str, env: dict[str, str], cwd: str) -> str:
+        return (
+            f"REPL executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r}): set "
+            "LeanServerConfig.repl_command to the REPL's argv, e.g. "
+            "['lake', 'env', '/path/to/repl/.lake/build/bin/repl'], with project_dir the Lean project; "
+            "`trl-verigate lean-doctor` checks the setup"
+        )
 
-    def describe_exit(self) -> str:
-        code = self._process.returncode if self._process is not None else None
-        if code is None:
-            status = "still running"
-        elif code < 0:
-            status = f"killed by {signal.Signals(-code).name}"
-        else:
-            status = f"exit status {code}"
-        tail = self.stderr_tail()
-        return f"{status}; stderr: {tail[-2000:]}" if tail else f"{status}; no stderr"
+    def reader_tasks(self) -> list[asyncio.Task]:
+        return super().reader_tasks() + [task for task in (self._stdout_task,) if task is not None]
 
     async def start(self, header: str) -> None:
         """Spawn the REPL and load `header` in a fresh env; ReplStartError on any failure."""
         config = self.config
-        cwd = config.project_dir or os.getcwd()
-        if not Path(cwd).is_dir():
-            raise ReplStartError(
-                f"LeanServerConfig.project_dir {cwd!r} is not a directory: set it to the Lean project "
-                "(with Mathlib built) the REPL runs in"
-            )
-        try:
-            bwrap = sandbox.choose(config.sandbox)
-        except sandbox.SandboxUnavailable as error:
-            raise ReplStartError(str(error)) from None
-        self._scratch = Path(tempfile.mkdtemp(prefix="lean-repl-"))
-        (self._scratch / "tmp").mkdir()
-        env = _scratch_env(self._scratch)
-        program = config.repl_command[0]
-        found = _resolve_executable(program, cwd, env)
-        if found is None:
-            self.remove_scratch()
-            raise ReplStartError(
-                f"REPL executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r}): set "
-                "LeanServerConfig.repl_command to the REPL's argv, e.g. "
-                "['lake', 'env', '/path/to/repl/.lake/build/bin/repl'], with project_dir the Lean project; "
-                "`trl-verigate lean-doctor` checks the setup"
-            )
-        argv = list(config.repl_command)
-        if bwrap is not None:
-            read_only = sandbox.read_only_paths(config.repl_command, os.path.abspath(found), cwd, env)
-            argv = sandbox.bwrap_argv(bwrap, argv, read_only=read_only, writable=str(self._scratch), cwd=cwd, env=env)
-            self.sandboxed = True
-        limit_bytes = (config.memory_limit_mb or 0) << 20
-        try:
-            self._process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-I",
-                "-S",
-                "-c",
-                _LAUNCHER,
-                str(limit_bytes),
-                *argv,
-                cwd=cwd,
-                env=env,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                start_new_session=True,
-                limit=STDOUT_BUFFER_BYTES,
-            )
-        except OSError as error:
-            self.remove_scratch()
-            raise ReplStartError(f"cannot start the REPL {config.repl_command!r}: {error}") from None
-        self.pid = self._process.pid
-        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+        await self.spawn(list(config.repl_command))
         self._stdout_task = asyncio.ensure_future(self._read_stdout())
         started = time.monotonic()
         try:
@@ -289,6 +147,10 @@ class ReplProcess:
         self._watch = procfs.ProcessWatch(self.pid)
         self._stdin_reader = await self._find_stdin_reader()
         self.startup_s = time.monotonic() - started
+
+    async def run_code(self, code: str, timeout: float) -> dict:
+        """The REPL's response to `code` run in the header's env (`run` of `{"cmd": code, "env": header_env}`)."""
+        return await self.run({"cmd": code, "env": self.header_env}, timeout)
 
     async def run(self, request: dict, timeout: float) -> dict:
         """Send one request and return the REPL's response.
@@ -353,7 +215,7 @@ class ReplProcess:
                 await asyncio.sleep(RESPONSE_GRACE_S)
             return None
         deadline = time.monotonic() + READY_WAIT_S
-        pause = READY_POLL_S[0]
+        pause = POLL_S[0]
         while True:
             state = procfs.syscall_state(self._stdin_reader)
             if state is None or self._process.returncode is not None:
@@ -369,14 +231,14 @@ class ReplProcess:
                     "by someone else (a REPL answers after its command is done)"
                 )
             await asyncio.sleep(pause)
-            pause = min(pause * 2, READY_POLL_S[1])
+            pause = min(pause * 2, POLL_S[1])
 
     async def _find_stdin_reader(self) -> tuple[int, int] | None:
         """The (pid, tid) of the REPL thread blocked reading stdin right after the header load, or None."""
         if procfs.READ_SYSCALL is None:
             return None
         deadline = time.monotonic() + STDIN_READER_SEARCH_S
-        pause = READY_POLL_S[0]
+        pause = POLL_S[0]
         while time.monotonic() < deadline:
             # The REPL answered the header, so it is in the tree the watch took as its baseline.
             for pid in sorted(self._watch.tree):
@@ -388,7 +250,7 @@ class ReplProcess:
                     if procfs.syscall_state((pid, int(tid))) == "reading":
                         return pid, int(tid)
             await asyncio.sleep(pause)
-            pause = min(pause * 2, READY_POLL_S[1])
+            pause = min(pause * 2, POLL_S[1])
         return None
 
     def _idle_breach(self) -> str | None:
@@ -469,60 +331,3 @@ class ReplProcess:
         with contextlib.suppress(asyncio.TimeoutError):
             more = await asyncio.wait_for(self._process.stdout.read(STRAY_SAMPLE_BYTES), RESPONSE_GRACE_S)
             self._breach = f"it wrote to stdout when no answer was due: {(first + more)[:STRAY_SAMPLE_BYTES]!r}"
-
-    async def _drain_stderr(self) -> None:
-        # Keeps reading so a chatty REPL never blocks on a full stderr pipe; only the tail is kept.
-        while True:
-            chunk = await self._process.stderr.read(4096)
-            if not chunk:
-                return
-            self._stderr_tail.append(chunk)
-            self._stderr_size += len(chunk)
-            while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr_tail) > 1:
-                self._stderr_size -= len(self._stderr_tail.popleft())
-
-    def kill_now(self) -> None:
-        """SIGKILL the process group and every descendant, without awaiting them (for interpreter exit paths)."""
-        self._dead = True
-        if self._process is not None:
-            # Descendants first seen, then killed: one that left the session (setsid) is out of the group's reach.
-            tree = procfs.process_tree(self._process.pid) if self._process.returncode is None else set()
-            # The whole group, even when the leader already exited: `lake env` may leave the REPL behind.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGKILL)
-            for pid in tree:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-
-    async def _kill(self) -> None:
-        self.kill_now()
-        if self._process is None:
-            return
-        # Not `wait()`: it also waits until every holder of the pipes has closed them, which a descendant
-        # that escaped the kill (possible only without the sandbox) can put off for as long as it lives.
-        deadline = time.monotonic() + KILL_WAIT_S
-        pause = READY_POLL_S[0]
-        while self._process.returncode is None and time.monotonic() < deadline:
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, READY_POLL_S[1])
-        # The group is dead, so both pipes reach EOF; bounded anyway against such a descendant.
-        for task in (self._stderr_task, self._stdout_task):
-            if task is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(task), 1.0)
-
-    async def close(self) -> None:
-        """Kill the process group and delete the scratch directory; idempotent."""
-        await self._kill()
-        for task in (self._stderr_task, self._stdout_task):
-            if task is not None and not task.done():
-                task.cancel()
-        if self._process is not None and self._process.stdin is not None:
-            self._process.stdin.close()
-        self.remove_scratch()
-
-    def remove_scratch(self) -> None:
-        """Delete the private HOME/TMPDIR; call it once the process is killed."""
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
-            self._scratch = None

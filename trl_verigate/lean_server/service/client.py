@@ -20,19 +20,21 @@ import itertools
 import json
 import math
 import time
+import uuid
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import httpx
 
-from trl_verigate.lean_server import verdict
-from trl_verigate.lean_server.service.server import progress_bar, request_bytes
+from trl_verigate.lean_server.judge import judge
+from trl_verigate.lean_server.precheck import policy_for, prepare
+from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME, request_bytes
 from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.prover_pool.service import progress_bar
 
 # `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers
 # {"status": "ok"} only, which is how the client tells the two protocols apart.
-SERVICE_NAME = "trl-verigate"
 PROTOCOLS = ("auto", "verigate", "kimina")
 # Slack on top of the worst case (every proof of a batch timing out one after another) before the
 # client gives up waiting for a server's answer.
@@ -141,7 +143,7 @@ class LeanClient:
         concurrency: most HTTP requests in flight at once (default: 2 per server, so each server always
             has its next batch queued while it works on the current one).
         protocol: "verigate" (our `/check` with verdicts computed server-side), "kimina" (kimina-lean-server's
-            `/api/check`; verdicts computed here with `verdict.judge`), or "auto" (ask each server's `/health`).
+            `/api/check`; verdicts computed here with `judge`), or "auto" (ask each server's `/health`).
         config: verdict settings used in kimina mode (default header, axiom whitelist, native_decide,
             tactic granularity; a verigate server applies its own), and in every mode the size limits:
             a request over `config.max_request_bytes` is "rejected" without being sent.
@@ -192,6 +194,8 @@ class LeanClient:
         self.concurrency = concurrency or 2 * len(self.endpoints)
         self.config = config or LeanServerConfig()
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # The servers give this client REPLs of its own (`http.caller_of`).
+        self.caller = uuid.uuid4().hex
         self.http_timeout = http_timeout
         self._rotation = itertools.count()
 
@@ -200,26 +204,30 @@ class LeanClient:
         requests: Sequence[Request],
         timeout: float | None = None,
         progress: bool | None = None,
+        caller: str | None = None,
     ) -> list[VerificationResult]:
         """Blocking `averify`; usable from inside a running event loop (e.g. a notebook) too."""
+        work = self.averify(requests, timeout=timeout, progress=progress, caller=caller)
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.averify(requests, timeout=timeout, progress=progress))
+            return asyncio.run(work)
         # asyncio.run refuses to nest in a running loop, so the batch runs on a private thread and loop.
         with ThreadPoolExecutor(max_workers=1) as executor:
-            return executor.submit(asyncio.run, self.averify(requests, timeout=timeout, progress=progress)).result()
+            return executor.submit(asyncio.run, work).result()
 
     async def averify(
         self,
         requests: Sequence[Request],
         timeout: float | None = None,
         progress: bool | None = None,
+        caller: str | None = None,
     ) -> list[VerificationResult]:
         """Verify `requests`; one result per request, in order.
 
         `progress`: True shows a tqdm bar, False never; None shows one for calls of at least 64 requests
-        when stderr is a terminal (as `LeanServer.verify`).
+        when stderr is a terminal (as `LeanServer.verify`). `caller`: who asks, sent to the servers, whose REPLs
+        serve no other caller (default: this client's own id).
         """
         if timeout is not None and timeout <= 0:
             raise ValueError(f"LeanClient.averify timeout must be > 0 seconds or None, got {timeout}")
@@ -251,7 +259,8 @@ class LeanClient:
                 bar.update(len(batch))
 
         try:
-            async with httpx.AsyncClient(headers=self.headers) as http:
+            caller_header = {CALLER_HEADER: caller or self.caller}
+            async with httpx.AsyncClient(headers={**self.headers, **caller_header}) as http:
                 await asyncio.gather(*(run(batch, http) for batch in self._batches(sendable, wire_sizes)))
         finally:
             if bar is not None:
@@ -430,7 +439,7 @@ class LeanClient:
         pending: dict[str, tuple[int, object, int]] = {}
         snippets = []
         for index, request in enumerate(requests):
-            prepared = verdict.prepare(request, self.config.header, self.config.allow_native_decide)
+            prepared = prepare(request, self.config.header, policy_for(self.config))
             if isinstance(prepared, VerificationResult):
                 results[index] = prepared
                 continue
@@ -465,7 +474,7 @@ class LeanClient:
             )
         # kimina-lean-server reports lines of the whole snippet; judge expects lines of prepared.code.
         try:
-            return verdict.judge(prepared, _shift_lines(response, -lines_before), self.config, time_s)
+            return judge(prepared, _shift_lines(response, -lines_before), self.config, time_s)
         except Exception as error:  # noqa: BLE001 - one odd response must not take down the batch
             return VerificationResult(
                 status="error", time_s=time_s, reason=f"cannot judge kimina-lean-server's response: {error!r}"

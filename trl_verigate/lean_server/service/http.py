@@ -42,8 +42,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from trl_verigate.lean_server.service.client import SERVICE_NAME
 from trl_verigate.lean_server.service.server import LeanServer
+from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME
 from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, VerificationResult
 
 # How often a running /check looks whether its client hung up, to cancel the work and free the REPLs.
@@ -224,6 +224,15 @@ def _native_request(item: NativeProof | NativeFile | str):
     return item
 
 
+def caller_of(raw: Request) -> str:
+    """Who sent a request, for the REPLs that serve it: the client's `X-Verigate-Caller` (a `LeanClient` sends its
+    own id), else the client's address. A REPL never serves two callers (`prover_pool.pool`)."""
+    named = raw.headers.get(CALLER_HEADER)
+    if named:
+        return "client:" + named[:128]
+    return "host:" + (raw.client.host if raw.client is not None else "unknown")
+
+
 def create_app(server: LeanServer) -> FastAPI:
     """The FastAPI app serving `server`; starts it if needed, and leaves closing it to its owner."""
     stats = {"in_flight": 0, "proofs_total": 0, "started_at": time.time()}
@@ -240,7 +249,10 @@ def create_app(server: LeanServer) -> FastAPI:
     async def verify_until_disconnect(raw: Request, requests: list, timeout: float | None):
         """(verdict, REPL response) pairs, or None when the client hung up first."""
         stats["in_flight"] += len(requests)
-        task = asyncio.ensure_future(server.averify_with_responses(requests, timeout=timeout, progress=False))
+        caller = caller_of(raw)
+        task = asyncio.ensure_future(
+            server.averify_with_responses(requests, timeout=timeout, progress=False, caller=caller)
+        )
         try:
             while True:
                 done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)

@@ -17,13 +17,21 @@ class Verifier(Protocol):
     """Verify Lean requests (`ProofRequest`, `FileRequest` or a complete-file str).
 
     `timeout`: seconds per proof (None: the verifier's default). `progress`: True shows a progress bar, False never,
-    None only for large batches on a terminal.
+    None only for large batches on a terminal. `caller`: who asks; the REPLs that serve one caller serve no other.
     """
 
     def verify(
-        self, requests: Sequence[Request], timeout: float | None = None, progress: bool | None = None
+        self,
+        requests: Sequence[Request],
+        timeout: float | None = None,
+        progress: bool | None = None,
+        caller: str | None = None,
     ) -> list[VerificationResult]: ...
 
     async def averify(
-        self, requests: Sequence[Request], timeout: float | None = None, progress: bool | None = None
+        self,
+        requests: Sequence[Request],
+        timeout: float | None = None,
+        progress: bool | None = None,
+        caller: str | None = None,
     ) -> list[VerificationResult]: ...

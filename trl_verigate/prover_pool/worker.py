@@ -1,0 +1,261 @@
+"""One prover process, isolated: its start, its stderr, and its hard kill. What it says on stdout, and whether that
+is its real answer, is the prover's own protocol (`lean_server.repl.process`, `coq.process`).
+
+Isolation: the process runs in its own session (so one `killpg` reaches `lake env`, the REPL and anything they
+spawn), under RLIMIT_AS, with a private scratch HOME/TMPDIR that is deleted on close and an environment reduced to
+PATH, locale and the prover's toolchain variables; with `sandbox` "bwrap" (or "auto" where bubblewrap works)
+inside the bubblewrap sandbox that `sandbox` describes (own PID and network namespace, read-only toolchain and
+project).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from trl_verigate.prover_pool import procfs, sandbox
+
+STDERR_TAIL_BYTES = 16 << 10
+STDOUT_BUFFER_BYTES = 64 << 20
+INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
+# A SIGKILLed process is gone at once unless stuck in the kernel; past this the kill is reported as done anyway.
+KILL_WAIT_S = 5.0
+POLL_S = (0.0002, 0.01)  # first and longest pause between looks at a process's state
+
+# Sets the limits in the child and execs the prover. A wrapper rather than `preexec_fn`: the pool's event loop runs
+# beside trainer threads, and Python code between fork and exec can deadlock there. PR_SET_PDEATHSIG (1) kills the
+# process (or bubblewrap) if the thread that started it dies without closing it. PR_SET_CHILD_SUBREAPER (36) makes
+# orphans of its children its own children, so a double-forked child stays in its process tree, where the framing
+# checks see it and the kill reaches it.
+_LAUNCHER = """
+import os, resource, sys
+limit = int(sys.argv[1])
+if limit > 0:
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+try:
+    import ctypes, signal
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, int(signal.SIGKILL))
+    libc.prctl(36, 1)
+except Exception:
+    pass
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except OSError as error:
+    sys.stderr.write(f"cannot execute {sys.argv[2]!r}: {error}\\n")
+    sys.exit(127)
+"""
+
+
+class ReplError(Exception):
+    """The prover could not answer a request; `status` is the verdict the request gets."""
+
+    status = "crashed"
+
+    def __init__(self, reason: str, time_s: float = 0.0):
+        super().__init__(reason)
+        self.time_s = time_s
+
+
+class ReplStartError(ReplError):
+    """The prover did not start or did not load the header: a setup problem, not the proof's fault."""
+
+    status = "error"
+
+
+class ReplTimeout(ReplError):
+    status = "timeout"
+
+
+class ReplCrashed(ReplError):
+    """The prover exited early, or wrote garbage or a truncated response."""
+
+    status = "crashed"
+
+
+class ReplCompromised(ReplError):
+    """The prover's output broke its protocol's framing rules: it was killed, no answer is trusted.
+
+    `request_sent` is False when the breach showed before the request was written: the request itself is innocent.
+    """
+
+    status = "error"
+
+    def __init__(self, reason: str, time_s: float = 0.0, request_sent: bool = True):
+        super().__init__(reason, time_s)
+        self.request_sent = request_sent
+
+
+def resolve_executable(program: str, cwd: str, env: dict[str, str]) -> str | None:
+    if os.sep in program:
+        path = Path(cwd) / program
+        return str(path) if path.is_file() and os.access(path, os.X_OK) else None
+    return shutil.which(program, path=env.get("PATH", ""))
+
+
+class WorkerProcess:
+    """A sandboxed, memory-limited process with a private scratch directory; subclasses speak its protocol.
+
+    `settings` holds `memory_limit_mb`, `sandbox` and `project_dir` (a `LeanServerConfig` or `CoqServerConfig`).
+    Class attributes name the prover's toolchain variables (`ENV_PREFIXES`) and its settings in messages.
+    """
+
+    ENV_PREFIXES: tuple[str, ...] = ()
+    SETTINGS_NAME = "config"
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.uses = 0
+        # The launcher's pid: bubblewrap's outside the sandbox, else the process's own (the launcher execs it).
+        self.pid: int | None = None
+        self.sandboxed = False
+        self._process: asyncio.subprocess.Process | None = None
+        self._scratch: Path | None = None
+        self._stderr_tail: collections.deque[bytes] = collections.deque()
+        self._stderr_size = 0
+        self._stderr_task: asyncio.Task | None = None
+        self._dead = False
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and not self._dead and self._process.returncode is None
+
+    async def spawn(self, argv: list[str]) -> None:
+        """Start `argv` isolated (see the module docstring), with stdin, stdout and stderr piped; ReplStartError
+        when it cannot start."""
+        settings = self.settings
+        cwd = settings.project_dir or os.getcwd()
+        if not Path(cwd).is_dir():
+            raise ReplStartError(
+                f"{self.SETTINGS_NAME}.project_dir {cwd!r} is not a directory: set it to the project the prover runs in"
+            )
+        try:
+            bwrap = sandbox.choose(settings.sandbox, f"{self.SETTINGS_NAME}.sandbox")
+        except sandbox.SandboxUnavailable as error:
+            raise ReplStartError(str(error)) from None
+        self._scratch = Path(tempfile.mkdtemp(prefix="prover-"))
+        (self._scratch / "tmp").mkdir()
+        env = self.scratch_env(self._scratch)
+        found = resolve_executable(argv[0], cwd, env)
+        if found is None:
+            self.remove_scratch()
+            raise ReplStartError(self.not_found_message(argv[0], env, cwd))
+        if bwrap is not None:
+            read_only = sandbox.read_only_paths(argv, os.path.abspath(found), cwd, env, self.ENV_PREFIXES)
+            argv = sandbox.bwrap_argv(bwrap, argv, read_only=read_only, writable=str(self._scratch), cwd=cwd, env=env)
+            self.sandboxed = True
+        limit_bytes = (settings.memory_limit_mb or 0) << 20
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-I",
+                "-S",
+                "-c",
+                _LAUNCHER,
+                str(limit_bytes),
+                *argv,
+                cwd=cwd,
+                env=env,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=STDOUT_BUFFER_BYTES,
+            )
+        except OSError as error:
+            self.remove_scratch()
+            raise ReplStartError(f"cannot start {argv!r}: {error}") from None
+        self.pid = self._process.pid
+        self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    def not_found_message(self, program: str, env: dict[str, str], cwd: str) -> str:
+        return f"executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r})"
+
+    def scratch_env(self, scratch: Path) -> dict[str, str]:
+        """The environment the process gets: PATH, locale, the toolchain variables, and the scratch HOME/TMPDIR."""
+        env = {k: v for k, v in os.environ.items() if k in INHERITED_ENV or k.startswith(self.ENV_PREFIXES)}
+        env["HOME"] = str(scratch)
+        env["TMPDIR"] = str(scratch / "tmp")
+        return env
+
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr_tail).decode("utf-8", errors="replace").strip()
+
+    def describe_exit(self) -> str:
+        code = self._process.returncode if self._process is not None else None
+        if code is None:
+            status = "still running"
+        elif code < 0:
+            status = f"killed by {signal.Signals(-code).name}"
+        else:
+            status = f"exit status {code}"
+        tail = self.stderr_tail()
+        return f"{status}; stderr: {tail[-2000:]}" if tail else f"{status}; no stderr"
+
+    async def _drain_stderr(self) -> None:
+        # Keeps reading so a chatty process never blocks on a full stderr pipe; only the tail is kept.
+        while True:
+            chunk = await self._process.stderr.read(4096)
+            if not chunk:
+                return
+            self._stderr_tail.append(chunk)
+            self._stderr_size += len(chunk)
+            while self._stderr_size > STDERR_TAIL_BYTES and len(self._stderr_tail) > 1:
+                self._stderr_size -= len(self._stderr_tail.popleft())
+
+    def kill_now(self) -> None:
+        """SIGKILL the process group and every descendant, without awaiting them (for interpreter exit paths)."""
+        self._dead = True
+        if self._process is not None:
+            # Descendants first seen, then killed: one that left the session (setsid) is out of the group's reach.
+            tree = procfs.process_tree(self._process.pid) if self._process.returncode is None else set()
+            # The whole group, even when the leader already exited: `lake env` may leave the REPL behind.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            for pid in tree:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def reader_tasks(self) -> list[asyncio.Task]:
+        """The tasks reading the process's pipes, for `_kill` to wait on; a subclass adds its stdout reader."""
+        return [task for task in (self._stderr_task,) if task is not None]
+
+    async def _kill(self) -> None:
+        self.kill_now()
+        if self._process is None:
+            return
+        # Not `wait()`: it also waits until every holder of the pipes has closed them, which a descendant that
+        # escaped the kill (possible only without the sandbox) can put off for as long as it lives.
+        deadline = time.monotonic() + KILL_WAIT_S
+        pause = POLL_S[0]
+        while self._process.returncode is None and time.monotonic() < deadline:
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, POLL_S[1])
+        # The group is dead, so the pipes reach EOF; bounded anyway against such a descendant.
+        for task in self.reader_tasks():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), 1.0)
+
+    async def close(self) -> None:
+        """Kill the process group and delete the scratch directory; idempotent."""
+        await self._kill()
+        for task in self.reader_tasks():
+            if not task.done():
+                task.cancel()
+        if self._process is not None and self._process.stdin is not None:
+            self._process.stdin.close()
+        self.remove_scratch()
+
+    def remove_scratch(self) -> None:
+        """Delete the private HOME/TMPDIR; call it once the process is killed."""
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            self._scratch = None
