@@ -17,6 +17,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 TRANSCRIPTS_DIR = DEFAULT_TRANSCRIPTS
 
 
+@pytest.fixture(autouse=True)
+def verified_checkers_in_tmp(monkeypatch, tmp_path):
+    """The record of checkers lean-doctor verified lives in a test's own folder, never in the user's cache."""
+    monkeypatch.setenv("TRL_VERIGATE_CACHE", str(tmp_path / "trl-verigate-cache"))
+
+
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """Paths of the tiny random policy and PRMs: {"policy", "prm_qwen_math", "prm_math_shepherd", "prm_token_classification"}."""

@@ -13,8 +13,8 @@ from fake_repl import read_log
 from launch import lean_server_processes
 
 from trl_verigate import cli
-from trl_verigate.lean_server import LeanClient, ProofRequest, cli_options, doctor
-from trl_verigate.lean_server.service.client import SERVICE_NAME
+from trl_verigate.lean_server import LeanClient, ProofRequest, cli_options
+from trl_verigate.lean_server.service.wire import SERVICE_NAME
 from trl_verigate.lean_server.types import LeanServerConfig
 
 FAKE_REPL = Path(__file__).resolve().parent / "fake_repl.py"
@@ -172,7 +172,7 @@ def test_doctor_reports_a_trivial_proof_that_fails(bare_machine, tmp_path, capsy
 def test_doctor_loads_the_header_once_and_proves_in_that_env(bare_machine, tmp_path, capsys, script_rows, proof_mark):
     # With Mathlib each header load takes minutes, so the proof check must reuse the REPL the header check started.
     write_toolchain(bare_machine, "leanprover/lean4:v4.33.0-rc2")
-    header = "set_option maxHeartbeats 400000"
+    header = "import Mathlib\nset_option maxHeartbeats 400000"
     log = tmp_path / "requests.jsonl"
     args = stand_in_args(tmp_path, bare_machine, header=header, script_rows=script_rows, log=log)
     code, marks, out = doctor_lines(capsys, *args)
@@ -180,11 +180,13 @@ def test_doctor_loads_the_header_once_and_proves_in_that_env(bare_machine, tmp_p
     assert marks["proof"] == proof_mark
     assert code == 1  # elan/lake/lean are missing on this machine either way
     rows = read_log(log)
-    header_loads = [row for row in rows if row["request"]["cmd"] == header]
+    # The REPL loads the imports; the header's other lines run with the proof, as LeanServer sends them.
+    header_loads = [row for row in rows if row["request"]["cmd"] == "import Mathlib"]
     assert len(header_loads) == 1, rows
     assert "env" not in header_loads[0]["request"]
     proofs = [row for row in rows if "doctor_check" in row["request"]["cmd"]]
     assert len(proofs) == 1, rows
+    assert proofs[0]["request"]["cmd"].startswith("set_option maxHeartbeats 400000\n")
     assert proofs[0]["pid"] == header_loads[0]["pid"]
     assert isinstance(proofs[0]["request"]["env"], int)
 
@@ -374,22 +376,29 @@ FAKE_CHECKER = Path(__file__).resolve().parent / "fake_checker.py"
 @pytest.mark.parametrize(
     ("flags", "mark", "text"),
     [
-        ((), "✓", "confirmed `theorem doctor_check"),
+        ((), "✓", "confirmed the honest proof and overturned the forged pass"),
         (("--behaviour", "crash"), "✗", "exit status 3"),
-        (("--refuse-id", "doctor"), "✗", "refused id doctor"),
+        (("--refuse-id", "doctor_check"), "✗", "refused the honest proof"),
+        (("--accept-all",), "✗", "confirmed the forged pass"),
     ],
-    ids=["confirms", "crashes", "refuses"],
+    ids=["verified", "crashes", "refuses-the-honest-proof", "checks-nothing"],
 )
-def test_doctor_runs_the_configured_checker_on_its_proof(bare_machine, tmp_path, capsys, flags, mark, text):
+def test_doctor_self_tests_the_configured_checker(bare_machine, tmp_path, capsys, flags, mark, text):
+    from trl_verigate.lean_server.recheck import self_test
+
     log = tmp_path / "checker.log"
-    command = shlex.join([sys.executable, str(FAKE_CHECKER), "--log", str(log), *flags])
-    code, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine), "--recheck-command", command)
+    argv = [sys.executable, str(FAKE_CHECKER), "--log", str(log), *flags]
+    code, marks, out = doctor_lines(capsys, "--project-dir", str(bare_machine), "--recheck-command", shlex.join(argv))
     assert marks["recheck"] == mark and text in out
     [run] = [json.loads(line) for line in log.read_text().splitlines() if "payload" in line]
-    [item] = run["payload"]["items"]
-    assert item["statement"] == doctor.DOCTOR_STATEMENT and item["proof"] == doctor.DOCTOR_PROOF
+    items = {item["id"]: item for item in run["payload"]["items"]}
+    assert (items["doctor_check"]["statement"], items["doctor_check"]["proof"]) == self_test.HONEST[:2]
+    assert (items["doctor_forged"]["statement"], items["doctor_forged"]["proof"]) == self_test.FORGED[:2]
     # Where the server runs it: in the project (LeanServerConfig.project_dir is the checker's cwd).
     assert Path(run["cwd"]) == Path(bare_machine).resolve()
+    # Only a verified checker is recorded, so that recheck="auto" turns it on for this project and header.
+    key = self_test.checker_key(argv, str(Path(bare_machine).resolve()), "import Mathlib\nimport Aesop")
+    assert self_test.is_verified(key) == (mark == "✓")
 
 
 def write_executable(directory: Path, name: str, body: str = "#!/bin/sh\nexit 0\n") -> Path:
@@ -448,9 +457,9 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
     assert config.recheck_command == [str(tmp_path / "check"), "--fast"]
     assert config.max_request_bytes == 1000 and config.max_batch_bytes == 5000
     defaults = cli_options.config_from_args(cli.build_parser().parse_args(["lean-server", "--repl-command", "x"]), 1)
-    assert defaults.recheck == "none" and defaults.recheck_command is None
+    assert defaults.recheck == "auto" and defaults.recheck_command is None
     with_checker = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck-command", "c"])
-    assert cli_options.config_from_args(with_checker, 1).recheck == "passed"
+    assert cli_options.config_from_args(with_checker, 1).recheck == "auto"
     bad = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck", "passed"])
     with pytest.raises(SystemExit, match="needs recheck_command"):
         cli_options.config_from_args(bad, 1)

@@ -64,9 +64,16 @@ def test_relative_paths_are_read_from_the_callers_directory(tmp_path, monkeypatc
     assert LeanServerConfig(repl_command=["~/repl"]).repl_command[0] == os.path.expanduser("~/repl")
 
 
-def test_recheck_defaults_to_every_pass_exactly_when_a_checker_is_configured():
-    assert LeanServerConfig().recheck == "none"
-    assert LeanServerConfig(recheck_command=["checker"]).recheck == "passed"
+def test_recheck_defaults_to_auto_and_an_explicit_mode_needs_a_checker():
+    from trl_verigate.lean_server.recheck.self_test import effective_recheck
+
+    assert LeanServerConfig().recheck == "auto" and effective_recheck(LeanServerConfig())[0] == "none"
+    # A checker lean-doctor has not verified stays off under "auto", and says why.
+    mode, why = effective_recheck(LeanServerConfig(recheck_command=["checker"]))
+    assert mode == "none" and "lean-doctor" in why
+    assert LeanServerConfig(recheck_command=["checker"], recheck="passed").recheck == "passed"
+    with pytest.raises(ValueError, match="needs recheck_command"):
+        LeanServerConfig(recheck="passed")
     assert LeanServerConfig(recheck_command=["checker"], recheck="sample").recheck == "sample"
     assert LeanServerConfig(recheck_command=["checker"], recheck="none").recheck == "none"
 

@@ -18,6 +18,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
+from fake_checker import checker_command  # noqa: E402
 from fake_repl import stand_in_config  # noqa: E402
 from launch import rollout_of_texts  # noqa: E402
 
@@ -29,6 +30,7 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 G = 4
 D1, D2 = -0.05, -0.1
+IMPORTS_ONLY = "import Mathlib\nimport Aesop"
 UNI = "theorem uni_le (n : ℕ) (h : 0 < n) : n ≤ n * n → True := by"
 TWO = "theorem two_plus : (2 : Nat) + 2 = 4 := by"
 PROMPTS = {UNI: "Complete the following Lean 4 code:\n\n```lean4\n" + UNI, TWO: "Prove:\n```lean4\n" + TWO}
@@ -116,7 +118,9 @@ def fixed_rollout(prompts, trainer):
 @pytest.fixture(scope="module")
 def lean_server(tmp_path_factory):
     folder = tmp_path_factory.mktemp("lean")
-    with LeanServer(stand_in_config(folder, script=SCRIPT, workers=2, timeout=2.0)) as server:
+    # The header's imports only: no preamble before the statement, so SCRIPT's lines are the REPL's as written.
+    config = stand_in_config(folder, script=SCRIPT, workers=2, timeout=2.0, header=IMPORTS_ONLY)
+    with LeanServer(config) as server:
         yield server
 
 
@@ -255,6 +259,26 @@ def test_metrics_statuses_and_failures(tiny_models, tmp_path, lean_server):
     assert metrics["lean/verify_seconds"] > 0 and metrics["lean/proofs_per_second"] > 0
     assert 0.0 <= metrics["lean/verify_hidden_fraction"] <= 1.0
     assert metrics["rewards/lean_proof/mean"] == pytest.approx(2 / 8)
+    assert metrics["lean/rechecked_fraction"] == 0.0  # this server has no recheck backend
+
+
+def test_rechecked_fraction_counts_the_passes_a_checker_saw(tiny_models, tmp_path):
+    # The stand-in checker accepts both of UNI's passes; every REPL pass went through it.
+    config = stand_in_config(
+        tmp_path,
+        script=SCRIPT,
+        workers=2,
+        timeout=2.0,
+        header=IMPORTS_ONLY,
+        recheck="passed",
+        recheck_command=checker_command(),
+    )
+    with LeanServer(config) as server:
+        trainer = make_trainer(tiny_models, tmp_path, server)
+        score_batch(trainer)
+    metrics = {name: values[-1] for name, values in trainer._metrics["train"].items()}
+    assert metrics["lean/pass_rate"] == pytest.approx(2 / 8)
+    assert metrics["lean/rechecked_fraction"] == 1.0
 
 
 @pytest.mark.parametrize("assignment", ["all", "last"])

@@ -19,18 +19,20 @@ import pytest
 from adversarial import load_corpus, request_of
 from fake_checker import checker_command, read_runs, spawned_pids
 from fake_repl import stand_in_config
+from lean_helpers import prepare
 
-from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest, verdict
+from trl_verigate.lean_server import FileRequest, LeanServer, ProofRequest
+from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
 from trl_verigate.lean_server.recheck import backends as recheck_backends
 from trl_verigate.lean_server.recheck import compile as recheck_compile
-from trl_verigate.lean_server.recheck import replay as recheck_replay
-from trl_verigate.prover_pool import sandbox
 from trl_verigate.lean_server.recheck import contract as recheck_module
+from trl_verigate.lean_server.recheck import replay as recheck_replay
 from trl_verigate.lean_server.recheck.contract import CheckerFailure, parse_verdicts
+from trl_verigate.prover_pool import sandbox
 
 pytestmark = pytest.mark.timeout(120)
 
-HEADER = "import Mathlib\nset_option maxHeartbeats 400000"
+HEADER = "import Mathlib"
 FALSE_STATEMENT = "theorem forged : (1:ℕ) = 2 := by"
 # What the forging payload writes to fd 1: a clean answer at our `#print axioms` line. The REPL's command is the
 # statement (line 1), the proof (line 2), a blank line, then `#print axioms forged` on line 4.
@@ -75,6 +77,8 @@ def config_with_checker(tmp_path: Path, *checker_flags: str, script=(), **overri
     log = tmp_path / "checker.log"
     overrides.setdefault("header", HEADER)
     overrides.setdefault("recheck_command", checker_command("--log", str(log), *checker_flags))
+    # The checker's mechanics, whether or not lean-doctor verified it (recheck="auto" is tested on its own).
+    overrides.setdefault("recheck", "passed")
     return stand_in_config(tmp_path, script=script, **overrides)
 
 
@@ -90,7 +94,7 @@ def test_a_forged_pass_fools_the_repl_alone_and_the_checker_overturns_it(tmp_pat
     assert fooled.status == "passed"
 
     with LeanServer(config_with_checker(tmp_path, script=[FORGED_ANSWER])) as server:
-        assert server.config.recheck == "passed"  # the default once a checker is configured
+        assert server.recheck_mode == "passed"
         forged_result, honest = server.verify([forged, true_proof(1)])
         metrics = server.metrics()
         stats = server.stats()
@@ -130,7 +134,7 @@ def test_the_checker_gets_the_trusted_statement_and_the_submission(tmp_path):
     assert file_item["file"].rstrip().endswith("norm_num")
     assert held_item["statement"] == "theorem held : 3 = 3 := by" and held_item["theorem"] == "held"
     # The REPL ran the example as a named theorem; the checker is told the same name.
-    assert example_item["theorem"] == verdict.EXAMPLE_NAME
+    assert example_item["theorem"] == EXAMPLE_NAME
     assert example_item["statement"].split() == ["theorem", example_item["theorem"], ":", "5", "=", "5", ":=", "by"]
     assert len({item["id"] for item in run["payload"]["items"]}) == 4
 
@@ -518,12 +522,23 @@ def test_comparator_without_its_lean_lib_says_what_to_add(tmp_path):
     assert rc == 1 and "lean_lib VerigateRecheck" in stderr
 
 
-def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path):
+def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path, monkeypatch):
+    """recheck="auto" (the default) turns on once the self-test has verified the checker."""
+    import asyncio
+
+    from trl_verigate.lean_server.recheck.self_test import checker_key, record_verified, run_self_test
+
     bubblewrap_or_skip()
+    monkeypatch.setenv("TRL_VERIGATE_CACHE", str(tmp_path / "cache"))
     project = lean_project(tmp_path / "project")
     checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "bwrap")
     config = stand_in_config(tmp_path, script=[FORGED_ANSWER], header=HEADER, recheck_command=checker)
+    assert config.recheck == "auto" and LeanServer(config).recheck_mode == "none"
+    test = asyncio.run(run_self_test(checker, HEADER, config.axiom_whitelist, 60.0, config.project_dir))
+    assert test.ok, test.detail
+    record_verified(checker_key(checker, config.project_dir, HEADER))
     with LeanServer(config) as server:
+        assert server.recheck_mode == "passed"
         forged, honest = server.verify([ProofRequest(FALSE_STATEMENT, FORGING_PROOF), true_proof(4)])
         metrics = server.metrics()
     assert forged.status == "failed" and forged.reason.startswith("recheck: the kernel rejects the submission")
@@ -560,8 +575,8 @@ def test_the_adversarial_corpus_forged_clean_by_the_repl_is_overturned_by_the_ch
     rows = load_corpus()
     forging_script, reaching = [], []
     for row in rows:
-        prepared = verdict.prepare(request_of(row), HEADER)
-        if isinstance(prepared, verdict.Prepared):
+        prepared = prepare(request_of(row), HEADER)
+        if isinstance(prepared, Prepared):
             clean = {
                 "severity": "info",
                 "pos": {"line": prepared.print_line, "column": 0},
@@ -966,3 +981,23 @@ def test_run_inside_another_program_leaves_that_programs_other_children_alone(tm
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_the_self_test_refuses_a_checker_that_checks_nothing_and_one_that_refuses_everything(tmp_path, monkeypatch):
+    import asyncio
+
+    from trl_verigate.lean_server.recheck.self_test import checker_key, is_verified, run_self_test
+
+    monkeypatch.setenv("TRL_VERIGATE_CACHE", str(tmp_path / "cache"))
+    whitelist = ("propext",)
+    accepts_all = checker_command("--log", str(tmp_path / "a.log"), "--accept-all")
+    test = asyncio.run(run_self_test(accepts_all, HEADER, whitelist, 30.0, str(tmp_path)))
+    assert not test.ok and "confirmed the forged pass" in test.detail
+    refuses_all = checker_command("--log", str(tmp_path / "b.log"), "--refuse", "theorem")
+    test = asyncio.run(run_self_test(refuses_all, HEADER, whitelist, 30.0, str(tmp_path)))
+    assert not test.ok and "refused the honest proof" in test.detail
+    discerning = checker_command("--log", str(tmp_path / "c.log"))  # its toy kernel refuses the false claim
+    test = asyncio.run(run_self_test(discerning, HEADER, whitelist, 30.0, str(tmp_path)))
+    assert test.ok, test.detail
+    # Nothing is recorded by the test itself: lean-doctor records a checker that passed it.
+    assert not is_verified(checker_key(discerning, str(tmp_path), HEADER))

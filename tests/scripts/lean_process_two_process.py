@@ -32,6 +32,8 @@ ROWS_PER_PROCESS = 3
 RANK = int(os.environ.get("RANK", "0"))
 STATEMENTS = [f"theorem le_succ_{k} (n : ℕ) (h : {k} ≤ n) : n ≤ n + {k} := by" for k in range(3)]
 PROOFS = ["\n  norm_num\n  omega\n```", "\n  norm_num\n  linarith [fail_marker]\n  simp\n```"]
+# The header's imports only, so no preamble comes before the statement in the REPL's command.
+IMPORTS_ONLY = "import Mathlib\nimport Aesop"
 # REPL coordinates: line 1 is the statement, the proof follows after "\n", so `linarith` sits on line 4, column 2.
 SCRIPT = [
     {
@@ -73,7 +75,7 @@ def main(policy: str, out_dir: str) -> None:
         save_strategy="no",
         max_steps=1,
     )
-    with LeanServer(stand_in_config(folder, script=SCRIPT, workers=1)) as server:
+    with LeanServer(stand_in_config(folder, script=SCRIPT, workers=1, header=IMPORTS_ONLY)) as server:
         trainer = LeanProcessGRPOTrainer(
             model=policy, args=args, train_dataset=dataset, rollout_func=rollout, lean_server=server
         )

@@ -113,6 +113,9 @@ def _safety_settings(args: argparse.Namespace) -> dict:
         "startup_timeout": args.startup_timeout,
         "recheck_timeout": args.recheck_timeout,
         "recheck_seed": args.recheck_seed,
+        "max_heartbeats": args.max_heartbeats,
+        "extra_tactics": tuple(args.allow_tactic or ()),
+        "extra_namespaces": tuple(args.allow_namespace or ()),
     }
     if args.recheck_fraction is not None:
         settings["recheck_fraction"] = args.recheck_fraction
@@ -147,12 +150,32 @@ def add_lean_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--recheck",
         choices=RECHECKS,
-        help="which passes the checker confirms: none, passed (all; the default with --recheck-command) or sample",
+        default=defaults.recheck,
+        help="which passes the checker confirms: auto (all, once `trl-verigate lean-doctor` has verified the checker; "
+        "else none), none, passed (all) or sample (default: auto)",
     )
     parser.add_argument(
         "--recheck-fraction",
         type=float,
         help=f"fraction of passes rechecked with --recheck sample (default: {defaults.recheck_fraction})",
+    )
+    parser.add_argument(
+        "--allow-tactic",
+        action="append",
+        metavar="NAME",
+        help="add a tactic to the precheck's allow-list (repeatable; LeanServerConfig.extra_tactics)",
+    )
+    parser.add_argument(
+        "--allow-namespace",
+        action="append",
+        metavar="NAME",
+        help="add a namespace a proof may `open` (repeatable; LeanServerConfig.extra_namespaces)",
+    )
+    parser.add_argument(
+        "--max-heartbeats",
+        type=int,
+        default=defaults.max_heartbeats,
+        help=f"largest maxHeartbeats a proof or file header may set (default: {defaults.max_heartbeats})",
     )
     parser.add_argument(
         "--max-request-bytes",

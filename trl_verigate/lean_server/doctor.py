@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server import verdict
 from trl_verigate.lean_server.cli_options import (
     PROJECT_ENV,
     RECHECK_EXAMPLE,
@@ -27,13 +26,16 @@ from trl_verigate.lean_server.cli_options import (
     resolve_project_dir,
     resolve_repl_command,
 )
-from trl_verigate.lean_server.recheck import contract as recheck
+from trl_verigate.lean_server.judge import judge
+from trl_verigate.lean_server.precheck import policy_for, prepare
+from trl_verigate.lean_server.precheck.files import TrustedHeader
+from trl_verigate.lean_server.recheck import self_test
 from trl_verigate.lean_server.repl.process import ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
 
 ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
-DOCTOR_STATEMENT = "theorem doctor_check : 1 + 1 = 2 := by"
-DOCTOR_PROOF = "  decide"
+# The self-test's honest proof, the one the doctor also runs in the REPL.
+DOCTOR_STATEMENT, DOCTOR_PROOF, _ = self_test.HONEST
 # Where a message from the process module points at the doctor; the doctor is already running.
 _DOCTOR_HINT = re.compile(r"[;,]?\s*\(?`trl-verigate lean-doctor`(?: checks the setup)?\)?")
 
@@ -246,7 +248,8 @@ def _recheck_check(
     recheck_timeout: float,
     project_dir: Path,
 ) -> Check:
-    """The configured checker run on the doctor's proof (✓ only when it confirms it), or the REPL-alone notice."""
+    """The recheck self-test of the configured checker: it must confirm an honest proof and overturn a forged pass.
+    A checker that passes is recorded, so `recheck="auto"` turns it on for this project and header."""
     if not recheck_command or recheck_mode == "none":
         return Check(
             "recheck",
@@ -254,38 +257,27 @@ def _recheck_check(
             "none configured: training will use the REPL verdict alone, which a proof that runs code can forge; "
             f"to confirm passes with the kernel outside the REPL pass --recheck-command '{RECHECK_EXAMPLE}'",
         )
-    item = recheck.RecheckItem(
-        id="doctor",
-        header=header,
-        statement=DOCTOR_STATEMENT,
-        theorem="doctor_check",
-        axiom_whitelist=LeanServerConfig.axiom_whitelist,
-        proof=DOCTOR_PROOF,
-    )
     started = time.monotonic()
-    try:
-        # In the project, as the server runs it (LeanServerConfig.project_dir is the checker's cwd).
-        verdicts = asyncio.run(recheck.run_checker(recheck_command, [item], recheck_timeout, cwd=str(project_dir)))
-    except recheck.CheckerFailure as error:
+    test = asyncio.run(
+        self_test.run_self_test(
+            recheck_command, header, LeanServerConfig.axiom_whitelist, recheck_timeout, str(project_dir)
+        )
+    )
+    if not test.ok:
         return Check(
             "recheck",
             False,
-            f"{shlex.join(recheck_command)} failed: {error}",
-            "fix what the message names; `trl-verigate lean-recheck --help` lists the backends' options",
+            f"{shlex.join(recheck_command)}: {test.detail}",
+            "fix what the message names (its --project-dir and toolchain); `trl-verigate lean-recheck --help` lists "
+            "the backends' options",
         )
-    verdict = verdicts["doctor"]
-    if not verdict.ok:
-        return Check(
-            "recheck",
-            False,
-            f"{shlex.join(recheck_command)} refused `{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}`: {verdict.message}",
-            "the checker must accept a trivial proof: check its --project-dir and toolchain",
-        )
+    key = self_test.checker_key(recheck_command, str(project_dir), TrustedHeader.parse(header).imports)
+    record = self_test.record_verified(key)
     return Check(
         "recheck",
         True,
-        f"{recheck_mode}: {shlex.join(recheck_command)} confirmed `{DOCTOR_STATEMENT} {DOCTOR_PROOF.strip()}` in "
-        f"{time.monotonic() - started:.1f}s",
+        f"{shlex.join(recheck_command)}: {test.detail} in {time.monotonic() - started:.1f}s; recorded in {record}, "
+        f"so recheck={recheck_mode!r} uses it",
     )
 
 
@@ -327,7 +319,8 @@ async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
     process = ReplProcess(config)
     try:
         try:
-            await process.start(config.header)
+            # What LeanServer loads: the header's imports (its other lines travel with each command).
+            await process.start(TrustedHeader.parse(config.header).imports)
         except ReplStartError as exc:
             message = _DOCTOR_HINT.sub("", str(exc))
             return [
@@ -364,9 +357,7 @@ def _header_fix(message: str) -> str:
 
 async def _doctor_proof(process: ReplProcess, config: LeanServerConfig) -> VerificationResult:
     """The verdict on the doctor's trivial proof, judged exactly as LeanServer judges a request."""
-    prepared = verdict.prepare(
-        ProofRequest(statement=DOCTOR_STATEMENT, proof=DOCTOR_PROOF), config.header, config.allow_native_decide
-    )
+    prepared = prepare(ProofRequest(statement=DOCTOR_STATEMENT, proof=DOCTOR_PROOF), config.header, policy_for(config))
     if isinstance(prepared, VerificationResult):
         return prepared
     started = time.monotonic()
@@ -374,7 +365,7 @@ async def _doctor_proof(process: ReplProcess, config: LeanServerConfig) -> Verif
         response = await process.run({"cmd": prepared.code, "env": process.header_env}, config.timeout)
     except ReplError as error:
         return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s)
-    return verdict.judge(prepared, response, config, time.monotonic() - started)
+    return judge(prepared, response, config, time.monotonic() - started)
 
 
 def _proof_check(result: VerificationResult) -> Check:
@@ -409,7 +400,7 @@ def _run_lean_doctor(args: argparse.Namespace) -> int:
         memory_limit_mb=args.memory_limit_mb or None,
         sandbox=args.sandbox,
         recheck_command=recheck_command,
-        recheck_mode=args.recheck or ("passed" if recheck_command else "none"),
+        recheck_mode=args.recheck,
         recheck_timeout=args.recheck_timeout,
     )
     for check in checks:

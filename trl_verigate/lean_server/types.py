@@ -8,15 +8,32 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
+
+from trl_verigate.prover_pool.results import STATUSES, Message, Position, Status, Tactic, VerificationResult
+
+__all__ = [
+    "GRANULARITIES",
+    "MINIF2F_HEADER",
+    "RECHECKS",
+    "SANDBOXES",
+    "STATUSES",
+    "FileRequest",
+    "LeanServerConfig",
+    "Message",
+    "Position",
+    "ProofRequest",
+    "Request",
+    "Status",
+    "Tactic",
+    "VerificationResult",
+]
 
 MINIF2F_HEADER = (
     "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
 )
 
-Status = Literal["passed", "failed", "timeout", "crashed", "rejected", "error"]
-STATUSES: tuple[str, ...] = get_args(Status)
 # "outermost": the top-level tactic sequence; "all": nested tactics too (see `tactics.split_tactics`).
 Granularity = Literal["outermost", "all"]
 GRANULARITIES: tuple[str, ...] = get_args(Granularity)
@@ -24,8 +41,9 @@ GRANULARITIES: tuple[str, ...] = get_args(Granularity)
 # otherwise none, said once in the log; "none": only the session, RLIMIT_AS and scratch HOME.
 Sandbox = Literal["auto", "bwrap", "none"]
 SANDBOXES: tuple[str, ...] = get_args(Sandbox)
-# Which REPL passes a separate checker confirms (see `lean_server.recheck`): none, every pass, or a seeded sample.
-Recheck = Literal["none", "passed", "sample"]
+# Which REPL passes a separate checker confirms (`lean_server.recheck`): "auto" (every pass, when a checker is set
+# and `trl-verigate lean-doctor` has verified it; else none, said once at start), none, every pass, or a sample.
+Recheck = Literal["auto", "none", "passed", "sample"]
 RECHECKS: tuple[str, ...] = get_args(Recheck)
 
 
@@ -95,17 +113,22 @@ class LeanServerConfig:
     spare_repls: int = 1
     startup_timeout: float = 300.0
     allow_native_decide: bool = False
+    # The largest `maxHeartbeats` (and `synthInstance.maxHeartbeats`) a proof or a file header may set; a file
+    # header's larger value, or 0 ("no limit"), runs at this bound.
+    max_heartbeats: int = 1_000_000
+    # Tactics and namespaces (for `open`) added to the precheck's allow-lists (lean_server/precheck/allowlists/).
+    extra_tactics: tuple[str, ...] = ()
+    extra_namespaces: tuple[str, ...] = ()
     axiom_whitelist: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
     tactic_granularity: Granularity = "outermost"
     sandbox: Sandbox = "auto"
-    # None: "passed" when `recheck_command` is set, else "none" (the REPL verdict alone).
-    recheck: Recheck | None = None
+    recheck: Recheck = "auto"
     recheck_command: list[str] | None = None
     recheck_fraction: float = 0.1
     recheck_seed: int = 0
     recheck_timeout: float = 600.0
     # Sizes in UTF-8 bytes: one request (statement + proof + header, or the file), and one verify() batch.
-    max_request_bytes: int = 1 << 20
+    max_request_bytes: int = 64 << 10
     max_batch_bytes: int = 64 << 20
 
     def __post_init__(self):
@@ -126,10 +149,8 @@ class LeanServerConfig:
         if self.recheck_command is not None:
             self.recheck_command = _argv("recheck_command", self.recheck_command)
             self.recheck_command[0] = _absolute_if_relative_path(self.recheck_command[0])
-        if self.recheck is None:
-            self.recheck = "passed" if self.recheck_command else "none"
         _check_choice("recheck", self.recheck, RECHECKS)
-        if self.recheck != "none" and not self.recheck_command:
+        if self.recheck in ("passed", "sample") and not self.recheck_command:
             raise ValueError(
                 f"LeanServerConfig.recheck={self.recheck!r} needs recheck_command (the checker's argv, e.g. "
                 "['trl-verigate', 'lean-recheck', '--backend', 'replay', ...]); set recheck='none' to trust the REPL alone"
@@ -146,6 +167,7 @@ class LeanServerConfig:
             ("max_uses_per_repl", "proofs"),
             ("max_request_bytes", "bytes"),
             ("max_batch_bytes", "bytes"),
+            ("max_heartbeats", "heartbeats"),
         ):
             _check_positive_int(name, getattr(self, name), unit)
         if isinstance(self.spare_repls, bool) or not isinstance(self.spare_repls, int) or self.spare_repls < 0:
@@ -167,6 +189,11 @@ class LeanServerConfig:
                 f"['propext', 'Classical.choice', 'Quot.sound'], got {self.axiom_whitelist!r}"
             )
         self.axiom_whitelist = tuple(self.axiom_whitelist)
+        for name, example in (("extra_tactics", "['my_tactic']"), ("extra_namespaces", "['Finset']")):
+            value = getattr(self, name)
+            if isinstance(value, str) or not all(isinstance(w, str) and w and " " not in w for w in value):
+                raise TypeError(f"LeanServerConfig.{name} must be a list of names, e.g. {example}, got {value!r}")
+            setattr(self, name, tuple(value))
 
 
 @dataclass(frozen=True)
@@ -196,89 +223,3 @@ class FileRequest:
 
 
 Request = Union[ProofRequest, FileRequest, str]
-
-
-@dataclass(frozen=True)
-class Position:
-    line: int  # 1-based
-    column: int  # 0-based
-
-
-@dataclass(frozen=True)
-class Message:
-    """A Lean message, positioned relative to the submitted source (the header is not counted).
-
-    For a `ProofRequest` the submitted source is `statement + "\\n" + proof`; for a `str`
-    request it is the file as given. `end` is exclusive and may be None.
-    """
-
-    severity: str
-    line: int
-    column: int
-    end: Position | None
-    text: str
-
-
-@dataclass(frozen=True)
-class Tactic:
-    """One tactic of the proof: its text and its [start, end) character offsets into the proof body."""
-
-    text: str
-    start: int
-    end: int
-
-
-@dataclass
-class VerificationResult:
-    status: Status
-    # Always `status == "passed"`; left out, it is set from the status.
-    passed: bool | None = None
-    messages: list[Message] = field(default_factory=list)
-    tactics: list[Tactic] = field(default_factory=list)
-    # Tactics with index < first_error_tactic are locally valid; len(tactics) means no tactic failed (passed, or only
-    # "unsolved goals" before the body: incomplete); 0 for timeout, crash, rejection, an early error, or a failure no
-    # error locates (sorryAx or an axiom outside the whitelist, no or several `#print axioms` answers, an unpositioned
-    # sorry warning, the theorem missing at our `#print`, over MAX_MESSAGES, a recheck that overturned the pass):
-    # then no tactic is known good.
-    first_error_tactic: int = 0
-    axioms: list[str] = field(default_factory=list)
-    time_s: float = 0.0
-    reason: str | None = None
-
-    def __post_init__(self):
-        if self.status not in STATUSES:
-            raise ValueError(f"VerificationResult.status must be one of {STATUSES}, got {self.status!r}")
-        if self.passed is None:
-            self.passed = self.status == "passed"
-        elif self.passed != (self.status == "passed"):
-            raise ValueError(
-                f"VerificationResult.passed={self.passed!r} contradicts status={self.status!r}: passed is True exactly "
-                "when status is 'passed' (leave passed out to have it set from the status)"
-            )
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> VerificationResult:
-        messages = [
-            Message(
-                severity=m["severity"],
-                line=m["line"],
-                column=m["column"],
-                end=Position(**m["end"]) if m.get("end") else None,
-                text=m["text"],
-            )
-            for m in data.get("messages", [])
-        ]
-        tactics = [Tactic(**t) for t in data.get("tactics", [])]
-        return cls(
-            status=data["status"],
-            passed=data.get("passed"),
-            messages=messages,
-            tactics=tactics,
-            first_error_tactic=int(data.get("first_error_tactic", 0)),
-            axioms=list(data.get("axioms", [])),
-            time_s=float(data.get("time_s", 0.0)),
-            reason=data.get("reason"),
-        )

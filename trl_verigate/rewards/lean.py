@@ -17,7 +17,7 @@ import asyncio
 import concurrent.futures
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from trl_verigate.lean_server import MINIF2F_HEADER, VerificationResult
@@ -43,6 +43,8 @@ class ProcessVerdict:
     first_error: int = 0
     error_tactics: tuple[int, ...] = ()
     reason: str | None = None
+    # A REPL pass an independent checker confirmed or overturned (`VerificationResult.rechecked`).
+    rechecked: bool = False
 
     @property
     def passed(self) -> bool:
@@ -126,7 +128,8 @@ class LeanProcessOracle:
             if proof.request is None:
                 verdicts.append(ProcessVerdict(status="failed", reason=proof.reason))
             else:
-                verdicts.append(self._verdict(text, proof, results[index]))
+                verdict = self._verdict(text, proof, results[index])
+                verdicts.append(replace(verdict, rechecked=results[index].rechecked))
         return verdicts
 
     @staticmethod

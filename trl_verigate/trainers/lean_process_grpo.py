@@ -231,7 +231,8 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
     ``lean/tactics_per_proof`` (mean tactics per completion), ``lean/first_error_relative`` (mean first_error /
     num_tactics over failed proofs with tactics), ``lean/verify_seconds`` (slowest process),
     ``lean/verify_hidden_fraction`` (share of verification time overlapped with other work),
-    ``lean/proofs_per_second``, ``lean/frac_zero_std_outcome`` and ``lean/verification_failures`` (timeouts,
+    ``lean/proofs_per_second``, ``lean/rechecked_fraction`` (of the REPL's passes, those an independent checker saw;
+    0 with the recheck off), ``lean/frac_zero_std_outcome`` and ``lean/verification_failures`` (timeouts,
     crashes, errors and unreachable servers in the batch, all processes).
     """
 
@@ -419,6 +420,7 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         num_tactics = torch.tensor([len(v.spans) for v in verdicts], dtype=torch.long, device=device)
         first_error = torch.tensor([v.first_error for v in verdicts], dtype=torch.long, device=device)
         status = torch.tensor([STATUSES.index(v.status) for v in verdicts], dtype=torch.long, device=device)
+        rechecked = torch.tensor([v.rechecked for v in verdicts], dtype=torch.bool, device=device)
         width = max(1, int(num_tactics.max()) if local_size else 1)
         error_tactics = torch.zeros(local_size, width, dtype=torch.bool)
         for row, verdict in enumerate(verdicts):
@@ -427,6 +429,7 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         all_num_tactics = self.accelerator.gather(num_tactics)
         all_first_error = self.accelerator.gather(first_error)
         all_status = self.accelerator.gather(status)
+        all_rechecked = self.accelerator.gather(rechecked)
         all_error_tactics = self._gather_padded(error_tactics)
         passed = all_status == STATUSES.index("passed")
         scores, mask = tactic_scores(
@@ -442,7 +445,7 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
             scores, mask, outcome, batch.num_generations
         )
         local_process = process[batch.process_slice]
-        self._log_lean_metrics(batch, all_status, all_num_tactics, all_first_error, outcome)
+        self._log_lean_metrics(batch, all_status, all_num_tactics, all_first_error, outcome, all_rechecked)
 
         token_spans = self._tactic_token_spans(batch, verdicts, local_process.shape[1])
         num_tokens = output["completion_ids"].shape[1]
@@ -468,9 +471,13 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
                 spans[row, column] = torch.tensor(token_range)
         return spans
 
-    def _log_lean_metrics(self, batch, status, num_tactics, first_error, outcome) -> None:
+    def _log_lean_metrics(self, batch, status, num_tactics, first_error, outcome, rechecked) -> None:
         metrics = self._metrics[batch.mode]
         metrics["lean/pass_rate"].append(outcome.mean().item())
+        # The REPL's passes an independent checker saw (confirmed, or overturned into a failure): 0 while the
+        # recheck is off, which the LeanServer says once at start.
+        repl_passes = ((status == STATUSES.index("passed")) | rechecked).sum().item()
+        metrics["lean/rechecked_fraction"].append(rechecked.sum().item() / repl_passes if repl_passes else 0.0)
         for index, name in enumerate(STATUSES):
             metrics[f"lean/status/{name}"].append((status == index).float().mean().item())
         metrics["lean/tactics_per_proof"].append(num_tactics.float().mean().item())

@@ -3,7 +3,8 @@
 Code inside a proof can run during elaboration and forge the REPL's answer (see README, soundness). So a
 candidate the REPL judges ``passed`` can be sent to an independent checker that rebuilds the proof term and checks
 it with the Lean kernel against the *trusted* statement. `LeanServerConfig.recheck` chooses which passes go:
-``"none"``, ``"passed"`` (all) or ``"sample"`` (a seeded `recheck_fraction`).
+``"auto"`` (the default: every pass, when `trl-verigate lean-doctor`'s self-test verified the checker, see
+`self_test`; else none), ``"none"``, ``"passed"`` (all) or ``"sample"`` (a seeded `recheck_fraction`).
 
 Checker contract (version 1)
 ============================
@@ -130,16 +131,23 @@ class CheckerVerdict:
 
 
 def _statement_as_run(prepared) -> str:
-    # The REPL ran `prepared.code`: the statement with its `example` (wherever it stands: after a doc comment, an
-    # attribute, `open … in`, helper declarations) renamed to `theorem <prepared.theorem_name>`, then the proof.
+    # The REPL ran `prepared.code`: the preamble, then the statement with its `example` (wherever it stands: after a
+    # doc comment, an attribute, `open … in`, helper declarations) renamed to `theorem <prepared.theorem_name>`, then
+    # the proof.
     return prepared.code[: prepared.proof_start - len(prepared.separator)]
 
 
 def item_for(request: Request, prepared, whitelist: Sequence[str], item_id: str) -> RecheckItem:
-    """The checker's item for `request`, which the REPL ran as `prepared` (a `verdict.Prepared`) and passed."""
+    """The checker's item for `request`, which the REPL ran as `prepared` (a `precheck.Prepared`) and passed.
+
+    The item's header is the trusted header as the REPL read it: its imports, then its preamble (`open`,
+    `set_option`); the statement is elaborated under it.
+    """
+    header = prepared.header + ("\n" + prepared.trusted_preamble if prepared.trusted_preamble else "")
     if isinstance(request, ProofRequest):
         # The trusted statement, renamed exactly as the REPL ran it (only an `example` is).
-        statement, proof, file = _statement_as_run(prepared), request.proof, None
+        statement = _statement_as_run(prepared)[len(prepared.trusted_preamble) :].lstrip("\n")
+        proof, file = request.proof, None
     else:
         # A FileRequest's trusted statement is a named `theorem`/`lemma` (files.prepare_file), so never renamed;
         # a plain file has no trusted claim and is checked against its own main statement.
@@ -148,7 +156,7 @@ def item_for(request: Request, prepared, whitelist: Sequence[str], item_id: str)
         proof, file = None, prepared.header + "\n" + prepared.code[: prepared.proof_end]
     return RecheckItem(
         id=item_id,
-        header=prepared.header,
+        header=header,
         statement=statement,
         theorem=prepared.theorem_name,
         axiom_whitelist=tuple(whitelist),
@@ -288,6 +296,7 @@ def _demoted(result: VerificationResult, status: str, reason: str, extra_s: floa
         result,
         status=status,
         passed=False,
+        rechecked=True,
         first_error_tactic=0,
         reason=REASON_PREFIX + reason,
         time_s=result.time_s + extra_s,
@@ -301,8 +310,11 @@ class Rechecker:
     `verify()` calls queue here instead of multiplying that memory.
     """
 
-    def __init__(self, config: LeanServerConfig):
+    def __init__(self, config: LeanServerConfig, mode: str | None = None):
+        """`mode`: the recheck mode in force ("none", "passed", "sample"; `self_test.effective_recheck` resolves
+        "auto"); None: `config.recheck`, which must then not be "auto"."""
         self.config = config
+        self.mode = config.recheck if mode is None else mode
         self.counters = {"rechecked": 0, "recheck_overturned": 0, "recheck_checker_failures": 0}
         self.seconds = 0.0
         # Made on the loop that uses it: a server started again runs on a new loop.
@@ -310,7 +322,7 @@ class Rechecker:
         self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     def selects(self, request: Request) -> bool:
-        mode = self.config.recheck
+        mode = self.mode
         if mode == "passed":
             return True
         if mode == "sample":
@@ -357,7 +369,7 @@ class Rechecker:
                     continue
                 why = overturned(verdicts[item.id], self.config.axiom_whitelist)
                 if why is None:
-                    results[index] = replace(results[index], time_s=results[index].time_s + share)
+                    results[index] = replace(results[index], time_s=results[index].time_s + share, rechecked=True)
                 else:
                     self.counters["recheck_overturned"] += 1
                     results[index] = _demoted(results[index], "failed", why, share)

@@ -12,8 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trl_verigate.lean_server.lexer import PrecheckError, lex
-from trl_verigate.lean_server.prepared import DECLARATIONS, declared_name
+from trl_verigate.lean_server.precheck.prepared import DECLARATIONS, declared_name
+from trl_verigate.lean_server.precheck.tokens import PrecheckError, tokenize
 from trl_verigate.lean_server.recheck.compile import (
     CONTROL_PROOF,
     CONTROL_STATEMENT,
@@ -66,7 +66,7 @@ def combinable_statement(item: dict, suffix: str) -> str | None:
         return None
     statement = item["statement"]
     try:
-        code = [token for token in lex(statement) if token.kind != "comment"]
+        code = tokenize(statement)
     except PrecheckError:
         return None
     keywords = [token for token in code if token.kind == "ident" and token.text in DECLARATIONS]
