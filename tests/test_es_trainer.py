@@ -372,3 +372,25 @@ def test_peft_run_perturbs_the_adapters_and_export_refuses_naming_the_checkpoint
     for name, value in live.items():
         saved_name = name.replace(".default", "")
         assert torch.equal(saved[saved_name], value), name
+
+
+# ----- es-export on bad input -----
+
+
+@pytest.mark.parametrize("state", ["missing.json", "empty_dir", "not_json.json"])
+def test_es_export_with_a_bad_state_says_one_line_and_exits_2(tmp_path, state):
+    import subprocess
+    import sys
+
+    (tmp_path / "empty_dir").mkdir()
+    (tmp_path / "not_json.json").write_text("nope")
+    result = subprocess.run(
+        [sys.executable, "-m", "trl_verigate.cli", "es-export", "--state", str(tmp_path / state), "--output", "out"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("es-export: --state ")
+    assert not (tmp_path / "out").exists()
