@@ -288,11 +288,9 @@ class LLM:
         self.kwargs = kwargs
         self.tensor_parallel_size = kwargs.get("tensor_parallel_size", 1)
         tp_group = None
-        if self.tensor_parallel_size > 1:
-            if kwargs.get("distributed_executor_backend") != "external_launcher":
-                raise ValueError(
-                    "this stand-in runs tensor parallelism only under distributed_executor_backend=external_launcher"
-                )
+        # Under external_launcher (TRL's colocate) the caller's processes are the TP ranks; otherwise vLLM starts
+        # its own workers and the caller sees one whole engine.
+        if self.tensor_parallel_size > 1 and kwargs.get("distributed_executor_backend") == "external_launcher":
             world = torch.distributed.get_world_size()
             tp_group, _ = torch.distributed.new_subgroups_by_enumeration(
                 [
