@@ -223,6 +223,11 @@ class Engine:
         self.assembled: list[dict[str, torch.Tensor]] = []
         self.loads = 0
 
+    def named_parameters(self):
+        """The engine's weights by name (vLLM's model is an nn.Module; these are the HF names, which vLLM keeps for
+        unfused layers such as mlp.down_proj)."""
+        return iter(self.params.items())
+
     def load_weights(self, weights) -> set[str]:
         loaded = set()
         for name, tensor in weights:
