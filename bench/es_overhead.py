@@ -10,7 +10,7 @@ alike; see its help).
 2. Flat iteration cost: perturb + restore + update at iteration 1 (fresh master) and at iteration N (the master after
    N - 1 incremental updates; target <= 1.2x), against rebuilding the master by replaying the history from the base.
 3. Population throughput: members per second of an ES iteration (tiny policy, HF generate) as a fraction of pure
-   generation of the same completions without perturbation (target >= 0.9), with the perturb, restore, update,
+   generation of the same completions without perturbation (target >= 0.9), with the perturb, sync, restore, update,
    generate and reward-wait shares of the iteration.
 4. Memory above the model's weights: the fp32 master, plus the largest transient of perturb and update (computed from
    the parameter sizes and which noise path runs), and the process's peak RSS.
@@ -54,6 +54,7 @@ from trl_verigate.es.state import replay_history  # noqa: E402
 from trl_verigate.tiny import build_tiny_models  # noqa: E402
 from trl_verigate.trainers.es import ESConfig, ESTrainer  # noqa: E402
 
+TOPICS = ("a steam engine", "a rainbow", "a bank loan", "a vaccine", "a compiler", "a tide", "a bicycle", "a fridge")
 STATEMENTS = [f"theorem bench_{k} (n : ℕ) (h : {k} ≤ n) : n ≤ n + {k} := by" for k in range(8)]
 
 
@@ -167,24 +168,30 @@ async def async_letter_reward(completions, **kwargs):
     return letter_reward(completions)
 
 
-def es_trainer(policy, out_dir, reward, population, max_completion_length=32):
+def es_trainer(policy, out_dir, reward, population, max_completion_length=32, rows=None, **settings):
+    """An ESTrainer after one iteration; `rows` (default: Lean prompts) and `settings` (ESConfig fields) override."""
     args = ESConfig(
-        output_dir=str(out_dir),
-        use_cpu=True,
-        seed=0,
-        population_size=population,
-        prompts_per_iteration=2,
-        num_generations=4,
-        max_completion_length=max_completion_length,
-        max_steps=1,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
+        **{
+            "output_dir": str(out_dir),
+            "use_cpu": True,
+            "seed": 0,
+            "population_size": population,
+            "prompts_per_iteration": 2,
+            "num_generations": 4,
+            "max_completion_length": max_completion_length,
+            "max_steps": 1,
+            "report_to": "none",
+            "save_strategy": "no",
+            "logging_steps": 1,
+            "disable_tqdm": True,
+            **settings,
+        }
     )
-    rows = [
-        {"prompt": f"Complete the following Lean 4 code:\n\n```lean4\n{s}", "formal_statement": s} for s in STATEMENTS
-    ]
+    if rows is None:
+        rows = [
+            {"prompt": f"Complete the following Lean 4 code:\n\n```lean4\n{s}", "formal_statement": s}
+            for s in STATEMENTS
+        ]
     trainer = ESTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=Dataset.from_list(rows))
     trainer.train()  # one iteration: the Trainer's setup, and the one-off costs of the first generation
     return trainer
@@ -228,7 +235,7 @@ def population_throughput(policy, folder, population, rounds) -> None:
         {"es": lambda: iterations.append(runner.iteration()), "generation": runner.pure_generation}, rounds
     )
     es_seconds, row = min(iterations, key=lambda timed: timed[0])
-    parts = ("perturb", "restore", "update", "generate", "reward_wait")
+    parts = ("perturb", "sync", "restore", "update", "generate", "reward_wait")
     shares = {name: row[f"es/seconds_{name}"] / es_seconds for name in parts}
     shares["other (sync rewards, gather, metrics)"] = 1 - sum(shares.values())
     print(
@@ -441,38 +448,21 @@ def vllm_importable() -> bool:
 def member_cost(model: str, backend: str, folder: Path, population: int, rounds: int, tokens: int) -> None:
     """[6]: (perturb + sync) / generate, both summed over one iteration's P members (so per member as well)."""
     on_gpu = torch.cuda.is_available()
-    args = ESConfig(
-        output_dir=str(folder / "member_cost"),
+    trainer = es_trainer(  # its first iteration is the warm-up: CUDA graphs, the kernel build, allocator growth
+        model,
+        folder / "member_cost",
+        letter_reward,
+        population,
+        tokens,
+        rows=[{"prompt": f"Explain in a few sentences how {topic} works."} for topic in TOPICS],
         use_cpu=not on_gpu,
         bf16=on_gpu,
-        seed=0,
-        population_size=population,
         prompts_per_iteration=8,
-        num_generations=4,
-        max_completion_length=tokens,
-        max_steps=1,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
         use_vllm=backend == "vllm",
         vllm_mode="colocate",
         vllm_gpu_memory_utilization=0.5,
         model_init_kwargs={"dtype": "bfloat16" if on_gpu else "float32"},
     )
-    topics = (
-        "a steam engine",
-        "a rainbow",
-        "a bank loan",
-        "a vaccine",
-        "a compiler",
-        "a tide",
-        "a bicycle",
-        "a fridge",
-    )
-    rows = [{"prompt": f"Explain in a few sentences how {topic} works."} for topic in topics]
-    trainer = ESTrainer(model=model, reward_funcs=[letter_reward], args=args, train_dataset=Dataset.from_list(rows))
-    trainer.train()  # warm-up iteration: one-off costs (CUDA graphs, the kernel build, allocator growth)
     runner = IterationRunner(trainer)
     timed = [runner.iteration() for _ in range(rounds)]
     _, row = min(timed, key=lambda entry: entry[0])
