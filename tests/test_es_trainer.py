@@ -145,6 +145,8 @@ def test_field_help_states_default_and_meaning():
         "fitness_shaping",
         "prompts_per_iteration",
         "es_param_regex",
+        "num_generations",
+        "greedy",
     ):
         assert "default" in helps[name], name
 
