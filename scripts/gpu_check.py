@@ -85,7 +85,13 @@ def check_command(name: str, args, result_file: Path) -> list[str]:
 
 def run_check(name: str, args, seconds: float, folder: Path) -> tuple[list[dict], float]:
     result_file = folder / f"{name}.json"
-    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")
+    # A check starts its own processes (or none): a launcher's variables of this process would make it join a group.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+    }
+    env["TOKENIZERS_PARALLELISM"] = "false"
     if args.device == "cpu":
         env.update(DS_ACCELERATOR="cpu", CUDA_VISIBLE_DEVICES="")
     started = time.perf_counter()

@@ -482,10 +482,20 @@ def patch_vllm(setattr_, setitem_, server: VLLMServer | None = None) -> None:
     setitem_(sys.modules, "vllm", module)
 
 
+# TRL's colocate VLLMGeneration writes these into os.environ (vLLM reads them); left behind in a test process, they
+# make every later Accelerator there, and every child process, start a process group.
+DISTRIBUTED_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
 def install(monkeypatch, server: VLLMServer | None = None) -> None:
+    """`patch_vllm` for one pytest test; afterwards the stand-ins and the distributed variables are put back."""
     LLM.instances = []
 
     def setattr_(target, name, value):
         monkeypatch.setattr(target, name, value, raising=False)
 
     patch_vllm(setattr_, monkeypatch.setitem, server)
+    for name in DISTRIBUTED_VARIABLES:
+        # setenv records the value to restore (or that there was none); delenv then gives TRL a clean slate.
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)

@@ -60,7 +60,7 @@ from trl_verigate.es.state import (
 from trl_verigate.es.update import es_update, make_master, perturb, write_master
 
 TRAINING_ARGUMENTS_DEFAULT_BATCH_SIZE = 8
-GRPO_DEFAULT_NUM_GENERATIONS = 8
+GRPO_DEFAULT_NUM_GENERATIONS = GRPOConfig.__dataclass_fields__["num_generations"].default
 
 
 @dataclass
