@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean demo-es experiment bench bench-peers lint tiny clean
+.PHONY: install test test-fast test-lean demo demo-lean demo-es experiment bench bench-peers gpu-check lint tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -70,6 +70,13 @@ bench: $(STAMP) $(TINY_DIR)/.built
 bench-peers: $(STAMP)
 	$(PIP) install -q -r bench/requirements-peers.txt
 	$(PY) bench/lean_peers.py
+
+# The first thing to run on a new cluster: the GPU paths (ES with vLLM, bf16 under DDP, ZeRO-3 PRM, evaluate) on one GPU
+# in at most 10 minutes, a PASS/FAIL table with figures (docs/gpu.md). Needs `pip install -e '.[vllm]'` and the hub for
+# the default 0.5B policy, or MODEL=/path/to/a/local/model. Without a GPU it says so and exits 0.
+MODEL ?= Qwen/Qwen2.5-0.5B-Instruct
+gpu-check: $(STAMP) $(TINY_DIR)/.built
+	HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0 $(PY) scripts/gpu_check.py --model $(MODEL) --tiny $(TINY_DIR)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments

@@ -1,7 +1,7 @@
 """What ES costs besides generation, measured side by side in one run; prints ratios, asserts nothing.
 
 Every ratio compares timings taken in turn (a, b, a, b, ...) and keeps the fastest of each, so the load of this
-shared machine hits both sides. [2]-[5] run on `--intra-op-threads` torch threads (default 1, generation and ES
+shared machine hits both sides. [2]-[6] run on `--intra-op-threads` torch threads (default 1, generation and ES
 alike; see its help).
 
 1. Noise throughput: `es_noise` elements per second (its C kernel on the CPU) as a fraction of a same-size fp32
@@ -10,7 +10,7 @@ alike; see its help).
 2. Flat iteration cost: perturb + restore + update at iteration 1 (fresh master) and at iteration N (the master after
    N - 1 incremental updates; target <= 1.2x), against rebuilding the master by replaying the history from the base.
 3. Population throughput: members per second of an ES iteration (tiny policy, HF generate) as a fraction of pure
-   generation of the same completions without perturbation (target >= 0.9), with the perturb, restore, update,
+   generation of the same completions without perturbation (target >= 0.9), with the perturb, sync, restore, update,
    generate and reward-wait shares of the iteration.
 4. Memory above the model's weights: the fp32 master, plus the largest transient of perturb and update (computed from
    the parameter sizes and which noise path runs), and the process's peak RSS.
@@ -19,9 +19,15 @@ alike; see its help).
    max(total generation, total verification) with async rewards (target <= 1.15) and with the same reward awaited
    member by member (about (generation + verification) / max), where verification balances generation and where it
    dominates (3x).
+6. Noise and sync per member as a fraction of one member's generation, for `--model` (its size is the parameter: the
+   tiny policy by default, a 0.5B-1.5B model on a GPU): ES iterations of P members, each timing its perturbation
+   (θ + σ·ε written into the model), its push into the generation engine (vLLM colocate with `--member-backend vllm`,
+   nothing with HF, which generates from the model itself) and its generation, all within the same iteration. Above
+   0.1 at 1.5B with colocate vLLM, docs/gpu.md's in-engine alternative (noise applied by the vLLM workers) pays.
 
     python bench/es_overhead.py [--rounds 3 --population 4 --population-rounds 12 --overlap-population 12
                                  --overlap-rounds 2 --workers 2 --only N]
+    python bench/es_overhead.py --only 6 --model Qwen/Qwen2.5-1.5B-Instruct --member-backend vllm   # on a GPU
 """
 
 import argparse
@@ -43,10 +49,12 @@ from fake_repl import stand_in_config  # noqa: E402
 
 from trl_verigate.es import es_noise, es_update, make_master, perturb, population_seeds, write_master  # noqa: E402
 from trl_verigate.es import noise as noise_module  # noqa: E402
+from trl_verigate.es.generation import generation_seed  # noqa: E402
 from trl_verigate.es.state import replay_history  # noqa: E402
 from trl_verigate.tiny import build_tiny_models  # noqa: E402
-from trl_verigate.trainers.es import ESConfig, ESTrainer, generation_seed  # noqa: E402
+from trl_verigate.trainers.es import ESConfig, ESTrainer  # noqa: E402
 
+TOPICS = ("a steam engine", "a rainbow", "a bank loan", "a vaccine", "a compiler", "a tide", "a bicycle", "a fridge")
 STATEMENTS = [f"theorem bench_{k} (n : ℕ) (h : {k} ≤ n) : n ≤ n + {k} := by" for k in range(8)]
 
 
@@ -160,24 +168,30 @@ async def async_letter_reward(completions, **kwargs):
     return letter_reward(completions)
 
 
-def es_trainer(policy, out_dir, reward, population, max_completion_length=32):
+def es_trainer(policy, out_dir, reward, population, max_completion_length=32, rows=None, **settings):
+    """An ESTrainer after one iteration; `rows` (default: Lean prompts) and `settings` (ESConfig fields) override."""
     args = ESConfig(
-        output_dir=str(out_dir),
-        use_cpu=True,
-        seed=0,
-        population_size=population,
-        prompts_per_iteration=2,
-        num_generations=4,
-        max_completion_length=max_completion_length,
-        max_steps=1,
-        report_to="none",
-        save_strategy="no",
-        logging_steps=1,
-        disable_tqdm=True,
+        **{
+            "output_dir": str(out_dir),
+            "use_cpu": True,
+            "seed": 0,
+            "population_size": population,
+            "prompts_per_iteration": 2,
+            "num_generations": 4,
+            "max_completion_length": max_completion_length,
+            "max_steps": 1,
+            "report_to": "none",
+            "save_strategy": "no",
+            "logging_steps": 1,
+            "disable_tqdm": True,
+            **settings,
+        }
     )
-    rows = [
-        {"prompt": f"Complete the following Lean 4 code:\n\n```lean4\n{s}", "formal_statement": s} for s in STATEMENTS
-    ]
+    if rows is None:
+        rows = [
+            {"prompt": f"Complete the following Lean 4 code:\n\n```lean4\n{s}", "formal_statement": s}
+            for s in STATEMENTS
+        ]
     trainer = ESTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=Dataset.from_list(rows))
     trainer.train()  # one iteration: the Trainer's setup, and the one-off costs of the first generation
     return trainer
@@ -221,7 +235,7 @@ def population_throughput(policy, folder, population, rounds) -> None:
         {"es": lambda: iterations.append(runner.iteration()), "generation": runner.pure_generation}, rounds
     )
     es_seconds, row = min(iterations, key=lambda timed: timed[0])
-    parts = ("perturb", "restore", "update", "generate", "reward_wait")
+    parts = ("perturb", "sync", "restore", "update", "generate", "reward_wait")
     shares = {name: row[f"es/seconds_{name}"] / es_seconds for name in parts}
     shares["other (sync rewards, gather, metrics)"] = 1 - sum(shares.values())
     print(
@@ -423,6 +437,46 @@ def overlap(policy, folder, population, workers, rounds, completion_length) -> N
             )
 
 
+def vllm_importable() -> bool:
+    try:
+        import vllm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def member_cost(model: str, backend: str, folder: Path, population: int, rounds: int, tokens: int) -> None:
+    """[6]: (perturb + sync) / generate, both summed over one iteration's P members (so per member as well)."""
+    on_gpu = torch.cuda.is_available()
+    trainer = es_trainer(  # its first iteration is the warm-up: CUDA graphs, the kernel build, allocator growth
+        model,
+        folder / "member_cost",
+        letter_reward,
+        population,
+        tokens,
+        rows=[{"prompt": f"Explain in a few sentences how {topic} works."} for topic in TOPICS],
+        use_cpu=not on_gpu,
+        bf16=on_gpu,
+        prompts_per_iteration=8,
+        use_vllm=backend == "vllm",
+        vllm_mode="colocate",
+        vllm_gpu_memory_utilization=0.5,
+        model_init_kwargs={"dtype": "bfloat16" if on_gpu else "float32"},
+    )
+    runner = IterationRunner(trainer)
+    timed = [runner.iteration() for _ in range(rounds)]
+    _, row = min(timed, key=lambda entry: entry[0])
+    perturb, sync, generate = (row[f"es/seconds_{part}"] for part in ("perturb", "sync", "generate"))
+    parameters = sum(p.numel() for p in trainer._es_parameters().values())
+    print(
+        f"[6] noise and sync per member ({model}, {parameters / 1e6:.1f}M perturbed parameters, {backend} on "
+        f"{'cuda' if on_gpu else 'cpu'}, P={population}, 8 prompts x 4 x {tokens} tokens, fastest of {rounds} "
+        f"iterations): perturb {perturb / population * 1e3:.1f} ms + sync {sync / population * 1e3:.1f} ms per member "
+        f"vs generation {generate / population * 1e3:.0f} ms per member = {(perturb + sync) / generate:.3f} of a "
+        "member's generation (docs/gpu.md: above 0.1 at 1.5B with colocate vLLM, apply the noise inside vLLM)"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -457,17 +511,27 @@ def main():
         "--intra-op-threads",
         type=int,
         default=1,
-        help="torch intra-op threads of [2]-[5], for generation and ES alike (default 1: on this 2-core machine "
+        help="torch intra-op threads of [2]-[6], for generation and ES alike (default 1: on this 2-core machine "
         "shared with other jobs, two OpenMP threads made the tiny policy's generation 7-15x slower and as many times "
         "more variable, each op waiting at a barrier for a descheduled thread, which swamps every ratio)",
     )
-    parser.add_argument("--only", type=int, choices=range(1, 6), help="run one measurement (its number)")
+    parser.add_argument("--only", type=int, choices=range(1, 7), help="run one measurement (its number)")
+    parser.add_argument("--model", default=None, help="[6]: the policy (folder or hub id); default: the tiny one")
+    parser.add_argument(
+        "--member-backend",
+        choices=("hf", "vllm"),
+        default=None,
+        help="[6]: generation engine (default: vllm colocate where vllm imports and a GPU is, else hf)",
+    )
+    parser.add_argument("--member-population", type=int, default=4, help="[6]: P")
+    parser.add_argument("--member-rounds", type=int, default=3, help="[6]: timed iterations (after a warm-up)")
+    parser.add_argument("--member-tokens", type=int, default=32, help="[6]: max_completion_length (256 on a GPU)")
     args = parser.parse_args()
     transformers_logging.set_verbosity_error()
     if args.only in (None, 1):
         noise_throughput(args.numel, args.rounds)
     torch.set_num_threads(args.intra_op_threads)
-    print(f"[2]-[5] run on {torch.get_num_threads()} intra-op thread(s) (--intra-op-threads)")
+    print(f"[2]-[6] run on {torch.get_num_threads()} intra-op thread(s) (--intra-op-threads)")
     with tempfile.TemporaryDirectory() as folder:
         folder = Path(folder)
         policy = build_tiny_models(folder / "tiny")["policy"]
@@ -482,6 +546,16 @@ def main():
             iteration_cost(params, args.iterations, 2, 20 * args.rounds)  # iterations of milliseconds: more rounds
         if args.only in (None, 3, 4):
             population_throughput(policy, folder, args.population, args.population_rounds)
+        if args.only in (None, 6):
+            backend = args.member_backend or ("vllm" if torch.cuda.is_available() and vllm_importable() else "hf")
+            member_cost(
+                args.model or policy,
+                backend,
+                folder,
+                args.member_population,
+                args.member_rounds,
+                args.member_tokens,
+            )
         if args.only in (None, 5):
             overlap(
                 policy,

@@ -10,7 +10,7 @@ the hub or a local .json/.jsonl file. Every field of `LeanScriptArguments`, `Lea
 
 from dataclasses import dataclass, field
 
-from recipe_tools import RecipeParser, add_pass_at_k_callback, check_dataset_name
+from recipe_tools import RecipeParser, add_pass_at_k_callback, check_dataset_name, check_policy_dtype
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
 
@@ -67,6 +67,7 @@ def main(
     pass_at_k_args: PassAtKArguments | None = None,
 ):
     check_dataset_name(script_args.dataset_name)
+    check_policy_dtype(training_args, model_args)
     set_model_init_kwargs(training_args, model_args)
     statement_field = training_args.statement_field
     train_dataset = to_prompts(

@@ -11,7 +11,14 @@ import os
 from dataclasses import dataclass, field
 
 from datasets import load_dataset
-from recipe_tools import LOCAL_DATA_SUFFIXES, RecipeParser, add_pass_at_k_callback, check_dataset_name, summarize_run
+from recipe_tools import (
+    LOCAL_DATA_SUFFIXES,
+    RecipeParser,
+    add_pass_at_k_callback,
+    check_dataset_name,
+    check_policy_dtype,
+    summarize_run,
+)
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 
 from trl_verigate import MathAccuracyReward, PassAtKArguments, VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
@@ -134,6 +141,7 @@ def main(
     pass_at_k_args: PassAtKArguments | None = None,
 ):
     check_dataset_name(script_args.dataset_name)
+    check_policy_dtype(training_args, model_args)
     set_model_init_kwargs(training_args, model_args)
     train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
     eval_dataset = None

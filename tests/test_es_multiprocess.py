@@ -80,3 +80,19 @@ def test_a_population_that_does_not_divide_evenly_pads_the_last_rank(tiny_models
     for name, value in reference.items():
         assert torch.equal(weights0[name], weights1[name]), name
         assert torch.equal(weights0[name], value), name
+
+
+@pytest.mark.slow
+def test_a_vllm_tensor_parallel_group_evaluates_one_member_at_a_time(tiny_models, tmp_path):
+    """vllm_tensor_parallel_size 2 on 2 processes: the engine is made of both processes' shards, so both must hold the
+    same member when it generates; each process generates half of every member's completions."""
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    launcher += ["--master_addr", "127.0.0.1", "--master_port", str(free_port())]
+    script = Path(__file__).parent / "scripts" / "es_vllm_tensor_parallel.py"
+    run([*launcher, str(script), tiny_models["policy"], str(tmp_path)], tmp_path)
+    records = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    for record in records:
+        assert record["held"] == [0, 1, 2, 3], "the engine generated with a mix of members' shards"
+        assert record["completions_per_generation"] == [2] * 4  # 2 prompts x 2 generations, half on each process
+    assert records[0]["history"] == records[1]["history"]
+    assert len(records[0]["history"][0]["rewards"]) == 4

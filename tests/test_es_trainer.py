@@ -1,5 +1,5 @@
 """ESTrainer on the tiny policy: config refusals, metrics, es_state.json in every checkpoint, export and resume
-bitwise, async rewards overlapping the next member's generation, and the per-member vLLM weight sync."""
+bitwise, async rewards overlapping the next member's generation, greedy members. The vLLM paths: test_es_vllm.py."""
 
 import asyncio
 import json
@@ -14,7 +14,8 @@ from safetensors.torch import load_file
 from trl_verigate.es import es_noise, population_seeds
 from trl_verigate.es.export import main as es_export_main
 from trl_verigate.es.export import reconstruct
-from trl_verigate.trainers.es import ESConfig, ESTrainer, member_slots
+from trl_verigate.es.generation import member_slots
+from trl_verigate.trainers.es import ESConfig, ESTrainer
 
 TARGET = "e"
 
@@ -89,6 +90,13 @@ def trained(tiny_models, tmp_path_factory):
         ({"es_param_regex": "("}, "es_param_regex='\\(' is not a regex"),
         ({"deepspeed": {"zero_optimization": {"stage": 2}}}, "does not run under DeepSpeed.*ddp.yaml"),
         ({"fsdp": "full_shard"}, "does not run under FSDP"),
+        ({"population_size": 1, "antithetic": False}, "population_size=1 without antithetic.*population_size >= 2"),
+        ({"greedy": True, "num_generations": 4}, "num_generations=4 with greedy=true.*leave num_generations unset"),
+        ({"generation_kwargs": {"seed": 3}}, "generation_kwargs.seed: ES seeds each member's sampling itself"),
+        (
+            {"use_vllm": True, "vllm_mode": "colocate", "vllm_tensor_parallel_size": 3},
+            "vllm_tensor_parallel_size=3: the processes of a TP group share each member's 4 completions",
+        ),
     ],
 )
 def test_bad_combinations_are_refused_naming_the_fix(tmp_path, overrides, message):
@@ -100,6 +108,12 @@ def test_accelerate_deepspeed_launch_is_refused_before_the_model_loads(tmp_path,
     monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
     with pytest.raises(ValueError, match="does not run under DeepSpeed"):
         es_config(tmp_path)
+
+
+def test_greedy_config_answers_each_prompt_once(tmp_path):
+    config = es_config(tmp_path, greedy=True, num_generations=None, prompts_per_iteration=3)
+    assert (config.num_generations, config.per_device_train_batch_size, config.generation_batch_size) == (1, 3, 3)
+    assert es_config(tmp_path, num_generations=None).num_generations == 8  # GRPOConfig's default without greedy
 
 
 def test_per_device_batch_is_one_members_completions(tmp_path):
@@ -131,6 +145,8 @@ def test_field_help_states_default_and_meaning():
         "fitness_shaping",
         "prompts_per_iteration",
         "es_param_regex",
+        "num_generations",
+        "greedy",
     ):
         assert "default" in helps[name], name
 
@@ -297,49 +313,6 @@ def test_async_rewards_verify_while_the_next_member_generates(tiny_models, tmp_p
     assert trainer.es_history == sync.es_history  # same rewards, same update, whichever way they were computed
 
 
-# ----- vLLM: the member's weights are pushed into the engine before it generates -----
-
-
-class RecordingVLLMGeneration:
-    """Stands in for TRL's `VLLMGeneration`: records each sync (a copy of the weights it would push) and generation."""
-
-    def __init__(self, trainer, completion_ids):
-        self.trainer = trainer
-        self.completion_ids = completion_ids
-        self.calls = []
-
-    def sync_weights(self):
-        self.calls.append(("sync", model_weights(self.trainer)))
-
-    def generate(self, prompts, images, num_generations, profiler):
-        self.calls.append(("generate", len(prompts)))
-        ids = [list(self.completion_ids) for _ in prompts]
-        return None, ids, [[[0.0]] * len(self.completion_ids) for _ in prompts], None
-
-
-def test_vllm_engine_gets_each_members_weights_before_generating(tiny_models, tmp_path):
-    trainer = ESTrainer(
-        model=tiny_models["policy"],
-        reward_funcs=[letter_reward],
-        args=es_config(tmp_path, max_steps=1, save_strategy="no"),
-        train_dataset=prompt_dataset(),
-    )
-    base = model_weights(trainer)
-    completion = trainer.processing_class("see the tree", add_special_tokens=False)["input_ids"]
-    fake = RecordingVLLMGeneration(trainer, completion + [trainer.processing_class.eos_token_id])
-    trainer.use_vllm = True
-    trainer.vllm_generation = fake
-    trainer.train()
-    assert [kind for kind, _ in fake.calls] == ["sync", "generate"] * 4
-    members = population_seeds(0, 0, 4, True)
-    for (_, synced), (seed, sign) in zip(fake.calls[0::2], members, strict=True):
-        for name, value in base.items():
-            expected = (value + torch.tensor(0.05 * sign) * es_noise(seed, name, value.shape)).to(value.dtype)
-            assert torch.equal(synced[name], expected), name
-    assert fake.calls[1][1] == 4  # 2 prompts x 2 generations
-    assert trainer.es_history[0]["rewards"] == [pytest.approx(letter_reward(["see the tree"])[0])] * 4
-
-
 def test_peft_run_perturbs_the_adapters_and_export_refuses_naming_the_checkpoint_adapter(tiny_models, tmp_path, capsys):
     """With LoRA only the adapters are perturbed; their initial values are not in es_state.json, so es-export and
     reconstruct refuse (before loading any model) and point at the adapter the checkpoint holds, which is the
@@ -372,3 +345,69 @@ def test_peft_run_perturbs_the_adapters_and_export_refuses_naming_the_checkpoint
     for name, value in live.items():
         saved_name = name.replace(".default", "")
         assert torch.equal(saved[saved_name], value), name
+
+
+# ----- greedy members -----
+
+
+def test_greedy_members_answer_each_prompt_once_with_the_argmax_of_their_weights(tiny_models, tmp_path):
+    """Expected completions come from HF greedy generation on the member weights rebuilt from es_noise, one prompt at
+    a time (no padding)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    trainer = ESTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=[letter_reward],
+        args=es_config(tmp_path, greedy=True, num_generations=None, max_steps=1, save_strategy="no"),
+        train_dataset=prompt_dataset(),
+    )
+    calls = []
+    generate = trainer._generate
+
+    def recording_generate(prompts):
+        result = generate(prompts)
+        calls.append((list(prompts), result[1]))
+        return result
+
+    trainer._generate = recording_generate
+    trainer.train()
+    assert len(calls) == 4
+    prompts = calls[0][0]
+    assert len(prompts) == len(set(prompts)) == 2, "each prompt once per member"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"]).eval()
+    base = {name: param.detach().clone() for name, param in model.named_parameters()}
+    for (seen_prompts, completion_ids), (seed, sign) in zip(calls, population_seeds(0, 0, 4, True), strict=True):
+        assert seen_prompts == prompts
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                param.copy_(base[name] + torch.tensor(0.05 * sign) * es_noise(seed, name, param.shape))
+        for prompt, completion in zip(prompts, completion_ids, strict=True):
+            ids = tokenizer(prompt, return_tensors="pt")["input_ids"]
+            expected = model.generate(ids, do_sample=False, max_new_tokens=8, pad_token_id=0)[0, ids.shape[1] :]
+            expected = expected.tolist()
+            if tokenizer.eos_token_id in expected:
+                expected = expected[: expected.index(tokenizer.eos_token_id) + 1]
+            assert list(completion) == expected
+
+
+# ----- es-export on bad input -----
+
+
+@pytest.mark.parametrize("state", ["missing.json", "empty_dir", "not_json.json"])
+def test_es_export_with_a_bad_state_says_one_line_and_exits_2(tmp_path, state):
+    import subprocess
+    import sys
+
+    (tmp_path / "empty_dir").mkdir()
+    (tmp_path / "not_json.json").write_text("nope")
+    result = subprocess.run(
+        [sys.executable, "-m", "trl_verigate.cli", "es-export", "--state", str(tmp_path / state), "--output", "out"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("es-export: --state ")
+    assert not (tmp_path / "out").exists()

@@ -184,3 +184,37 @@ def test_lean_arguments_use_the_prompt_and_proof_settings_the_policy_trains_with
     assert (scorer.statement_field, scorer.header_field) == ("theorem", "hdr")
     assert (scorer.completion_format, scorer.timeout) == ("fenced_block", 7.0)
     scorer.close()
+
+
+def test_equal_shares_pad_the_short_blocks_with_attempts_that_are_not_counted():
+    from trl_verigate.evaluate.callback import equal_share
+
+    shares = [equal_share(5, 2, rank, n=2) for rank in range(2)]
+    assert shares[0] == [(0, [0, 1]), (1, [0, 1]), (2, [0, 1])]
+    assert shares[1] == [(3, [0, 1]), (4, [0, 1]), (3, [2, 3])]  # padding: attempts >= n, dropped by compute_metrics
+    assert equal_share(1, 3, 2, n=1) == [(0, [1])]  # a process without problems still generates once
+
+
+@pytest.mark.slow
+def test_processes_of_an_fsdp2_policy_make_the_same_generate_calls(tiny_models, tmp_path):
+    """3 problems on 2 processes with FSDP2: unequal shares would leave one process in a forward pass that waits for
+    the other forever (the launch times out); equal shares finish with the same metrics on both."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from launch import free_port
+
+    script = Path(__file__).parent / "scripts" / "pass_at_k_fsdp2.py"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+               "--master_port", str(free_port()), str(script), tiny_models["policy"], str(tmp_path)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the processes hung: one made a generate call the other did not")
+    assert result.returncode == 0, result.stderr[-4000:]
+    records = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in range(2)]
+    assert records[0]["calls"] == records[1]["calls"] == [2, 2]  # 2 problems' 2 attempts each, 2 per call
+    assert records[0]["metrics"] == records[1]["metrics"]
+    assert set(records[0]["metrics"]) == {"accuracy", "pass@1", "pass@2", "maj@1", "maj@2"}

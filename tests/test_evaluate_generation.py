@@ -1,10 +1,11 @@
-"""Generation backends of `trl-verigate evaluate`: HF `generate` with left padding (tiny model), and the vLLM backend
-against a recording fake of the `vllm.LLM` / `SamplingParams` interface (vllm cannot run here)."""
+"""Generation backends of `trl-verigate evaluate`: HF `generate` with left padding (tiny model), the vLLM backend
+against the vLLM stand-ins of fake_vllm.py (vllm cannot run here), and the one sampling distribution both use."""
 
 import json
 import sys
 import types
 
+import fake_vllm
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -49,11 +50,6 @@ def test_render_prompt_uses_the_chat_template(policy):
     assert render_prompt(tokenizer, "raw text") == "raw text"
 
 
-class FakeSamplingParams:
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
-
-
 class FakeTokenizer:
     """Token i is the character chr(i); a chat renders as "CHAT:" + the last message."""
 
@@ -67,65 +63,66 @@ class FakeTokenizer:
         return self("CHAT:" + messages[-1]["content"])
 
 
-class FakeLLM:
-    """Records its construction and every generate call; completion j of a prompt is `answers(prompt)[j]`."""
+class ScriptedLLM(fake_vllm.LLM):
+    """vLLM's LLM (argument names, SamplingParams per prompt, seeds as vLLM derives them) answering from a script:
+    completion j of a prompt is `answers(prompt)[j]`; records every generate call."""
 
-    instances = []
     answers = staticmethod(lambda prompt: [f"sample {j}" for j in range(64)])
 
-    def __init__(self, **kwargs):
-        self.kwargs = kwargs
+    def _make_engine(self, model, tp_group):
         self.calls = []
-        FakeLLM.instances.append(self)
+        return types.SimpleNamespace(tokenizer=FakeTokenizer(), assemble_shards=lambda: None)
 
-    def get_tokenizer(self):
-        return FakeTokenizer()
-
-    def generate(self, prompts, sampling_params, use_tqdm=True):
+    def generate(self, prompts, sampling_params=None, **kwargs):
         # vLLM takes token prompts ({"prompt_token_ids": ids}); recorded decoded, as text.
-        prompts = ["".join(map(chr, prompt["prompt_token_ids"])) for prompt in prompts]
-        self.calls.append((list(prompts), [params.kwargs for params in sampling_params]))
-        results = []
-        for prompt, params in zip(prompts, sampling_params, strict=True):
-            texts = FakeLLM.answers(prompt)[: params.kwargs["n"]]
-            results.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text) for text in texts]))
-        return results
+        texts = ["".join(map(chr, prompt["prompt_token_ids"])) for prompt in prompts]
+        self.calls.append((texts, list(sampling_params)))
+        self._child = {}
+        return super().generate(prompts, sampling_params, **kwargs)
+
+    def _complete(self, prompt_ids, params, seed):
+        prompt = "".join(map(chr, prompt_ids))
+        index = self._child[prompt] = self._child.get(prompt, -1) + 1
+        return fake_vllm.CompletionOutput(index, ScriptedLLM.answers(prompt)[index], [])
 
 
 @pytest.fixture
-def fake_vllm(monkeypatch):
-    FakeLLM.instances = []
+def fake_vllm_module(monkeypatch):
+    fake_vllm.install(monkeypatch)
+    monkeypatch.setattr(ScriptedLLM, "answers", staticmethod(lambda prompt: [f"sample {j}" for j in range(64)]))
     module = types.ModuleType("vllm")
-    module.LLM = FakeLLM
-    module.SamplingParams = FakeSamplingParams
+    module.LLM, module.SamplingParams = ScriptedLLM, fake_vllm.SamplingParams
     monkeypatch.setitem(sys.modules, "vllm", module)
     return module
 
 
-def test_vllm_backend_passes_sampling_params_per_prompt(fake_vllm):
+SAMPLED = ("n", "temperature", "top_p", "max_tokens", "top_k", "min_p", "repetition_penalty")
+
+
+def test_vllm_backend_passes_sampling_params_per_prompt(fake_vllm_module):
     sampling = SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=33, seed=5)
     backend = VLLMBackend.from_pretrained("some/model", sampling, tensor_parallel_size=2)
-    llm = FakeLLM.instances[0]
-    assert llm.kwargs == {"model": "some/model", "tensor_parallel_size": 2, "seed": 5}
+    llm = fake_vllm.LLM.instances[0]
+    assert (llm.model_name, llm.kwargs) == ("some/model", {"tensor_parallel_size": 2, "seed": 5})
     done = []
     outputs = backend.generate(["p0", [{"role": "user", "content": "p1"}], "p2"], [2, 3, 0], done.append)
     assert outputs == [["sample 0", "sample 1"], ["sample 0", "sample 1", "sample 2"], []]
     ((prompts, params),) = llm.calls
     assert prompts == ["p0", "CHAT:p1"]  # nothing asked of p2
-    seeds = [p.pop("seed") for p in params]
-    assert params == [
-        {"n": 2, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},
-        {"n": 3, "temperature": 0.7, "top_p": 0.9, "max_tokens": 33},
+    seeds = [p.seed for p in params]
+    assert [tuple(getattr(p, name) for name in SAMPLED) for p in params] == [
+        (2, 0.7, 0.9, 33, 0, 0.0, 1.0),
+        (3, 0.7, 0.9, 33, 0, 0.0, 1.0),
     ]
     assert done == [2, 3]
     # Each request its own seed, from a stream set_seed restarts: the same seed draws the same, another differs.
     assert len(set(seeds)) == 2
     backend.set_seed(5)
     backend.generate(["p0", "p1"], [2, 3])
-    assert [p["seed"] for p in llm.calls[1][1]] == seeds
+    assert [p.seed for p in llm.calls[1][1]] == seeds
     backend.set_seed(6)
     backend.generate(["p0", "p1"], [2, 3])
-    assert [p["seed"] for p in llm.calls[2][1]] != seeds
+    assert [p.seed for p in llm.calls[2][1]] != seeds
 
 
 def test_vllm_backend_without_vllm_names_the_flag(monkeypatch, tmp_path, capsys):
@@ -138,7 +135,7 @@ def test_vllm_backend_without_vllm_names_the_flag(monkeypatch, tmp_path, capsys)
     assert "--backend vllm" in capsys.readouterr().err
 
 
-def test_math_evaluation_end_to_end_through_the_vllm_backend(fake_vllm, tmp_path):
+def test_math_evaluation_end_to_end_through_the_vllm_backend(fake_vllm_module, tmp_path):
     """Known completions give known numbers: problem A (gold 1/2) gets answers 1/2, 0.5, 3, 3; problem B (gold 7)
     gets 7, 8, no answer, 8."""
     rows = [
@@ -151,7 +148,7 @@ def test_math_evaluation_end_to_end_through_the_vllm_backend(fake_vllm, tmp_path
         "Half of one?": ["\\boxed{\\frac12}", "so \\boxed{0.5}", "\\boxed{3}", "\\boxed{3}"],
         "Three plus four?": ["\\boxed{7}", "\\boxed{8}", "no idea", "\\boxed{8}"],
     }
-    FakeLLM.answers = staticmethod(lambda prompt: completions[prompt.removeprefix("CHAT:")])
+    ScriptedLLM.answers = staticmethod(lambda prompt: completions[prompt.removeprefix("CHAT:")])
     output = tmp_path / "out"
     argv = ["evaluate", "math", "--model", "m", "--dataset", str(data), "--backend", "vllm", "--n", "4",
             "--k", "1,2,4", "--system-prompt", "", "--output", str(output), "--no-progress"]  # fmt: skip
@@ -216,3 +213,71 @@ def test_hf_backend_feeds_the_model_the_prompt_ids_training_used(tiny_models, po
     finally:
         del policy_model.generate
     assert seen == trl_training_prompt_ids(policy_tokenizer, chats)
+
+
+def test_greedy_with_several_attempts_is_refused_before_vllm_loads(fake_vllm_module, tmp_path, capsys):
+    """vLLM's SamplingParams refuses n > 1 when greedy; the command refuses it first, before the engine starts."""
+    with pytest.raises(ValueError, match="n must be 1 when using greedy sampling, got 4"):
+        fake_vllm.SamplingParams(n=4, temperature=0.0)
+    data = tmp_path / "m.jsonl"
+    data.write_text(json.dumps({"problem": "1+1?", "answer": "2"}) + "\n")
+    argv = ["evaluate", "math", "--model", "m", "--dataset", str(data), "--backend", "vllm", "--temperature", "0",
+            "--n", "4", "--k", "1", "--output", str(tmp_path / "out")]  # fmt: skip
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert "--temperature 0 decodes greedily" in capsys.readouterr().err
+    assert fake_vllm.LLM.instances == []
+    # One greedy attempt is what vLLM accepts.
+    base = ["evaluate", "math", "--model", "m", "--dataset", str(data), "--backend", "vllm", "--temperature", "0"]
+    assert main([*base, "--n", "1", "--k", "1", "--no-progress", "--output", str(tmp_path / "out")]) == 0
+    ((_, params),) = fake_vllm.LLM.instances[0].calls
+    assert [(p.n, p.temperature) for p in params] == [(1, 0.0)]
+
+
+@pytest.fixture
+def policy_with_generation_config(tiny_models, tmp_path):
+    """The tiny policy with a generation_config.json that sets top_k and repetition_penalty, as Qwen2.5's does."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_models["policy"])
+    model.generation_config.update(do_sample=True, top_k=20, repetition_penalty=1.1)
+    model.save_pretrained(tmp_path / "policy")
+    AutoTokenizer.from_pretrained(tiny_models["policy"]).save_pretrained(tmp_path / "policy")
+    return str(tmp_path / "policy")
+
+
+@pytest.mark.parametrize("with_file", [True, False], ids=["generation_config_sets_top_k", "no_top_k_anywhere"])
+def test_both_backends_sample_with_the_same_settings(
+    fake_vllm_module, tiny_models, policy_with_generation_config, with_file
+):
+    """HF `generate` reads generation_config.json and then transformers' defaults (top_k 50); vLLM, given
+    SamplingParams, reads neither. Both must get the file's top_k and repetition_penalty, and top_k off without it."""
+    from argparse import Namespace
+
+    from trl_verigate.evaluate.command import resolve_model_sampling
+
+    path = policy_with_generation_config if with_file else tiny_models["policy"]
+    args = Namespace(model=path, top_k=None, min_p=None, repetition_penalty=None)
+    sampling = SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=3, **resolve_model_sampling(args))
+    expected = {"top_k": 20, "min_p": 0.0, "repetition_penalty": 1.1} if with_file else {
+        "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0
+    }  # fmt: skip
+    assert sampling.model_fields() == expected
+
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    seen = []
+    generate = model.generate
+
+    def recording_generate(**kwargs):
+        seen.append(kwargs)
+        return generate(**kwargs)
+
+    model.generate = recording_generate
+    HFBackend(model, AutoTokenizer.from_pretrained(path), sampling).generate(["2 + 2 ="], [1])
+    hf = {name: seen[0][name] for name in ("top_k", "min_p", "repetition_penalty")}
+    assert hf == {**expected, "min_p": None}  # min_p None: no warper, as 0 is off in vLLM
+
+    backend = VLLMBackend(ScriptedLLM(model=path), sampling, fake_vllm.SamplingParams)
+    backend.generate(["2 + 2 ="], [1])
+    (params,) = backend.llm.calls[0][1]
+    assert {name: getattr(params, name) for name in expected} == expected
+    # An explicit flag wins over the file.
+    assert resolve_model_sampling(Namespace(model=path, top_k=5, min_p=None, repetition_penalty=None))["top_k"] == 5

@@ -125,6 +125,10 @@ def run_error(capsys, argv) -> str:
         (["--format", "latex"], "argument --format: invalid choice: 'latex'"),
         (["--dataset", "missing.jsonl"], "--dataset missing.jsonl: no such file"),
         (["--dtype", "bf16"], "--dtype bf16: not a torch dtype; use auto, bfloat16"),
+        (["--temperature", "0", "--n", "4"], "--temperature 0 decodes greedily, so the 4 attempts (--n) of a problem"),
+        (["--top-k", "-1"], "--top-k must be a whole number >= 0"),
+        (["--min-p", "2"], "--min-p must be in [0, 1]"),
+        (["--repetition-penalty", "0"], "--repetition-penalty must be > 0"),
     ],
 )
 def test_bad_math_arguments_fail_before_the_model_loads(tmp_path, capsys, no_model_load, extra, flag):
@@ -201,6 +205,8 @@ def test_resume_refuses_other_sampling_or_scoring_settings_and_says_how_a_new_n_
         (["--top-p", "0.5"], "top_p: 0.95 there, 0.5 now"),
         (["--max-new-tokens", "8"], "max_new_tokens: 1024 there, 8 now"),
         (["--seed", "3"], "seed: 0 there, 3 now"),
+        (["--top-k", "20"], "top_k: 0 there, 20 now"),
+        (["--repetition-penalty", "1.1"], "repetition_penalty: 1.0 there, 1.1 now"),
         (["--math-timeout", "1"], "math_timeout: 5.0 there, 1.0 now"),
     ]:
         assert difference in run_error(capsys, [*base, "--n", "2", *extra]), extra

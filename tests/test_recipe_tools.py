@@ -5,6 +5,7 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from launch import REPO_ROOT, TINY_CONFIG, offline_env
@@ -99,6 +100,53 @@ def test_recipe_mains_check_the_dataset_name_first(recipe_name, tmp_path, monkey
     )
     with pytest.raises(FileNotFoundError, match="`dataset_name` is data/missing.jsonl"):
         recipe.main(*args)
+
+
+@pytest.mark.parametrize(
+    "recipe_name,config", [("verigate_math", "verigate_math.yaml"), ("lean_process_grpo", "lean_process_grpo.yaml")]
+)
+def test_bf16_weights_without_an_fp32_master_stop_the_recipe_before_models_load(
+    recipe_name, config, tmp_path, monkeypatch
+):
+    """The shipped GPU configs load the policy in bf16; under ddp.yaml (no DeepSpeed, no FSDP) nothing keeps an fp32
+    master, so the recipe must refuse before any download or load, saying what to do instead."""
+    for variable in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"):
+        monkeypatch.delenv(variable, raising=False)
+    recipe = importlib.import_module(recipe_name)
+    args = recipe.parse_args(
+        ["--config", str(REPO_ROOT / "recipes" / config), "--output_dir", str(tmp_path), "--use_cpu", "true"]
+        + ["--bf16", "false", "--use_vllm", "false", "--dataset_name", str(TINY_CONFIG)]
+    )
+    with pytest.raises(ValueError, match=r"dtype=bfloat16 without DeepSpeed or FSDP .*set --dtype float32.*zero2.yaml"):
+        recipe.main(*args)
+
+
+def test_the_dtype_check_lets_through_what_keeps_an_fp32_master(tmp_path, monkeypatch, tiny_models):
+    from types import SimpleNamespace
+
+    from trl import ModelConfig
+
+    for variable in ("ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP"):
+        monkeypatch.delenv(variable, raising=False)
+    training = SimpleNamespace(deepspeed=None, fsdp=[], learning_rate=1e-6)
+    bf16 = ModelConfig(model_name_or_path="some/model", dtype="bfloat16")
+    with pytest.raises(ValueError, match="no fp32 master"):
+        recipe_tools.check_policy_dtype(training, bf16)
+    recipe_tools.check_policy_dtype(training, ModelConfig(model_name_or_path="some/model", dtype="float32"))
+    recipe_tools.check_policy_dtype(training, ModelConfig(model_name_or_path="m", dtype="bfloat16", use_peft=True))
+    recipe_tools.check_policy_dtype(SimpleNamespace(deepspeed={"zero_optimization": {}}, fsdp=[]), bf16)
+    recipe_tools.check_policy_dtype(SimpleNamespace(deepspeed=None, fsdp=["full_shard"]), bf16)
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")  # what `accelerate launch --config_file zero2.yaml` sets
+    recipe_tools.check_policy_dtype(training, bf16)
+    monkeypatch.delenv("ACCELERATE_USE_DEEPSPEED")
+    # dtype auto loads the checkpoint's own dtype: read from its config.json.
+    checkpoint = tmp_path / "bf16_checkpoint"
+    checkpoint.mkdir()
+    config = json.loads((Path(tiny_models["policy"]) / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "dtype": "bfloat16", "torch_dtype": "bfloat16"}))
+    with pytest.raises(ValueError, match="dtype=auto without DeepSpeed"):
+        recipe_tools.check_policy_dtype(training, ModelConfig(model_name_or_path=str(checkpoint), dtype="auto"))
+    recipe_tools.check_policy_dtype(training, ModelConfig(model_name_or_path=tiny_models["policy"], dtype="auto"))
 
 
 # ---------------------------------------------------------------- end-of-run summary

@@ -80,7 +80,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     from trl_verigate.es.state import read_state
 
-    state = read_state(args.state)
+    try:
+        state = read_state(args.state)
+    except FileNotFoundError as error:
+        message = f"{error.filename} does not exist; give an es_state.json or the checkpoint directory holding one"
+        print(f"es-export: --state {args.state}: {message}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, KeyError) as error:  # unreadable, not JSON, or not an ES state
+        print(f"es-export: --state {args.state}: {error}", file=sys.stderr)
+        return 2
     if state["base_model"].get("peft"):  # refused before any model loads
         print(f"es-export: {PEFT_REFUSAL}", file=sys.stderr)
         return 2

@@ -6,18 +6,19 @@ A recipe switches it on from YAML with `PassAtKArguments` (one more dataclass fo
     if pass_at_k_args.pass_at_k_dataset:
         trainer.add_callback(PassAtKCallback.from_arguments(trainer, pass_at_k_args))
 
-Each process samples a share of the problems with the live policy (unwrapped as TRL does for generation), the rows
-are gathered, and every process computes the same metrics. Sampling runs under a forked, seeded RNG, so an
+Each process samples an equal share of the problems with the live policy (unwrapped as TRL does for generation), the
+rows are gathered, and every process computes the same metrics. Sampling runs under a forked, seeded RNG, so an
 evaluation neither depends on nor changes the training run's random stream.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from transformers import Trainer, TrainerCallback
 
-from trl_verigate.evaluate.generation import HFBackend, SamplingConfig
+from trl_verigate.evaluate.generation import HFBackend, SamplingConfig, check_attempts, sampling_defaults_from
 from trl_verigate.evaluate.metrics import check_ks
 from trl_verigate.evaluate.problems import lean_problems, load_rows, math_problems
 from trl_verigate.evaluate.runner import Evaluation, compute_metrics, generate_and_score
@@ -52,6 +53,7 @@ class PassAtKArguments:
             raise ValueError(f"pass_at_k_task must be math or lean, got {self.pass_at_k_task!r}")
         if self.pass_at_k_dataset:
             self.ks()
+            check_attempts(self.pass_at_k_temperature, self.pass_at_k_n, "pass_at_k_temperature", "pass_at_k_n")
 
     def ks(self) -> list[int]:
         """The k of pass@k from `pass_at_k_k`, sorted, each in [1, pass_at_k_n]."""
@@ -60,6 +62,18 @@ class PassAtKArguments:
         except ValueError as error:
             raise ValueError(f"pass_at_k_k must be comma-separated integers, got {self.pass_at_k_k!r}") from error
         return check_ks(ks, self.pass_at_k_n, flag="pass_at_k_k", n_flag="pass_at_k_n")
+
+
+def equal_share(num_problems: int, num_processes: int, process_index: int, n: int) -> list[tuple[int, list[int]]]:
+    """This process's (problem index, attempt numbers): contiguous blocks of ceil(problems / processes) problems with
+    attempts 0..n-1, the short blocks filled up with padding entries (the block's first problem, or problem 0, with
+    attempts n..2n-1) so every process generates for the same number of problems. Padding rows are dropped by
+    `compute_metrics`, which keeps attempts below n only."""
+    per_process = -(-num_problems // num_processes)
+    first = process_index * per_process
+    mine = list(range(min(first, num_problems), min(first + per_process, num_problems)))
+    padding = mine[0] if mine else 0
+    return [(index, list(range(n))) for index in mine] + [(padding, list(range(n, 2 * n)))] * (per_process - len(mine))
 
 
 class PassAtKCallback(TrainerCallback):
@@ -142,11 +156,13 @@ class PassAtKCallback(TrainerCallback):
         evaluation = Evaluation(
             arguments.pass_at_k_task, problem_set, scorer, arguments.pass_at_k_n, ks, arguments.pass_at_k_seed
         )
+        policy = trainer.accelerator.unwrap_model(trainer.model)
         sampling = SamplingConfig(
             arguments.pass_at_k_temperature,
             arguments.pass_at_k_top_p,
             arguments.pass_at_k_max_new_tokens,
             arguments.pass_at_k_seed,
+            **sampling_defaults_from(getattr(policy, "generation_config", None)),
         )
         return cls(trainer, evaluation, sampling, arguments.pass_at_k_steps, arguments.pass_at_k_batch_size)
 
@@ -169,16 +185,22 @@ class PassAtKCallback(TrainerCallback):
     def run(self) -> dict:
         """The metrics (name -> {"value", "ci_low", "ci_high"}) of one evaluation of the current policy."""
         import torch
+        from accelerate.utils import gather_object
         from trl.models import unwrap_model_for_generation
 
         trainer, evaluation = self.trainer, self.evaluation
         accelerator = trainer.accelerator
         problems = evaluation.problem_set.problems
         rows: list[dict] = []
-        # Shares may differ by one problem: under ZeRO-3 the unwrapped model holds gathered weights, so no forward
-        # pass waits for the other processes.
-        with accelerator.split_between_processes(list(range(len(problems)))) as mine:
-            missing = {index: list(range(evaluation.n)) for index in mine}
+        # Every process generates for as many problems, so all make the same generate calls: under FSDP every
+        # forward pass gathers the sharded weights from all processes (and `generate` keeps decoding until all are
+        # done), so one more call on one process would wait forever for the others.
+        share = equal_share(len(problems), accelerator.num_processes, accelerator.process_index, evaluation.n)
+        local = dataclasses.replace(
+            evaluation,
+            problem_set=dataclasses.replace(evaluation.problem_set, problems=[problems[i] for i, _ in share]),
+        )
+        missing = {position: attempts for position, (_, attempts) in enumerate(share)}
         devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
         with unwrap_model_for_generation(trainer.model_wrapped, accelerator) as model, torch.random.fork_rng(devices):
             torch.manual_seed(self.sampling.seed + trainer.state.global_step)
@@ -186,10 +208,10 @@ class PassAtKCallback(TrainerCallback):
             model.eval()
             try:
                 backend = HFBackend(model, trainer.processing_class, self.sampling, self.batch_size)
-                generate_and_score(evaluation, backend, missing, rows.append, progress=accelerator.is_main_process)
+                generate_and_score(local, backend, missing, rows.append, progress=accelerator.is_main_process)
             finally:
                 model.train(was_training)
-        gathered = accelerator.gather_object(rows) if accelerator.num_processes > 1 else rows
+        gathered = gather_object(rows) if accelerator.num_processes > 1 else rows
         unique = {(row["problem_id"], row["attempt"]): row for row in gathered}
         equivalent = getattr(evaluation.scorer, "equivalent", None) if evaluation.task == "math" else None
         ids = [problem.id for problem in problems]

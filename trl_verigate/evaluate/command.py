@@ -12,7 +12,16 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.evaluate.generation import BACKENDS, HFBackend, SamplingConfig, VLLMBackend, import_vllm
+from trl_verigate.evaluate.generation import (
+    BACKENDS,
+    MODEL_SAMPLING_FIELDS,
+    HFBackend,
+    SamplingConfig,
+    VLLMBackend,
+    check_attempts,
+    import_vllm,
+    model_sampling_defaults,
+)
 from trl_verigate.evaluate.metrics import check_ks
 from trl_verigate.evaluate.outputs import SAMPLES_FILE, check_output_dir, check_same_run, read_samples, record_run
 from trl_verigate.evaluate.plot import check_matplotlib
@@ -62,6 +71,10 @@ def _add_common(parser: argparse.ArgumentParser, split_default: str, max_new_tok
     parser.add_argument("--dtype", default="auto", help="hf: torch dtype to load the model in")
     parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
     parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling mass")
+    from_model = "default: the model's generation_config.json, else off"
+    parser.add_argument("--top-k", type=int, default=None, help=f"top-k sampling, 0: off ({from_model})")
+    parser.add_argument("--min-p", type=float, default=None, help=f"min-p sampling, 0: off ({from_model})")
+    parser.add_argument("--repetition-penalty", type=float, default=None, help=f"1: off ({from_model})")
     parser.add_argument("--max-new-tokens", type=int, default=max_new_tokens, help="completion length limit")
     parser.add_argument("--seed", type=int, default=0, help="sampling and bootstrap seed")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -178,6 +191,14 @@ def _check_dtype(name: str) -> None:
         raise ValueError(f"--dtype {name}: not a torch dtype; use auto, bfloat16, float16 or float32")
 
 
+def resolve_model_sampling(args: argparse.Namespace) -> dict:
+    """--top-k, --min-p, --repetition-penalty where given, else what the model's generation_config.json sets (read
+    without loading the model), else off: the values both backends then sample with."""
+    from_model = model_sampling_defaults(args.model)
+    given = {name: getattr(args, name) for name in MODEL_SAMPLING_FIELDS if getattr(args, name) is not None}
+    return {**from_model, **given}
+
+
 def prepare(args: argparse.Namespace) -> Prepared:
     """Everything that can be checked without a model, checked; a ValueError names the flag to fix."""
     from trl_verigate.evaluate.lean_scoring import LeanScorer
@@ -195,7 +216,10 @@ def prepare(args: argparse.Namespace) -> Prepared:
     elif not args.math_timeout > 0:
         raise ValueError(f"--math-timeout must be > 0 seconds, got {args.math_timeout}")
     ks = check_ks(parse_ks(args.k), args.n)
-    sampling = SamplingConfig(args.temperature, args.top_p, args.max_new_tokens, args.seed)
+    check_attempts(args.temperature, args.n)
+    sampling = SamplingConfig(
+        args.temperature, args.top_p, args.max_new_tokens, args.seed, **resolve_model_sampling(args)
+    )
     if args.backend == "vllm":
         import_vllm()
     check_matplotlib()
@@ -224,7 +248,12 @@ def prepare(args: argparse.Namespace) -> Prepared:
     evaluation = Evaluation(args.task, problem_set, scorer, args.n, ks, args.seed, args.chunk_size, config)
     # Everything that decides what an attempt's row holds: a resumed run must agree on all of it, or its rows would
     # mix two evaluations. (--n may change: see check_same_run.)
-    sampled = {"temperature": args.temperature, "top_p": args.top_p, "max_new_tokens": args.max_new_tokens}
+    sampled = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_new_tokens": args.max_new_tokens,
+        **sampling.model_fields(),
+    }
     identity = {
         "task": args.task,
         "model": args.model,

@@ -5,6 +5,12 @@ completions' text per prompt. Prompts become token ids as TRL's GRPOTrainer make
 (`prompt_token_ids`), so a model is evaluated on the very prompts it trained on. `set_seed` starts their sampling
 stream (an evaluation seeds a resumed run apart from the first, so it cannot redraw the samples it already has).
 vLLM is imported only when its backend is built, so this package works without it.
+
+Both backends sample the same distribution, set in full by `SamplingConfig`: left to themselves they would not.
+`model.generate` fills what it is not given from the model's generation_config.json and then from transformers'
+defaults (top_k 50), while vLLM, given explicit `SamplingParams`, ignores that file (top_k off). So top_k, min_p and
+repetition_penalty (the fields vLLM would read from the file, besides the temperature, top_p and length the command
+line sets) are read from generation_config.json once (`model_sampling_defaults`) and passed to either backend.
 """
 
 from __future__ import annotations
@@ -16,12 +22,22 @@ from dataclasses import dataclass
 BACKENDS = ("hf", "vllm")
 
 
+# What vLLM reads from generation_config.json (`ModelConfig.get_diff_sampling_param`) besides temperature, top_p
+# and the length, which `SamplingConfig` always sets.
+MODEL_SAMPLING_FIELDS = ("top_k", "min_p", "repetition_penalty")
+
+
 @dataclass(frozen=True)
 class SamplingConfig:
+    """How attempts are sampled, the same on both backends. top_k 0, min_p 0 and repetition_penalty 1 are off."""
+
     temperature: float = 1.0
     top_p: float = 0.95
     max_new_tokens: int = 512
     seed: int = 0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
 
     def __post_init__(self):
         if not self.temperature >= 0:
@@ -30,6 +46,46 @@ class SamplingConfig:
             raise ValueError(f"--top-p must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
             raise ValueError(f"--max-new-tokens must be >= 1, got {self.max_new_tokens}")
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"--top-k must be a whole number >= 0 (0: off), got {self.top_k}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"--min-p must be in [0, 1] (0: off), got {self.min_p}")
+        if not self.repetition_penalty > 0:
+            raise ValueError(f"--repetition-penalty must be > 0 (1: off), got {self.repetition_penalty}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def model_fields(self) -> dict:
+        """top_k, min_p and repetition_penalty (the fields the model's generation_config.json may set)."""
+        return {name: getattr(self, name) for name in MODEL_SAMPLING_FIELDS}
+
+
+def check_attempts(temperature: float, n: int, temperature_flag: str = "--temperature", n_flag: str = "--n") -> None:
+    """Greedy decoding (temperature 0) gives a prompt the same completion every time: more than one attempt would
+    repeat it (and vLLM refuses n > 1 when greedy). Refused before any model loads."""
+    if temperature == 0 and n > 1:
+        raise ValueError(
+            f"{temperature_flag} 0 decodes greedily, so the {n} attempts ({n_flag}) of a problem would all be the "
+            f"same completion; use {n_flag} 1 with k 1, or a temperature > 0"
+        )
+
+
+def sampling_defaults_from(generation_config) -> dict:
+    """The `MODEL_SAMPLING_FIELDS` a `GenerationConfig` sets (those it leaves unset are absent)."""
+    values = generation_config.to_diff_dict() if generation_config is not None else {}
+    return {name: values[name] for name in MODEL_SAMPLING_FIELDS if values.get(name) is not None}
+
+
+def model_sampling_defaults(model_name_or_path: str) -> dict:
+    """`sampling_defaults_from` the model's generation_config.json; {} when it has none (or it cannot be read)."""
+    from transformers import GenerationConfig
+
+    try:
+        return sampling_defaults_from(GenerationConfig.from_pretrained(model_name_or_path))
+    except (OSError, ValueError):
+        return {}
 
 
 def render_prompt(tokenizer, prompt) -> str:
@@ -99,8 +155,8 @@ class HFBackend:
         tokenizer.padding_side = "left"
         if pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        do_sample = self.sampling.temperature > 0
-        sampling = {"temperature": self.sampling.temperature, "top_p": self.sampling.top_p} if do_sample else {}
+        do_sample = not self.sampling.greedy
+        sampling = self._sampling_arguments()
         device = next(self.model.parameters()).device
         try:
             for start in range(0, len(flat), self.batch_size):
@@ -128,6 +184,21 @@ class HFBackend:
             if pad_token is None:
                 tokenizer.pad_token = None
         return outputs
+
+    def _sampling_arguments(self) -> dict:
+        """Every setting explicit, so neither the model's generation_config nor transformers' defaults (top_k 50)
+        add one the vLLM backend would not have; off is top_k 0 (no warper) and min_p None. Greedy decoding keeps
+        only the repetition penalty, which vLLM applies when greedy too."""
+        sampling = self.sampling
+        if sampling.greedy:
+            return {"repetition_penalty": sampling.repetition_penalty}
+        return {
+            "temperature": sampling.temperature,
+            "top_p": sampling.top_p,
+            "top_k": sampling.top_k,
+            "min_p": sampling.min_p or None,
+            "repetition_penalty": sampling.repetition_penalty,
+        }
 
 
 def import_vllm():
@@ -173,6 +244,7 @@ class VLLMBackend:
                 top_p=self.sampling.top_p,
                 max_tokens=self.sampling.max_new_tokens,
                 seed=self._seeds.randrange(2**31),
+                **self.sampling.model_fields(),
             )
             for index, count in wanted
         ]

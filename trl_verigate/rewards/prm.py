@@ -78,6 +78,11 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
     ``score`` head ``Linear(hidden, hidden) -> ReLU -> Linear(hidden, num_labels=2)`` under ``score.0.*`` and
     ``score.2.*``. This class has the same parameter names, so ``from_pretrained`` loads the real checkpoint into it
     without executing any downloaded code.
+
+    `forward(..., score_positions=(rows, columns))` runs the head on those token positions only (logits of shape
+    (positions, 2)): the step scores need the head at the tags alone, and going through the top module's forward,
+    rather than calling `model` and `score` one after the other, is what DeepSpeed ZeRO-3 needs to reset its
+    parameter-fetch trace once per pass (its hook sits on the top module).
     """
 
     config_class = Qwen2Config
@@ -101,6 +106,7 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.LongTensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
+        score_positions: tuple[torch.Tensor, torch.Tensor] | None = None,
         **kwargs,
     ) -> TokenClassifierOutput:
         outputs = self.model(
@@ -111,7 +117,8 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
             use_cache=False,
             **kwargs,
         )
-        logits = self.score(outputs.last_hidden_state)
+        hidden = outputs.last_hidden_state
+        logits = self.score(hidden if score_positions is None else hidden[score_positions])
         return TokenClassifierOutput(logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
@@ -421,9 +428,9 @@ class QwenMathPRM(_ModelStepScorer):
 
     def _tag_scores(self, input_ids, attention_mask, rows, columns) -> torch.Tensor:
         # The head runs on the tag positions only (as the full forward would there), sparing a hidden x hidden
-        # matmul over every token.
-        hidden = self.model.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).last_hidden_state
-        return self.model.score(hidden[rows, columns]).float().softmax(dim=-1)[:, 1]
+        # matmul over every token; through the top module, whatever wraps it (a DeepSpeed engine under ZeRO-3).
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, score_positions=(rows, columns)).logits
+        return logits.float().softmax(dim=-1)[:, 1]
 
 
 class MathShepherdPRM(_ModelStepScorer):

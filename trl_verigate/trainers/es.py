@@ -3,24 +3,29 @@
 Iteration t (= `state.global_step`):
 
 1. P members (s_i, sign_i) = `population_seeds(args.seed, t, P, antithetic)`.
-2. Every member sees the same `prompts_per_iteration` prompts × `num_generations` completions. Member i generates
-   with weights θ + σ·sign_i·ε(s_i) (written from the fp32 master, see `trl_verigate.es.update`) and TRL's own
-   generation (`_generate`: HF `generate`, or vLLM colocate/server after a per-member weight sync). Sampling is seeded
-   by (args.seed, t), the same for every member (common random numbers), so members differ by their weights only.
+2. Every member sees the same `prompts_per_iteration` prompts × `num_generations` completions (one greedy completion
+   per prompt with `greedy`). Member i generates with weights θ + σ·sign_i·ε(s_i) (written from the fp32 master, see
+   `trl_verigate.es.update`) and TRL's own generation (`_generate`: HF `generate`, or vLLM colocate/server after a
+   per-member weight sync). Sampling is seeded by (args.seed, t), the same for every member (common random numbers),
+   so members differ by their weights only; `trl_verigate.es.generation` says how the seed reaches each engine.
 3. r_i = mean over its completions of TRL's weighted reward sum. Async reward functions keep verifying member i while
    member i+1 generates; the update waits for the last ones.
 4. F = shape_fitness(r, fitness_shaping); θ ← θ·(1 − α·wd); θ ← θ + α·(1/P)·Σ_i F_i·sign_i·ε(s_i), α = the
    scheduler's learning rate at this step (constant by default); all F_i = 0 → no update.
 
-With several processes, members are split in contiguous blocks of ceil(P / processes) (see `member_slots`); only
-the rewards (floats) are all-gathered and every process applies the same update to its own master, so the weights
-stay bitwise identical without any weight broadcast. No backward pass, no optimizer state: the Trainer's optimizer is a placeholder over one empty tensor that
-carries the learning-rate schedule.
+With several processes, members are split in contiguous blocks of ceil(P / groups) over generation groups (one
+process each, or the k processes of a vLLM tensor-parallel group, see `member_slots`); only the rewards (floats) are
+all-gathered and every process applies the same update to its own master, so the weights stay bitwise identical
+without any weight broadcast. No backward pass, no optimizer state: the Trainer's optimizer is a placeholder over one
+empty tensor that carries the learning-rate schedule.
+
+vLLM server mode runs with one training process only: TRL pushes weights to the server from the main process and
+gathers every process's prompts into one server call, so with several processes all of them would be scored with
+the main process's member. ESConfig refuses it (use colocate).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import time
@@ -32,6 +37,13 @@ from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from trl import GRPOConfig, GRPOTrainer
 from trl.trainer.utils import RepeatSampler
 
+from trl_verigate.es.generation import (
+    MemberGeneration,
+    generation_group_size,
+    generation_seed,
+    mean_over_groups,
+    member_slots,
+)
 from trl_verigate.es.noise import NOISE_VERSION
 from trl_verigate.es.population import FITNESS_MODES, population_seeds, shape_fitness
 from trl_verigate.es.rewards import member_reward, start_member_rewards
@@ -48,6 +60,7 @@ from trl_verigate.es.state import (
 from trl_verigate.es.update import es_update, make_master, perturb, write_master
 
 TRAINING_ARGUMENTS_DEFAULT_BATCH_SIZE = 8
+GRPO_DEFAULT_NUM_GENERATIONS = GRPOConfig.__dataclass_fields__["num_generations"].default
 
 
 @dataclass
@@ -105,12 +118,35 @@ class ESConfig(GRPOConfig):
         },
     )
     max_grad_norm: float = field(default=0.0, metadata={"help": "Unused by ES (no gradients); 0 skips clipping."})
+    num_generations: int | None = field(
+        default=None,
+        metadata={"help": "Completions per prompt per member (default 8; with `greedy`, 1 and it may only be 1)."},
+    )
+    greedy: bool = field(
+        default=False,
+        metadata={
+            "help": "Decode greedily, one completion per prompt, as es-at-scale evaluates members (default false): "
+            "a member's reward then depends on its weights alone, and no prompt is generated twice."
+        },
+    )
 
     def __post_init__(self):
         self._refuse_distributed_backends()
         problems = []
+        if self.num_generations is None:
+            self.num_generations = 1 if self.greedy else GRPO_DEFAULT_NUM_GENERATIONS
+        if self.greedy and self.num_generations != 1:
+            problems.append(
+                f"num_generations={self.num_generations} with greedy=true: greedy decoding gives every copy of a "
+                "prompt the same completion; leave num_generations unset (or 1)"
+            )
         if self.population_size < 1:
             problems.append(f"population_size={self.population_size}: set at least 1")
+        elif self.population_size == 1 and not self.antithetic:
+            problems.append(
+                "population_size=1 without antithetic: a lone member's shaped fitness is always 0 (unshaped, the "
+                "update is a random walk), so the weights never learn; set population_size >= 2"
+            )
         if self.antithetic and self.population_size % 2:
             problems.append(
                 f"population_size={self.population_size} is odd but antithetic=true pairs members (s, +1), (s, -1): "
@@ -143,10 +179,46 @@ class ESConfig(GRPOConfig):
                 f"per_device_train_batch_size={self.per_device_train_batch_size}: ES sets it to prompts_per_iteration "
                 f"× num_generations = {member_batch}; set prompts_per_iteration instead"
             )
+        if "seed" in (self.generation_kwargs or {}):
+            problems.append(
+                "generation_kwargs.seed: ES seeds each member's sampling itself (one seed per iteration, common to "
+                "all members); a fixed seed would give every copy of a prompt the same completion, remove it"
+            )
+        if self.use_vllm and self.vllm_mode == "colocate" and member_batch % self.vllm_tensor_parallel_size:
+            problems.append(
+                f"vllm_tensor_parallel_size={self.vllm_tensor_parallel_size}: the processes of a TP group share each "
+                f"member's {member_batch} completions (prompts_per_iteration × num_generations); make that a "
+                "multiple of it"
+            )
         if problems:
             raise ValueError("Invalid ESConfig: " + "; ".join(problems))
         self.per_device_train_batch_size = member_batch
-        super().__post_init__()
+        if self.greedy:
+            # GRPOConfig insists on groups of >= 2 completions (GRPO's advantages need them); ES does not use
+            # groups, so its checks run on a stand-in of 2 and the one-completion values are set after them.
+            self.num_generations, self.per_device_train_batch_size = 2, 2 * member_batch
+            super().__post_init__()
+            self.num_generations, self.per_device_train_batch_size = 1, member_batch
+            self.generation_batch_size = member_batch * self.world_size
+        else:
+            super().__post_init__()
+        self._refuse_unsupported_vllm_layouts()
+
+    def _refuse_unsupported_vllm_layouts(self):
+        """Layouts known only once the process count is (after GRPOConfig's setup), still before any model loads."""
+        if not self.use_vllm:
+            return
+        if self.vllm_mode == "server" and self.world_size > 1:
+            raise ValueError(
+                f"ES with vLLM server mode needs one training process per server, got {self.world_size}: TRL pushes "
+                "the main process's weights and scores every process's prompts with them; use vllm_mode: colocate "
+                "(one engine per process) or launch one process"
+            )
+        if self.vllm_mode == "colocate" and self.world_size % self.vllm_tensor_parallel_size:
+            raise ValueError(
+                f"vllm_tensor_parallel_size={self.vllm_tensor_parallel_size} must divide the {self.world_size} "
+                "training processes (each TP group is that many processes); change one of them"
+            )
 
     def _refuse_distributed_backends(self):
         if self.deepspeed or os.environ.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
@@ -160,24 +232,6 @@ class ESConfig(GRPOConfig):
                 "ESTrainer does not run under FSDP: ES keeps a full fp32 master of the perturbed parameters on every "
                 "process. Launch with recipes/accelerate/ddp.yaml and unset `fsdp`."
             )
-
-
-def member_slots(population_size: int, num_processes: int, process_index: int) -> tuple[int, list[int]]:
-    """(slots per process, this process's member indices): contiguous blocks of ceil(P / processes) members.
-
-    When P is not a multiple of the process count the last processes get fewer members (possibly none) and fill the
-    remaining slots with padding generations, because every process must call TRL's generation (which all-gathers
-    lengths for its metrics) the same number of times; the wall time is that of ceil(P / processes) members anyway.
-    """
-    slots = -(-population_size // num_processes)
-    first = process_index * slots
-    return slots, list(range(min(first, population_size), min(first + slots, population_size)))
-
-
-def generation_seed(base_seed: int, iteration: int) -> int:
-    """The sampling seed of iteration t, shared by all its members (common random numbers)."""
-    digest = hashlib.blake2b(f"es-generation:{base_seed}:{iteration}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little") & 0x7FFFFFFF
 
 
 class ESTrainer(GRPOTrainer):
@@ -212,6 +266,18 @@ class ESTrainer(GRPOTrainer):
             "parameters_sha256": parameters_sha256(params),
             "peft": hasattr(unwrapped, "peft_config"),
         }
+        if args.greedy:
+            self._use_greedy_decoding()
+        self._member_generation = MemberGeneration(self)
+
+    def _use_greedy_decoding(self) -> None:
+        """One completion per prompt (the sampler repeats none), decoded greedily by whichever engine generates."""
+        self.num_generations = 1
+        self.generation_config.do_sample = False
+        for name in ("temperature", "top_p", "top_k", "min_p"):  # sampling-only settings, unused when greedy
+            setattr(self.generation_config, name, None)
+        if self.use_vllm:
+            self.vllm_generation.temperature = 0.0
 
     # ----- parameters and state -----
 
@@ -332,12 +398,6 @@ class ESTrainer(GRPOTrainer):
 
     # ----- the ES iteration -----
 
-    def _sync_generation_engine(self):
-        """vLLM keeps its own copy of the weights: push the member's weights into it (TRL only does so per step)."""
-        if self.use_vllm:
-            self.vllm_generation.sync_weights()
-            self._last_loaded_step = self.state.global_step
-
     def training_step(self, model, inputs, num_items_in_batch=None):
         args = self.args
         model.train()  # as Trainer.training_step does: TRL's generation logs under "train" in training mode
@@ -347,10 +407,15 @@ class ESTrainer(GRPOTrainer):
                 f"ES history has {len(self.es_history)} iterations but the trainer is at step {iteration}"
             )
         members = population_seeds(args.seed, iteration, args.population_size, args.antithetic)
-        slots, mine = member_slots(args.population_size, self.accelerator.num_processes, self.accelerator.process_index)
+        group_size = generation_group_size(args)
+        processes, process = self.accelerator.num_processes, self.accelerator.process_index
+        slots, mine = member_slots(args.population_size, processes // group_size, process // group_size)
+        # A TP group's processes share each member's completions: this process generates its slice of them.
+        share = len(inputs) // group_size
+        inputs = inputs[process % group_size * share : (process % group_size + 1) * share]
         params = self._es_parameters()
         prompts = [example["prompt"] for example in inputs]
-        timings = {"perturb": 0.0, "generate": 0.0, "restore": 0.0, "update": 0.0, "reward_wait": 0.0}
+        timings = dict.fromkeys(("perturb", "sync", "generate", "restore", "update", "reward_wait"), 0.0)
         started = time.perf_counter()
         pending = []
         for slot in range(slots):
@@ -360,10 +425,13 @@ class ESTrainer(GRPOTrainer):
                 perturb(params, self._es_master, seed, sign, args.sigma)
             else:  # a padding slot: generate at θ and discard, so TRL's generation collectives stay in lockstep
                 write_master(params, self._es_master)
-            self._sync_generation_engine()
             timings["perturb"] += time.perf_counter() - clock
             clock = time.perf_counter()
-            torch.manual_seed(generation_seed(args.seed, iteration))
+            self._member_generation.sync()
+            self._last_loaded_step = self.state.global_step  # so that TRL's own per-step sync does not run again
+            timings["sync"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            self._member_generation.seed(generation_seed(args.seed, iteration))
             _, completion_ids, _, completions, _, _, _, _ = self._generate(prompts)
             timings["generate"] += time.perf_counter() - clock
             if slot < len(mine):
@@ -380,8 +448,9 @@ class ESTrainer(GRPOTrainer):
         for row, rewards_per_func in enumerate(per_member):
             local[row, 0] = member_reward(rewards_per_func, self.reward_weights)
             local[row, 1:] = rewards_per_func.double().nanmean(dim=0)
-        # Rank r's slot j is member r·slots + j, so the first P gathered rows are the members in order.
-        gathered = self.accelerator.gather(local.to(self.accelerator.device)).cpu()[: args.population_size]
+        # Group g's slot j is member g·slots + j, so the first P rows are the members in order.
+        gathered = self.accelerator.gather(local.to(self.accelerator.device)).cpu()
+        gathered = mean_over_groups(gathered, processes, group_size)[: args.population_size]
         rewards = gathered[:, 0]
         fitness = shape_fitness(rewards, args.fitness_shaping)
         learning_rate = self.optimizer.param_groups[0]["lr"]
@@ -403,8 +472,8 @@ class ESTrainer(GRPOTrainer):
         metrics["es/reward_max"].append(float(rewards.max()))
         metrics["es/best_member"].append(int(torch.argmax(rewards)))
         metrics["es/update_norm"].append(update_norm)
-        for name in ("perturb", "generate", "restore", "update", "reward_wait"):
-            metrics[f"es/seconds_{name}"].append(timings[name])
+        for name, seconds in timings.items():
+            metrics[f"es/seconds_{name}"].append(seconds)
         metrics["es/members_per_second"].append(members_per_second)
         # TRL's reward metrics, over every completion of every member.
         metrics["reward"].append(float(rewards.mean()))

@@ -1,0 +1,108 @@
+"""How ESTrainer has one member generate through TRL: its sampling seeded, its weights pushed into vLLM, its share.
+
+Sampling (common random numbers): every member of iteration t samples with the seed `generation_seed(seed, t)`,
+so members differ by their weights, not by their sampling noise. Where that seed has to go depends on the engine:
+
+- HF `generate`: torch's generators (`torch.manual_seed`, CPU and CUDA).
+- vLLM colocate: the engine runs in this process. vLLM 0.31's model runner V2 gives a request without a seed of its
+  own one drawn from numpy's global RNG when the request is added (`SamplingStates.add_request`), and then samples
+  from (that seed, position) whatever the batch; the older V1 runner samples unseeded requests from torch's CUDA
+  generator. Both are reset per member (`numpy.random.seed`, `torch.manual_seed`), so member i's k-th request gets
+  the same seed as member j's. A seed in `generation_kwargs` would not do: TRL sends colocate prompts as `n=1`
+  duplicates, so every copy of a prompt would sample the same completion (ESConfig refuses it).
+- vLLM server: the engine runs in another process, out of reach of this process's RNGs, so the seed travels in the
+  request (`generation_kwargs["seed"]`, one per member generation). TRL sends each prompt once with
+  `n=num_generations`, and vLLM gives the copies seeds `seed + copy index` (`ParentRequest`), so copies differ and
+  member i's copy c samples with member j's copy c's seed.
+
+Weights: vLLM holds its own copy, so each member's weights are pushed into it (`VLLMGeneration.sync_weights`; TRL
+itself only syncs when the step changes). With PEFT that sync merges the adapters into the base weights and unmerges
+them, in the base dtype: in bf16 `(w + d) - d` is not `w`, so the base would drift member after member, differently
+on every process. The weights the adapters merge into are therefore copied once, exactly, and written back after every
+sync (`MemberGeneration.sync`).
+
+Tensor parallelism (vLLM colocate, `vllm_tensor_parallel_size` k > 1): the k processes of a TP group load one engine,
+each its own shard from its own model, so they must hold the same member. A group evaluates one member per slot, each
+process generates 1/k of the member's completions (TRL gathers the group's prompts into one engine call and hands
+each process its own slice back), and the member's reward is the mean over the group's processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import torch
+
+
+def generation_seed(base_seed: int, iteration: int) -> int:
+    """The sampling seed of iteration t, shared by all its members (common random numbers); 31 bits."""
+    digest = hashlib.blake2b(f"es-generation:{base_seed}:{iteration}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+def generation_group_size(args) -> int:
+    """Processes that generate together for one member: the vLLM TP size in colocate mode, else 1."""
+    if args.use_vllm and args.vllm_mode == "colocate":
+        return args.vllm_tensor_parallel_size
+    return 1
+
+
+def member_slots(population_size: int, num_groups: int, group_index: int) -> tuple[int, list[int]]:
+    """(slots per generation group, this group's member indices): contiguous blocks of ceil(P / groups) members.
+
+    A generation group is one process, or the k processes of a vLLM TP group. When P is not a multiple of the group
+    count the last groups get fewer members (possibly none) and fill the remaining slots with padding generations,
+    because every process must call TRL's generation (which all-gathers lengths for its metrics) the same number of
+    times; the wall time is that of ceil(P / groups) members anyway.
+    """
+    slots = -(-population_size // num_groups)
+    first = group_index * slots
+    return slots, list(range(min(first, population_size), min(first + slots, population_size)))
+
+
+def mean_over_groups(gathered: torch.Tensor, num_processes: int, group_size: int) -> torch.Tensor:
+    """Rows gathered from every process → one row per (generation group, slot), averaged over the group.
+
+    `gathered` has shape (processes · slots, columns), process-major. Processes g·k … g·k + k − 1 form group g and
+    hold equal shares of the same members' completions, so a member's value is the mean of its k rows (the mean of
+    its completions when the columns are per-process means). Returns shape (groups · slots, columns); group g's slot
+    j is row g · slots + j.
+    """
+    if group_size == 1:
+        return gathered
+    slots, columns = gathered.shape[0] // num_processes, gathered.shape[1]
+    return gathered.view(num_processes // group_size, group_size, slots, columns).mean(dim=1).reshape(-1, columns)
+
+
+class MemberGeneration:
+    """Seeds a member's sampling and pushes its weights into TRL's vLLM engine (see the module docstring)."""
+
+    def __init__(self, trainer):
+        self.vllm = trainer.vllm_generation if trainer.use_vllm else None
+        self.server = self.vllm is not None and trainer.vllm_mode == "server"
+        self.base_generation_kwargs = dict(self.vllm.generation_kwargs) if self.vllm is not None else {}
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        # The weights PEFT merges adapters into: LoRA-wrapped layers keep them under `base_layer`.
+        self.merged_into = (
+            {name: param for name, param in model.named_parameters() if ".base_layer." in name}
+            if self.vllm is not None and hasattr(model, "peft_config")
+            else {}
+        )
+        self.merged_into_values = {name: param.detach().clone() for name, param in self.merged_into.items()}
+
+    def seed(self, seed: int) -> None:
+        """Every source of sampling noise of the next generation starts from `seed`."""
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        if self.server:
+            self.vllm.generation_kwargs = {**self.base_generation_kwargs, "seed": seed}
+
+    @torch.no_grad()
+    def sync(self) -> None:
+        """Push the model's current weights into vLLM; with PEFT, put the base weights back bit for bit after."""
+        if self.vllm is None:
+            return
+        self.vllm.sync_weights()
+        for name, param in self.merged_into.items():
+            param.copy_(self.merged_into_values[name])
