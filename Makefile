@@ -79,8 +79,8 @@ gpu-check: $(STAMP) $(TINY_DIR)/.built
 	HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0 $(PY) scripts/gpu_check.py --model $(MODEL) --tiny $(TINY_DIR)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments
-	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes experiments
+	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments scripts
+	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes experiments scripts
 
 clean:
 	rm -rf $(VENV) $(TINY_DIR) build *.egg-info

@@ -3,7 +3,7 @@
     python scripts/gpu_check.py [--model Qwen/Qwen2.5-0.5B-Instruct | /path/to/model] [--only CHECK ...]
 
 The first thing to run on a new cluster (docs/gpu.md says what each check guards). Each check runs in its own
-process (scripts/gpu_checks.py; zero3_prm under `accelerate launch` with recipes/accelerate/zero3.yaml), so no vLLM
+process (scripts/gpu_check_tasks.py; zero3_prm under `accelerate launch` with recipes/accelerate/zero3.yaml), so no vLLM
 engine or process group outlives its check, with a share of the 10-minute budget. The policy checks need the model:
 a local folder, or a hub id that can be downloaded (it is fetched once, before the checks). Without a CUDA GPU the
 script says so and exits 0; exit 1 when a check fails or times out.
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TASKS_SCRIPT = REPO_ROOT / "scripts" / "gpu_checks.py"
+TASKS_SCRIPT = REPO_ROOT / "scripts" / "gpu_check_tasks.py"
 BUDGET_SECONDS = 600
 # Seconds each check may take at most (the last ones get what is left of the budget).
 CHECK_SECONDS = {

@@ -41,11 +41,11 @@ def test_every_check_passes_its_cpu_rehearsal(tiny_models, tmp_path):
 
 def test_a_missing_vllm_is_a_failure_on_a_gpu_and_a_skip_in_a_rehearsal(tmp_path, monkeypatch):
     sys.path.insert(0, str(REPO_ROOT / "scripts"))
-    import gpu_checks
+    import gpu_check_tasks
 
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm raises ImportError
     for device, status in (("cuda", "FAIL"), ("cpu", "SKIP")):
-        args = gpu_checks.argparse.Namespace(fake_vllm=False, device=device)
-        rows = gpu_checks.task_verigate_vllm(args)
+        args = gpu_check_tasks.argparse.Namespace(fake_vllm=False, device=device)
+        rows = gpu_check_tasks.task_verigate_vllm(args)
         assert [row["status"] for row in rows] == [status]
         assert "vllm cannot be imported" in rows[0]["figures"]

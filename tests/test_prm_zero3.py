@@ -1,7 +1,7 @@
 """The Qwen-Math PRM under DeepSpeed ZeRO-3 (real deepspeed, two CPU processes), as VeriGateGRPOTrainer shards it:
 scoring must run through the top module, whose forward pre-hook is where DeepSpeed resets its parameter-fetch trace.
 Called submodule by submodule, the trace never resets: the fetch count grows with every call and prefetching never
-starts. This is `make gpu-check`'s zero3_prm check (scripts/gpu_checks.py), run here on the CPU."""
+starts. This is `make gpu-check`'s zero3_prm check (scripts/gpu_check_tasks.py), run here on the CPU."""
 
 import json
 import subprocess
@@ -21,7 +21,7 @@ def test_zero3_prm_fetch_trace_stays_one_pass_long_over_50_calls(tiny_models, tm
         *(sys.executable, "-m", "accelerate.commands.launch"),
         *("--config_file", str(REPO_ROOT / "recipes" / "accelerate" / "zero3.yaml")),
         *("--num_processes", "2", "--mixed_precision", "no", "--main_process_port", str(free_port())),
-        str(REPO_ROOT / "scripts" / "gpu_checks.py"),
+        str(REPO_ROOT / "scripts" / "gpu_check_tasks.py"),
         *("zero3_prm", "--device", "cpu", "--calls", "50", "--json", str(result_file)),
         *("--tiny", str(Path(tiny_models["prm_qwen_math"]).parent)),
     ]

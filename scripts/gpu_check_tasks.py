@@ -1,4 +1,4 @@
-"""The checks `make gpu-check` runs (scripts/gpu_check.py), one per process: `python scripts/gpu_checks.py TASK`.
+"""The checks `make gpu-check` runs (scripts/gpu_check.py), one per process: `python scripts/gpu_check_tasks.py TASK`.
 
 Each task writes {"rows": [{"check", "status": PASS|FAIL|SKIP, "figures", "data"}]} to --json. On --device cpu they run on
 the CPU (noise: the torch ops against the C kernel; ES and VeriGate with vLLM need --fake-vllm, the stand-in of
