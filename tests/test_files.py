@@ -423,6 +423,53 @@ def test_a_file_that_states_the_trusted_statement_is_accepted(file_text):
 
 
 @pytest.mark.parametrize(
+    "main",
+    [
+        "theorem mathd_t (x:ℕ) (h₀:x=3) : x+1 = 4 := by",
+        "theorem mathd_t ( x : ℕ ) ( h₀ : x = 3 ) : x + 1 = 4 := by",
+        "theorem mathd_t (x : ℕ)\n    (h₀ : x = 3) :\n    x + 1 = 4 := by",
+    ],
+)
+def test_a_restated_theorem_may_space_its_tokens_differently(main):
+    # Spacing changes nothing Lean reads between a bracket, `:`, `=`, `+` and a name or number.
+    prepared = prepare(
+        FileRequest(MINIF2F_HEADER + "\n" + main + "\n  subst h₀\n  rfl", statement=STATEMENT), MINIF2F_HEADER
+    )
+    assert isinstance(prepared, Prepared), prepared.reason
+
+
+@pytest.mark.parametrize(
+    "statement,restated",
+    [
+        ("theorem t (n : ℕ) (h : n ! = 2) : n = 2 := by", "theorem t (n : ℕ) (h : n! = 2) : n = 2 := by"),
+        ("theorem t (f : ℕ → ℕ) (h : f (1) = 2) : True := by", "theorem t (f : ℕ → ℕ) (h : f(1) = 2) : True := by"),
+    ],
+)
+def test_spacing_that_changes_what_lean_reads_is_a_different_statement(statement, restated):
+    # `n!` is one name to Lean, `n !` the factorial; `f(1)` and `f (1)` are read by different rules.
+    reason = _refused(
+        prepare(FileRequest("import Mathlib\n" + restated + "\n  trivial", statement=statement), "import Mathlib")
+    )
+    assert "does not state the trusted statement" in reason, reason
+
+
+def test_a_helper_may_carry_a_simp_priority():
+    file_text = (
+        MINIF2F_HEADER
+        + "\n@[simp 1100] lemma aux (y : ℕ) : y + 0 = y := by\n  simp\n\n"
+        + STATEMENT
+        + "\n  subst h₀\n  rfl"
+    )
+    assert isinstance(prepare(FileRequest(file_text, statement=STATEMENT), MINIF2F_HEADER), Prepared)
+
+
+def test_a_file_ending_in_print_axioms_is_told_the_server_prints_them():
+    file_text = MINIF2F_HEADER + "\n" + STATEMENT + "\n  subst h₀\n  rfl\n\n#print axioms mathd_t"
+    reason = _refused(prepare(FileRequest(file_text, statement=STATEMENT), MINIF2F_HEADER))
+    assert "command `#print` at line 9, column 0" in reason and "the server prints the axioms itself" in reason
+
+
+@pytest.mark.parametrize(
     "main,differs_at",
     [
         ("theorem mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 5 := by", "`5`"),

@@ -615,7 +615,7 @@ AESOP_PHASES = [
     ("  aesop? (add norm simp Nat.add_comm) (add unsafe apply le_refl)", True),
     ("  exact unsafe foo", False),
     ("  simp [add, unsafe]", False),
-    ("  aesop (add foo unsafe)", False),
+    ("  aesop (add apply foo unsafe)", False),
     ("  aesop (rule_sets := [unsafe])", False),
 ]
 
@@ -1030,3 +1030,112 @@ def test_the_allow_lists_alone_refuse_every_tactic_position_attack():
     for row in tactic_attacks:
         result = bare_prepare(request_of(row), MINIF2F_HEADER, without_words)
         assert isinstance(result, VerificationResult) and "not on the allow-list" in result.reason, row["id"]
+
+
+# ------------------------------------------------------------ how Lean's tokenizer reads comments and numbers
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        # Lean's `whitespace` skips the character after `/-` before it counts nesting: `/-/- -/` is one comment.
+        ("a /-/- -/ X -/", ["a", "X", "-", "/"]),
+        ("a /- /- x -/ -/ b", ["a", "b"]),
+        ("a /--/ X -/ b", ["a", "b"]),  # a doc comment's body starts after `/--` as well
+        ("a /-/-/ b", ["a", "b"]),
+        # Digit separators (`takeDigitsFn`): one number.
+        ("1_000 0x_ff 0b1_0 2_5.0_1 3_", ["1_000", "0x_ff", "0b1_0", "2_5.0_1", "3", "_"]),
+    ],
+)
+def test_the_tokenizer_reads_comments_and_numbers_as_lean_does(text, expected):
+    assert [t.text for t in tokenize(text)] == expected
+
+
+def test_a_numeric_option_value_may_use_digit_separators():
+    proof = "  set_option maxRecDepth 1_000 in\n  decide"
+    assert isinstance(prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER), Prepared)
+
+
+# ------------------------------------------------------------ which binders exempt a meta-looking name
+
+BINDER_SCOPES = [
+    # A bound `IO`, `ST` or `EST` (statement or proof binder), and its fields, are the proof's own.
+    ("theorem t (a b : ℕ) (h : a = b) : b = a := by", "  have IO := h\n  exact IO.symm", True),
+    ("theorem t (a b : ℕ) : a = b → b = a := by", "  intro EST\n  exact EST.symm", True),
+    # A binder named `Lean` (no `bindable` root) exempts nothing, wherever it is bound.
+    ("theorem t : True := by", "  have : ∀ Lean : ℕ, Lean = Lean := fun _ => rfl\n  exact Lean.trivial", False),
+    ("theorem t (Lean : ℕ) : True := by", "  exact Lean.trivial", False),
+    # A type ascription is no binder.
+    ("theorem t : True := by", '  have _h := (IO : Type → Type)\n  have := IO.println "x"\n  trivial', False),
+    # The names that run or fake code are refused even under a bound root.
+    ("theorem t (IO : Prop) : True := by", "  exact IO.ofReduceBool _ _ rfl", False),
+]
+
+
+@pytest.mark.parametrize("statement,proof,accepted", BINDER_SCOPES)
+def test_only_a_bound_bindable_root_exempts_its_names(statement, proof, accepted):
+    result = prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
+
+
+def test_trace_is_a_name_outside_tactic_position():
+    # `Matrix.trace` under `open Matrix`: only the tactic `trace e` runs code.
+    proof = "  open Matrix in\n  simp [trace, Fin.sum_univ_two]"
+    assert isinstance(prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER), Prepared)
+    refused = prepare(ProofRequest("theorem t : True := by", "  trace (1 + 1)\n  trivial"), MINIF2F_HEADER)
+    assert "`trace` at line 2, column 2 takes one string literal" in refused.reason
+
+
+@pytest.mark.parametrize(
+    "namespace,holds", [("Mathlib", "Mathlib.Tactic"), ("Std", "Std.Internal"), ("Batteries", "Batteries.Tactic")]
+)
+def test_a_namespace_that_holds_a_meta_namespace_cannot_be_opened(namespace, holds):
+    result = prepare(ProofRequest("theorem t : True := by", f"  open {namespace} in\n  trivial"), MINIF2F_HEADER)
+    assert result.status == "rejected" and f"it holds `{holds}`" in result.reason, result.reason
+
+
+@pytest.mark.parametrize(
+    "proof,accepted",
+    [
+        ("  aesop (add safe apply le_refl)", True),
+        ("  aesop (add norm simp Nat.add_comm, unsafe 50% apply le_refl)", True),
+        ("  aesop (add safe le_refl)", False),  # no builder: Aesop may run the constant as a tactic
+        ("  aesop (add safe apply le_refl, unsafe 50% le_refl)", False),
+    ],
+)
+def test_every_aesop_rule_names_a_builder(proof, accepted):
+    result = prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
+    if not accepted:
+        assert "an Aesop rule without a builder" in result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  try obtain\n  plausible",
+        "  try rcases\n  run_tac pure ()",
+        "  try have\n  polyrith",
+        "  norm_num\n  try replace\n  stop",
+        "  try suffices\n  plausible",
+        "  try let\n  plausible",
+    ],
+)
+def test_a_tactic_whose_operand_is_optional_does_not_hide_the_next_line(proof):
+    # Lean parses the optional operand as empty and reads the next line as a tactic of its own.
+    result = prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER)
+    assert result.status == "rejected" and "is not on the allow-list" in result.reason, result
+
+
+@pytest.mark.parametrize(
+    "proof,accepted",
+    [
+        ("  calc (1:ℕ) = 1 := rfl\n  _ = 1 := rfl", True),
+        ("  calc (1:ℕ) = 1 := rfl\n  1 = 1 := rfl", True),
+        ("  calc (1:ℕ) = 1 := rfl\n  run_tac x := pure ()", False),
+        ("  calc (1:ℕ) = 1 := rfl\n  · have h := 1\n    plausible", False),
+    ],
+)
+def test_a_calc_step_at_the_block_column_starts_as_no_tactic_does(proof, accepted):
+    result = prepare(ProofRequest("theorem t : (1:ℕ) = 1 := by", proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")

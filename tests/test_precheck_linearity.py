@@ -61,7 +61,7 @@ def _nested_haves(depth: int) -> str:
 # Unicode, configuration items, and complete files.
 SHAPES: dict[str, Callable[[int], Request]] = {
     "one_line_term_list": lambda n: _proof(_repeat("sq_nonneg (a - b)", n, "  nlinarith [", "]", ", ")),
-    "aesop_unsafe_rules": lambda n: _proof(_repeat("unsafe h", n, "  aesop (add ", ")", ", ")),
+    "aesop_unsafe_rules": lambda n: _proof(_repeat("unsafe apply h", n, "  aesop (add ", ")", ", ")),
     "many_lines": lambda n: _proof(_repeat("  rw [h]\n  simp\n  ring_nf\n", n)),
     "nested_have_by": lambda n: _proof(_repeat(_nested_haves(60), n)),
     "nested_brackets": lambda n: _proof(_repeat("  exact " + "(" * 60 + "h" + ")" * 60 + "\n", n)),

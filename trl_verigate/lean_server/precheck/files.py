@@ -336,8 +336,9 @@ def _skip_modifiers(tokens: list[Token], k: int) -> int:
 
 def _check_attributes(names: list[Token], policy: Policy) -> None:
     allowed = policy.attributes | {"local", "scoped", ",", "←", "<-"}
-    for token in names:
-        if token.text not in allowed:
+    for k, token in enumerate(names):
+        priority = token.kind == "number" and k > 0 and names[k - 1].text in ("simp", "ext")  # `@[simp 1100]`
+        if token.text not in allowed and not priority:
             raise PrecheckError(
                 f"attribute `{token.text}`",
                 token.start,
@@ -361,10 +362,11 @@ def _check_declaration(
         raise PrecheckError(
             f"the name `{name.text}`", name.start, " has a namespace: declarations of a file are named plainly"
         )
-    traces = rules.check_tactics(declaration.layout, policy)
+    rules.check_tactics(declaration.layout, policy)
     rules.check_local_definitions(declaration.layout, declaration.first, declaration.end)
     declared = tokens[declaration.first : declaration.end]
-    locals_ = rules.bound_names(declared)
+    signature = tokens[declaration.keyword : declaration.assign]
+    locals_ = rules.bound_names(signature, signature=True) | rules.bound_names(declared)
     # The modifiers and prefixes before the keyword; then everything after it, where no command word may stand.
     rules.check_code(
         tokens[declaration.attributes_end : declaration.keyword],
@@ -379,7 +381,6 @@ def _check_declaration(
         policy,
         locals_,
         allowed_opens=allowed_opens,
-        valid_traces=frozenset(k - after for k in traces),
     )
 
 
@@ -454,13 +455,31 @@ def _trusted_statement(statement) -> list[Token]:
     return tokens
 
 
+# Postfix notations that read differently glued to the token before.
+_POSTFIX = frozenset({"'", "!", "⁻¹", "ᶜ", "†", "²", "³"})
+
+
 def _units(tokens: list[Token], keyword: int) -> list[tuple[str, bool]]:
     """What Lean reads of the tokens from the declaration keyword on: each text (`lemma` as `theorem`, the name as
-    declared) and whether it touches the token before (`x.1` is not `x .1`)."""
-    units = [(t.text, k > 0 and tokens[k - 1].end == t.start) for k, t in enumerate(tokens)][keyword:]
+    declared) and, where spacing can change Lean's reading, whether it touches the token before."""
+    units = [(t.text, k > 0 and _touches(tokens[k - 1], t)) for k, t in enumerate(tokens)][keyword:]
     units[0] = ("theorem", False)
     units[1] = (declared_name(tokens[keyword + 1]), False)
     return units
+
+
+def _touches(before: Token, token: Token) -> bool:
+    """Whether `token` touches `before` where that can change what Lean reads: `x.1` is not `x .1`, `f(x)` not
+    `f (x)`, `n!` not `n !`, and two symbols may form another notation; `(2:ℕ)` and `(2 : ℕ)` read alike."""
+    if before.end != token.start:
+        return False
+    if token.text.startswith(".") or token.text in _POSTFIX:
+        return True
+    if token.text in OPENERS:
+        return before.kind in ("ident", "number") or before.text in CLOSERS
+    if before.kind == "symbol" and token.kind == "symbol":
+        return before.text not in OPENERS and token.text not in CLOSERS
+    return before.kind == "number" and token.kind == "ident"
 
 
 def _prefixes(tokens: list[Token], first: int, keyword: int) -> list[list[str]]:

@@ -59,6 +59,9 @@ INFIX_COMBINATORS = frozenset({"<;>", "<|>", "says"})
 # `(NAME := …)` items whose value is a tactic sequence: `simp (disch := positivity)`, `linear_combination (norm :=
 # ring_nf) e`.
 TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
+# Tokens that start a term and no tactic (or, for `(`, that Lean reads as a term first): a `calc` step at the block
+# column must start with one of these or a number.
+CALC_STEP_STARTS = frozenset({"_", "(", "⟨", "|", "↑", "-", "√", "∑", "∏", "¬"})
 # Heads that cannot be a `calc` step even though they contain `:=`.
 NOT_CALC_STEP = frozenset({"have", "let", "obtain", "set", "show", "suffices", "replace", "haveI", "letI", "calc"})
 # Tokens that continue the previous line's tactic when they start a line: infix operators and keywords no tactic
@@ -70,14 +73,18 @@ CONTINUATIONS = frozenset(
         "∧", "∨", "∩", "∪", "≠", "≡", "≤", "≥", "⊂", "⊆", "▸", "<=", ">=", "says",
     }
 )  # fmt: skip
-# Tokens after which a tactic is unfinished: Lean's parser takes the next token whatever its column.
+# Tokens after which a tactic is unfinished: Lean's parser requires an operand, so it takes the next token whatever its
+# column. Only tokens whose operand Lean *requires* belong here. A line the layout reads as a continuation is never
+# held to the tactic allow-list, so a token whose operand is optional (`obtain`, `rcases`, Mathlib's `have`, `let`,
+# `suffices`, `replace`) would let the next line's tactic through unchecked: Lean parses the optional operand as
+# empty and reads that line as a new tactic. Missing a token here only refuses an honest proof that breaks a line
+# right after it.
 EXPECTS_MORE = CONTINUATIONS | frozenset(
     {
-        "apply", "by_cases", "calc", "case", "case'", "cases", "change", "clear", "convert", "convert_to", "erw",
-        "exact", "exacts", "exists", "existsi", "first", "fun", "generalize", "have", "haveI", "if", "in",
-        "induction", "injection", "let", "letI", "match", "next", "nth_rewrite", "nth_rw", "obtain", "on_goal",
-        "rcases", "refine", "refine'", "replace", "revert", "rewrite", "rintro", "rw", "rwa", "set", "show",
-        "simp_rw", "specialize", "subst", "suffices", "unfold", "use", "λ",
+        "apply", "by_cases", "calc", "case", "case'", "cases", "change", "convert", "convert_to", "erw", "exact",
+        "exacts", "exists", "existsi", "first", "fun", "generalize", "if", "in", "induction", "injection", "match",
+        "next", "nth_rewrite", "nth_rw", "on_goal", "refine", "refine'", "rewrite", "rw", "rwa", "set", "show",
+        "simp_rw", "specialize", "use", "λ",
         ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
     }
 )  # fmt: skip
@@ -317,7 +324,11 @@ class LayoutParser:
                     lowest = calc_step_column
                     if lowest is None:
                         lowest = block_column if calc_first_column is None else min(block_column, calc_first_column)
-                    calc_step = line_column >= lowest
+                    # At or left of the block column, only a line that starts the way no tactic does: Lean reads a
+                    # line there that starts with a keyword as the next tactic, and a name cannot be told from one.
+                    calc_step = line_column >= lowest and (
+                        line_column > block_column or token in CALC_STEP_STARTS or tokens[i].kind == "number"
+                    )
                     if calc_step and calc_step_column is None:
                         calc_step_column = line_column
                 if depth == 0 and line_column <= block_column and not calc_step:

@@ -48,6 +48,7 @@ class Policy:
     attributes: frozenset[str]
     meta_namespaces: tuple[tuple[str, ...], ...]
     meta_names: frozenset[str]
+    bindable: frozenset[str]
     commands: frozenset[str]
     allow_native_decide: bool
     max_heartbeats: int
@@ -88,6 +89,7 @@ def policy(
         attributes=frozenset(_words("attributes.txt")),
         meta_namespaces=tuple(tuple(n.split(".")) for n in meta["namespaces"]),
         meta_names=frozenset(meta["names"]),
+        bindable=frozenset(meta["bindable"]),
         commands=frozenset(_words("commands.txt")),
         allow_native_decide=allow_native_decide,
         max_heartbeats=max_heartbeats,

@@ -51,6 +51,8 @@ _BINDER_REACH = 16
 _LITERAL_WORDS = frozenset({"true", "false"})
 # The symbols `_check_symbol` has a rule for; every other symbol is plain notation.
 _CHECKED_SYMBOLS = frozenset({"`", "#", "@[", "+"})
+# Aesop's rule builders that only read a lemma or a definition (not `tactic`, which runs the constant it names).
+_AESOP_BUILDERS = frozenset({"apply", "forward", "destruct", "cases", "cases_or", "constructors", "unfold", "simp"})
 _OPEN_KEYWORDS = frozenset({"in", "hiding", "renaming", "scoped"})
 
 
@@ -75,21 +77,23 @@ def _glued(tokens: list[Token], k: int) -> bool:
 # ---------------------------------------------------------------- locals
 
 
-def bound_names(tokens: list[Token]) -> set[str]:
-    """Plain names the tokens bind: binders of `(x y : T)`, `have x :`, `∀ x :`, and the names after `intro`,
-    `fun`, `obtain ⟨…⟩`, `rcases … with ⟨…⟩`, `case … =>`, … Each look around a token stops after `_BINDER_REACH`
-    tokens, so the work stays linear."""
+def bound_names(tokens: list[Token], *, signature: bool = False) -> set[str]:
+    """Plain names the tokens bind: the names after `intro`, `fun`, `∀`, `have`, `obtain ⟨…⟩`, `rcases … with ⟨…⟩`,
+    `case … =>`, … and, in a declaration's `signature`, its binder groups `(x y : T)` (elsewhere `(x : T)` is a type
+    ascription, which binds nothing). Each look around a token stops after `_BINDER_REACH` tokens, so the work stays
+    linear."""
     bound: set[str] = set()
     for k, token in enumerate(tokens):
         if token.kind != "ident" or "." in token.text or token.text.startswith("«"):
             continue
         reach_end, reach_start = min(len(tokens), k + _BINDER_REACH), max(0, k - _BINDER_REACH)
-        j = k + 1  # a run of plain names, then `:`: `(a b EST : T)`, `have EST : T`
-        while j < reach_end and tokens[j].kind == "ident" and "." not in tokens[j].text:
-            j += 1
-        if j < len(tokens) and tokens[j].text == ":":
-            bound.add(token.text)
-            continue
+        if signature:
+            j = k + 1  # a run of plain names, then `:`: `(a b EST : T)`
+            while j < reach_end and tokens[j].kind == "ident" and "." not in tokens[j].text:
+                j += 1
+            if j < len(tokens) and tokens[j].text == ":":
+                bound.add(token.text)
+                continue
         j = k - 1  # back over names and pattern brackets to what introduces them
         while (
             j >= reach_start
@@ -112,13 +116,12 @@ def check_code(
     *,
     allowed_words: frozenset[str] = frozenset(),
     allowed_opens: frozenset[str] = frozenset(),
-    valid_traces: frozenset[int] = frozenset(),
     prefixes_need_in: bool = True,
 ) -> None:
     """The rules every code token is held to, wherever it stands (see the module docstring).
 
     `allowed_words`: command keywords allowed here (a file's declaration keyword and modifiers). `allowed_opens`:
-    namespaces the trusted header opens. `valid_traces`: indices of `trace` tokens `check_tactics` accepted.
+    namespaces the trusted header opens.
     `prefixes_need_in`: False for a file's header lines, where `open` and `set_option` are commands of their own.
     """
     enclosing = _enclosing_openers(tokens)
@@ -137,7 +140,7 @@ def check_code(
         elif token.kind == "symbol" and token.text in _CHECKED_SYMBOLS:
             _check_symbol(tokens, k, policy)
         elif token.kind == "ident" and token.text not in allowed_words:
-            _check_word(tokens, k, policy, locals_, valid_traces, enclosing)
+            _check_word(tokens, k, policy, locals_, enclosing)
             if token.text in IN_PREFIXES:
                 end = _check_prefix(tokens, k, policy, allowed_opens, prefixes_need_in)
                 if not prefixes_need_in and end != len(tokens):
@@ -163,7 +166,8 @@ def _check_symbol(tokens: list[Token], k: int, policy: Policy) -> None:
     if token.text == "`":
         raise PrecheckError("a backtick", token.start, ": quotations and name literals are metaprogramming")
     if token.text == "#" and _glued(tokens, k) and tokens[k + 1].kind == "ident":
-        raise PrecheckError(f"command `#{tokens[k + 1].text}`", token.start, ": a proof holds no commands")
+        hint = ": remove it; the server prints the axioms itself" if tokens[k + 1].text == "print" else ""
+        raise PrecheckError(f"command `#{tokens[k + 1].text}`", token.start, ": a proof holds no commands" + hint)
     if token.text == "@[":
         raise PrecheckError("attribute `@[`", token.start, ": a proof body carries no attributes")
     native_flag = _glued(tokens, k) and tokens[k + 1].kind == "ident" and tokens[k + 1].components[-1] == "native"
@@ -171,9 +175,7 @@ def _check_symbol(tokens: list[Token], k: int, policy: Policy) -> None:
         raise PrecheckError("`+native`", token.start, _native_reason(policy))
 
 
-def _check_word(
-    tokens: list[Token], k: int, policy: Policy, locals_: set[str], valid_traces: frozenset[int], enclosing: list[int]
-) -> None:
+def _check_word(tokens: list[Token], k: int, policy: Policy, locals_: set[str], enclosing: list[int]) -> None:
     token = tokens[k]
     text = token.text
     previous = tokens[k - 1] if k else None
@@ -183,8 +185,6 @@ def _check_word(
         raise PrecheckError(f"`{text}`", token.start, ": it runs a metaprogram")
     if token.components in (("sorry",), ("admit",)):
         raise PrecheckError(f"`{text}`", token.start, ": the proof is incomplete")
-    if text == "trace" and k not in valid_traces:
-        raise PrecheckError("`trace`", token.start, ' takes one string literal, as a tactic (`trace "…"`)')
     if _glued(tokens, k):
         following = tokens[k + 1].text
         if following == "%":
@@ -227,15 +227,12 @@ def _name_refusal(token: Token, policy: Policy, locals_: set[str], after_at: boo
     components = token.components
     rooted = components[0] == "_root_" and len(components) > 1
     parts = components[1:] if rooted else components
-    for namespace in policy.meta_namespaces if parts[0] in policy.meta_roots else ():
-        if parts[: len(namespace)] != namespace:
-            continue
-        plain = not rooted and not after_at and not token.text.startswith("«")
-        if plain and len(namespace) == 1 and parts[0] in locals_:
-            return None  # a local the proof binds (a hypothesis named `IO`), or one of its fields
-        return (
-            f"`{token.text}` names `{'.'.join(namespace)}`, metaprogramming or IO: a proof is object-level mathematics"
-        )
+    plain = not rooted and not after_at and not token.text.startswith("«")
+    # A hypothesis named `IO`, `ST` or `EST` (a `bindable` root), and its fields, are the proof's own names.
+    local = plain and parts[0] in locals_ and parts[0] in policy.bindable
+    for namespace in policy.meta_namespaces if parts[0] in policy.meta_roots and not local else ():
+        if parts[: len(namespace)] == namespace:
+            return f"`{token.text}` names `{'.'.join(namespace)}`, metaprogramming or IO: a proof is object-level mathematics"
     for part in parts:
         if part in policy.meta_names:
             return f"`{part}` (in `{token.text}`) runs or fakes code"
@@ -279,7 +276,15 @@ def _open_end(tokens: list[Token], k: int, policy: Policy, allowed_opens: frozen
         refusal = _name_refusal(name, policy, set(), False)
         if refusal:
             raise PrecheckError(refusal, name.start)
-        if ".".join(name.components) not in policy.namespaces | allowed_opens:
+        opened = ".".join(name.components)
+        holding = next((".".join(m) for m in policy.meta_namespaces if ".".join(m).startswith(opened + ".")), None)
+        if holding:
+            raise PrecheckError(
+                f"`open {name.text}`",
+                name.start,
+                f": it holds `{holding}`, which a proof may not reach by a short name",
+            )
+        if opened not in policy.namespaces | allowed_opens:
             raise PrecheckError(
                 f"`open {name.text}`",
                 name.start,
@@ -340,7 +345,9 @@ def check_option(name: Token, value: Token, policy: Policy, clamp: bool) -> str:
         if clamp:
             return str(bound)
         raise PrecheckError(
-            f"`set_option {option} {value.text}`", name.start, f": at most {bound} (0, no limit, is not allowed)"
+            f"`set_option {option} {value.text}`",
+            name.start,
+            f": at most {bound} (0, no limit, is not allowed): write `set_option {option} {bound} in`",
         )
     return value.text
 
@@ -358,13 +365,13 @@ def _natural(token: Token) -> int | None:
 # ---------------------------------------------------------------- tactics
 
 
-def check_tactics(layout: ProofLayout, policy: Policy) -> frozenset[int]:
+def check_tactics(layout: ProofLayout, policy: Policy) -> None:
     """Hold the first token of every tactic to its mode's allow-list, and every configuration item to a literal.
 
-    Returns the indices of the `trace "…"` tactics accepted, for `check_code`.
+    `trace` as a tactic takes one string literal (`trace "…"`): Mathlib's `trace e` compiles and runs `toString e`.
+    Elsewhere `trace` is a name (`Matrix.trace`).
     """
     tokens = layout.tokens
-    traces: set[int] = set()
     for node in walk(layout.tactics + layout.suffix_tactics):
         if node.kind != "tactic":
             continue
@@ -373,7 +380,6 @@ def check_tactics(layout: ProofLayout, policy: Policy) -> frozenset[int]:
             continue
         if head.text == "trace" and node.mode == "tactic":
             if node.end - node.first == 2 and tokens[node.first + 1].kind == "string":
-                traces.add(node.first)
                 continue
             raise PrecheckError("`trace`", head.start, ' takes one string literal here (`trace "…"`): a term is run')
         allowed = policy.tactics if node.mode == "tactic" else policy.conv_tactics
@@ -385,13 +391,18 @@ def check_tactics(layout: ProofLayout, policy: Policy) -> frozenset[int]:
             what = "tactic" if node.mode == "tactic" else "conv tactic"
             raise PrecheckError(f"{what} `{head.text}`", head.start, f" is not on the allow-list: {ALLOWLIST_HINT}")
         _check_configuration(tokens, node, policy)
-    return frozenset(traces)
 
 
 def _check_configuration(tokens: list[Token], node: Node, policy: Policy) -> None:
     """Configuration items right after the head (`simp (config := …) +arith`; in Aesop any `(config := …)`)."""
     k, end = node.first + 1, node.end
     aesop = tokens[node.first].text.startswith("aesop")
+    if aesop:
+        for j in range(node.first, end):
+            if tokens[j].text == "tactic" and tokens[j].kind == "ident":
+                raise PrecheckError(
+                    "Aesop's `tactic` rule builder", tokens[j].start, ": it runs the constant it names as a tactic"
+                )
     while k < end:
         token = tokens[k]
         if token.text in ("+", "-") and _glued(tokens, k) and tokens[k + 1].kind == "ident":
@@ -403,15 +414,33 @@ def _check_configuration(tokens: list[Token], node: Node, policy: Policy) -> Non
                 _check_configured_options(tokens, k + 1, close, policy)
             k = close + 1
         elif aesop and token.text == "(":
-            k = _matching(tokens, k, end) + 1
+            close = _matching(tokens, k, end)
+            if k + 1 < close and tokens[k + 1].text == "add":
+                _check_aesop_rules(tokens, k + 2, close)
+            k = close + 1
         else:
             break
-    if aesop:
-        for j in range(node.first, end):
-            if tokens[j].text == "tactic" and tokens[j].kind == "ident":
+
+
+def _check_aesop_rules(tokens: list[Token], k: int, end: int) -> None:
+    """Each rule of an Aesop `(add …)` clause names an allowed builder: with none, Aesop's default builder runs a
+    constant of type `TacticM Unit` as a tactic (`Aesop/Builder/Default.lean`)."""
+    rule_start, depth = k, 0
+    for j in range(k, end + 1):
+        if j < end and tokens[j].text in OPENERS:
+            depth += 1
+        elif j < end and tokens[j].text in CLOSERS:
+            depth -= 1
+        elif j == end or (depth == 0 and tokens[j].text == ","):
+            if not any(t.text in _AESOP_BUILDERS for t in tokens[rule_start:j]):
+                at = tokens[min(rule_start, end - 1)]
                 raise PrecheckError(
-                    "Aesop's `tactic` rule builder", tokens[j].start, ": it runs the constant it names as a tactic"
+                    "an Aesop rule without a builder",
+                    at.start,
+                    f": name one ({', '.join(sorted(_AESOP_BUILDERS))}); without one Aesop may run the constant as a "
+                    "tactic",
                 )
+            rule_start = j + 1
 
 
 def _check_configured_options(tokens: list[Token], k: int, end: int, policy: Policy) -> None:

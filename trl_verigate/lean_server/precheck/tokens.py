@@ -23,7 +23,11 @@ _ASCII_ID_REST = re.compile(r"[A-Za-z0-9_'!?]*")
 _MULTI_CHARACTER_SYMBOL = re.compile("|".join(map(re.escape, MULTI_CHARACTER_SYMBOLS)))
 # Tabs count one column, as in Lean's positions (the precheck refuses them in untrusted text: Lean does).
 _BLANK = re.compile(r"[ \t\n]+|\r\n")
-_NUMBER = re.compile(r"0[xX][0-9a-fA-F]+|0[bB][01]+|0[oO][0-7]+|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+# Digits may be separated by runs of `_` (`1_000`, `0x_ff`), as Lean's `takeDigitsFn` reads them.
+_NUMBER = re.compile(
+    r"0[xX](?:_*[0-9a-fA-F]+)+|0[bB](?:_*[01]+)+|0[oO](?:_*[0-7]+)+"
+    r"|[0-9]+(?:_+[0-9]+)*(?:\.[0-9]+(?:_+[0-9]+)*)?(?:[eE][+-]?[0-9]+(?:_+[0-9]+)*)?"
+)
 _HEX = "0123456789abcdefABCDEF"
 # One character, or one escape, between single quotes.
 _CHARACTER = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[\\\"'nrt])|[^'\\\n])'")
@@ -196,8 +200,12 @@ def _tokenize(text: str, start_column: int, tokens: list[Token]) -> None:
 
 
 def _block_comment_end(text: str, i: int) -> int:
-    """The end of the nested `/- … -/` comment opening at `i`."""
-    depth, j = 0, i
+    """The end of the nested `/- … -/` comment opening at `i`.
+
+    As Lean's `whitespace` and `finishCommentBlock` (Lean/Parser/Basic.lean) read it: the character right after `/-`
+    is skipped before nesting is counted, so `/-/- -/` is one whole comment, not the start of a nested one.
+    """
+    depth, j = 1, i + 3
     while True:
         match = _BLOCK_COMMENT_DELIMITER.search(text, j)
         if match is None:
