@@ -6,11 +6,10 @@ HTTP service and its client: every module speaks in these types.
 
 from __future__ import annotations
 
-import math
-import os
 from dataclasses import dataclass, field
 from typing import Literal, Union, get_args
 
+from trl_verigate.prover_pool import settings
 from trl_verigate.prover_pool.results import STATUSES, Message, Position, Status, Tactic, VerificationResult
 
 __all__ = [
@@ -47,49 +46,8 @@ Recheck = Literal["auto", "none", "passed", "sample"]
 RECHECKS: tuple[str, ...] = get_args(Recheck)
 
 
-def _absolute_if_relative_path(program: str) -> str:
-    # A bare name ("lake") is looked up on PATH; a relative path ("./repl", "bin/repl") is the caller's.
-    program = os.path.expanduser(program)
-    if os.sep in program and not os.path.isabs(program):
-        return os.path.abspath(program)
-    return program
-
-
-def _argv(name: str, value) -> list[str]:
-    if isinstance(value, str):
-        raise ValueError(
-            f"LeanServerConfig.{name} must be a list of argv strings, e.g. {value.split()!r}, not one string"
-        )
-    value = list(value) if isinstance(value, (list, tuple)) else None
-    if not value or not all(isinstance(arg, str) and arg for arg in value):
-        raise ValueError(
-            f"LeanServerConfig.{name} must be a non-empty list of non-empty argv strings, e.g. "
-            "['lake', 'env', '/path/to/repl/.lake/build/bin/repl']"
-        )
-    return value
-
-
-def _check_choice(name: str, value, choices: tuple[str, ...]) -> None:
-    if value not in choices:
-        raise ValueError(f"LeanServerConfig.{name} must be one of {choices}, got {value!r}")
-
-
-def _check_positive_number(name: str, value, unit: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"LeanServerConfig.{name} must be a number ({unit}), got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"LeanServerConfig.{name} must be a finite number > 0 ({unit}), got {value!r}")
-
-
-def _check_positive_int(name: str, value, unit: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"LeanServerConfig.{name} must be a whole number ({unit}), got {value!r}")
-    if value < 1:
-        raise ValueError(f"LeanServerConfig.{name} must be >= 1 ({unit}), got {value!r}")
-
-
-def _default_workers() -> int:
-    return max(1, (os.cpu_count() or 2) - 1)
+OWNER = "LeanServerConfig"
+REPL_EXAMPLE = "['lake', 'env', '/path/to/repl/.lake/build/bin/repl']"
 
 
 @dataclass
@@ -103,7 +61,7 @@ class LeanServerConfig:
     repl_command: list[str] = field(default_factory=lambda: ["lake", "env", "repl"])
     project_dir: str | None = None
     header: str = MINIF2F_HEADER
-    workers: int = field(default_factory=_default_workers)
+    workers: int = field(default_factory=settings.default_workers)
     timeout: float = 15.0
     memory_limit_mb: int | None = 8192
     max_uses_per_repl: int = 200
@@ -132,36 +90,27 @@ class LeanServerConfig:
     max_batch_bytes: int = 64 << 20
 
     def __post_init__(self):
-        self.repl_command = _argv("repl_command", self.repl_command)
         # Paths are read as a shell would: from the caller's directory, not from project_dir (the REPL's cwd).
-        self.repl_command[0] = _absolute_if_relative_path(self.repl_command[0])
-        if self.project_dir is not None:
-            if not isinstance(self.project_dir, (str, os.PathLike)):
-                raise TypeError(
-                    f"LeanServerConfig.project_dir must be a path (str), got {type(self.project_dir).__name__}"
-                )
-            self.project_dir = os.path.abspath(os.path.expanduser(self.project_dir))
+        self.repl_command = settings.check_argv(OWNER, "repl_command", self.repl_command, REPL_EXAMPLE)
+        self.project_dir = settings.check_project_dir(OWNER, self.project_dir)
         if not isinstance(self.header, str):
             raise TypeError(
                 f"LeanServerConfig.header must be a str (the imports and options every proof runs under, e.g. "
                 f"MINIF2F_HEADER), got {type(self.header).__name__}"
             )
         if self.recheck_command is not None:
-            self.recheck_command = _argv("recheck_command", self.recheck_command)
-            self.recheck_command[0] = _absolute_if_relative_path(self.recheck_command[0])
-        _check_choice("recheck", self.recheck, RECHECKS)
+            self.recheck_command = settings.check_argv(OWNER, "recheck_command", self.recheck_command, REPL_EXAMPLE)
+        settings.check_choice(OWNER, "recheck", self.recheck, RECHECKS)
         if self.recheck in ("passed", "sample") and not self.recheck_command:
             raise ValueError(
                 f"LeanServerConfig.recheck={self.recheck!r} needs recheck_command (the checker's argv, e.g. "
                 "['trl-verigate', 'lean-recheck', '--backend', 'replay', ...]); set recheck='none' to trust the REPL alone"
             )
-        _check_choice("sandbox", self.sandbox, SANDBOXES)
-        _check_choice("tactic_granularity", self.tactic_granularity, GRANULARITIES)
+        settings.check_choice(OWNER, "sandbox", self.sandbox, SANDBOXES)
+        settings.check_choice(OWNER, "tactic_granularity", self.tactic_granularity, GRANULARITIES)
         for name, unit in (("timeout", "seconds"), ("startup_timeout", "seconds"), ("recheck_timeout", "seconds")):
-            _check_positive_number(name, getattr(self, name), unit)
-        _check_positive_number("recheck_fraction", self.recheck_fraction, "a fraction")
-        if self.recheck_fraction > 1:
-            raise ValueError(f"LeanServerConfig.recheck_fraction must be in (0, 1], got {self.recheck_fraction}")
+            settings.check_positive_number(OWNER, name, getattr(self, name), unit)
+        settings.check_fraction(OWNER, "recheck_fraction", self.recheck_fraction)
         for name, unit in (
             ("workers", "REPL processes"),
             ("max_uses_per_repl", "proofs"),
@@ -169,26 +118,23 @@ class LeanServerConfig:
             ("max_batch_bytes", "bytes"),
             ("max_heartbeats", "heartbeats"),
         ):
-            _check_positive_int(name, getattr(self, name), unit)
-        if isinstance(self.spare_repls, bool) or not isinstance(self.spare_repls, int) or self.spare_repls < 0:
-            raise ValueError(
-                f"LeanServerConfig.spare_repls must be an int >= 0 (replacement REPLs started ahead of a retirement; "
-                f"0 for none), got {self.spare_repls!r}"
-            )
+            settings.check_positive_int(OWNER, name, getattr(self, name), unit)
+        settings.check_spare_repls(OWNER, self.spare_repls)
         if self.memory_limit_mb is not None:
-            _check_positive_int("memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
+            settings.check_positive_int(OWNER, "memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
         if isinstance(self.recheck_seed, bool) or not isinstance(self.recheck_seed, int):
             raise TypeError(f"LeanServerConfig.recheck_seed must be an int, got {self.recheck_seed!r}")
         for name in ("allow_native_decide",):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"LeanServerConfig.{name} must be True or False, got {getattr(self, name)!r}")
-        if isinstance(self.axiom_whitelist, str) or not all(isinstance(a, str) for a in self.axiom_whitelist):
-            # tuple("propext") would silently be ('p', 'r', ...): every proof using propext would then fail.
-            raise TypeError(
-                "LeanServerConfig.axiom_whitelist must be a list of axiom names, e.g. "
-                f"['propext', 'Classical.choice', 'Quot.sound'], got {self.axiom_whitelist!r}"
-            )
-        self.axiom_whitelist = tuple(self.axiom_whitelist)
+        # A missing whitelisted axiom would fail every proof that uses it.
+        self.axiom_whitelist = settings.check_names(
+            OWNER,
+            "axiom_whitelist",
+            self.axiom_whitelist,
+            "axiom names",
+            "['propext', 'Classical.choice', 'Quot.sound']",
+        )
         for name, example in (("extra_tactics", "['my_tactic']"), ("extra_namespaces", "['Finset']")):
             value = getattr(self, name)
             if isinstance(value, str) or not all(isinstance(w, str) and w and " " not in w for w in value):
