@@ -143,6 +143,7 @@ class WorkerProcess:
             raise ReplStartError(str(error)) from None
         self._scratch = Path(tempfile.mkdtemp(prefix="prover-"))
         (self._scratch / "tmp").mkdir()
+        argv = self.prepare_scratch(self._scratch, argv)
         env = self.scratch_env(self._scratch)
         found = resolve_executable(argv[0], cwd, env)
         if found is None:
@@ -175,6 +176,11 @@ class WorkerProcess:
             raise ReplStartError(f"cannot start {argv!r}: {error}") from None
         self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    def prepare_scratch(self, scratch: Path, argv: list[str]) -> list[str]:
+        """The argv to run, once the scratch directory exists; a subclass may write the files it reads there first
+        (a one-shot compiler's input)."""
+        return argv
 
     def not_found_message(self, program: str, env: dict[str, str], cwd: str) -> str:
         return f"executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r})"

@@ -1,0 +1,138 @@
+"""`CoqServerConfig`: how the Coq workers start and what a pass must satisfy; `CoqProofRequest`: one proof to check.
+
+Every setting is checked when the config is made, with a one-line error naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from trl_verigate.coq.sentences import split_sentences
+from trl_verigate.prover_pool import settings
+
+OWNER = "CoqServerConfig"
+DEFAULT_HEADER = "Require Import Arith Lia."
+# coqidetop speaks the XML protocol on stdin/stdout with these; proofs are checked in order, in the process.
+IDETOP_ARGS = ("-main-channel", "stdfds", "-async-proofs", "off", "-q")
+INSTALL_COMMAND = "apt-get install -y --no-install-recommends coq"
+
+# "always": every pass runs `Print Assumptions` (about 0.3 s on a `lia` proof); "sample": a seeded
+# print_assumptions_fraction of them; "never": none (the precheck and the coqchk recheck remain).
+PrintAssumptions = Literal["always", "sample", "never"]
+PRINT_ASSUMPTIONS: tuple[str, ...] = get_args(PrintAssumptions)
+# "coqchk": the passes of each verify() call are compiled with coqc and checked by coqchk (`coq.recheck`).
+Recheck = Literal["coqchk", "none"]
+RECHECKS: tuple[str, ...] = get_args(Recheck)
+Sandbox = Literal["auto", "bwrap", "none"]
+SANDBOXES: tuple[str, ...] = get_args(Sandbox)
+
+# The sentences a trusted header may hold: loading libraries and opening scopes, nothing that declares anything.
+_HEADER_SENTENCE = re.compile(
+    r"(?:From\s+[\w.']+\s+)?Require\s+(?:Import|Export)\s+[\w.'\s]+\.|(?:Import|Export)\s+[\w.'\s]+\.|"
+    r"Open\s+Scope\s+[\w.']+\.",
+    re.ASCII,
+)
+
+
+def default_coqidetop_command() -> list[str]:
+    """`coqidetop.opt` (the native build Debian ships) when on PATH, else `coqidetop`, with the protocol's args."""
+    program = "coqidetop.opt" if shutil.which("coqidetop.opt") else "coqidetop"
+    return [program, *IDETOP_ARGS]
+
+
+def header_problem(header) -> str | None:
+    """Why `header` is not a trusted header of Require/Import/Open Scope sentences, or None."""
+    if not isinstance(header, str):
+        return f"must be a str of sentences, got {type(header).__name__}"
+    sentences = split_sentences(header)
+    if not sentences:
+        return "is empty: give at least one `Require Import ...` sentence"
+    for sentence in sentences:
+        text = sentence.text(header)
+        if not sentence.terminated or _HEADER_SENTENCE.fullmatch(text) is None:
+            return (
+                f"may hold only `Require Import`, `Require Export`, `Import` and `Open Scope` sentences, "
+                f"each ending in '.', got {text[:80]!r}"
+            )
+    return None
+
+
+@dataclass
+class CoqServerConfig:
+    """How to start and police the coqidetop workers (`coq.server.CoqServer`)."""
+
+    coqidetop_command: list[str] = field(default_factory=default_coqidetop_command)
+    coqc_command: list[str] = field(default_factory=lambda: ["coqc"])
+    coqchk_command: list[str] = field(default_factory=lambda: ["coqchk"])
+    project_dir: str | None = None
+    # Trusted: loaded once per worker; every statement and proof runs after it.
+    header: str = DEFAULT_HEADER
+    workers: int = field(default_factory=settings.default_workers)
+    timeout: float = 10.0
+    memory_limit_mb: int | None = 2048
+    max_uses_per_repl: int = 500
+    spare_repls: int = 1
+    startup_timeout: float = 60.0
+    sandbox: Sandbox = "auto"
+    print_assumptions: PrintAssumptions = "always"
+    print_assumptions_fraction: float = 0.1
+    seed: int = 0
+    recheck: Recheck = "coqchk"
+    recheck_timeout: float = 120.0
+    # Tactic names added to the precheck's allow-list (coq/allowlists/tactics.txt), e.g. a header library's own.
+    extra_tactics: tuple[str, ...] = ()
+    # Axioms a pass may depend on, by the name `Print Assumptions` gives (e.g. "classic"); none by default.
+    axiom_whitelist: tuple[str, ...] = ()
+    # UTF-8 bytes of one request (statement + proof + header) and of one verify() batch.
+    max_request_bytes: int = 64 << 10
+    max_batch_bytes: int = 64 << 20
+
+    def __post_init__(self):
+        example = repr(default_coqidetop_command())
+        self.coqidetop_command = settings.check_argv(OWNER, "coqidetop_command", self.coqidetop_command, example)
+        self.coqc_command = settings.check_argv(OWNER, "coqc_command", self.coqc_command, "['coqc']")
+        self.coqchk_command = settings.check_argv(OWNER, "coqchk_command", self.coqchk_command, "['coqchk']")
+        self.project_dir = settings.check_project_dir(OWNER, self.project_dir)
+        problem = header_problem(self.header)
+        if problem is not None:
+            raise ValueError(f"{OWNER}.header {problem}")
+        settings.check_choice(OWNER, "sandbox", self.sandbox, SANDBOXES)
+        settings.check_choice(OWNER, "print_assumptions", self.print_assumptions, PRINT_ASSUMPTIONS)
+        settings.check_choice(OWNER, "recheck", self.recheck, RECHECKS)
+        for name in ("timeout", "startup_timeout", "recheck_timeout"):
+            settings.check_positive_number(OWNER, name, getattr(self, name), "seconds")
+        settings.check_fraction(OWNER, "print_assumptions_fraction", self.print_assumptions_fraction)
+        for name, unit in (
+            ("workers", "coqidetop processes"),
+            ("max_uses_per_repl", "proofs"),
+            ("max_request_bytes", "bytes"),
+            ("max_batch_bytes", "bytes"),
+        ):
+            settings.check_positive_int(OWNER, name, getattr(self, name), unit)
+        settings.check_spare_repls(OWNER, self.spare_repls)
+        if self.memory_limit_mb is not None:
+            settings.check_positive_int(OWNER, "memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise TypeError(f"{OWNER}.seed must be an int, got {self.seed!r}")
+        self.extra_tactics = settings.check_names(
+            OWNER, "extra_tactics", self.extra_tactics, "tactic names", "['my_tac']"
+        )
+        self.axiom_whitelist = settings.check_names(
+            OWNER, "axiom_whitelist", self.axiom_whitelist, "axiom names", "['classic']"
+        )
+
+
+@dataclass(frozen=True)
+class CoqProofRequest:
+    """A trusted statement from the dataset (one sentence, e.g. `Theorem t : forall n : nat, n + 0 = n.`) and an
+    untrusted proof: tactic sentences, bullets and braces, optionally wrapped in `Proof.` ... `Qed.`/`Defined.`.
+
+    `header` overrides the server's header (trusted, the same rules) for this request.
+    """
+
+    statement: str
+    proof: str
+    header: str | None = None
