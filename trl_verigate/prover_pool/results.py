@@ -58,6 +58,9 @@ class VerificationResult:
     reason: str | None = None
     # A REPL pass that an independent checker confirmed (still "passed") or overturned ("failed"/"error").
     rechecked: bool = False
+    # The goals open before the first failing tactic (or left at the end of an incomplete proof), as the prover
+    # prints them; empty when the prover does not report them (the Lean REPL) or nothing failed.
+    goals: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -96,4 +99,5 @@ class VerificationResult:
             time_s=float(data.get("time_s", 0.0)),
             reason=data.get("reason"),
             rechecked=bool(data.get("rechecked", False)),
+            goals=[str(goal) for goal in data.get("goals", [])],
         )

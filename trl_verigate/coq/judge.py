@@ -1,0 +1,135 @@
+"""The verdict on coqidetop's account of one proof (`coq.process.CoqProcess.run_code`).
+
+Passed only when every sentence ran, our `Qed.` closed the proof, `Check <name>.` prints exactly what it printed
+for the trusted statement, and `Print Assumptions <name>.` (when it ran) lists nothing outside
+`CoqServerConfig.axiom_whitelist`: no other axiom, no `Admitted` lemma, no guard, positivity or universe bypass.
+
+Steps: `tactics` are the proof's sentences, bullets and braces each a step of their own, as Coq runs them (a wrong
+bullet or a `}` with goals left fails on its own sentence, so the step that failed is the sentence Coq refused).
+`first_error_tactic` is the failing sentence's index; `len(tactics)` when every sentence ran but goals remained
+(`Qed.` refused the proof: incomplete, as the Lean side counts "unsolved goals"); 0 when a pass is overturned by the
+statement or assumption check (no tactic is then known good). `goals` holds the goals before the failing sentence,
+or those left open at `Qed.`.
+"""
+
+from __future__ import annotations
+
+from trl_verigate.coq.config import CoqServerConfig
+from trl_verigate.coq.precheck import Prepared
+from trl_verigate.prover_pool.results import Message, Position, VerificationResult
+
+CLOSED = "Closed under the global context"
+
+
+def position_in(text: str, offset: int) -> Position:
+    """The 1-based line and 0-based column of character `offset` in `text`."""
+    before = text[:offset]
+    line = before.count("\n") + 1
+    return Position(line, offset - (before.rfind("\n") + 1))
+
+
+def _char_offset(sentence: str, byte_offset: int) -> int:
+    """Coq's locations count bytes of the sentence; this is the character offset."""
+    return len(sentence.encode("utf-8")[: max(byte_offset, 0)].decode("utf-8", errors="ignore"))
+
+
+def read_assumptions(text: str) -> tuple[list[str], list[str]]:
+    """(axiom names, other findings such as "f is assumed to be guarded.") from `Print Assumptions` output."""
+    if text.strip() == CLOSED:
+        return [], []
+    axioms: list[str] = []
+    findings: list[str] = []
+    for line in text.splitlines():
+        if not line.strip() or line[:1].isspace() or line.rstrip().endswith(":") and " " not in line.strip():
+            continue  # a type's continuation, or a section title such as "Axioms:"
+        name, colon, _ = line.partition(" : ")
+        if colon and " " not in name:
+            axioms.append(name)
+        else:
+            findings.append(line.strip())
+    if not axioms and not findings:
+        findings.append(f"unreadable Print Assumptions output {text[:200]!r}")
+    return axioms, findings
+
+
+def judge(prepared: Prepared, response: dict, config: CoqServerConfig, time_s: float) -> VerificationResult:
+    tactics = list(prepared.tactics)
+    proof = prepared.request.proof
+    count = len(tactics)
+    if response.get("timeout"):
+        return VerificationResult(
+            status="timeout", tactics=tactics, time_s=time_s, reason="Coq did not finish within the timeout"
+        )
+    reference = response.get("reference", {})
+    if reference.get("error") is not None:
+        return VerificationResult(
+            status="error",
+            tactics=tactics,
+            time_s=time_s,
+            reason=f"the trusted statement does not elaborate in the header: {reference['error']}",
+        )
+    messages = [
+        _message(proof, tactics, item["index"], item.get("level") or "info", item["text"], None)
+        for item in response.get("messages", [])
+        if 0 <= item["index"] < count
+    ]
+    failure = response.get("failure")
+    if failure is not None and failure["index"] < 0:
+        return VerificationResult(
+            status="error",
+            tactics=tactics,
+            time_s=time_s,
+            reason=f"Coq refused the trusted statement after elaborating it once: {failure['text']}",
+        )
+    if failure is not None:
+        index = failure["index"]
+        messages.append(_message(proof, tactics, min(index, count), "error", failure["text"], failure.get("loc")))
+        what = "Qed refused the proof" if index >= count else f"sentence {index} failed"
+        return VerificationResult(
+            status="failed",
+            messages=messages,
+            tactics=tactics,
+            first_error_tactic=min(index, count),
+            time_s=time_s,
+            reason=f"{what}: {failure['text']}",
+            goals=list(response.get("goals_before", [])),
+        )
+    check = response.get("check")
+    if check != reference.get("check"):
+        return VerificationResult(
+            status="failed",
+            messages=messages,
+            tactics=tactics,
+            time_s=time_s,
+            reason=f"the proved theorem is not the trusted statement: Check gives {check!r}, the statement "
+            f"{reference.get('check')!r}",
+        )
+    axioms: list[str] = []
+    if "assumptions" in response:
+        axioms, findings = read_assumptions(response["assumptions"])
+        outside = [name for name in axioms if name not in config.axiom_whitelist]
+        if outside or findings:
+            return VerificationResult(
+                status="failed",
+                messages=messages,
+                tactics=tactics,
+                axioms=axioms,
+                time_s=time_s,
+                reason="Print Assumptions: "
+                + "; ".join([*(f"axiom {name} is not whitelisted" for name in outside), *findings]),
+            )
+    return VerificationResult(
+        status="passed", messages=messages, tactics=tactics, first_error_tactic=count, axioms=axioms, time_s=time_s
+    )
+
+
+def _message(proof: str, tactics: list, index: int, severity: str, text: str, loc) -> Message:
+    """A message on step `index` (the end of the proof for `len(tactics)`), at `loc` inside it when Coq gave one."""
+    if index < len(tactics):
+        step = tactics[index]
+        start = step.start + (_char_offset(step.text, loc[0]) if loc else 0)
+        end = step.start + _char_offset(step.text, loc[1]) if loc else step.end
+    else:
+        start = end = len(proof.rstrip())
+    where = position_in(proof, start)
+    return Message(severity, where.line, where.column, position_in(proof, end), text)
