@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trl_verigate.coq.doctor import add_parser as _add_coq_doctor
 from trl_verigate.es.export import add_parser as _add_es_export
 from trl_verigate.evaluate.command import add_parser as _add_evaluate
 from trl_verigate.lean_server.cli_options import add_lean_options, config_from_args
@@ -67,7 +68,7 @@ def _add_lean_recheck(subparsers) -> None:
 
 # ---------------------------------------------------------------- entry point
 
-_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_lean_recheck, _add_es_export, _add_evaluate)
+_SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_coq_doctor, _add_lean_recheck, _add_es_export, _add_evaluate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,9 +9,7 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from trl_verigate.lean_server.cli_options import (
@@ -32,43 +30,13 @@ from trl_verigate.lean_server.precheck.files import TrustedHeader
 from trl_verigate.lean_server.recheck import self_test
 from trl_verigate.lean_server.repl.process import ReplError, ReplProcess, ReplStartError
 from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.prover_pool.checks import Check, tool_version
 
 ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
 # The self-test's honest proof, the one the doctor also runs in the REPL.
 DOCTOR_STATEMENT, DOCTOR_PROOF, _ = self_test.HONEST
 # Where a message from the process module points at the doctor; the doctor is already running.
 _DOCTOR_HINT = re.compile(r"[;,]?\s*\(?`trl-verigate lean-doctor`(?: checks the setup)?\)?")
-
-
-@dataclass
-class Check:
-    name: str
-    ok: bool | None  # None: not applicable or not checkable because an earlier check failed
-    detail: str
-    fix: str | None = None
-
-    def render(self) -> str:
-        mark = {True: "✓", False: "✗", None: "-"}[self.ok]
-        lines = [f"{mark} {self.name}: {self.detail}"]
-        if self.ok is False and self.fix:
-            lines.append(f"    fix: {self.fix}")
-        return "\n".join(lines)
-
-
-def _tool_version(tool: str, fix: str) -> Check:
-    path = shutil.which(tool)
-    if path is None:
-        return Check(tool, False, "not found on PATH", fix)
-    try:
-        run = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check(tool, False, f"{path} --version failed: {exc}", fix)
-    if run.returncode != 0:
-        return Check(tool, False, f"{path} --version exited {run.returncode}: {run.stderr.strip()[:200]}", fix)
-    version = (run.stdout or run.stderr).strip()
-    if not version:
-        return Check(tool, False, f"{path} --version printed nothing: it is not {tool}", fix)
-    return Check(tool, True, f"{version.splitlines()[0]} ({path})")
 
 
 def _read_toolchain(directory: Path) -> str | None:
@@ -103,9 +71,9 @@ def run_doctor(
 ) -> list[Check]:
     """Every check of `trl-verigate lean-doctor`, in order; never raises for a broken setup."""
     checks = [
-        _tool_version("elan", f"install elan: {ELAN_INSTALL}, then open a new shell"),
-        _tool_version("lake", "lake comes with the toolchain: install elan, then run `elan default stable`"),
-        _tool_version("lean", "lean comes with the toolchain: install elan, then run `elan default stable`"),
+        tool_version("elan", f"install elan: {ELAN_INSTALL}, then open a new shell"),
+        tool_version("lake", "lake comes with the toolchain: install elan, then run `elan default stable`"),
+        tool_version("lean", "lean comes with the toolchain: install elan, then run `elan default stable`"),
     ]
     project_toolchain = _read_toolchain(project_dir)
     if project_toolchain is None:

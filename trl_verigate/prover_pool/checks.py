@@ -1,0 +1,39 @@
+"""The steps of a setup doctor (`trl-verigate lean-doctor`, `coq-doctor`): one check, rendered as a ✓/✗ line with
+its fix, and the version check of a program on PATH."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool | None  # None: not applicable or not checkable because an earlier check failed
+    detail: str
+    fix: str | None = None
+
+    def render(self) -> str:
+        mark = {True: "✓", False: "✗", None: "-"}[self.ok]
+        lines = [f"{mark} {self.name}: {self.detail}"]
+        if self.ok is False and self.fix:
+            lines.append(f"    fix: {self.fix}")
+        return "\n".join(lines)
+
+
+def tool_version(tool: str, fix: str) -> Check:
+    path = shutil.which(tool)
+    if path is None:
+        return Check(tool, False, "not found on PATH", fix)
+    try:
+        run = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check(tool, False, f"{path} --version failed: {exc}", fix)
+    if run.returncode != 0:
+        return Check(tool, False, f"{path} --version exited {run.returncode}: {run.stderr.strip()[:200]}", fix)
+    version = (run.stdout or run.stderr).strip()
+    if not version:
+        return Check(tool, False, f"{path} --version printed nothing: it is not {tool}", fix)
+    return Check(tool, True, f"{version.splitlines()[0]} ({path})")
