@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig, header_problem
-from trl_verigate.coq.sentences import Sentence, skip_blanks_and_comments, split_sentences
+from trl_verigate.coq.sentences import Sentence, skip_blanks_and_comments, skip_comment, skip_string, split_sentences
 from trl_verigate.prover_pool.results import Tactic, VerificationResult
 
 _DATA = Path(__file__).resolve().parent / "allowlists"
@@ -49,6 +49,19 @@ _STATEMENT = re.compile(r"({})\s+([A-Za-z_][\w']*)".format("|".join(STATEMENT_KE
 _SELECTOR = re.compile(r"(?:all|par|!|\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|\[\s*[A-Za-z_][\w']*\s*\])\s*:")
 _WORD = re.compile(r"[A-Za-z_][\w']*")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# Tactics refused wherever they stand in a sentence, not only first (`try admit`, `abstract admit`,
+# `first [exact_no_check I | idtac]`): a proof that needs them is not an honest proof.
+REFUSED_ANYWHERE = frozenset(
+    {
+        "admit",
+        "give_up",
+        "exact_no_check",
+        "change_no_check",
+        "vm_cast_no_check",
+        "native_cast_no_check",
+        "native_compute",
+    }
+)
 WRAPPER_OPEN = "Proof."
 WRAPPER_CLOSE = ("Qed.", "Defined.")
 
@@ -117,8 +130,30 @@ def proof_steps(proof: str) -> list[Sentence]:
     return sentences
 
 
+def words(text: str) -> list[str]:
+    """The identifiers of `text` outside its strings and comments."""
+    found: list[str] = []
+    position = 0
+    while position < len(text):
+        if text[position] == '"':
+            position = skip_string(text, position)
+        elif text.startswith("(*", position):
+            position = skip_comment(text, position)
+        elif (word := _WORD.match(text, position)) is not None:
+            found.append(word.group(0))
+            position = word.end()
+        else:
+            position += 1
+    return found
+
+
 def refusal(text: str, head: str, tactics: frozenset[str]) -> str | None:
     """Why a proof sentence may not run, or None for a tactic on the allow-list."""
+    refused = [word for word in words(text) if word in REFUSED_ANYWHERE]
+    if refused:
+        return (
+            f"`{refused[0]}` leaves a goal unproved, skips a type check or runs compiled code: it is refused anywhere"
+        )
     if head in tactics:
         return None
     if head[:1].isupper():

@@ -109,7 +109,8 @@ class CoqProcess(CoqToolProcess):
             answer, _ = await self._call(protocol.add(sentence.text(header), state))
             if not answer.good:
                 raise ReplStartError(
-                    f"coqidetop refused the header sentence {sentence.text(header)!r}: {answer.message}"
+                    f"coqidetop refused the header sentence {sentence.text(header)!r}: {answer.message}; fix "
+                    "CoqServerConfig.header (or the request's header) or install the libraries it requires"
                 )
             state = protocol.read_state_id(answer)
         answer, feedback = await self._call(protocol.status())
@@ -180,16 +181,20 @@ class CoqProcess(CoqToolProcess):
             if item.kind == "message" and item.state_id in owner and item.level != "error":
                 messages.append({"index": owner[item.state_id] - 1, "level": item.level, "text": item.text})
         if not answer.good:
-            last_good = answer.state_id
-            if last_good != self.header_state and last_good not in owner:
-                raise protocol.ProtocolError("garbage", f"Status failed after state {last_good}, not one of this run's")
-            failing = 0 if last_good == self.header_state else owner[last_good] + 1
             errors = [f for f in feedback if f.level == "error"]
+            # The error's own state names the failing sentence; the answer's state is the last good one, except
+            # when the kernel refuses at Qed (Coq then names the proof's start).
+            if errors and errors[-1].state_id in owner:
+                failing = owner[errors[-1].state_id]
+            elif answer.state_id == self.header_state or answer.state_id in owner:
+                failing = 0 if answer.state_id == self.header_state else owner[answer.state_id] + 1
+            else:
+                raise protocol.ProtocolError("garbage", f"Status failed after state {answer.state_id}, not this run's")
             text = errors[-1].text if errors else answer.message
             loc = errors[-1].loc if errors else answer.loc
             response["failure"] = {"index": failing - 1, "text": text, "loc": loc}
             if failing >= 1:
-                response["goals_before"] = await self._goals_at(last_good)
+                response["goals_before"] = await self._goals_at(chain[failing - 1])
         elif parse_failure is not None:
             index, text, loc = parse_failure
             response["failure"] = {"index": index - 1, "text": text, "loc": loc, "syntax": True}

@@ -1,0 +1,112 @@
+"""coq.judge, on what the real coqidetop says about attacks the precheck refuses (run here past the precheck, to
+show each defence behind it holds on its own): the statement check, Print Assumptions, and Qed's kernel check."""
+
+import asyncio
+
+import pytest
+
+from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig
+from trl_verigate.coq.judge import judge, read_assumptions
+from trl_verigate.coq.precheck import Prepared
+from trl_verigate.coq.process import CoqProcess
+from trl_verigate.prover_pool.results import Tactic
+
+from .conftest import STATEMENT, job
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def answer():
+    loop = asyncio.new_event_loop()
+    process = CoqProcess(CoqServerConfig(workers=1))
+    loop.run_until_complete(process.start("Require Import Arith Lia."))
+
+    def run(sentences, statement=STATEMENT):
+        return loop.run_until_complete(process.run_code(job(sentences, statement), 20))
+
+    yield run
+    loop.run_until_complete(process.close())
+    loop.close()
+
+
+def verdict(sentences, response, statement=STATEMENT, **config):
+    proof = " ".join(sentences)
+    tactics, position = [], 0
+    for sentence in sentences:
+        start = proof.index(sentence, position)
+        tactics.append(Tactic(sentence, start, start + len(sentence)))
+        position = start + len(sentence)
+    prepared = Prepared(
+        "Require Import Arith Lia.", job(sentences, statement), tuple(tactics), CoqProofRequest(statement, proof)
+    )
+    return judge(prepared, response, CoqServerConfig(**config), 0.1)
+
+
+def test_an_honest_proof_passes_with_every_step_credited(answer):
+    sentences = [
+        "intros n.",
+        "induction n as [|n IH].",
+        "-",
+        "reflexivity.",
+        "-",
+        "simpl.",
+        "rewrite IH.",
+        "reflexivity.",
+    ]
+    result = verdict(sentences, answer(sentences))
+    assert result.passed and result.first_error_tactic == len(sentences) and result.axioms == []
+
+
+def test_a_swapped_theorem_fails_the_statement_check(answer):
+    # Coq accepts this: Abort drops the trusted statement and our Qed closes the new one.
+    sentences = ["Abort.", "Theorem t : True.", "exact I."]
+    response = answer(sentences)
+    assert "failure" not in response and response["assumptions"] == "Closed under the global context"
+    result = verdict(sentences, response)
+    assert result.status == "failed" and "not the trusted statement" in result.reason and "True" in result.reason
+
+
+def test_an_axiom_declared_inside_the_proof_fails_print_assumptions(answer):
+    sentences = ["Axiom cheat : forall n, n + 0 = n.", "exact cheat."]
+    response = answer(sentences)
+    assert "failure" not in response  # Coq accepts an Axiom inside an open proof
+    result = verdict(sentences, response)
+    assert (
+        result.status == "failed" and result.axioms == ["cheat"] and "axiom cheat is not whitelisted" in result.reason
+    )
+    assert verdict(sentences, response, axiom_whitelist=["cheat"]).passed
+
+
+def test_a_guard_bypass_fails_print_assumptions(answer):
+    sentences = ["Unset Guard Checking.", "exact (fix f (n : nat) : n + 0 = n := f n)."]
+    result = verdict(sentences, answer(sentences))
+    assert result.status == "failed" and "assumed to be guarded" in result.reason
+
+
+def test_admit_then_qed_is_refused_by_coq(answer):
+    result = verdict(["intros n.", "admit."], answer(["intros n.", "admit."]))
+    assert result.status == "failed" and "given up goals" in result.reason and result.first_error_tactic == 2
+
+
+def test_exact_no_check_with_a_wrong_term_is_caught_by_the_kernel_at_qed(answer):
+    sentences = ["intros n.", "exact_no_check (eq_refl n)."]
+    result = verdict(sentences, answer(sentences))
+    # The tactic itself is accepted; Qed's kernel check refuses the term.
+    assert result.status == "failed" and result.first_error_tactic == 2 and "expected to have type" in result.reason
+
+
+def test_a_failure_is_positioned_in_the_proof(answer):
+    sentences = ["intros n.", "exact (foo n)."]
+    result = verdict(sentences, answer(sentences))
+    (message,) = [m for m in result.messages if m.severity == "error"]
+    # "foo" starts 7 characters into the second sentence, which starts at column 10.
+    assert (message.line, message.column, message.end.column) == (1, 17, 20)
+    assert result.goals == ["n : nat\n====================\nn + 0 = n"]
+
+
+def test_read_assumptions_reads_coqs_sections():
+    text = "Axioms:\nclassic : forall P : Prop,\n          P \\/ ~ P\nf is assumed to be guarded."
+    assert read_assumptions(text) == (["classic"], ["f is assumed to be guarded."])
+    assert read_assumptions("Closed under the global context") == ([], [])
+    assert read_assumptions("something new") == ([], ["something new"])

@@ -1,0 +1,69 @@
+"""coq.recheck: coqc + coqchk confirm honest passes and overturn forged ones, attributed to the right candidate; a
+checker that cannot run fails its candidates closed."""
+
+import asyncio
+
+import pytest
+
+from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig
+from trl_verigate.coq.precheck import Prepared
+from trl_verigate.coq.recheck import Candidate, CheckerFailure, CoqRechecker, summary_problems
+from trl_verigate.prover_pool.results import VerificationResult
+
+from .conftest import STATEMENT, job
+
+pytestmark = pytest.mark.timeout(300)
+HEADER = "Require Import Arith Lia."
+CHECK = "t\n     : forall n : nat, n + 0 = n"
+
+
+def candidate(sentences, statement=STATEMENT, check=CHECK) -> Candidate:
+    prepared = Prepared(HEADER, job(sentences, statement), (), CoqProofRequest(statement, " ".join(sentences)))
+    return Candidate(prepared, VerificationResult(status="passed"), check)
+
+
+def recheck(candidates, **config):
+    rechecker = CoqRechecker(CoqServerConfig(workers=1, **config))
+    return asyncio.run(rechecker.recheck(candidates)), rechecker.metrics()
+
+
+def test_honest_passes_are_confirmed_and_forged_ones_overturned_each_on_its_own():
+    honest = candidate(["intros n.", "lia."])
+    # What the precheck refuses, sent here past it: the recheck must stop each alone.
+    axiom = candidate(["Axiom cheat : forall n, n + 0 = n.", "exact cheat."])
+    guard = candidate(["Unset Guard Checking.", "exact (fix f (n : nat) : n + 0 = n := f n)."])
+    swapped = candidate(["Abort.", "Theorem t : True.", "exact I."])
+    results, metrics = recheck([honest, axiom, guard, swapped, honest])
+    assert [r.status for r in results] == ["passed", "failed", "failed", "failed", "passed"]
+    assert all(r.rechecked for r in results)
+    assert "axiom VG.Batch.VG_0.cheat" in results[1].reason
+    assert "unsafe (co)fixpoints" in results[2].reason
+    # coqc refuses it: our `Qed.` finds no open proof after the swapped theorem's own.
+    assert results[3].reason.startswith("recheck: ")
+    assert metrics["coq/rechecked"] == 5 and metrics["coq/recheck_overturned"] == 3
+
+
+def test_a_compiled_theorem_that_is_not_the_statement_is_overturned():
+    (result,), _ = recheck([candidate(["intros n.", "lia."], check="t\n     : True")])
+    assert result.status == "failed" and "not the trusted statement" in result.reason
+
+
+def test_a_checker_that_cannot_run_fails_closed():
+    (result,), metrics = recheck([candidate(["intros n.", "lia."])], coqchk_command=["true"])
+    assert result.status == "error" and result.reason.startswith("recheck: checker failed")
+    assert metrics["coq/recheck_checker_failures"] == 1
+
+
+def test_a_summary_is_required_and_read():
+    with pytest.raises(CheckerFailure):
+        summary_problems("")
+    summary = (
+        "CONTEXT SUMMARY\n===============\n\n* Theory: Set is predicative\n\n* Axioms:\n    Coq.Logic.Classical_Prop.classic\n"
+        "    VG.Batch.VG_1.cheat\n\n* Constants/Inductives relying on type-in-type: <none>\n\n"
+        "* Constants/Inductives relying on unsafe (co)fixpoints:\n    VG.Batch.VG_0.t\n\n"
+        "* Inductives whose positivity is assumed: <none>\n"
+    )
+    assert summary_problems(summary) == [
+        "axiom VG.Batch.VG_1.cheat",
+        "VG.Batch.VG_0.t (constants/inductives relying on unsafe (co)fixpoints)",
+    ]
