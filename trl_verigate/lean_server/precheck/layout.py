@@ -73,13 +73,17 @@ CONTINUATIONS = frozenset(
         "∧", "∨", "∩", "∪", "≠", "≡", "≤", "≥", "⊂", "⊆", "▸", "<=", ">=", "says",
     }
 )  # fmt: skip
+# A continuation token that may also end a tactic (`congr! with`, `convert e with`: the patterns are optional).
+_OPTIONALLY_FOLLOWED = frozenset({"with"})
+# (token, the token before it) pairs that end a tactic: `simp at *`, `clear *`, `clear * -`.
+_COMPLETE_ENDINGS = frozenset({("*", "at"), ("*", "clear"), ("-", "*")})
 # Tokens after which a tactic is unfinished: Lean's parser requires an operand, so it takes the next token whatever its
 # column. Only tokens whose operand Lean *requires* belong here. A line the layout reads as a continuation is never
 # held to the tactic allow-list, so a token whose operand is optional (`obtain`, `rcases`, Mathlib's `have`, `let`,
 # `suffices`, `replace`) would let the next line's tactic through unchecked: Lean parses the optional operand as
 # empty and reads that line as a new tactic. Missing a token here only refuses an honest proof that breaks a line
 # right after it.
-EXPECTS_MORE = CONTINUATIONS | frozenset(
+EXPECTS_MORE = (CONTINUATIONS - _OPTIONALLY_FOLLOWED) | frozenset(
     {
         "apply", "by_cases", "calc", "case", "case'", "cases", "change", "convert", "convert_to", "erw", "exact",
         "exacts", "exists", "existsi", "first", "fun", "generalize", "if", "in", "induction", "injection", "match",
@@ -508,8 +512,8 @@ class LayoutParser:
         )
 
     def _expects_more(self, j: int) -> bool:
-        """Whether token j leaves its tactic unfinished; `*` after `at` is the complete location "everywhere"."""
-        return self.text[j] in EXPECTS_MORE and not (self.text[j] == "*" and j > 0 and self.text[j - 1] == "at")
+        """Whether token j leaves its tactic unfinished."""
+        return self.text[j] in EXPECTS_MORE and (self.text[j], self.text[j - 1] if j else None) not in _COMPLETE_ENDINGS
 
     def _calc_step(self, i: int) -> bool:
         """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 # Symbols of more than one character that the rules read as one token. Longest first, so `<;>` is not `<` `;` `>`.
 MULTI_CHARACTER_SYMBOLS = (
     "<;>", "<|>", "<->", "|>.", "...", ":=", "=>", "->", "<-", "<|", "|>", "..", "::", "@[", "%[", "<=", ">=", "!=",
-    "==", "&&", "||", "++", "⁻¹",
+    "==", "&&", "||", "++", "⁻¹", "//", "\\/", "/\\",
 )  # fmt: skip
 
 _ASCII_ID_REST = re.compile(r"[A-Za-z0-9_'!?]*")
@@ -29,10 +29,12 @@ _NUMBER = re.compile(
     r"|[0-9]+(?:_+[0-9]+)*(?:\.[0-9]+(?:_+[0-9]+)*)?(?:[eE][+-]?[0-9]+(?:_+[0-9]+)*)?"
 )
 _HEX = "0123456789abcdefABCDEF"
-# One character, or one escape, between single quotes.
-_CHARACTER = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[\\\"'nrt])|[^'\\\n])'")
+# One character, or one escape, between single quotes: any character, a line break too (Lean's `charLitFnAux`).
+_CHARACTER = re.compile(r"'(?:\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[\\\"'nrt])|[^'\\])'")
 _RAW_STRING_START = re.compile(r'r(#*)"')
 _BLOCK_COMMENT_DELIMITER = re.compile(r"/-|-/")
+# Characters a comment may follow directly: brackets, separators and the ends of literals start or end no symbol.
+_COMMENT_MAY_FOLLOW = frozenset("()[]{}⟨⟩,;\"'")
 # Characters after which a character literal may start: anything else glued to `'` could make a longer token.
 _BEFORE_CHARACTER = frozenset(" \n([{⟨,;")
 
@@ -166,6 +168,13 @@ def _tokenize(text: str, start_column: int, tokens: list[Token]) -> None:
                 new_line = True
             i = blank.end()
             continue
+        if text.startswith(("--", "/-"), i) and tokens and tokens[-1].end == i and _glued_to_symbol(text[i - 1]):
+            raise PrecheckError(
+                f"a comment right after `{text[i - 1]}`",
+                i,
+                ": Lean may read that symbol and the comment's first characters as one token (`//`, `\\/`); "
+                "put a space before the comment",
+            )
         if text.startswith("--", i):
             end = text.find("\n", i)
             i = n if end < 0 else end
@@ -197,6 +206,11 @@ def _tokenize(text: str, start_column: int, tokens: list[Token]) -> None:
         if "\n" in token_text:  # a string literal spanning lines
             line_start_offset = start + token_text.rfind("\n") + 1
         new_line = False
+
+
+def _glued_to_symbol(before: str) -> bool:
+    """Whether a comment opener right after `before` could be the end of a longer symbol token to Lean."""
+    return not (before.isspace() or is_id_rest(before) or before in _COMMENT_MAY_FOLLOW)
 
 
 def _block_comment_end(text: str, i: int) -> int:
