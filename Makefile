@@ -47,7 +47,7 @@ demo: $(STAMP) $(TINY_DIR)/.built
 # Lean process GRPO on CPU against the stand-in REPL; prints the lean/* metrics of every step.
 demo-lean: $(STAMP) $(TINY_DIR)/.built
 	TRL_EXPERIMENTAL_SILENCE=1 $(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
-		recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml
+		recipes/process_verified_grpo.py --config recipes/tiny/lean_process_grpo.yaml
 
 demo-es: $(STAMP) $(TINY_DIR)/.built
 	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \

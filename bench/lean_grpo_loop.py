@@ -1,4 +1,4 @@
-"""Does Lean verification serialize the GRPO loop? LeanProcessGRPOTrainer on-policy (the default) and with
+"""Does Lean verification serialize the GRPO loop? ProcessVerifiedGRPOTrainer on-policy (the default) and with
 `pipelined_verification` (one step off-policy), side by side, on the tiny CPU policy and the stand-in Lean REPL with a
 fixed per-proof latency, in the regime where verification is longer than generation.
 
@@ -41,9 +41,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "tests"))
 from fake_repl import stand_in_config  # noqa: E402
 
-from trl_verigate import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
+from trl_verigate import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 from trl_verigate.lean_server import LeanServer  # noqa: E402
-from trl_verigate.rewards.lean import LeanProcessOracle, ProcessVerdict  # noqa: E402
+from trl_verigate.rewards.lean import LeanProcessOracle  # noqa: E402
+from trl_verigate.rewards.process import ProcessVerdict  # noqa: E402
 from trl_verigate.tiny import build_tiny_models  # noqa: E402
 
 STATEMENTS = [f"theorem bench_{k} (n : ℕ) (h : {k} ≤ n) : n ≤ n + {k} := by" for k in range(8)]
@@ -92,7 +93,7 @@ def run(pipelined: bool, policy, server, args, out_dir) -> dict[str, float]:
                 "formal_statement": STATEMENTS,
             }
         )
-        config = LeanProcessConfig(
+        config = ProcessVerifiedConfig(
             output_dir=str(out_dir),
             use_cpu=True,
             seed=0,
@@ -104,12 +105,12 @@ def run(pipelined: bool, policy, server, args, out_dir) -> dict[str, float]:
             report_to="none",
             save_strategy="no",
             logging_steps=1,
-            lean_timeout=60.0,
+            prover_timeout=60.0,
             pipelined_verification=pipelined,
             disable_tqdm=True,
         )
         oracle = FixedProofOracle(LeanProcessOracle(server, timeout=60.0))
-        trainer = LeanProcessGRPOTrainer(model=policy, args=config, train_dataset=dataset, process_oracle=oracle)
+        trainer = ProcessVerifiedGRPOTrainer(model=policy, args=config, train_dataset=dataset, process_oracle=oracle)
         trainer.remove_callback(PrinterCallback)
         timer = StepTimer()
         trainer.add_callback(timer)

@@ -13,8 +13,8 @@ or overridden on the command line.
 import shlex
 from dataclasses import dataclass, field
 
-from lean_process_grpo import LeanScriptArguments
-from lean_process_grpo import to_prompts as lean_prompts
+from process_verified_grpo import ProcessScriptArguments
+from process_verified_grpo import to_prompts as lean_prompts
 from recipe_tools import RecipeParser, check_dataset_name
 from trl import ModelConfig, get_peft_config, get_quantization_config
 from verigate_math import MathScriptArguments, load_math_dataset, math_reward, set_model_init_kwargs, train_and_save
@@ -26,7 +26,7 @@ TASKS = ("lean", "math")
 
 
 @dataclass
-class ESScriptArguments(LeanScriptArguments, MathScriptArguments):
+class ESScriptArguments(ProcessScriptArguments, MathScriptArguments):
     task: str = field(
         default="math",
         metadata={"help": "lean: Lean proofs verified by lean_server; math: accuracy_reward.", "choices": list(TASKS)},

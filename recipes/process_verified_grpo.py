@@ -1,11 +1,14 @@
-"""Process-verified GRPO for Lean 4 theorem proving: Lean's verdict as outcome reward and tactic-level credit.
+"""Process-verified GRPO for theorem proving: the prover's verdict as outcome reward and tactic-level credit.
 
-    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/lean_process_grpo.py \
+    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/process_verified_grpo.py \
         --config recipes/lean_process_grpo.yaml [--any_field value ...]
+    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/process_verified_grpo.py \
+        --config recipes/coq_process_grpo.yaml
 
-Rows in DeepSeek-Prover-V1.5's format (`name`, `split`, `informal_prefix`, `formal_statement`, `goal`, `header`), from
-the hub or a local .json/.jsonl file. Every field of `LeanScriptArguments`, `LeanProcessConfig` and TRL's
-`ModelConfig` can be set in the YAML or overridden on the command line.
+Lean rows in DeepSeek-Prover-V1.5's format (`name`, `split`, `informal_prefix`, `formal_statement`, `goal`, `header`);
+Coq rows with `formal_statement` (`Theorem name : T.`) and an optional `header` (`Require Import …`). From the hub or
+a local .json/.jsonl file. Every field of `ProcessScriptArguments`, `ProcessVerifiedConfig` and TRL's `ModelConfig`
+can be set in the YAML or overridden on the command line.
 """
 
 from dataclasses import dataclass, field
@@ -14,15 +17,21 @@ from recipe_tools import RecipeParser, add_pass_at_k_callback, check_dataset_nam
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
 
-from trl_verigate import LeanProcessConfig, LeanProcessGRPOTrainer, PassAtKArguments
+from trl_verigate import PassAtKArguments, ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
+from trl_verigate.rewards.coq import COQ_PROMPT_TEMPLATE
 from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
+
+PROMPT_TEMPLATES = {"lean": DEFAULT_PROMPT_TEMPLATE, "coq": COQ_PROMPT_TEMPLATE}
 
 
 @dataclass
-class LeanScriptArguments(ScriptArguments):
-    prompt_template: str = field(
-        default=DEFAULT_PROMPT_TEMPLATE,
-        metadata={"help": "Python format string over the row's columns (e.g. {header}, {formal_statement})."},
+class ProcessScriptArguments(ScriptArguments):
+    prompt_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "Python format string over the row's columns (e.g. {header}, {formal_statement}). None: the "
+            "prover's default, the statement inside an open ```lean4 or ```coq fence."
+        },
     )
     conversational: bool = field(
         default=False,
@@ -42,27 +51,29 @@ class LeanScriptArguments(ScriptArguments):
     max_train_samples: int | None = field(default=None, metadata={"help": "Keep only the first N training rows."})
 
 
-def to_prompts(dataset, args: LeanScriptArguments, statement_field: str = "formal_statement"):
-    """Add the `prompt` column; the other columns stay, so the Lean reward gets the trusted statement and header."""
+def to_prompts(dataset, args: ProcessScriptArguments, statement_field: str = "formal_statement", prover: str = "lean"):
+    """Add the `prompt` column; the other columns stay, so the proof reward gets the trusted statement and header."""
     if statement_field not in dataset.column_names:
         raise ValueError(
             f"Dataset {args.dataset_name} has no column `{statement_field}`; its columns are {dataset.column_names}. "
-            "Set `--statement_field` to the column holding the theorem statement ending in `:= by`."
+            "Set `--statement_field` to the column holding the theorem statement."
         )
     if args.split_filter is not None:
         dataset = dataset.filter(lambda row: row.get("split") == args.split_filter)
     if args.max_train_samples is not None:
         dataset = dataset.select(range(min(args.max_train_samples, len(dataset))))
 
+    template = args.prompt_template or PROMPT_TEMPLATES[prover]
+
     def convert(row):
-        return {"prompt": format_prompt(row, args.prompt_template, args.conversational)}
+        return {"prompt": format_prompt(row, template, args.conversational)}
 
     return dataset.map(convert)
 
 
 def main(
-    script_args: LeanScriptArguments,
-    training_args: LeanProcessConfig,
+    script_args: ProcessScriptArguments,
+    training_args: ProcessVerifiedConfig,
     model_args: ModelConfig,
     pass_at_k_args: PassAtKArguments | None = None,
 ):
@@ -70,15 +81,16 @@ def main(
     check_policy_dtype(training_args, model_args)
     set_model_init_kwargs(training_args, model_args)
     statement_field = training_args.statement_field
+    prover = training_args.prover
     train_dataset = to_prompts(
-        load_math_dataset(script_args, script_args.dataset_train_split), script_args, statement_field
+        load_math_dataset(script_args, script_args.dataset_train_split), script_args, statement_field, prover
     )
     eval_dataset = None
     if training_args.eval_strategy != "no":
         eval_dataset = to_prompts(
-            load_math_dataset(script_args, script_args.dataset_test_split), script_args, statement_field
+            load_math_dataset(script_args, script_args.dataset_test_split), script_args, statement_field, prover
         )
-    trainer = LeanProcessGRPOTrainer(
+    trainer = ProcessVerifiedGRPOTrainer(
         model=model_args.model_name_or_path,
         args=training_args,
         train_dataset=train_dataset,
@@ -90,17 +102,17 @@ def main(
         add_pass_at_k_callback(
             trainer,
             pass_at_k_args,
-            verifier=trainer.lean_reward.oracle.verifier,
-            prompt_template=script_args.prompt_template,
+            verifier=trainer.proof_reward.oracle.verifier,
+            prompt_template=script_args.prompt_template or PROMPT_TEMPLATES[prover],
             conversational=script_args.conversational,
         )
     train_and_save(trainer, training_args, script_args.dataset_name)
 
 
 def parse_args(args: list[str] | None = None):
-    return RecipeParser((LeanScriptArguments, LeanProcessConfig, ModelConfig, PassAtKArguments)).parse_args_and_config(
-        args
-    )
+    return RecipeParser(
+        (ProcessScriptArguments, ProcessVerifiedConfig, ModelConfig, PassAtKArguments)
+    ).parse_args_and_config(args)
 
 
 if __name__ == "__main__":

@@ -169,9 +169,9 @@ def test_lean_arguments_use_the_prompt_and_proof_settings_the_policy_trains_with
     data = tmp_path / "lean.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
     trainer = make_trainer(tiny_models, tmp_path)
-    # The Lean trainer's config fields (LeanProcessConfig), as a Kimina-style conversational run sets them.
+    # The Lean trainer's config fields (ProcessVerifiedConfig), as a Kimina-style conversational run sets them.
     trainer.args.statement_field, trainer.args.header_field = "theorem", "hdr"
-    trainer.args.completion_format, trainer.args.lean_timeout = "fenced_block", 7.0
+    trainer.args.completion_format, trainer.args.prover_timeout = "fenced_block", 7.0
     arguments = PassAtKArguments(pass_at_k_dataset=str(data), pass_at_k_task="lean", pass_at_k_n=1, pass_at_k_steps=1)
     template = "Prove:\n{theorem}"
     callback = PassAtKCallback.from_arguments(

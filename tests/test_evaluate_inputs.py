@@ -290,13 +290,13 @@ def test_evaluation_prompts_are_the_lean_recipes_training_prompts(conversational
     from datasets import Dataset
     from launch import REPO_ROOT
 
-    recipe_path = REPO_ROOT / "recipes" / "lean_process_grpo.py"
+    recipe_path = REPO_ROOT / "recipes" / "process_verified_grpo.py"
     sys.path.insert(0, str(recipe_path.parent))  # the recipe imports its shared helpers from verigate_math.py
-    spec = importlib.util.spec_from_file_location("lean_process_grpo_recipe", recipe_path)
+    spec = importlib.util.spec_from_file_location("process_verified_grpo_recipe", recipe_path)
     recipe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(recipe)
-    template = template or recipe.LeanScriptArguments.prompt_template
-    args = recipe.LeanScriptArguments(dataset_name="x", prompt_template=template, conversational=conversational)
+    template = template or recipe.PROMPT_TEMPLATES["lean"]
+    args = recipe.ProcessScriptArguments(dataset_name="x", prompt_template=template, conversational=conversational)
     rows = [{**LEAN_ROWS[0], "informal_prefix": None}, LEAN_ROWS[1]]  # a missing field renders as ""
     trained = recipe.to_prompts(Dataset.from_list(rows), args)["prompt"]
     evaluated = [problem.prompt for problem in lean_problems(rows, template, conversational).problems]

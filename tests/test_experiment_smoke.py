@@ -10,7 +10,7 @@ import pytest
 
 from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle, line_spans
 from experiments.toy_arithmetic.task import Problem, make_problems, make_splits, random_problem
-from trl_verigate.rewards.lean import ProcessOracle
+from trl_verigate.rewards.process import ProcessOracle
 from trl_verigate.rewards.symbolic import SymbolicStepScorer
 
 D1, D2 = -0.05, -0.1

@@ -1,4 +1,4 @@
-"""LeanProcessGRPOTrainer over 2 CPU processes (gloo): a group split across processes gets A_proc against its whole
+"""ProcessVerifiedGRPOTrainer over 2 CPU processes (gloo): a group split across processes gets A_proc against its whole
 group's mean g and A_out from GRPO over the whole group; checked against a hand computation on the gathered rows."""
 
 import json

@@ -6,8 +6,9 @@ import asyncio
 import pytest
 
 from trl_verigate.lean_server import FileRequest, Message, ProofRequest, Tactic, VerificationResult
-from trl_verigate.rewards.lean import LeanProcessOracle, LeanProofReward, ProcessVerdict
+from trl_verigate.rewards.lean import LeanProcessOracle, LeanProofReward
 from trl_verigate.rewards.lean_proofs import CUT_OFF, NO_PROOF, STATEMENT_CHANGED, extract_proof
+from trl_verigate.rewards.process import ProcessVerdict
 
 STATEMENT = "theorem t (a b : ℕ) (h : a ≤ b) : a < b + 1 := by"
 HEADER = "import Mathlib\nopen Nat"

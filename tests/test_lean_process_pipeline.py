@@ -1,4 +1,4 @@
-"""LeanProcessGRPOTrainer with `pipelined_verification` (one step off-policy) against the default on-policy loop.
+"""ProcessVerifiedGRPOTrainer with `pipelined_verification` (one step off-policy) against the default on-policy loop.
 
 Completions come from a `rollout_func` that numbers its calls (each completion says which generation call made it)
 and keeps a copy of the weights it generated with; the loss's inputs are recorded at every optimizer step. Checked
@@ -35,8 +35,9 @@ from datasets import Dataset, DatasetDict, IterableDataset
 from launch import free_port, rollout_of_texts
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from trl_verigate.rewards.lean import LeanProofReward, ProcessVerdict
-from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer
+from trl_verigate.rewards.lean import LeanProofReward
+from trl_verigate.rewards.process import ProcessVerdict
+from trl_verigate.trainers.process_verified_grpo import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -123,7 +124,7 @@ def build_trainer(
 ):
     oracle = OkOracle(hold_call)
     recorder = Recorder(oracle)
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path / "out"),
         gradient_accumulation_steps=gradient_accumulation_steps,
         num_generations=G,
@@ -143,7 +144,7 @@ def build_trainer(
             **overrides,
         },
     )
-    trainer = LeanProcessGRPOTrainer(
+    trainer = ProcessVerifiedGRPOTrainer(
         model=tiny_models["policy"],
         args=args,
         train_dataset=Dataset.from_dict({"prompt": PROMPTS, "formal_statement": PROMPTS}),
@@ -362,13 +363,13 @@ def test_verification_dropped_when_train_raises_does_not_start(tiny_models, tmp_
     cancelled, so the oracle never sees it. The reward's pool is cut to one worker, kept busy from call 2's
     generation until after train() has raised, so call 2's verification is still queued when it is dropped."""
     trainer, recorder, oracle = build_trainer(tiny_models, tmp_path, pipelined=True, callbacks=[StopAfterFirstStep()])
-    trainer.lean_reward._executor = concurrent.futures.ThreadPoolExecutor(1)
+    trainer.proof_reward._executor = concurrent.futures.ThreadPoolExecutor(1)
     worker_free = threading.Event()
     generate = recorder.rollout
 
     def rollout(prompts, trainer):
         if len(recorder.calls) == 1:  # call 2, generated ahead at step 0, after call 1's verification was queued
-            trainer.lean_reward._executor.submit(worker_free.wait, 30)
+            trainer.proof_reward._executor.submit(worker_free.wait, 30)
         return generate(prompts, trainer)
 
     trainer.rollout_func = rollout
@@ -376,7 +377,7 @@ def test_verification_dropped_when_train_raises_does_not_start(tiny_models, tmp_
         trainer.train()
     assert [step for step, _ in recorder.calls] == [0, 0]
     worker_free.set()
-    trainer.lean_reward._executor.shutdown(wait=True)
+    trainer.proof_reward._executor.shutdown(wait=True)
     assert oracle.verified_calls == [1]
 
 
@@ -386,20 +387,20 @@ def test_verification_dropped_when_train_raises_does_not_start(tiny_models, tmp_
         ({"num_iterations": 2}, "num_iterations=1"),
         ({"steps_per_generation": 2}, "steps_per_generation"),
         ({"generation_batch_size": 4 * G}, "steps_per_generation"),
-        ({"lean_generation_chunks": 2}, "lean_generation_chunks=1"),
+        ({"generation_chunks": 2}, "generation_chunks=1"),
         ({"use_vllm": True}, "vllm_importance_sampling_correction=False"),
     ],
 )
 def test_unsupported_config_combinations_are_refused(tmp_path, overrides, named):
     base = {"output_dir": str(tmp_path), "use_cpu": True, "per_device_train_batch_size": 2 * G, "num_generations": G}
     with pytest.raises(ValueError, match=named) as error:
-        LeanProcessConfig(**base, **overrides, pipelined_verification=True)
+        ProcessVerifiedConfig(**base, **overrides, pipelined_verification=True)
     assert "pipelined_verification" in str(error.value)
-    LeanProcessConfig(**base, **overrides)  # fine without the pipeline
+    ProcessVerifiedConfig(**base, **overrides)  # fine without the pipeline
 
 
 def test_vllm_without_importance_sampling_correction_is_accepted(tmp_path):
-    config = LeanProcessConfig(
+    config = ProcessVerifiedConfig(
         output_dir=str(tmp_path),
         use_cpu=True,
         use_vllm=True,
@@ -432,10 +433,10 @@ IMAGE_DATASET = Dataset.from_dict({"prompt": ["x"], "image": [None]})
     ],
 )
 def test_unsupported_trainer_arguments_are_refused_before_the_model_loads(tmp_path, trainer_kwargs, named):
-    args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, pipelined_verification=True)
+    args = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, pipelined_verification=True)
     # A model path that does not exist: loading it would raise OSError, so the ValueError comes first.
     with pytest.raises(ValueError, match=named) as error:
-        LeanProcessGRPOTrainer(
+        ProcessVerifiedGRPOTrainer(
             model=str(tmp_path / "no-such-model"), args=args, process_oracle=OkOracle(), **trainer_kwargs
         )
     assert "pipelined_verification" in str(error.value)
@@ -447,11 +448,11 @@ def image_rows():
 
 def test_an_iterable_dataset_without_features_is_not_refused(tmp_path):
     """Its columns cannot be known without reading it: it reaches the model load (which fails, no such model)."""
-    args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, pipelined_verification=True)
+    args = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, pipelined_verification=True)
     dataset = IterableDataset.from_generator(image_rows)
     assert dataset.features is None
     with pytest.raises(OSError):
-        LeanProcessGRPOTrainer(
+        ProcessVerifiedGRPOTrainer(
             model=str(tmp_path / "no-such-model"), args=args, process_oracle=OkOracle(), train_dataset=dataset
         )
 
@@ -537,7 +538,7 @@ def test_evaluation_never_collects_a_pipelined_training_batchs_verdicts(tiny_mod
         texts = [TEMPLATES[row % G].format(call=0) for row in range(len(prompts))]  # every call the same
         return rollout_of_texts(trainer.processing_class, prompts, texts)
 
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=2 * G,
         per_device_eval_batch_size=2 * G,
@@ -555,7 +556,7 @@ def test_evaluation_never_collects_a_pipelined_training_batchs_verdicts(tiny_mod
         pipelined_verification=True,
     )
     oracle = SplitOracle()
-    trainer = LeanProcessGRPOTrainer(
+    trainer = ProcessVerifiedGRPOTrainer(
         model=tiny_models["policy"],
         args=args,
         train_dataset=Dataset.from_dict({"prompt": PROMPTS, "formal_statement": PROMPTS, "split": ["train"] * 2}),

@@ -1,4 +1,4 @@
-"""One LeanProcessGRPOTrainer step against a real Lean REPL (core Lean, no Mathlib needed).
+"""One ProcessVerifiedGRPOTrainer step against a real Lean REPL (core Lean, no Mathlib needed).
 
 Runs when `TRL_VERIGATE_LEAN_REPL` names the REPL (and `TRL_VERIGATE_LEAN_PROJECT` the project), as
 tests/test_lean_real.py does; skipped otherwise:
@@ -22,7 +22,7 @@ from transformers import AutoTokenizer
 
 from trl_verigate.lean_server import LeanServer, LeanServerConfig
 from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
-from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer
+from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -72,7 +72,7 @@ def test_one_step_against_real_lean_gives_the_papers_advantages(tiny_models, tmp
         timeout=60.0,
         startup_timeout=900.0,
     )
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=2,
         num_generations=2,
@@ -83,12 +83,12 @@ def test_one_step_against_real_lean_gives_the_papers_advantages(tiny_models, tmp
         seed=0,
         save_strategy="no",
         max_steps=1,
-        lean_timeout=60.0,
+        prover_timeout=60.0,
     )
     dataset = Dataset.from_dict({"prompt": [f"```lean4\n{STATEMENT}"], "formal_statement": [STATEMENT], "header": [""]})
     with LeanServer(config) as server:
-        trainer = LeanProcessGRPOTrainer(
-            model=tiny_models["policy"], args=args, train_dataset=dataset, rollout_func=rollout, lean_server=server
+        trainer = ProcessVerifiedGRPOTrainer(
+            model=tiny_models["policy"], args=args, train_dataset=dataset, rollout_func=rollout, verifier=server
         )
         trainer.model.train()
         output = trainer._generate_and_score_completions([dataset[0], dataset[0]])

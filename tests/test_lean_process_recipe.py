@@ -11,7 +11,7 @@ import pytest
 import yaml
 from launch import REPO_ROOT, assert_mlflow_matches_wandb, free_port, launch_recipe, wandb_offline_history
 
-RECIPE = REPO_ROOT / "recipes" / "lean_process_grpo.py"
+RECIPE = REPO_ROOT / "recipes" / "process_verified_grpo.py"
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "lean_process_grpo.yaml"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "lean_tiny.jsonl"
 TRAIN_STEPS = 2
@@ -30,7 +30,7 @@ LEAN_METRICS = (
 @pytest.fixture(scope="module")
 def recipe():
     sys.path.insert(0, str(RECIPE.parent))  # the recipe imports its shared helpers from verigate_math.py
-    spec = importlib.util.spec_from_file_location("lean_process_grpo_recipe", RECIPE)
+    spec = importlib.util.spec_from_file_location("process_verified_grpo_recipe", RECIPE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -50,7 +50,7 @@ def test_default_prompt_is_deepseek_prover_v15s(recipe):
     from datasets import Dataset
 
     row = tiny_rows()[0]
-    args = recipe.LeanScriptArguments(dataset_name=str(TINY_DATA))
+    args = recipe.ProcessScriptArguments(dataset_name=str(TINY_DATA))
     dataset = recipe.to_prompts(Dataset.from_list([row]), args)
     assert dataset[0]["prompt"] == (
         "Complete the following Lean 4 code:\n\n```lean4\n"
@@ -65,7 +65,7 @@ def test_template_split_filter_and_conversational(recipe):
     from datasets import Dataset
 
     rows = tiny_rows()
-    args = recipe.LeanScriptArguments(
+    args = recipe.ProcessScriptArguments(
         dataset_name="x", prompt_template="Prove {name}: {formal_statement}", split_filter="test", conversational=True
     )
     dataset = recipe.to_prompts(Dataset.from_list(rows), args)
@@ -80,16 +80,16 @@ def test_missing_statement_column_names_the_field(recipe):
     from datasets import Dataset
 
     with pytest.raises(ValueError, match="no column `formal_statement`.*--statement_field"):
-        recipe.to_prompts(Dataset.from_list([{"problem": "x"}]), recipe.LeanScriptArguments(dataset_name="x"))
+        recipe.to_prompts(Dataset.from_list([{"problem": "x"}]), recipe.ProcessScriptArguments(dataset_name="x"))
 
 
 @pytest.mark.parametrize("config", ["lean_process_grpo.yaml", "tiny/lean_process_grpo.yaml"])
 def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path):
     from trl import ModelConfig, TrlParser
 
-    from trl_verigate import LeanProcessConfig
+    from trl_verigate import ProcessVerifiedConfig
 
-    parser = TrlParser((recipe.LeanScriptArguments, LeanProcessConfig, ModelConfig))
+    parser = TrlParser((recipe.ProcessScriptArguments, ProcessVerifiedConfig, ModelConfig))
     # GPU-only settings are overridden because this machine has none; everything else comes from the file.
     _, training_args, model_args = parser.parse_args_and_config(
         args=["--config", str(REPO_ROOT / "recipes" / config), "--bf16", "false", "--use_cpu", "true"]
@@ -97,7 +97,7 @@ def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path)
     )
     raw = yaml.safe_load((REPO_ROOT / "recipes" / config).read_text())
     assert model_args.model_name_or_path == raw["model_name_or_path"]
-    assert training_args.lean_timeout == raw["lean_timeout"] == 15.0
+    assert training_args.prover_timeout == raw["prover_timeout"] == 15.0
     assert training_args.lean_repl_command == raw["lean_repl_command"]
     assert training_args.process_token_assignment == "first"
     # The switch is shown in the paper-scale YAML (off: the paper's on-policy loop), so GPU users find it.

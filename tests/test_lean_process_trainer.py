@@ -1,4 +1,4 @@
-"""LeanProcessGRPOTrainer on CPU with the tiny policy and the stand-in Lean REPL.
+"""ProcessVerifiedGRPOTrainer on CPU with the tiny policy and the stand-in Lean REPL.
 
 Completions are fixed by a `rollout_func` (TRL's hook for custom generation), so every verdict is known: the
 stand-in answers a generic pass, or what a `--script` row forces for a marker in the proof (an error at a given
@@ -23,8 +23,8 @@ from fake_repl import stand_in_config  # noqa: E402
 from launch import rollout_of_texts  # noqa: E402
 
 from trl_verigate.lean_server import LeanServer  # noqa: E402
-from trl_verigate.rewards.lean import ProcessVerdict  # noqa: E402
-from trl_verigate.trainers.lean_process_grpo import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
+from trl_verigate.rewards.process import ProcessVerdict  # noqa: E402
+from trl_verigate.trainers.process_verified_grpo import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -140,7 +140,7 @@ def dataset(statements=(UNI, TWO)):
 
 
 def make_trainer(tiny_models, tmp_path, lean_server, reward_funcs=None, rollout=fixed_rollout, **overrides):
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path / "out"),
         **{
             "per_device_train_batch_size": 2 * G,
@@ -154,17 +154,17 @@ def make_trainer(tiny_models, tmp_path, lean_server, reward_funcs=None, rollout=
             "save_strategy": "no",
             "logging_steps": 1,
             "max_steps": 1,
-            "lean_timeout": 2.0,
+            "prover_timeout": 2.0,
             **overrides,
         },
     )
-    trainer = LeanProcessGRPOTrainer(
+    trainer = ProcessVerifiedGRPOTrainer(
         model=tiny_models["policy"],
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=dataset(),
         rollout_func=rollout,
-        lean_server=lean_server,
+        verifier=lean_server,
     )
     trainer.model.train()
     return trainer
@@ -251,11 +251,12 @@ def test_metrics_statuses_and_failures(tiny_models, tmp_path, lean_server):
     for status in ("passed", "failed", "timeout", "crashed", "rejected", "error"):
         assert metrics[f"lean/status/{status}"] == pytest.approx(statuses.count(status) / 8), status
     assert metrics["lean/tactics_per_proof"] == pytest.approx((2 + 3 + 2 + 1 + 0 + 0 + 2 + 0) / 8)
+    assert metrics["lean/empty_fraction"] == pytest.approx(3 / 8)  # the timeout, the empty completion, the crash
     # Failed proofs with tactics: first_error/num_tactics = 1/3, 1/1 (incomplete), 0/2.
     assert metrics["lean/first_error_relative"] == pytest.approx((1 / 3 + 1 + 0) / 3)
     assert metrics["lean/frac_zero_std_outcome"] == pytest.approx(0.5)  # TWO's group is all 0
     assert metrics["lean/verification_failures"] == 2  # the timeout and the crash
-    assert trainer.lean_reward.failures == 2
+    assert trainer.proof_reward.failures == 2
     assert metrics["lean/verify_seconds"] > 0 and metrics["lean/proofs_per_second"] > 0
     assert 0.0 <= metrics["lean/verify_hidden_fraction"] <= 1.0
     assert metrics["rewards/lean_proof/mean"] == pytest.approx(2 / 8)
@@ -350,7 +351,7 @@ def test_training_survives_hang_crash_and_garbage(tiny_models, tmp_path, lean_se
         assert entry["lean/verification_failures"] == 6  # hang, crash and garbage in both groups
         assert entry["lean/status/timeout"] == pytest.approx(0.25)
         assert entry["lean/status/crashed"] == pytest.approx(0.5)
-    assert trainer.lean_reward.failures == 12
+    assert trainer.proof_reward.failures == 12
 
 
 def test_unreachable_remote_server_gives_zero_and_counts(tiny_models, tmp_path):
@@ -362,27 +363,58 @@ def test_unreachable_remote_server_gives_zero_and_counts(tiny_models, tmp_path):
         client = LeanClient([dead], retries=0, backoff=0.0, protocol="verigate")
         trainer = make_trainer(tiny_models, tmp_path, client)
         output = score_batch(trainer)
-    assert trainer.lean_reward.failures == 2 * G - 1  # every completion but the empty one reached for the server
+    assert trainer.proof_reward.failures == 2 * G - 1  # every completion but the empty one reached for the server
     assert torch.equal(output["advantages"], torch.zeros_like(output["advantages"]))  # all g = 0, no tactics
 
 
 def test_config_errors_name_the_field(tmp_path):
     with pytest.raises(ValueError, match="process_token_assignment"):
-        LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, process_token_assignment="middle")
-    with pytest.raises(ValueError, match="lean_timeout"):
-        LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, lean_timeout=0)
+        ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, process_token_assignment="middle")
+    with pytest.raises(ValueError, match="prover_timeout"):
+        ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, prover_timeout=0)
     with pytest.raises(ValueError, match="not both"):
-        LeanProcessConfig(
+        ProcessVerifiedConfig(
             output_dir=str(tmp_path), use_cpu=True, lean_repl_command=["repl"], lean_server_urls=["http://x:1"]
         )
-    config = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, lean_repl_command="lake env repl")
+    config = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, lean_repl_command="lake env repl")
     assert config.lean_repl_command == ["lake", "env", "repl"]
 
 
+def test_the_prover_is_lean_or_coq_and_its_fields_do_not_mix(tmp_path):
+    with pytest.raises(ValueError, match="prover='isabelle' is not supported"):
+        ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, prover="isabelle")
+    with pytest.raises(ValueError, match="prover='coq' with lean_repl_command"):
+        ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, prover="coq", lean_repl_command=["repl"])
+    config = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, prover="coq", coq_command="coqidetop -q")
+    assert config.coq_command == ["coqidetop", "-q"]
+
+
+def test_the_lean_names_still_work_and_say_what_replaces_them(tiny_models, tmp_path, lean_server):
+    from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer
+
+    with pytest.warns(FutureWarning, match="lean_timeout is deprecated; use prover_timeout"):
+        config = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, lean_timeout=7.0, lean_workers=3)
+    assert (config.prover_timeout, config.prover_workers) == (7.0, 3)
+    assert config.lean_timeout is None  # read once, so a copy of the config does not warn again
+    with pytest.warns(FutureWarning, match="LeanProcessConfig is deprecated; use ProcessVerifiedConfig"):
+        old_config = LeanProcessConfig(
+            output_dir=str(tmp_path), use_cpu=True, num_generations=G, per_device_train_batch_size=2 * G
+        )
+    assert isinstance(old_config, ProcessVerifiedConfig) and old_config.prover == "lean"
+    with pytest.warns(FutureWarning, match="LeanProcessGRPOTrainer is deprecated"):
+        with pytest.warns(FutureWarning, match="lean_server= is deprecated; use verifier="):
+            trainer = LeanProcessGRPOTrainer(
+                model=tiny_models["policy"], args=old_config, train_dataset=dataset(), lean_server=lean_server
+            )
+    assert trainer.proof_reward.oracle.verifier is lean_server and trainer.metric_prefix == "lean"
+
+
 def test_no_verifier_configured_raises(tiny_models, tmp_path):
-    args = LeanProcessConfig(output_dir=str(tmp_path), use_cpu=True, num_generations=2, per_device_train_batch_size=2)
+    args = ProcessVerifiedConfig(
+        output_dir=str(tmp_path), use_cpu=True, num_generations=2, per_device_train_batch_size=2
+    )
     with pytest.raises(ValueError, match="lean_repl_command"):
-        LeanProcessGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())
+        ProcessVerifiedGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())
 
 
 class ArithmeticChecker:
@@ -410,7 +442,7 @@ def test_a_second_oracle_backend_plugs_in_unchanged(tiny_models, tmp_path, token
     def rollout(prompts, trainer):
         return rollout_of_texts(tokenizer, prompts, [completions[row % G] for row in range(len(prompts))])
 
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=2 * G,
         num_generations=G,
@@ -422,7 +454,7 @@ def test_a_second_oracle_backend_plugs_in_unchanged(tiny_models, tmp_path, token
         save_strategy="no",
         max_steps=1,
     )
-    trainer = LeanProcessGRPOTrainer(
+    trainer = ProcessVerifiedGRPOTrainer(
         model=tiny_models["policy"],
         args=args,
         train_dataset=dataset(),
@@ -490,7 +522,7 @@ def test_chunked_generation_verifies_each_chunk_while_the_next_generates(tiny_mo
         tmp_path,
         verifier,
         rollout=None,
-        lean_generation_chunks=2,
+        generation_chunks=2,
         max_completion_length=8,
         completion_format="proof_body",
     )
@@ -523,11 +555,11 @@ def test_verification_starts_before_the_reward_is_asked(tiny_models, tmp_path, m
 
 
 def test_reward_weights_must_count_lean_proof_first(tiny_models, tmp_path):
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path), use_cpu=True, num_generations=2, per_device_train_batch_size=2, reward_weights=[0.5]
     )
     with pytest.raises(ValueError, match="lean_proof comes first"):
-        LeanProcessGRPOTrainer(
+        ProcessVerifiedGRPOTrainer(
             model=tiny_models["policy"],
             reward_funcs=[length_penalty],
             args=args,
@@ -539,18 +571,18 @@ def test_reward_weights_must_count_lean_proof_first(tiny_models, tmp_path):
 def test_lean_server_urls_build_a_client_with_the_config(tiny_models, tmp_path):
     from trl_verigate.lean_server import LeanClient
 
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(tmp_path),
         use_cpu=True,
         num_generations=2,
         per_device_train_batch_size=2,
         lean_server_urls="http://127.0.0.1:1,http://127.0.0.1:2",
-        lean_timeout=7.0,
-        lean_header="import Foo",
+        prover_timeout=7.0,
+        prover_header="import Foo",
     )
-    trainer = LeanProcessGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())
-    client = trainer.lean_reward.oracle.verifier
+    trainer = ProcessVerifiedGRPOTrainer(model=tiny_models["policy"], args=args, train_dataset=dataset())
+    client = trainer.proof_reward.oracle.verifier
     assert isinstance(client, LeanClient)
     assert [endpoint.url for endpoint in client.endpoints] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
     assert client.timeout == 7.0 and client.config.header == "import Foo"
-    assert trainer.lean_reward.oracle.default_header == "import Foo"
+    assert trainer.proof_reward.oracle.default_header == "import Foo"

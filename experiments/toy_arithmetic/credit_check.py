@@ -80,7 +80,7 @@ def hand_made_advantages(method: str, policy: str, output_dir: str) -> list[dict
         if current:
             lines.append(current)
         rows.append({"name": name, "group": index // NUM_GENERATIONS, "lines": lines})
-    close = getattr(trainer, "close_lean", None)
+    close = getattr(trainer, "close_verifier", None)
     if close:
         close()
     return rows

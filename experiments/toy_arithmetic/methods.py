@@ -4,7 +4,7 @@ Every method gets the same prompts (the hard training set), the same sampling (t
 per prompt, ``max_completion_length``) and the same generation budget (completions generated in total):
 GRPO-like methods take ``budget // (prompts_per_step * G)`` optimizer steps, ES takes
 ``budget // (population * prompts_per_iteration * G)`` iterations. All trainers are used through their public
-APIs, unchanged: TRL's `GRPOTrainer`, `VeriGateGRPOTrainer`, `LeanProcessGRPOTrainer` (with the arithmetic process
+APIs, unchanged: TRL's `GRPOTrainer`, `VeriGateGRPOTrainer`, `ProcessVerifiedGRPOTrainer` (with the arithmetic process
 oracle) and `ESTrainer`.
 """
 
@@ -24,8 +24,8 @@ from experiments.toy_arithmetic.task import Problem
 from trl_verigate import (
     ESConfig,
     ESTrainer,
-    LeanProcessConfig,
-    LeanProcessGRPOTrainer,
+    ProcessVerifiedConfig,
+    ProcessVerifiedGRPOTrainer,
     VeriGateConfig,
     VeriGateGRPOTrainer,
 )
@@ -141,14 +141,14 @@ def build_trainer(
         args = VeriGateConfig(**common, gate="all_zero", prm_type="symbolic", step_separator="\n")
         trainer = VeriGateGRPOTrainer(model=policy, reward_funcs=[accuracy], args=args, train_dataset=dataset)
     elif method in ("process", "process_coef0"):
-        args = LeanProcessConfig(
+        args = ProcessVerifiedConfig(
             **common,
             partial_tactic_score=-0.05,
             error_tactic_score=-0.1,
             process_token_assignment="first",
             process_advantage_coef=0.0 if method == "process_coef0" else 1.0,
         )
-        trainer = LeanProcessGRPOTrainer(
+        trainer = ProcessVerifiedGRPOTrainer(
             model=policy, args=args, train_dataset=dataset, process_oracle=ArithmeticProcessOracle(accuracy=accuracy)
         )
     else:
@@ -203,7 +203,7 @@ def first_batch_advantages(
     method: str, policy: str, train: list[Problem], output_dir: str, seed: int, budget: Budget
 ) -> dict:
     """Advantages of the first generation batch (same seed, same rows) as (B, T) with the completion mask, for the
-    coefficient-0 check: LeanProcessGRPOTrainer with process_advantage_coef=0 must give GRPO's advantage on every
+    coefficient-0 check: ProcessVerifiedGRPOTrainer with process_advantage_coef=0 must give GRPO's advantage on every
     completion token."""
     dataset = Dataset.from_list([p.row() for p in train])
     trainer, _, _ = build_trainer(method, policy, dataset, output_dir, seed, budget)

@@ -1,6 +1,6 @@
-"""The arithmetic backend of the process oracle (`trl_verigate.rewards.lean.ProcessOracle`).
+"""The arithmetic backend of the process oracle (`trl_verigate.rewards.process.ProcessOracle`).
 
-`LeanProcessGRPOTrainer(process_oracle=ArithmeticProcessOracle())` trains on this task with the trainer's own code:
+`ProcessVerifiedGRPOTrainer(process_oracle=ArithmeticProcessOracle())` trains on this task with the trainer's own code:
 the verdict has the same shape as the Lean backend's, in completion character coordinates.
 
 - Steps ("tactics") are the completion's non-empty lines; ``spans[j]`` is line j without its newline.
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trl_verigate.rewards.lean import ProcessVerdict
 from trl_verigate.rewards.lean_proofs import completion_text
 from trl_verigate.rewards.math import MathAccuracyReward
+from trl_verigate.rewards.process import ProcessVerdict
 from trl_verigate.rewards.symbolic import SymbolicStepScorer
 
 ANSWER_MARKER = "\\boxed"

@@ -1,4 +1,4 @@
-"""Three pipelined LeanProcessGRPOTrainer steps (`pipelined_verification`) on each of 2 CPU processes; each rank
+"""Three pipelined ProcessVerifiedGRPOTrainer steps (`pipelined_verification`) on each of 2 CPU processes; each rank
 writes which generation call each step trained on, whether it carried old log-probs, and the logged staleness.
 
 Launched by tests/test_lean_process_pipeline.py as
@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from datasets import Dataset  # noqa: E402
 from launch import rollout_of_texts  # noqa: E402
 
-from trl_verigate.rewards.lean import ProcessVerdict  # noqa: E402
-from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
+from trl_verigate.rewards.process import ProcessVerdict  # noqa: E402
+from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 
 RANK = int(os.environ.get("RANK", "0"))
 NUM_GENERATIONS = 2
@@ -44,7 +44,7 @@ def main(policy: str, out_dir: str) -> None:
         texts = [f"call {len(calls)} {'ok' if row % 2 == 0 else 'no'}" for row in range(len(prompts))]
         return rollout_of_texts(trainer.processing_class, prompts, texts)
 
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(Path(out_dir) / "output"),
         per_device_train_batch_size=NUM_GENERATIONS,
         num_generations=NUM_GENERATIONS,
@@ -61,7 +61,7 @@ def main(policy: str, out_dir: str) -> None:
         max_steps=3,
         pipelined_verification=True,
     )
-    trainer = LeanProcessGRPOTrainer(
+    trainer = ProcessVerifiedGRPOTrainer(
         model=policy,
         args=args,
         train_dataset=Dataset.from_dict({"prompt": PROMPTS, "formal_statement": PROMPTS}),

@@ -1,4 +1,4 @@
-"""One LeanProcessGRPOTrainer generation+scoring step on each of 2 CPU processes; each rank writes what it saw.
+"""One ProcessVerifiedGRPOTrainer generation+scoring step on each of 2 CPU processes; each rank writes what it saw.
 
 Launched by tests/test_lean_process_multiprocess.py as
 
@@ -25,7 +25,7 @@ from fake_repl import stand_in_config  # noqa: E402
 from launch import rollout_of_texts  # noqa: E402
 
 from trl_verigate.lean_server import LeanServer  # noqa: E402
-from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer  # noqa: E402
+from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 
 NUM_GENERATIONS = 2
 ROWS_PER_PROCESS = 3
@@ -60,7 +60,7 @@ def main(policy: str, out_dir: str) -> None:
     dataset = Dataset.from_dict(
         {"prompt": [f"Prove:\n{s}" for s in STATEMENTS], "formal_statement": STATEMENTS, "header": [""] * 3}
     )
-    args = LeanProcessConfig(
+    args = ProcessVerifiedConfig(
         output_dir=str(Path(out_dir) / "output"),
         per_device_train_batch_size=ROWS_PER_PROCESS,
         num_generations=NUM_GENERATIONS,
@@ -76,8 +76,8 @@ def main(policy: str, out_dir: str) -> None:
         max_steps=1,
     )
     with LeanServer(stand_in_config(folder, script=SCRIPT, workers=1, header=IMPORTS_ONLY)) as server:
-        trainer = LeanProcessGRPOTrainer(
-            model=policy, args=args, train_dataset=dataset, rollout_func=rollout, lean_server=server
+        trainer = ProcessVerifiedGRPOTrainer(
+            model=policy, args=args, train_dataset=dataset, rollout_func=rollout, verifier=server
         )
         assert trainer.accelerator.num_processes == 2, "launch with torchrun --nproc_per_node 2"
         trainer.model.train()

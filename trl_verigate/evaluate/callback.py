@@ -126,7 +126,7 @@ class PassAtKCallback(TrainerCallback):
     ) -> PassAtKCallback:
         """The callback a recipe's `PassAtKArguments` describe. Lean needs a ``verifier`` (LeanServer/LeanClient)
         and the prompt the policy trains with (``prompt_template``, ``conversational``); the statement and header
-        columns, completion format and timeout are the trainer's (`LeanProcessConfig`) where it has them."""
+        columns, completion format and timeout are the trainer's (`ProcessVerifiedConfig`) where it has them."""
         ks = arguments.ks()
         rows = load_rows(arguments.pass_at_k_dataset, arguments.pass_at_k_split)
         if arguments.pass_at_k_task == "math":
@@ -146,7 +146,7 @@ class PassAtKCallback(TrainerCallback):
             )
             scorer = LeanScorer(
                 verifier,
-                timeout=getattr(training, "lean_timeout", None) or getattr(verifier.config, "timeout", 15.0),
+                timeout=getattr(training, "prover_timeout", None) or getattr(verifier.config, "timeout", 15.0),
                 completion_format=getattr(training, "completion_format", "auto"),
                 statement_field=statement_field,
                 header_field=getattr(training, "header_field", "header"),

@@ -1,7 +1,8 @@
-"""Process-verified GRPO for Lean: the Lean verdict as outcome reward and as tactic-level process credit.
+"""Process-verified GRPO: a proof assistant's verdict as outcome reward and as tactic-level process credit.
 
-Kim & Yun (ICLR 2026). Each completion's proof is split into tactics T_1..T_N by `lean_server` (the REPL's own AST
-spans); g_i = 1 exactly when the proof passed. Tactic scores phi (`advantages.tactic_scores`), process advantages
+Kim & Yun (ICLR 2026), for Lean; the same method runs on Coq. Each completion's proof is split into tactics
+T_1..T_N by the prover's verifier (`lean_server`: the REPL's own AST spans; `coq`: Coq's sentences); g_i = 1
+exactly when the proof passed. Tactic scores phi (`advantages.tactic_scores`), process advantages
 A_proc[i, j] = coef * (phi[i, j] - mean_group(g)) (`advantages.lean_process_advantages`), and token advantages
 A[i, t] = A_out[i] + sum of A_proc[i, j] over the tactics assigned to token t (`advantages.tactic_advantages_to_tokens`;
 by default the token at which each tactic begins), A_out being TRL's GRPO advantage.
@@ -10,6 +11,7 @@ by default the token at which each tactic begins), A_out being TRL's GRPO advant
 from __future__ import annotations
 
 import shlex
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -22,9 +24,10 @@ from trl_verigate.advantages import (
     tactic_advantages_to_tokens,
     tactic_scores,
 )
-from trl_verigate.lean_server.types import STATUSES
-from trl_verigate.rewards.lean import LeanProcessOracle, LeanProofReward, ProcessVerdict
+from trl_verigate.prover_pool.results import STATUSES
+from trl_verigate.rewards.lean import LeanProcessOracle
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, completion_text
+from trl_verigate.rewards.process import ProcessVerdict, ProofReward
 from trl_verigate.steps import decode_with_offsets, span_token_ranges
 from trl_verigate.trainers.process_grpo import (
     ProcessGRPOTrainer,
@@ -37,54 +40,89 @@ def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-@dataclass
-class LeanProcessConfig(GRPOConfig):
-    """Configuration of [`LeanProcessGRPOTrainer`]: every [`trl.GRPOConfig`] field plus the fields below."""
+PROVERS = ("lean", "coq")
+# Fields named for Lean before the trainer took other provers: old name -> new name. The old names still work, with a
+# FutureWarning.
+RENAMED_FIELDS = {
+    "lean_timeout": "prover_timeout",
+    "lean_workers": "prover_workers",
+    "lean_memory_limit_mb": "prover_memory_limit_mb",
+    "lean_header": "prover_header",
+    "lean_project_dir": "prover_project_dir",
+    "lean_tactic_granularity": "tactic_granularity",
+    "lean_generation_chunks": "generation_chunks",
+}
 
+
+@dataclass
+class ProcessVerifiedConfig(GRPOConfig):
+    """Configuration of [`ProcessVerifiedGRPOTrainer`]: every [`trl.GRPOConfig`] field plus the fields below."""
+
+    prover: str = field(
+        default="lean",
+        metadata={
+            "help": "The proof assistant that verifies: 'lean' (lean_server) or 'coq' (coqidetop).",
+            "choices": list(PROVERS),
+        },
+    )
     lean_repl_command: list[str] | None = field(
         default=None,
         metadata={
             "help": "Argv of one Lean REPL, e.g. ['lake', 'env', '/path/to/repl/.lake/build/bin/repl'] (a string is "
-            "split like a shell). Starts a local LeanServer pool. Unused with `lean_server_urls` or a `lean_server=`."
-        },
-    )
-    lean_project_dir: str | None = field(
-        default=None, metadata={"help": "Lean project the REPLs run in (with Mathlib built)."}
-    )
-    lean_workers: int | None = field(
-        default=None, metadata={"help": "REPL processes in the local pool, per training process. None: CPUs - 1."}
-    )
-    lean_timeout: float = field(
-        default=15.0, metadata={"help": "Seconds of verification per proof (the paper's best: 15)."}
-    )
-    lean_header: str | None = field(
-        default=None,
-        metadata={
-            "help": "Header (imports, options) for rows without a `header` column value. None: miniF2F's header."
+            "split like a shell). Starts a local LeanServer pool. Unused with `lean_server_urls` or a `verifier=`."
         },
     )
     lean_server_urls: list[str] | None = field(
         default=None,
         metadata={"help": "Base URLs of remote `trl-verigate lean-server`s (or kimina-lean-server): a LeanClient."},
     )
-    lean_memory_limit_mb: int | None = field(
-        default=8192, metadata={"help": "Address-space limit of each local REPL, MiB. None: no limit."}
+    coq_command: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Argv of coqidetop with its options (a string is split like a shell). None: `coqidetop.opt` or "
+            "`coqidetop` from PATH. Used with prover='coq'."
+        },
     )
-    lean_tactic_granularity: str = field(
+    prover_project_dir: str | None = field(
+        default=None,
+        metadata={"help": "Directory the prover runs in: the Lean project with Mathlib built, or the Coq project."},
+    )
+    prover_workers: int | None = field(
+        default=None, metadata={"help": "Prover processes in the local pool, per training process. None: CPUs - 1."}
+    )
+    prover_timeout: float = field(
+        default=15.0, metadata={"help": "Seconds of verification per proof (the paper's best for Lean: 15)."}
+    )
+    prover_header: str | None = field(
+        default=None,
+        metadata={
+            "help": "Header for rows without a `header` column value: Lean imports and options (None: miniF2F's), "
+            "or Coq `Require Import` sentences (None: the Coq server's default)."
+        },
+    )
+    prover_memory_limit_mb: int | None = field(
+        default=8192, metadata={"help": "Address-space limit of each local prover process, MiB. None: no limit."}
+    )
+    tactic_granularity: str = field(
         default="outermost",
-        metadata={"help": "Tactics credited: 'outermost' (the top-level sequence, paper) or 'all' (nested too)."},
+        metadata={
+            "help": "Lean tactics credited: 'outermost' (the top-level sequence, paper) or 'all' (nested too). Coq "
+            "credits each sentence."
+        },
     )
     completion_format: str = field(
         default="auto",
         metadata={
-            "help": "'proof_body': the completion continues the statement (DeepSeek-Prover-V1.5, STP). "
+            "help": "Lean: 'proof_body': the completion continues the statement (DeepSeek-Prover-V1.5, STP). "
             "'fenced_block': reasoning then a ```lean4 block restating the theorem (Kimina, DeepSeek-Prover-V2). "
-            "'auto': a block when the completion opens a ```lean4 fence, else a proof body.",
+            "'auto': a block when the completion opens a ```lean4 fence, else a proof body. Coq reads the proof "
+            "from a ```coq block, else the whole completion.",
             "choices": list(COMPLETION_FORMATS),
         },
     )
     statement_field: str = field(
-        default="formal_statement", metadata={"help": "Dataset column of the trusted statement (ends in `:= by`)."}
+        default="formal_statement",
+        metadata={"help": "Dataset column of the trusted statement (Lean: ends in `:= by`; Coq: `Theorem name : T.`)."},
     )
     header_field: str = field(default="header", metadata={"help": "Dataset column of the trusted header."})
     partial_tactic_score: float = field(
@@ -107,7 +145,7 @@ class LeanProcessConfig(GRPOConfig):
             "choices": list(TACTIC_ASSIGNMENTS),
         },
     )
-    lean_generation_chunks: int = field(
+    generation_chunks: int = field(
         default=1,
         metadata={
             "help": "Generate each batch in this many chunks (transformers generation only, not vLLM) and start "
@@ -132,12 +170,30 @@ class LeanProcessConfig(GRPOConfig):
             "completions) and the last step's prompts are never trained. A checkpoint does not hold the batch "
             "generated ahead: resumed from checkpoint-s, the prompts of step s - 1 (generated ahead, not saved) are "
             "never trained and those of step s, the first resumed step, are trained twice. Needs num_iterations=1, steps_per_generation=gradient_accumulation_steps, "
-            "lean_generation_chunks=1 and, with vLLM, vllm_importance_sampling_correction=False."
+            "generation_chunks=1 and, with vLLM, vllm_importance_sampling_correction=False."
         },
     )
 
+    lean_timeout: float | None = field(default=None, metadata={"help": "Deprecated: use prover_timeout."})
+    lean_workers: int | None = field(default=None, metadata={"help": "Deprecated: use prover_workers."})
+    lean_memory_limit_mb: int | None = field(default=None, metadata={"help": "Deprecated: use prover_memory_limit_mb."})
+    lean_header: str | None = field(default=None, metadata={"help": "Deprecated: use prover_header."})
+    lean_project_dir: str | None = field(default=None, metadata={"help": "Deprecated: use prover_project_dir."})
+    lean_tactic_granularity: str | None = field(default=None, metadata={"help": "Deprecated: use tactic_granularity."})
+    lean_generation_chunks: int | None = field(default=None, metadata={"help": "Deprecated: use generation_chunks."})
+
     def __post_init__(self):
         super().__post_init__()
+        self._take_renamed_fields()
+        if self.prover not in PROVERS:
+            raise ValueError(f"prover={self.prover!r} is not supported; use one of {list(PROVERS)}.")
+        if isinstance(self.coq_command, str):
+            self.coq_command = shlex.split(self.coq_command)
+        if self.prover == "coq" and (self.lean_repl_command or self.lean_server_urls):
+            raise ValueError(
+                "prover='coq' with lean_repl_command or lean_server_urls set: those configure Lean; drop them or set "
+                "prover='lean'."
+            )
         if isinstance(self.lean_repl_command, str):
             self.lean_repl_command = shlex.split(self.lean_repl_command)
         if isinstance(self.lean_server_urls, str):
@@ -158,20 +214,22 @@ class LeanProcessConfig(GRPOConfig):
                 f"process_token_assignment={self.process_token_assignment!r} is not supported; use one of "
                 f"{list(TACTIC_ASSIGNMENTS)}."
             )
-        if self.lean_tactic_granularity not in ("outermost", "all"):
-            raise ValueError(f"lean_tactic_granularity={self.lean_tactic_granularity!r} must be 'outermost' or 'all'.")
-        if not _is_number(self.lean_timeout) or not self.lean_timeout > 0:
-            raise ValueError(f"lean_timeout={self.lean_timeout!r} must be a positive number of seconds, e.g. 15.")
-        if self.lean_workers is not None and (
-            isinstance(self.lean_workers, bool) or not isinstance(self.lean_workers, int) or self.lean_workers < 1
+        if self.tactic_granularity not in ("outermost", "all"):
+            raise ValueError(f"tactic_granularity={self.tactic_granularity!r} must be 'outermost' or 'all'.")
+        if not _is_number(self.prover_timeout) or not self.prover_timeout > 0:
+            raise ValueError(f"prover_timeout={self.prover_timeout!r} must be a positive number of seconds, e.g. 15.")
+        if self.prover_workers is not None and (
+            isinstance(self.prover_workers, bool) or not isinstance(self.prover_workers, int) or self.prover_workers < 1
         ):
-            raise ValueError(f"lean_workers={self.lean_workers!r} must be a positive integer, or None for CPUs - 1.")
+            raise ValueError(
+                f"prover_workers={self.prover_workers!r} must be a positive integer, or None for CPUs - 1."
+            )
         if (
-            isinstance(self.lean_generation_chunks, bool)
-            or not isinstance(self.lean_generation_chunks, int)
-            or self.lean_generation_chunks < 1
+            isinstance(self.generation_chunks, bool)
+            or not isinstance(self.generation_chunks, int)
+            or self.generation_chunks < 1
         ):
-            raise ValueError(f"lean_generation_chunks={self.lean_generation_chunks!r} must be a positive integer.")
+            raise ValueError(f"generation_chunks={self.generation_chunks!r} must be a positive integer.")
         if self.pipelined_verification:
             self._check_pipelined_verification()
         for name in ("partial_tactic_score", "error_tactic_score", "process_advantage_coef"):
@@ -194,11 +252,10 @@ class LeanProcessConfig(GRPOConfig):
                 f"{self.gradient_accumulation_steps}. Leave steps_per_generation (and generation_batch_size) unset or "
                 "set pipelined_verification=False."
             )
-        if self.lean_generation_chunks != 1:
+        if self.generation_chunks != 1:
             raise ValueError(
                 f"pipelined_verification=True already overlaps verification with the next batch's generation; "
-                f"lean_generation_chunks={self.lean_generation_chunks} is not supported with it. Set "
-                "lean_generation_chunks=1."
+                f"generation_chunks={self.generation_chunks} is not supported with it. Set generation_chunks=1."
             )
         if self.use_vllm and self.vllm_importance_sampling_correction:
             raise ValueError(
@@ -207,37 +264,47 @@ class LeanProcessConfig(GRPOConfig):
                 "vllm_importance_sampling_correction=False or pipelined_verification=False."
             )
 
+    def _take_renamed_fields(self) -> None:
+        for old, new in RENAMED_FIELDS.items():
+            value = getattr(self, old)
+            if value is None:
+                continue
+            warnings.warn(f"{old} is deprecated; use {new}", FutureWarning, stacklevel=4)
+            setattr(self, new, value)
+            setattr(self, old, None)
 
-class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
-    """GRPO with Lean as outcome reward and process oracle (process-verified RL for Lean; Kim & Yun, ICLR 2026).
 
-    Takes every argument of [`trl.GRPOTrainer`] (``args`` a [`LeanProcessConfig`]) plus
+class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
+    """GRPO with a proof assistant as outcome reward and process oracle (process-verified RL; Kim & Yun, ICLR 2026,
+    for Lean; the same method on Coq with ``prover="coq"``).
 
-    - ``lean_server``: a started or unstarted `LeanServer`, or a `LeanClient` (anything with the `Verifier`
-      protocol); without it one is built from the ``lean_*`` config fields;
+    Takes every argument of [`trl.GRPOTrainer`] (``args`` a [`ProcessVerifiedConfig`]) plus
+
+    - ``verifier``: a started or unstarted `LeanServer`, a `LeanClient` or a `CoqServer` (anything with a batch
+      ``verify`` like the `Verifier` protocol); without it one is built from the config's prover fields;
     - ``process_oracle``: any object with ``verify(prompts, rows, completions) -> list[ProcessVerdict]``, replacing
-      the Lean backend altogether (e.g. a symbolic checker of arithmetic steps).
+      the prover backend altogether (e.g. a symbolic checker of arithmetic steps).
 
-    The trainer's own reward function ``lean_proof`` (g, 0/1) comes first in the reward table; ``reward_funcs`` are
-    added after it (a format or length penalty, say) and enter A_out through TRL, weighted by ``reward_weights`` (one
-    weight per function, lean_proof first). A_proc's group mean is over g alone.
+    The trainer's own reward function ``lean_proof`` or ``coq_proof`` (g, 0/1) comes first in the reward table;
+    ``reward_funcs`` are added after it (a format or length penalty, say) and enter A_out through TRL, weighted by
+    ``reward_weights`` (one weight per function, the proof reward first). A_proc's group mean is over g alone.
 
     Verification of a batch starts as soon as its completions are decoded and runs while TRL computes the old/ref
     log-probabilities and the other rewards. With ``pipelined_verification`` each step trains on the batch generated
     at the step before, so verification also runs through that step's training and the next batch's generation
     (one step off-policy; ``pipeline/staleness`` logs the lag in optimizer steps).
 
-    Metrics (TRL's, so every ``report_to`` gets them): ``lean/pass_rate``, ``lean/status/<status>``,
-    ``lean/tactics_per_proof`` (mean tactics per completion), ``lean/first_error_relative`` (mean first_error /
-    num_tactics over failed proofs with tactics), ``lean/verify_seconds`` (slowest process),
-    ``lean/verify_hidden_fraction`` (share of verification time overlapped with other work),
-    ``lean/proofs_per_second``, ``lean/rechecked_fraction`` (of the REPL's passes, those an independent checker saw;
-    0 with the recheck off), ``lean/frac_zero_std_outcome`` and ``lean/verification_failures`` (timeouts,
+    Metrics (TRL's, so every ``report_to`` gets them), under the prover's name (``lean/`` or ``coq/``):
+    ``pass_rate``, ``status/<status>``, ``tactics_per_proof`` (mean tactics per completion), ``empty_fraction``
+    (completions with no tactic), ``first_error_relative`` (mean first_error / num_tactics over failed proofs with
+    tactics), ``verify_seconds`` (slowest process), ``verify_hidden_fraction`` (share of verification time overlapped
+    with other work), ``proofs_per_second``, ``rechecked_fraction`` (of the prover's passes, those an independent
+    checker saw; 0 with the recheck off), ``frac_zero_std_outcome`` and ``verification_failures`` (timeouts,
     crashes, errors and unreachable servers in the batch, all processes).
     """
 
-    _tag_names = ["trl", "grpo", "lean", "process-verified"]
-    _name = "LeanProcessGRPO"
+    _tag_names = ["trl", "grpo", "process-verified"]
+    _name = "ProcessVerifiedGRPO"
     # The paper's arXiv id and exact title are not recorded here; the card names the method and venue only.
     _paper = {"title": "Process-verified reinforcement learning for Lean (Kim & Yun, ICLR 2026)", "id": None}
 
@@ -245,39 +312,41 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         self,
         model,
         reward_funcs=None,
-        args: LeanProcessConfig | None = None,
+        args: ProcessVerifiedConfig | None = None,
         *trainer_args,
-        lean_server=None,
+        verifier=None,
         process_oracle=None,
+        lean_server=None,
         **trainer_kwargs,
     ):
         if args is None:
             model_name = model if isinstance(model, str) else get_config_model_id(model.config)
-            args = LeanProcessConfig(f"{model_name.split('/')[-1]}-LeanProcessGRPO")
-        elif not isinstance(args, LeanProcessConfig):
+            args = ProcessVerifiedConfig(f"{model_name.split('/')[-1]}-ProcessVerifiedGRPO")
+        elif not isinstance(args, ProcessVerifiedConfig):
             raise TypeError(
-                f"args must be a LeanProcessConfig, got {type(args).__name__}; build it with "
-                "LeanProcessConfig(**your_grpo_kwargs) so the Lean fields have values."
+                f"args must be a ProcessVerifiedConfig, got {type(args).__name__}; build it with "
+                "ProcessVerifiedConfig(**your_grpo_kwargs) so the prover fields have values."
             )
+        if lean_server is not None:
+            warnings.warn("lean_server= is deprecated; use verifier=", FutureWarning, stacklevel=2)
+            if verifier is not None:
+                raise ValueError("give verifier= only (lean_server= is its deprecated name), not both.")
+            verifier = lean_server
         if args.pipelined_verification:
             refuse_unpipelinable_trainer_arguments("pipelined_verification", trainer_args, trainer_kwargs)
-        self._owned_lean_server = None
+        self._owned_verifier = None
         if process_oracle is None:
-            verifier = lean_server if lean_server is not None else self._build_verifier(args)
-            if lean_server is None and hasattr(verifier, "start"):
-                self._owned_lean_server = verifier
+            given = verifier is not None
+            verifier = verifier if given else build_verifier(args)
+            if not given and hasattr(verifier, "start"):
+                self._owned_verifier = verifier
             if hasattr(verifier, "start") and not getattr(verifier, "started", True):
                 verifier.start()
-            process_oracle = LeanProcessOracle(
-                verifier,
-                completion_format=args.completion_format,
-                timeout=args.lean_timeout,
-                statement_field=args.statement_field,
-                header_field=args.header_field,
-            )
-        elif lean_server is not None:
-            raise ValueError("give lean_server or process_oracle, not both: the oracle does its own verification.")
-        self.lean_reward = LeanProofReward(process_oracle)
+            process_oracle = build_oracle(args, verifier)
+        elif verifier is not None:
+            raise ValueError("give verifier or process_oracle, not both: the oracle does its own verification.")
+        self.metric_prefix = args.prover
+        self.proof_reward = ProofReward(process_oracle, name=f"{args.prover}_proof")
         if reward_funcs is None:
             reward_funcs = []
         elif not isinstance(reward_funcs, list):
@@ -285,41 +354,14 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         weights = args.reward_weights
         if weights is not None and len(weights) != 1 + len(reward_funcs):
             raise ValueError(
-                f"reward_weights has {len(weights)} entries for {1 + len(reward_funcs)} reward functions: lean_proof "
-                "comes first, then reward_funcs; give one weight each, e.g. [1.0, ...]."
+                f"reward_weights has {len(weights)} entries for {1 + len(reward_funcs)} reward functions: "
+                f"{self.proof_reward.__name__} comes first, then reward_funcs; give one weight each, e.g. [1.0, ...]."
             )
         self._generation_rows: list | None = None
         self._started_verification = None  # the handle of the verification the last `_generate` started
-        super().__init__(model, [self.lean_reward, *reward_funcs], args, *trainer_args, **trainer_kwargs)
-        self._lean_index = 0
-        self._lean_failures_seen = 0
-
-    @staticmethod
-    def _build_verifier(args: LeanProcessConfig):
-        from trl_verigate.lean_server import LeanServerConfig
-
-        server_config = {"timeout": args.lean_timeout, "memory_limit_mb": args.lean_memory_limit_mb}
-        server_config["tactic_granularity"] = args.lean_tactic_granularity
-        if args.lean_header is not None:
-            server_config["header"] = args.lean_header
-        if args.lean_workers is not None:
-            server_config["workers"] = args.lean_workers
-        if args.lean_server_urls:
-            from trl_verigate.lean_server import LeanClient
-
-            return LeanClient(
-                args.lean_server_urls, timeout=args.lean_timeout, config=LeanServerConfig(**server_config)
-            )
-        if not args.lean_repl_command:
-            raise ValueError(
-                "No Lean verifier: set lean_repl_command (and lean_project_dir) for a local pool, lean_server_urls "
-                "for remote servers, or pass lean_server= (a LeanServer or LeanClient) or process_oracle=."
-            )
-        from trl_verigate.lean_server import LeanServer
-
-        server_config["repl_command"] = args.lean_repl_command
-        server_config["project_dir"] = args.lean_project_dir
-        return LeanServer(LeanServerConfig(**server_config))
+        super().__init__(model, [self.proof_reward, *reward_funcs], args, *trainer_args, **trainer_kwargs)
+        self._proof_reward_index = 0
+        self._failures_seen = 0
 
     def train(self, *args, **kwargs):
         try:
@@ -327,14 +369,14 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         finally:
             # The verification of a batch generated ahead and dropped (training stopped early, an exception or a
             # KeyboardInterrupt from a callback): cancelled if not yet running; a proof already running cannot be
-            # interrupted and finishes within lean_timeout (sooner when close_lean stops the trainer's own pool).
-            self.lean_reward.clear_pending()
-            self.close_lean()
+            # interrupted and finishes within prover_timeout (sooner when close_verifier stops the trainer's own pool).
+            self.proof_reward.clear_pending()
+            self.close_verifier()
 
-    def close_lean(self) -> None:
-        """Stop the Lean pool this trainer started from its config (a `lean_server=` argument stays the caller's)."""
-        if self._owned_lean_server is not None and hasattr(self._owned_lean_server, "close"):
-            self._owned_lean_server.close()
+    def close_verifier(self) -> None:
+        """Stop the prover pool this trainer started from its config (a `verifier=` argument stays the caller's)."""
+        if self._owned_verifier is not None and hasattr(self._owned_verifier, "close"):
+            self._owned_verifier.close()
 
     # ---------------------------------------------------------------- verification overlapped with TRL's work
 
@@ -356,14 +398,14 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         if self._replayed_batch is not None:
             # Generated at the step before, its verification under way: collect that one, never another batch's
             # with the same completions (an evaluation's, say).
-            self.lean_reward.collect_next(self._replayed_batch.scoring)
+            self.proof_reward.collect_next(self._replayed_batch.scoring)
             return super()._generate(prompts)
-        owned = self._owned_lean_server
+        owned = self._owned_verifier
         if owned is not None and not owned.started:
             owned.start()  # closed by a previous train()
         pipelined = self.args.pipelined_verification
         if not pipelined:
-            self.lean_reward.clear_pending()  # a batch left unscored (an exception mid-step) is not collected
+            self.proof_reward.clear_pending()  # a batch left unscored (an exception mid-step) is not collected
         self._started_verification = None
         result = super()._generate(prompts)
         completions = result[3]
@@ -371,15 +413,15 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
         if rows is not None and len(rows) == len(completions):
             # Chunks already started their verification (on-policy only); a pipelined batch always starts its own,
             # even when its completions repeat the previous batch's.
-            if pipelined or not self.lean_reward.is_pending(completions):
-                self._started_verification = self.lean_reward.start(prompts, completions, rows)
+            if pipelined or not self.proof_reward.is_pending(completions):
+                self._started_verification = self.proof_reward.start(prompts, completions, rows)
         # Scored right after (on-policy, evaluation); a batch generated ahead is named again when it is scored.
-        self.lean_reward.collect_next(self._started_verification)
+        self.proof_reward.collect_next(self._started_verification)
         return result
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         rows = self._generation_rows
-        chunks = self.args.lean_generation_chunks
+        chunks = self.args.generation_chunks
         if (
             chunks <= 1
             or self.use_vllm
@@ -405,17 +447,20 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
             chunk_rows = rows[start : start + size]
             if isinstance(chunk_rows[0].get("prompt"), list):
                 texts = [[{"role": "assistant", "content": text}] for text in texts]
-            self.lean_reward.start_chunk([row.get("prompt") for row in chunk_rows], texts, chunk_rows)
+            self.proof_reward.start_chunk([row.get("prompt") for row in chunk_rows], texts, chunk_rows)
         return completion_ids, None
 
     # ---------------------------------------------------------------- advantages
 
     def _process_advantages(self, batch: ScoredBatch, output: dict) -> tuple[torch.Tensor, torch.Tensor]:
-        verdicts = self.lean_reward.last_verdicts
+        verdicts = self.proof_reward.last_verdicts
         local_size = len(batch.completions)
         if verdicts is None or len(verdicts) != local_size:
-            raise RuntimeError("the lean_proof reward did not verify this batch; it must be among the reward functions")
-        self.lean_reward.last_verdicts = None
+            raise RuntimeError(
+                f"the {self.proof_reward.__name__} reward did not verify this batch; it must be among the reward "
+                "functions"
+            )
+        self.proof_reward.last_verdicts = None
         device = self.accelerator.device
         num_tactics = torch.tensor([len(v.spans) for v in verdicts], dtype=torch.long, device=device)
         first_error = torch.tensor([v.first_error for v in verdicts], dtype=torch.long, device=device)
@@ -440,12 +485,12 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
             error_score=self.args.error_tactic_score,
             error_tactics=None if self.args.first_error_propagation else all_error_tactics,
         )
-        outcome = torch.nan_to_num(batch.rewards_per_func[:, self._lean_index], nan=0.0).to(scores.device)
+        outcome = torch.nan_to_num(batch.rewards_per_func[:, self._proof_reward_index], nan=0.0).to(scores.device)
         process = self.args.process_advantage_coef * lean_process_advantages(
             scores, mask, outcome, batch.num_generations
         )
         local_process = process[batch.process_slice]
-        self._log_lean_metrics(batch, all_status, all_num_tactics, all_first_error, outcome, all_rechecked)
+        self._log_prover_metrics(batch, all_status, all_num_tactics, all_first_error, outcome, all_rechecked)
 
         token_spans = self._tactic_token_spans(batch, verdicts, local_process.shape[1])
         num_tokens = output["completion_ids"].shape[1]
@@ -471,34 +516,103 @@ class LeanProcessGRPOTrainer(ProcessGRPOTrainer):
                 spans[row, column] = torch.tensor(token_range)
         return spans
 
-    def _log_lean_metrics(self, batch, status, num_tactics, first_error, outcome, rechecked) -> None:
+    def _log_prover_metrics(self, batch, status, num_tactics, first_error, outcome, rechecked) -> None:
         metrics = self._metrics[batch.mode]
-        metrics["lean/pass_rate"].append(outcome.mean().item())
-        # The REPL's passes an independent checker saw (confirmed, or overturned into a failure): 0 while the
-        # recheck is off, which the LeanServer says once at start.
+        prefix = self.metric_prefix
+        metrics[f"{prefix}/pass_rate"].append(outcome.mean().item())
+        # The prover's passes an independent checker saw (confirmed, or overturned into a failure): 0 while the
+        # recheck is off, which the server says once at start.
         repl_passes = ((status == STATUSES.index("passed")) | rechecked).sum().item()
-        metrics["lean/rechecked_fraction"].append(rechecked.sum().item() / repl_passes if repl_passes else 0.0)
+        metrics[f"{prefix}/rechecked_fraction"].append(rechecked.sum().item() / repl_passes if repl_passes else 0.0)
         for index, name in enumerate(STATUSES):
-            metrics[f"lean/status/{name}"].append((status == index).float().mean().item())
-        metrics["lean/tactics_per_proof"].append(num_tactics.float().mean().item())
+            metrics[f"{prefix}/status/{name}"].append((status == index).float().mean().item())
+        metrics[f"{prefix}/tactics_per_proof"].append(num_tactics.float().mean().item())
+        metrics[f"{prefix}/empty_fraction"].append((num_tactics == 0).float().mean().item())
         failed_with_tactics = (status == STATUSES.index("failed")) & (num_tactics > 0)
         if failed_with_tactics.any():
             relative = first_error[failed_with_tactics].float() / num_tactics[failed_with_tactics].float()
-            metrics["lean/first_error_relative"].append(relative.mean().item())
+            metrics[f"{prefix}/first_error_relative"].append(relative.mean().item())
         grouped = outcome.view(-1, batch.num_generations)
-        metrics["lean/frac_zero_std_outcome"].append((grouped == grouped[:, :1]).all(dim=1).float().mean().item())
-        verify_seconds, waited_seconds = self.lean_reward.last_timing
+        metrics[f"{prefix}/frac_zero_std_outcome"].append((grouped == grouped[:, :1]).all(dim=1).float().mean().item())
+        verify_seconds, waited_seconds = self.proof_reward.last_timing
         timing = torch.tensor(
             [[verify_seconds, waited_seconds, float(len(batch.completions))]], device=self.accelerator.device
         )
         timing = self.accelerator.gather(timing)
         slowest = timing[:, 0].max().item()
-        metrics["lean/verify_seconds"].append(slowest)
+        metrics[f"{prefix}/verify_seconds"].append(slowest)
         total_verify = timing[:, 0].sum().item()
         hidden = 1.0 - timing[:, 1].sum().item() / total_verify if total_verify > 0 else 1.0
-        metrics["lean/verify_hidden_fraction"].append(min(1.0, max(0.0, hidden)))
-        metrics["lean/proofs_per_second"].append(timing[:, 2].sum().item() / slowest if slowest > 0 else 0.0)
-        new_failures = self.lean_reward.failures - self._lean_failures_seen
-        self._lean_failures_seen = self.lean_reward.failures
+        metrics[f"{prefix}/verify_hidden_fraction"].append(min(1.0, max(0.0, hidden)))
+        metrics[f"{prefix}/proofs_per_second"].append(timing[:, 2].sum().item() / slowest if slowest > 0 else 0.0)
+        new_failures = self.proof_reward.failures - self._failures_seen
+        self._failures_seen = self.proof_reward.failures
         failures = self.accelerator.gather(torch.tensor([float(new_failures)], device=self.accelerator.device))
-        metrics["lean/verification_failures"].append(failures.sum().item())
+        metrics[f"{prefix}/verification_failures"].append(failures.sum().item())
+
+
+def build_verifier(args: ProcessVerifiedConfig):
+    """The verifier `args` describes: a local `LeanServer` pool, a `LeanClient` of remote servers, or a local
+    `CoqServer` pool (unstarted)."""
+    settings = {"timeout": args.prover_timeout, "memory_limit_mb": args.prover_memory_limit_mb}
+    if args.prover_header is not None:
+        settings["header"] = args.prover_header
+    if args.prover_workers is not None:
+        settings["workers"] = args.prover_workers
+    if args.prover == "coq":
+        from trl_verigate.coq import CoqServer, CoqServerConfig
+
+        if args.coq_command:
+            settings["coqidetop_command"] = args.coq_command
+        if args.prover_project_dir is not None:
+            settings["project_dir"] = args.prover_project_dir
+        return CoqServer(CoqServerConfig(**settings))
+    from trl_verigate.lean_server import LeanServerConfig
+
+    settings["tactic_granularity"] = args.tactic_granularity
+    if args.lean_server_urls:
+        from trl_verigate.lean_server import LeanClient
+
+        return LeanClient(args.lean_server_urls, timeout=args.prover_timeout, config=LeanServerConfig(**settings))
+    if not args.lean_repl_command:
+        raise ValueError(
+            "No Lean verifier: set lean_repl_command (and prover_project_dir) for a local pool, lean_server_urls "
+            "for remote servers, or pass verifier= (a LeanServer or LeanClient) or process_oracle=."
+        )
+    from trl_verigate.lean_server import LeanServer
+
+    return LeanServer(
+        LeanServerConfig(repl_command=args.lean_repl_command, project_dir=args.prover_project_dir, **settings)
+    )
+
+
+def build_oracle(args: ProcessVerifiedConfig, verifier):
+    """The process oracle of `args.prover` over `verifier`."""
+    fields = {
+        "timeout": args.prover_timeout,
+        "statement_field": args.statement_field,
+        "header_field": args.header_field,
+    }
+    if args.prover == "coq":
+        from trl_verigate.rewards.coq import CoqProcessOracle
+
+        return CoqProcessOracle(verifier, **fields)
+    return LeanProcessOracle(verifier, completion_format=args.completion_format, **fields)
+
+
+class LeanProcessConfig(ProcessVerifiedConfig):
+    """Deprecated name of [`ProcessVerifiedConfig`], whose `prover` defaults to "lean"."""
+
+    def __post_init__(self):
+        warnings.warn("LeanProcessConfig is deprecated; use ProcessVerifiedConfig", FutureWarning, stacklevel=3)
+        super().__post_init__()
+
+
+class LeanProcessGRPOTrainer(ProcessVerifiedGRPOTrainer):
+    """Deprecated name of [`ProcessVerifiedGRPOTrainer`]."""
+
+    def __init__(self, *args, **kwargs):
+        warnings.warn(
+            "LeanProcessGRPOTrainer is deprecated; use ProcessVerifiedGRPOTrainer", FutureWarning, stacklevel=2
+        )
+        super().__init__(*args, **kwargs)
