@@ -56,9 +56,9 @@ def hand_made_advantages(method: str, policy: str, output_dir: str) -> list[dict
 
     from experiments.toy_arithmetic.methods import Budget, build_trainer, token_advantages
 
-    budget = Budget(NUM_GENERATIONS, len(GROUPS), NUM_GENERATIONS * len(GROUPS), 64, 1e-4, 5e-4, 8)
+    budget = Budget(NUM_GENERATIONS, len(GROUPS), NUM_GENERATIONS * len(GROUPS), 64, 1e-4, 2, 1, 1)
     dataset = Dataset.from_list([PROBLEM.row()])
-    trainer, _, _ = build_trainer(method, policy, dataset, output_dir, 0, budget)
+    trainer = build_trainer(method, policy, dataset, output_dir, 0, budget)
     names = [name for group in GROUPS for name in group]
     trainer.model.generate = _fixed_generate(trainer.processing_class, [COMPLETIONS[n] for n in names])
     trainer.model.train()

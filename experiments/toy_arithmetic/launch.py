@@ -1,16 +1,19 @@
-"""The whole comparison: warm start, starting point, coefficient-0 check, ES sweep, every method × seed, report.
+"""The whole experiment: warm start and its checkpoint pick, the start evaluation, the coefficient-0 check, the ES
+grid, every method x seed, the report with the pre-registered decisions (docs/experiments.md).
 
     python -m experiments.toy_arithmetic.launch [--quick] [--output DIR] [--seeds 0 1 2] [...]
 
-Writes DIR/results.json, DIR/results.md (table) and DIR/pass_rate.png, DIR/zero_std_vs_gate.png. ``--quick`` is a
-small preset meant to finish in about 10 minutes on 2 idle CPU cores; any size flag overrides the preset.
+Writes DIR/results.json, DIR/results.md (tables and decisions) and DIR/*.png. ``--quick`` is a small preset meant to
+finish in under 10 minutes on 2 CPU cores (a smoke test: it decides nothing); any size flag overrides the preset.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import statistics
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -21,32 +24,39 @@ PRESETS = {
     # Sizes of the full run, chosen to fit about an hour on the shared 2-core machine (measured: docs/experiments.md).
     "full": {
         "hidden_size": 128, "num_layers": 4, "sft_problems": 3000, "sft_steps": 1200, "sft_batch_size": 32,
-        "train_problems": 256, "eval_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 3072,
-        "max_completion_length": 80, "seeds": [0, 1, 2], "eval_every": 512, "start_groups": 64,
-        "es_sweep": [[4, 1e-3], [4, 3e-3], [8, 1e-3], [8, 3e-3]],
+        "sft_save_every": 150, "pool_problems": 4096, "calibration_problems": 64, "eval_problems": 96,
+        "easy_problems": 64, "num_generations": 8, "prompts_per_step": 4, "budget": 5120,
+        "max_completion_length": 56, "seeds": [0, 1, 2], "eval_samples": 16, "es_population": 8, "es_prompts": 16,
+        "es_grid": [[1e-3, 5e-4], [1e-3, 2e-3], [3e-3, 5e-4], [3e-3, 2e-3]], "ablation_seeds": [],
     },
     "quick": {
         "hidden_size": 128, "num_layers": 4, "sft_problems": 600, "sft_steps": 200, "sft_batch_size": 32,
-        "train_problems": 64, "eval_problems": 16, "num_generations": 4, "prompts_per_step": 2, "budget": 32,
-        "max_completion_length": 80, "seeds": [0, 1, 2], "eval_every": 16, "start_groups": 8,
-        "es_sweep": [[2, 1e-3], [2, 1e-2]],
+        "sft_save_every": 100, "pool_problems": 256, "calibration_problems": 16, "eval_problems": 16,
+        "easy_problems": 16, "num_generations": 4, "prompts_per_step": 2, "budget": 64,
+        "max_completion_length": 56, "seeds": [0, 1, 2], "eval_samples": 4, "es_population": 2, "es_prompts": 4,
+        "es_grid": [[1e-3, 5e-4], [3e-3, 2e-3]], "ablation_seeds": [0],
     },
 }  # fmt: skip
+MAIN_METHODS = ["grpo", "verigate", "process", "es"]
+ABLATIONS = ["verigate_arith", "process_noprop"]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic.")
-    parser.add_argument("--quick", action="store_true", help="the small preset (about 10 minutes on 2 CPU cores)")
+    parser.add_argument("--quick", action="store_true", help="the small preset (under 10 minutes on 2 CPU cores)")
     parser.add_argument("--output", type=Path, default=Path("outputs/experiments/toy_arithmetic"))
-    parser.add_argument("--methods", nargs="+", default=["grpo", "verigate", "process", "process_coef0", "es"])
+    parser.add_argument("--methods", nargs="+", default=MAIN_METHODS, help=f"of {MAIN_METHODS}")
+    parser.add_argument(
+        "--ablations", nargs="*", default=ABLATIONS, help=f"control/ablation arms run on --ablation-seeds: {ABLATIONS}"
+    )
     parser.add_argument("--task-seed", type=int, default=1234, help="seed of the problem sets")
-    parser.add_argument("--easy", type=int, nargs="+", default=[1, 2, 3], help="operations per warm-start problem")
-    parser.add_argument("--hard", type=int, nargs="+", default=[4], help="operations per RL training problem")
+    parser.add_argument("--sft-operations", type=int, nargs="+", default=[1, 2, 3], help="operations, warm start")
+    parser.add_argument("--rl-operations", type=int, nargs="+", default=[3], help="operations, RL and held-out")
+    parser.add_argument("--easy-operations", type=int, nargs="+", default=[1, 2], help="operations, forgetting set")
     parser.add_argument(
         "--max-operand", type=int, default=MAX_OPERAND, help="operands are 1..N, every intermediate result in [0, 3N]"
     )
-    parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods")
-    parser.add_argument("--es-learning-rate", type=float, default=5e-4)
+    parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO-like methods (constant)")
     parser.add_argument("--sft-learning-rate", type=float, default=3e-3)
     parser.add_argument(
         "--threads",
@@ -57,10 +67,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     for name, value in PRESETS["full"].items():
         flag = "--" + name.replace("_", "-")
-        if name == "es_sweep":
-            parser.add_argument(flag, type=str, default=None, help="ES sweep as 'P:sigma,P:sigma', e.g. 4:1e-3,8:1e-3")
+        if name == "es_grid":
+            parser.add_argument(flag, type=str, default=None, help="ES grid as 'sigma:alpha,...', e.g. 1e-3:5e-4")
         elif isinstance(value, list):
-            parser.add_argument(flag, type=int, nargs="+", default=None)
+            parser.add_argument(flag, type=int, nargs="*" if name == "ablation_seeds" else "+", default=None)
         else:
             parser.add_argument(flag, type=type(value), default=None)
     args = parser.parse_args(argv)
@@ -68,46 +78,59 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name, value in preset.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    if isinstance(args.es_sweep, str):
+    if isinstance(args.es_grid, str):
         try:
-            args.es_sweep = [[int(p), float(s)] for p, s in (item.split(":") for item in args.es_sweep.split(","))]
+            args.es_grid = [[float(s), float(a)] for s, a in (item.split(":") for item in args.es_grid.split(","))]
         except ValueError as error:
-            parser.error(f"--es-sweep {args.es_sweep!r}: write population:sigma pairs like 4:1e-3,8:1e-3 ({error})")
-    unknown = set(args.methods) - {"grpo", "verigate", "process", "process_coef0", "es"}
-    if unknown:
-        parser.error(f"--methods: unknown {sorted(unknown)}; choose from grpo verigate process process_coef0 es")
-    if args.budget < args.prompts_per_step * args.num_generations:
-        parser.error(f"--budget {args.budget} is below one GRPO step ({args.prompts_per_step * args.num_generations})")
+            parser.error(f"--es-grid {args.es_grid!r}: write sigma:alpha pairs like 1e-3:5e-4,3e-3:2e-3 ({error})")
+    check_sizes(parser, args)
+    return args
+
+
+def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One-line errors, before anything loads, for sizes the run cannot honour."""
+    for flag, chosen, allowed in (
+        ("--methods", args.methods, MAIN_METHODS),
+        ("--ablations", args.ablations, ABLATIONS),
+    ):
+        unknown = set(chosen) - set(allowed)
+        if unknown:
+            parser.error(f"{flag}: unknown {sorted(unknown)}; choose from {' '.join(allowed)}")
+    if args.num_generations < 2:
+        parser.error(f"--num-generations {args.num_generations} is too small (GRPO needs >= 2 generations)")
+    for name in ("prompts_per_step", "eval_problems", "easy_problems", "calibration_problems", "sft_steps",
+                 "sft_save_every", "eval_samples", "es_prompts"):  # fmt: skip
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1")
+    grpo_step = args.prompts_per_step * args.num_generations
+    if args.budget < grpo_step:
+        parser.error(f"--budget {args.budget} is below one GRPO step ({grpo_step} completions)")
+    if args.budget // grpo_step * args.prompts_per_step > args.pool_problems:
+        parser.error(
+            f"--pool-problems {args.pool_problems} is below the {args.budget // grpo_step * args.prompts_per_step} "
+            "prompts a run draws (no prompt may repeat): raise it or lower --budget"
+        )
     if "es" in args.methods:
-        for population, _ in args.es_sweep:
-            if (
-                population < 2
-                or population % 2
-                or args.budget < population * args.prompts_per_step * args.num_generations
-            ):
-                parser.error(
-                    f"--es-sweep population {population}: needs an even P >= 2 (antithetic pairs) with --budget >= "
-                    f"P x prompts_per_step x num_generations = {population * args.prompts_per_step * args.num_generations}"
-                )
-    for name in ("num_generations", "prompts_per_step", "eval_problems", "train_problems", "sft_steps"):
-        if getattr(args, name) < (2 if name == "num_generations" else 1):
-            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} is too small (GRPO needs >= 2 generations)")
+        es_step = args.es_population * args.es_prompts
+        if args.es_population < 2 or args.es_population % 2 or args.budget < es_step:
+            parser.error(
+                f"--es-population {args.es_population}: needs an even P >= 2 (antithetic pairs) with --budget >= "
+                f"P x --es-prompts = {es_step}"
+            )
+        if any(sigma <= 0 or alpha <= 0 for sigma, alpha in args.es_grid):
+            parser.error(f"--es-grid {args.es_grid}: sigma and alpha must be positive")
     if args.max_operand < 2:
         parser.error(f"--max-operand {args.max_operand} must be at least 2")
     if not args.seeds:
         parser.error("--seeds: give at least one seed")
-    if "process_coef0" in args.methods and "grpo" not in args.methods:
-        parser.error("--methods: process_coef0 is checked against grpo; include grpo too")
-    return args
 
 
 # Flags that do not change any finished piece's result: a rerun with other values reuses what is on disk.
-NOT_IN_FINGERPRINT = {"output", "methods", "seeds", "threads", "quick"}
-# The only flags the warm start depends on (it is trained with the first seed), and those the starting point adds:
-# changing the RL budget or the ES sweep keeps both.
+NOT_IN_FINGERPRINT = {"output", "methods", "ablations", "seeds", "ablation_seeds", "threads", "quick"}
+# The only flags the warm start depends on (it is trained with the first seed): changing the RL sizes keeps it.
 WARM_START_FLAGS = (
     "task_seed",
-    "easy",
+    "sft_operations",
     "max_operand",
     "hidden_size",
     "num_layers",
@@ -115,17 +138,11 @@ WARM_START_FLAGS = (
     "sft_steps",
     "sft_batch_size",
     "sft_learning_rate",
+    "sft_save_every",
 )
-# Bumped when `starting_point` measures something new, so a stored starting point without it is measured again.
-STARTING_POINT_VERSION = 2
-STARTING_POINT_FLAGS = (
-    *WARM_START_FLAGS,
-    "hard",
-    "train_problems",
-    "start_groups",
-    "num_generations",
-    "max_completion_length",
-)
+# What the calibration and the start evaluation add (the split sizes move every later set).
+SPLIT_FLAGS = (*WARM_START_FLAGS, "rl_operations", "easy_operations", "pool_problems", "calibration_problems",
+               "eval_problems", "easy_problems", "max_completion_length", "num_generations", "eval_samples")  # fmt: skip
 
 
 class FinishedPieces:
@@ -141,6 +158,11 @@ class FinishedPieces:
         self.directory.mkdir(parents=True, exist_ok=True)
         sizes = {k: v for k, v in vars(args).items() if k not in NOT_IN_FINGERPRINT}
         self.fingerprint = json.loads(json.dumps(sizes, default=str))
+
+    def digest(self, flags: tuple[str, ...]) -> str:
+        """A short name for the values of ``flags`` (the warm start's directory is named by its sizes)."""
+        values = json.dumps({k: self.fingerprint[k] for k in flags}, sort_keys=True)
+        return hashlib.sha256(values.encode()).hexdigest()[:10]
 
     def get(self, name: str, compute, flags: tuple[str, ...] | None = None, extra=None, usable=lambda value: True):
         """The piece ``name``: loaded when written under the same ``flags`` (default: every sizing flag) and
@@ -161,12 +183,12 @@ class FinishedPieces:
         return value
 
 
-def coef0_check(policy, train, output: Path, seed: int, budget) -> dict:
+def coef0_check(policy, pool, output: Path, seed: int, budget) -> dict:
     """First-batch advantages of GRPO, process coef 0 and process coef 1 from the same seed and rows."""
     from experiments.toy_arithmetic.methods import first_batch_advantages
 
     batches = {
-        m: first_batch_advantages(m, policy, train, str(output / f"check_{m}"), seed, budget)
+        m: first_batch_advantages(m, policy, pool, str(output / f"check_{m}"), seed, budget)
         for m in ("grpo", "process_coef0", "process")
     }
 
@@ -184,6 +206,13 @@ def coef0_check(policy, train, output: Path, seed: int, budget) -> dict:
     }
 
 
+def es_grid_score(run: dict) -> float:
+    """The ES grid's criterion, fixed before any run: the mean training reward (mean member reward on the training
+    prompts) over the second half of the iterations of seed 0. Never a held-out number."""
+    rewards = [m["es/reward_mean"] for m in run["metrics"] if "es/reward_mean" in m]
+    return statistics.mean(rewards[len(rewards) // 2 :])
+
+
 def main(argv=None) -> dict:
     args = parse_args(argv)
     for name, value in (
@@ -197,25 +226,26 @@ def main(argv=None) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from experiments.toy_arithmetic.evaluation import calibrate, evaluate_policy, pick_checkpoint
     from experiments.toy_arithmetic.methods import Budget, run_method
     from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle
-    from experiments.toy_arithmetic.policy import build_policy, pass_rate, starting_point, warm_start
+    from experiments.toy_arithmetic.policy import build_policy, warm_start
     from experiments.toy_arithmetic.report import summarize, write_report
     from experiments.toy_arithmetic.task import make_splits
-    from trl_verigate.rewards.math import MathAccuracyReward
 
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     output: Path = args.output
     output.mkdir(parents=True, exist_ok=True)
+    sizes = {
+        "sft": args.sft_problems,
+        "pool": args.pool_problems,
+        "calibration": args.calibration_problems,
+        "eval_hard": args.eval_problems,
+        "eval_easy": args.easy_problems,
+    }
     splits = make_splits(
-        args.task_seed,
-        args.easy,
-        args.hard,
-        args.sft_problems,
-        args.train_problems,
-        args.eval_problems,
-        args.max_operand,
+        args.task_seed, args.sft_operations, args.rl_operations, args.easy_operations, sizes, args.max_operand
     )
     budget = Budget(
         args.num_generations,
@@ -223,139 +253,151 @@ def main(argv=None) -> dict:
         args.budget,
         args.max_completion_length,
         args.learning_rate,
-        args.es_learning_rate,
-        args.eval_every,
+        args.es_population,
+        args.es_prompts,
+        args.eval_samples,
     )
-    timings = {}
-
     finished = FinishedPieces(output, args)
+    oracle = ArithmeticProcessOracle()
+    timings: dict[str, float] = {}
 
-    def train_warm_start() -> dict:
-        clock = time.perf_counter()
+    def timed(name: str, compute):
+        def run():
+            clock = time.perf_counter()
+            value = compute()
+            return {"value": value, "seconds": time.perf_counter() - clock}
+
+        return run
+
+    # The warm start: SFT with a checkpoint every --sft-save-every steps, in a directory named by its sizes so a
+    # killed run resumes from its own last checkpoint and never from another size's.
+    sft_dir = output / f"warm_start_{finished.digest(WARM_START_FLAGS)}"
+
+    def train_warm_start() -> list[str]:
         base = build_policy(output / "base", args.hidden_size, args.num_layers)
-        path = warm_start(
+        return warm_start(
             base,
             splits.sft,
-            output / "warm_start",
+            sft_dir,
             args.sft_steps,
             args.sft_batch_size,
             args.sft_learning_rate,
             args.seeds[0],
+            args.sft_save_every,
         )
-        return {"policy": path, "seconds": time.perf_counter() - clock}
 
-    def model_saved(warm: dict) -> bool:  # a record whose model was deleted since is trained again
-        return (Path(warm["policy"]) / "config.json").exists()
+    def saved(piece: dict) -> bool:  # a record whose checkpoints were deleted since is trained again
+        return all((Path(path) / "config.json").exists() for path in piece["value"])
 
-    warm = finished.get("warm_start", train_warm_start, WARM_START_FLAGS, args.seeds[0], usable=model_saved)
-    policy = warm["policy"]
+    warm = finished.get("warm_start", timed("warm_start", train_warm_start), WARM_START_FLAGS, usable=saved)
     timings["warm_start"] = warm["seconds"]
-    model, tokenizer = AutoModelForCausalLM.from_pretrained(policy), AutoTokenizer.from_pretrained(policy)
-    accuracy = MathAccuracyReward()
-    warm_eval = {
-        "easy": pass_rate(model, tokenizer, splits.eval_easy, args.max_completion_length, accuracy),
-        "hard": pass_rate(model, tokenizer, splits.eval_hard, args.max_completion_length, accuracy),
-    }
+
+    def load(path: str):
+        return AutoModelForCausalLM.from_pretrained(path), AutoTokenizer.from_pretrained(path)
+
+    calibration = {}
+    for path in warm["value"]:
+        name = Path(path).name
+        calibration[name] = finished.get(
+            f"calibration_{name}",
+            lambda path=path: calibrate(
+                *load(path),
+                splits.calibration,
+                args.num_generations,
+                args.max_completion_length,
+                oracle,
+            ),
+            SPLIT_FLAGS,
+        )
+    pick = pick_checkpoint(calibration)
+    policy = str(sft_dir / pick["picked"])
+    print(f"warm start: calibration {json.dumps(calibration)}; picked {pick}", flush=True)
     start = finished.get(
-        "starting_point",
-        lambda: starting_point(
-            policy,
-            splits.train[: args.start_groups],
-            args.num_generations,
+        "start_eval",
+        lambda: evaluate_policy(
+            *load(policy),
+            splits.eval_hard,
+            splits.eval_easy,
+            args.eval_samples,
             args.max_completion_length,
-            1.0,
-            args.seeds[0],
-            ArithmeticProcessOracle(),
+            oracle,
         ),
-        STARTING_POINT_FLAGS,
-        [args.seeds[0], STARTING_POINT_VERSION],
+        SPLIT_FLAGS,
+        extra=pick["picked"],
     )
-    print(f"warm start: held-out {warm_eval}; on hard training prompts {start}", flush=True)
+    print(f"start: { ({k: v for k, v in start.items() if k != 'sampled_faithful_counts'}) }", flush=True)
 
     results = {
         "config": {
             **{k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
             "budget_detail": asdict(budget),
         },
-        "warm_start_eval": warm_eval,
-        "starting_point": start,
+        "warm_start": {"calibration": calibration, **pick, "policy": policy},
+        "start_eval": start,
         "timings": timings,
         "runs": [],
-        "es_sweep": [],
+        "es_grid": [],
     }
-    if "process_coef0" in args.methods:
-        clock = time.perf_counter()
-        results["coef0_check"] = finished.get(
-            "coef0_check", lambda: coef0_check(policy, splits.train, output / "check", args.seeds[0], budget)
-        )
-        timings["coef0_check"] = time.perf_counter() - clock
-        print(f"coefficient-0 check: {results['coef0_check']}", flush=True)
 
     def write_results(partial: bool) -> Path:
         """results.json with every run finished so far (``partial`` until the last), so a crash loses none."""
         results["partial"] = partial
         results["summary"] = summarize(results)
+        results["timings"]["elapsed"] = time.perf_counter() - started
         path = output / "results.json"
         path.write_text(json.dumps(results, indent=1))
         return path
 
+    check = finished.get(
+        "coef0_check", timed("coef0", lambda: coef0_check(policy, splits.pool, output / "check", 0, budget))
+    )
+    results["coef0_check"], timings["coef0_check"] = check["value"], check["seconds"]
+    print(f"coefficient-0 check: {results['coef0_check']}", flush=True)
+
+    def run(method: str, seed: int, es: dict | None = None) -> dict:
+        suffix = f"_s{es['sigma']}_a{es['learning_rate']}" if es else ""
+        name = f"{method}{suffix}_seed{seed}"
+        return finished.get(
+            name,
+            lambda: run_method(
+                method,
+                policy,
+                splits.pool,
+                splits.eval_easy,
+                splits.eval_hard,
+                str(output / name),
+                seed,
+                budget,
+                es,
+            ),
+            extra=pick["picked"],
+        )
+
     es_chosen = None
     if "es" in args.methods:
         clock = time.perf_counter()
-        for population, sigma in args.es_sweep:
-            es = {"population_size": population, "sigma": sigma}
-            name = f"es_sweep_P{population}_s{sigma}"
-            run = finished.get(
-                name,
-                lambda es=es, name=name: run_method(
-                    "es",
-                    policy,
-                    splits.train,
-                    splits.eval_easy,
-                    splits.eval_hard,
-                    str(output / name),
-                    args.seeds[0],
-                    budget,
-                    es,
-                ),
-            )
-            # Chosen on the training reward, never on the held-out sets.
-            rewards = [m["es/reward_mean"] for m in run["metrics"] if "es/reward_mean" in m]
-            results["es_sweep"].append(
-                {
-                    **es,
-                    "train_reward_mean": sum(rewards) / len(rewards),
-                    "final_eval": run["eval"][-1],
-                    "wall_seconds": run["wall_seconds"],
-                }
-            )
-        es_chosen = max(results["es_sweep"], key=lambda r: r["train_reward_mean"])
-        es_chosen = {"population_size": es_chosen["population_size"], "sigma": es_chosen["sigma"]}
+        for sigma, alpha in args.es_grid:
+            grid_run = run("es", args.seeds[0], {"sigma": sigma, "learning_rate": alpha})
+            results["es_grid"].append({"sigma": sigma, "learning_rate": alpha, "train_reward": es_grid_score(grid_run)})
+        best = max(results["es_grid"], key=lambda point: point["train_reward"])
+        es_chosen = {"sigma": best["sigma"], "learning_rate": best["learning_rate"]}
         results["es_chosen"] = es_chosen
-        timings["es_sweep"] = time.perf_counter() - clock
-        print(f"ES sweep: {results['es_sweep']}; chosen {es_chosen}", flush=True)
+        timings["es_grid"] = time.perf_counter() - clock
+        print(f"ES grid: {results['es_grid']}; chosen {es_chosen}", flush=True)
 
-    for method in args.methods:
-        for seed in args.seeds:
-            name = f"{method}_seed{seed}"
-            chosen = es_chosen if method == "es" else None
-            run = finished.get(
-                f"{name}_P{chosen['population_size']}_s{chosen['sigma']}" if chosen else name,
-                lambda method=method, seed=seed, name=name, chosen=chosen: run_method(
-                    method,
-                    policy,
-                    splits.train,
-                    splits.eval_easy,
-                    splits.eval_hard,
-                    str(output / name),
-                    seed,
-                    budget,
-                    chosen,
-                ),
-            )
-            results["runs"].append(run)
-            write_results(partial=True)
-            print(f"{method} seed {seed}: {run['eval'][-1]} in {run['wall_seconds']:.0f} s", flush=True)
+    arms = [(m, s) for m in args.methods for s in args.seeds] + [
+        (m, s) for m in args.ablations for s in args.ablation_seeds
+    ]
+    for method, seed in arms:
+        finished_run = run(method, seed, es_chosen if method == "es" else None)
+        results["runs"].append(finished_run)
+        write_results(partial=True)
+        end = finished_run["eval"][-1]
+        print(
+            f"{method} seed {seed}: faithful {end['sampled_faithful']:.3f}, greedy {end['greedy_pass']:.3f}, "
+            f"easy {end['easy_greedy_pass']:.3f} in {finished_run['wall_seconds']:.0f} s",
+            flush=True,
+        )
     timings["total"] = time.perf_counter() - started
     path = write_results(partial=False)
     for written in write_report(path):

@@ -1,11 +1,12 @@
-"""One training run of one method, from the warm start, with held-out evaluation along the way.
+"""One training run of one method from the warm start, evaluated at its middle and last step.
 
-Every method gets the same prompts (the hard training set), the same sampling (temperature 1, ``num_generations``
-per prompt, ``max_completion_length``) and the same generation budget (completions generated in total):
-GRPO-like methods take ``budget // (prompts_per_step * G)`` optimizer steps, ES takes
-``budget // (population * prompts_per_iteration * G)`` iterations. All trainers are used through their public
-APIs, unchanged: TRL's `GRPOTrainer`, `VeriGateGRPOTrainer`, `ProcessVerifiedGRPOTrainer` (with the arithmetic process
-oracle) and `ESTrainer`.
+Every method generates the same number of completions (``Budget.completions``) from the same prompt pool, drawn
+without replacement by TRL's sampler (seeded by the run's seed, so two methods of one seed see the same prompts in
+the same order). GRPO-like methods sample G completions per prompt at temperature 1 and take
+``completions // (prompts_per_step * G)`` optimizer steps (lr constant, `max_grad_norm` 1, beta 0,
+`num_iterations` 1); ES decodes greedily, one completion per prompt, and takes ``completions // (P * es_prompts)``
+iterations. The trainers are the project's, through their public APIs; `MeasuredVeriGate` only reads what VeriGate
+computed, to check its mechanism.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle
-from experiments.toy_arithmetic.policy import pass_rate
+from experiments.toy_arithmetic.evaluation import evaluate_policy
+from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle, ChainStepScorer
 from experiments.toy_arithmetic.task import Problem
 from trl_verigate import (
     ESConfig,
@@ -31,12 +32,13 @@ from trl_verigate import (
 )
 from trl_verigate.rewards.math import MathAccuracyReward
 
-METHODS = ("grpo", "verigate", "process", "process_coef0", "es")
+# The arms of the comparison, then the control and ablation arms, then the coefficient-0 check's arm.
+METHODS = ("grpo", "verigate", "process", "es", "verigate_arith", "process_noprop", "process_coef0")
 # Logged metrics kept per step (whichever the method logs).
 KEPT_METRICS = (
     "loss",
+    "grad_norm",
     "reward",
-    "reward_std",
     "frac_reward_zero_std",
     "completions/mean_length",
     "verigate/gate_rate",
@@ -44,60 +46,100 @@ KEPT_METRICS = (
     "lean/pass_rate",
     "lean/frac_zero_std_outcome",
     "lean/first_error_relative",
+    "lean/tactics_per_proof",
+    "lean/empty_fraction",
     "es/reward_mean",
     "es/reward_std",
     "es/update_norm",
+    "mechanism/gated_pairs",
+    "mechanism/gated_concordant",
 )
 
 
 @dataclass(frozen=True)
 class Budget:
-    num_generations: int
+    num_generations: int  # G of the GRPO-like methods
     prompts_per_step: int
-    completions: int
+    completions: int  # generated completions per run, every method
     max_completion_length: int
     learning_rate: float
-    es_learning_rate: float
-    eval_every_completions: int  # held-out evaluation about every this many generated completions
+    es_population: int
+    es_prompts: int  # prompts per ES member (greedy: one completion each)
+    eval_samples: int  # sampled completions per held-out prompt
 
 
 class HeldOutEvaluation(TrainerCallback):
-    """Greedy pass rate on the held-out easy and hard problems every ``every`` steps and at the last step."""
+    """`evaluation.evaluate_policy` at the middle step and the last step of a run."""
 
-    def __init__(self, easy: list[Problem], hard: list[Problem], every: int, max_new_tokens: int, per_step: int):
-        self.easy, self.hard, self.every, self.max_new_tokens, self.per_step = (
-            easy,
-            hard,
-            every,
-            max_new_tokens,
-            per_step,
-        )
-        self.accuracy = MathAccuracyReward()
+    def __init__(self, easy: list[Problem], hard: list[Problem], budget: Budget, per_step: int):
+        self.easy, self.hard, self.budget, self.per_step = easy, hard, budget, per_step
+        self.oracle = ArithmeticProcessOracle()
         self.history: list[dict] = []
-        self.trainer = None
 
     def on_step_end(self, args, state, control, **kwargs):
         step = state.global_step
-        if step % self.every and step != state.max_steps:
+        if step not in (state.max_steps // 2, state.max_steps):
             return
-        model, tokenizer = kwargs["model"], kwargs["processing_class"]
-        self.history.append(
-            {
-                "step": step,
-                "completions": step * self.per_step,
-                "easy": pass_rate(model, tokenizer, self.easy, self.max_new_tokens, self.accuracy),
-                "hard": pass_rate(model, tokenizer, self.hard, self.max_new_tokens, self.accuracy),
-            }
+        metrics = evaluate_policy(
+            kwargs["model"],
+            kwargs["processing_class"],
+            self.hard,
+            self.easy,
+            self.budget.eval_samples,
+            self.budget.max_completion_length,
+            self.oracle,
         )
+        self.history.append({"step": step, "completions": step * self.per_step, **metrics})
 
 
-def _common(output_dir: str, seed: int, budget: Budget, steps: int) -> dict:
+class MeasuredVeriGate(VeriGateGRPOTrainer):
+    """VeriGate, unchanged, plus one measurement of its mechanism: within each gated group, over the pairs of
+    completions whose goal-tracking valid prefixes differ, how often the one with the longer prefix gets the higher
+    advantage on its first token (step 1's advantage, the group-normalised sum of all its step scores); a tie counts
+    one half. Logged as ``mechanism/gated_pairs`` and ``mechanism/gated_concordant`` (sums per step)."""
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        advantages = output["advantages"]
+        if advantages.dim() == 1:  # no gated group in this batch
+            return output
+        texts = self.processing_class.batch_decode(output["completion_ids"], skip_special_tokens=True)
+        reports = ArithmeticProcessOracle().reports(inputs, texts)
+        pairs, concordant = gated_concordance(reports, advantages[:, 0].tolist(), self.num_generations)
+        self._metrics["train"]["mechanism/gated_pairs"].append(float(pairs))
+        self._metrics["train"]["mechanism/gated_concordant"].append(concordant)
+        return output
+
+
+def gated_concordance(reports: list, first_token_advantages: list[float], group_size: int) -> tuple[int, float]:
+    """(pairs, concordant) over the all-zero groups of ``reports`` (consecutive groups of ``group_size``): pairs whose
+    valid prefixes differ, and how many of them order their first-token advantages the same way (a tie: 1/2)."""
+    pairs, concordant = 0, 0.0
+    for start in range(0, len(reports), group_size):
+        group = range(start, start + group_size)
+        if any(reports[i].outcome for i in group):
+            continue
+        for i in group:
+            for j in group:
+                if reports[i].valid_prefix > reports[j].valid_prefix:
+                    pairs += 1
+                    difference = first_token_advantages[i] - first_token_advantages[j]
+                    concordant += 1.0 if difference > 0 else 0.5 if difference == 0 else 0.0
+    return pairs, concordant
+
+
+def _grpo_common(output_dir: str, seed: int, budget: Budget, steps: int) -> dict:
     return {
         "output_dir": output_dir,
         "num_generations": budget.num_generations,
+        "per_device_train_batch_size": budget.prompts_per_step * budget.num_generations,
         "max_completion_length": budget.max_completion_length,
         "temperature": 1.0,
+        "learning_rate": budget.learning_rate,
+        "lr_scheduler_type": "constant",
+        "max_grad_norm": 1.0,
         "beta": 0.0,
+        "num_iterations": 1,
         "max_steps": steps,
         "logging_steps": 1,
         "save_strategy": "no",
@@ -108,58 +150,71 @@ def _common(output_dir: str, seed: int, budget: Budget, steps: int) -> dict:
     }
 
 
-def _grpo_args(budget: Budget) -> tuple[dict, int, int]:
-    per_step = budget.prompts_per_step * budget.num_generations
-    steps = budget.completions // per_step
-    kwargs = {"per_device_train_batch_size": per_step, "learning_rate": budget.learning_rate}
-    return kwargs, steps, per_step
+def steps_of(method: str, budget: Budget) -> tuple[int, int]:
+    """(steps, completions per step) of ``method`` under ``budget``."""
+    per_step = (
+        budget.es_population * budget.es_prompts if method == "es" else budget.prompts_per_step * budget.num_generations
+    )
+    return budget.completions // per_step, per_step
 
 
 def build_trainer(
     method: str, policy: str, dataset: Dataset, output_dir: str, seed: int, budget: Budget, es: dict | None = None
 ):
-    """The trainer of ``method`` and its (steps, completions per step)."""
+    """The trainer of ``method`` (``es``: {"sigma", "learning_rate"} for ES)."""
     accuracy = MathAccuracyReward()
+    steps, _ = steps_of(method, budget)
     if method == "es":
-        es = es or {}
-        population, sigma = int(es.get("population_size", 8)), float(es.get("sigma", 1e-3))
-        per_step = population * budget.prompts_per_step * budget.num_generations
-        steps = budget.completions // per_step
         args = ESConfig(
-            **_common(output_dir, seed, budget, steps),
-            population_size=population,
-            sigma=sigma,
-            prompts_per_iteration=budget.prompts_per_step,
-            learning_rate=float(es.get("learning_rate", budget.es_learning_rate)),
+            output_dir=output_dir,
+            max_completion_length=budget.max_completion_length,
+            max_steps=steps,
+            logging_steps=1,
+            save_strategy="no",
+            report_to="none",
+            use_cpu=True,
+            seed=seed,
+            disable_tqdm=True,
+            greedy=True,
+            antithetic=True,
+            population_size=budget.es_population,
+            prompts_per_iteration=budget.es_prompts,
+            sigma=float(es["sigma"]),
+            learning_rate=float(es["learning_rate"]),
         )
-        return ESTrainer(model=policy, reward_funcs=[accuracy], args=args, train_dataset=dataset), steps, per_step
-    kwargs, steps, per_step = _grpo_args(budget)
-    common = {**_common(output_dir, seed, budget, steps), **kwargs}
+        return ESTrainer(model=policy, reward_funcs=[accuracy], args=args, train_dataset=dataset)
+    common = _grpo_common(output_dir, seed, budget, steps)
     if method == "grpo":
-        trainer = GRPOTrainer(model=policy, reward_funcs=[accuracy], args=GRPOConfig(**common), train_dataset=dataset)
-    elif method == "verigate":
+        return GRPOTrainer(model=policy, reward_funcs=[accuracy], args=GRPOConfig(**common), train_dataset=dataset)
+    if method in ("verigate", "verigate_arith"):
+        arithmetic_only = method == "verigate_arith"
         args = VeriGateConfig(**common, gate="all_zero", prm_type="symbolic", step_separator="\n")
-        trainer = VeriGateGRPOTrainer(model=policy, reward_funcs=[accuracy], args=args, train_dataset=dataset)
-    elif method in ("process", "process_coef0"):
+        return MeasuredVeriGate(
+            model=policy,
+            reward_funcs=[accuracy],
+            args=args,
+            train_dataset=dataset,
+            process_reward_model=None if arithmetic_only else ChainStepScorer(),
+        )
+    if method in ("process", "process_coef0", "process_noprop"):
         args = ProcessVerifiedConfig(
             **common,
             partial_tactic_score=-0.05,
             error_tactic_score=-0.1,
             process_token_assignment="first",
+            first_error_propagation=method != "process_noprop",
             process_advantage_coef=0.0 if method == "process_coef0" else 1.0,
         )
-        trainer = ProcessVerifiedGRPOTrainer(
+        return ProcessVerifiedGRPOTrainer(
             model=policy, args=args, train_dataset=dataset, process_oracle=ArithmeticProcessOracle(accuracy=accuracy)
         )
-    else:
-        raise ValueError(f"method={method!r} is not one of {METHODS}")
-    return trainer, steps, per_step
+    raise ValueError(f"method={method!r} is not one of {METHODS}")
 
 
 def run_method(
     method: str,
     policy: str,
-    train: list[Problem],
+    pool: list[Problem],
     eval_easy: list[Problem],
     eval_hard: list[Problem],
     output_dir: str,
@@ -167,16 +222,17 @@ def run_method(
     budget: Budget,
     es: dict | None = None,
 ) -> dict:
-    """Train ``method`` once; returns its held-out curve, per-step metrics and wall time."""
-    dataset = Dataset.from_list([p.row() for p in train])
-    trainer, steps, per_step = build_trainer(method, policy, dataset, output_dir, seed, budget, es)
+    """Train ``method`` once; returns its middle and end evaluations, per-step metrics and wall time."""
+    steps, per_step = steps_of(method, budget)
     if steps < 1:
         raise ValueError(
             f"budget.completions={budget.completions} is below one step of {method} ({per_step} completions): "
             "raise --budget"
         )
-    every = max(1, min(steps, round(budget.eval_every_completions / per_step)))
-    evaluation = HeldOutEvaluation(eval_easy, eval_hard, every, budget.max_completion_length, per_step)
+    if steps * (per_step // (budget.num_generations if method != "es" else 1)) > len(pool):
+        raise ValueError(f"{method} needs more prompts than the pool's {len(pool)}: raise --pool-problems")
+    trainer = build_trainer(method, policy, Dataset.from_list([p.row() for p in pool]), output_dir, seed, budget, es)
+    evaluation = HeldOutEvaluation(eval_easy, eval_hard, budget, per_step)
     trainer.add_callback(evaluation)
     started = time.perf_counter()
     trainer.train()
@@ -200,15 +256,13 @@ def run_method(
 
 
 def first_batch_advantages(
-    method: str, policy: str, train: list[Problem], output_dir: str, seed: int, budget: Budget
+    method: str, policy: str, pool: list[Problem], output_dir: str, seed: int, budget: Budget
 ) -> dict:
-    """Advantages of the first generation batch (same seed, same rows) as (B, T) with the completion mask, for the
-    coefficient-0 check: ProcessVerifiedGRPOTrainer with process_advantage_coef=0 must give GRPO's advantage on every
-    completion token."""
-    dataset = Dataset.from_list([p.row() for p in train])
-    trainer, _, _ = build_trainer(method, policy, dataset, output_dir, seed, budget)
+    """Advantages of the first generation batch (same seed, same rows) as (B, T) with the completion ids, for the
+    coefficient-0 check: process_advantage_coef=0 must give GRPO's advantage on every completion token."""
+    trainer = build_trainer(method, policy, Dataset.from_list([p.row() for p in pool]), output_dir, seed, budget)
     trainer.model.train()
-    rows = [p.row() for p in train[: budget.prompts_per_step] for _ in range(budget.num_generations)]
+    rows = [p.row() for p in pool[: budget.prompts_per_step] for _ in range(budget.num_generations)]
     torch.manual_seed(seed)
     output = trainer._generate_and_score_completions(rows)
     return {"advantages": token_advantages(output).tolist(), "completion_ids": output["completion_ids"].tolist()}

@@ -103,8 +103,9 @@ def make_problems(
     seed: int, difficulties: list[int], count: int, exclude: set[str] | None = None, max_operand: int = MAX_OPERAND
 ) -> list[Problem]:
     """``count`` distinct problems, each of a difficulty drawn from ``difficulties``, none whose prompt is in
-    ``exclude`` (so held-out sets never overlap training sets). Small difficulties have few distinct problems (about
-    600 with one operation), so a large ``count`` holds more of the larger ones."""
+    ``exclude`` (so held-out sets never overlap training sets). Small difficulties have few distinct problems (126
+    with one operation and operands 1-9, 1,899 with two, 29,541 with three), so a large ``count`` holds more of the
+    larger ones."""
     if count < 0:
         raise ValueError(f"count={count} must be non-negative")
     rng = random.Random(seed)
@@ -116,7 +117,7 @@ def make_problems(
         if attempts > 50 * count + 1000:
             raise ValueError(
                 f"could not draw {count} distinct problems of difficulties {difficulties}: ask for fewer problems "
-                "(--sft-problems, --train-problems, --eval-problems) or allow more operations (--easy, --hard)"
+                "(--sft-problems, --pool-problems, --eval-problems, ...) or allow more operations"
             )
         problem = random_problem(rng, rng.choice(difficulties), max_operand)
         if problem.prompt not in seen:
@@ -127,28 +128,40 @@ def make_problems(
 
 @dataclass(frozen=True)
 class Splits:
-    """Warm-start (easy, with completions), RL training (hard prompts) and held-out easy/hard evaluation sets."""
+    """The disjoint problem sets of the experiment.
+
+    ``sft``: the warm start's problems (with their reference completions). ``pool``: the RL training prompts, each
+    drawn at most once by a run. ``calibration``: the prompts the warm-start checkpoint is picked on. ``eval_hard``:
+    held-out prompts of the RL length. ``eval_easy``: held-out short prompts that measure forgetting.
+    """
 
     sft: list[Problem]
-    train: list[Problem]
-    eval_easy: list[Problem]
+    pool: list[Problem]
+    calibration: list[Problem]
     eval_hard: list[Problem]
+    eval_easy: list[Problem]
 
 
 def make_splits(
     seed: int,
-    easy: list[int],
-    hard: list[int],
-    num_sft: int,
-    num_train: int,
-    num_eval: int,
+    sft_operations: list[int],
+    rl_operations: list[int],
+    easy_operations: list[int],
+    sizes: dict[str, int],
     max_operand: int = MAX_OPERAND,
 ) -> Splits:
-    sft = make_problems(seed, easy, num_sft, None, max_operand)
-    used = {p.prompt for p in sft}
-    train = make_problems(seed + 1, hard, num_train, used, max_operand)
-    used |= {p.prompt for p in train}
-    eval_easy = make_problems(seed + 2, easy, num_eval, used, max_operand)
-    used |= {p.prompt for p in eval_easy}
-    eval_hard = make_problems(seed + 3, hard, num_eval, used, max_operand)
-    return Splits(sft, train, eval_easy, eval_hard)
+    """Every set of `Splits`, ``sizes[name]`` problems each, drawn in the order sft, pool, calibration, eval_hard,
+    eval_easy, each excluding every prompt drawn before it (so no two sets share a prompt)."""
+    operations = {
+        "sft": sft_operations,
+        "pool": rl_operations,
+        "calibration": rl_operations,
+        "eval_hard": rl_operations,
+        "eval_easy": easy_operations,
+    }
+    used: set[str] = set()
+    drawn = {}
+    for offset, (name, difficulties) in enumerate(operations.items()):
+        drawn[name] = make_problems(seed + offset, difficulties, sizes[name], used, max_operand)
+        used |= {p.prompt for p in drawn[name]}
+    return Splits(**drawn)
