@@ -19,7 +19,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from trl_verigate.rewards.prm import SymbolicStepScorer
 from trl_verigate.steps import completion_step_token_ids
-from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer
+from trl_verigate.trainers import ProcessVerifiedConfig, VeriGateConfig, VeriGateGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func warns that it is experimental
 
@@ -314,6 +314,58 @@ def test_all_equal_gate_also_gates_all_correct_groups(tiny_models, tmp_path):
     assert output["advantages"].dim() == 2
     assert len(equal_scorer.scored_rows) == 2 * NUM_GENERATIONS
     assert all_equal._metrics["train"]["verigate/gate_rate"] == [1.0]
+
+
+def test_gate_none_is_trl_grpo_bit_for_bit(tiny_models, tmp_path):
+    """`gate: none` is a plain-GRPO ablation: on a batch whose hard group all_zero would gate, the advantages and the
+    loss are TRL's GRPOTrainer's exactly, and no PRM loads (its path does not even exist)."""
+    trl_trainer = make_trainer(tiny_models, tmp_path, GRPOTrainer, reward_funcs=easy_only_reward)
+    args = VeriGateConfig(
+        output_dir=str(tmp_path / "gate-none"),
+        gate="none",
+        prm_model_name_or_path=str(tmp_path / "no-such-prm"),
+        **COMMON_ARGS,
+    )
+    ours_trainer = VeriGateGRPOTrainer(
+        model=tiny_models["policy"],
+        reward_funcs=easy_only_reward,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": [EASY, HARD]}),
+        rollout_func=fixed_rollout,
+    )
+    ours_trainer.model.train()
+    trl_out, ours = score_batch(trl_trainer), score_batch(ours_trainer)
+    assert ours_trainer.process_reward_model is None
+    assert ours["advantages"].shape == trl_out["advantages"].shape == (2 * NUM_GENERATIONS,)
+    assert torch.equal(ours["advantages"], trl_out["advantages"])
+    assert trl_out["advantages"][NUM_GENERATIONS:].abs().sum() == 0  # the hard group: all 0, what all_zero gates
+    assert trl_out["advantages"][:NUM_GENERATIONS].abs().sum() > 0
+    assert ours_trainer._metrics["train"]["verigate/gate_rate"] == [0.0]
+    losses = []
+    for trainer, output in ((trl_trainer, trl_out), (ours_trainer, ours)):
+        trainer.current_gradient_accumulation_steps = 1  # what the training loop sets before each loss
+        torch.manual_seed(0)
+        losses.append(trainer.compute_loss(trainer.model, output))
+    assert torch.equal(losses[1], losses[0])
+    assert losses[0].requires_grad
+    # The same batch under the paper's gate is not plain GRPO: the check above can tell them apart.
+    gated = score_batch(make_trainer(tiny_models, tmp_path, reward_funcs=easy_only_reward, gate="all_zero"))
+    assert gated["advantages"].dim() == 2
+
+
+def test_gate_none_refuses_an_audit_it_has_no_prm_for(tmp_path):
+    with pytest.raises(ValueError, match="prm_audit_fraction=0.5 with gate='none'"):
+        VeriGateConfig(output_dir=str(tmp_path), gate="none", prm_audit_fraction=0.5, **COMMON_ARGS)
+
+
+@pytest.mark.parametrize("config_class", [VeriGateConfig, ProcessVerifiedConfig])
+@pytest.mark.parametrize(
+    ("field", "value"), [("num_generations", 0), ("num_generations", 1), ("num_generations_eval", 0)]
+)
+def test_groups_of_fewer_than_two_completions_are_refused_naming_the_field(tmp_path, config_class, field, value):
+    overrides = {**COMMON_ARGS, "per_device_train_batch_size": 8, field: value}
+    with pytest.raises(ValueError, match=rf"^{field}={value}: .* set {field} to a whole number >= "):
+        config_class(output_dir=str(tmp_path), **overrides)
 
 
 def test_gate_reward_funcs_picks_the_verifier_columns(tiny_models, tmp_path):

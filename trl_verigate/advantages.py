@@ -14,7 +14,7 @@ import math
 
 import torch
 
-GATE_MODES = ("all_zero", "all_equal")
+GATE_MODES = ("all_zero", "all_equal", "none")
 NORMALIZATIONS = ("verigate", "deepseekmath")
 
 
@@ -53,7 +53,8 @@ def gated_groups(outcome_rewards: torch.Tensor, num_generations: int, mode: str 
     With outcome (verifier) rewards R_1..R_G of one group, the group is gated when
 
     - ``mode="all_zero"`` (paper default): R_i = 0 for all i -- no completion of the group was verified correct;
-    - ``mode="all_equal"``: R_1 = R_2 = ... = R_G -- any group whose GRPO advantage would be identically zero.
+    - ``mode="all_equal"``: R_1 = R_2 = ... = R_G -- any group whose GRPO advantage would be identically zero;
+    - ``mode="none"``: no group (VeriGate switched off: plain GRPO).
 
     Both tests are exact float equality, without tolerance: verifier rewards are sums of a few exact values
     (0.0, 1.0, weights), and a tolerance would gate groups that GRPO does separate, however weakly.
@@ -62,7 +63,7 @@ def gated_groups(outcome_rewards: torch.Tensor, num_generations: int, mode: str 
     Args:
         outcome_rewards: (N,) verifier reward per completion.
         num_generations: G, the group size; N must be a multiple of it.
-        mode: "all_zero" or "all_equal".
+        mode: "all_zero", "all_equal" or "none".
 
     Returns:
         torch.bool tensor of shape (N // G,), on the input's device.
@@ -75,6 +76,8 @@ def gated_groups(outcome_rewards: torch.Tensor, num_generations: int, mode: str 
         return (grouped == 0).all(dim=1)
     if mode == "all_equal":
         return (grouped == grouped[:, :1]).all(dim=1)
+    if mode == "none":
+        return torch.zeros(grouped.shape[0], dtype=torch.bool, device=grouped.device)
     raise ValueError(f"`mode` must be one of {GATE_MODES}, got {mode!r}.")
 
 

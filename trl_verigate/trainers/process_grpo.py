@@ -311,6 +311,21 @@ class ProcessGRPOTrainer(GRPOTrainer):
             logged[-offset] = values[-offset]
 
 
+def refuse_too_few_generations(config) -> None:
+    """Refuse a GRPO-family config (`VeriGateConfig`, `ProcessVerifiedConfig`) whose group holds fewer than two
+    completions, before TRL's own checks divide by `num_generations` (a ZeroDivisionError for 0): a group of one has
+    no spread, so every advantage would be 0."""
+    for name, minimum in (("num_generations", 2), ("num_generations_eval", 1)):
+        value = getattr(config, name)
+        if value is None and name == "num_generations_eval":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(
+                f"{name}={value!r}: GRPO compares the completions of one prompt with each other, so set {name} to a "
+                f"whole number >= {minimum} (e.g. {name}: 4)"
+            )
+
+
 def refuse_unpipelinable_trainer_arguments(field_name: str, args: tuple, kwargs: dict) -> None:
     """Raise before any model loads when `GRPOTrainer` arguments (``args``/``kwargs`` after ``model, reward_funcs,
     args``) ask for something pipelined generation does not replay: tools and environments (their state belongs

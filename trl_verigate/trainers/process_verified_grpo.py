@@ -32,6 +32,7 @@ from trl_verigate.steps import decode_with_offsets, span_token_ranges
 from trl_verigate.trainers.process_grpo import (
     ProcessGRPOTrainer,
     ScoredBatch,
+    refuse_too_few_generations,
     refuse_unpipelinable_trainer_arguments,
 )
 
@@ -183,6 +184,7 @@ class ProcessVerifiedConfig(GRPOConfig):
     lean_generation_chunks: int | None = field(default=None, metadata={"help": "Deprecated: use generation_chunks."})
 
     def __post_init__(self):
+        refuse_too_few_generations(self)
         super().__post_init__()
         self._take_renamed_fields()
         if self.prover not in PROVERS:

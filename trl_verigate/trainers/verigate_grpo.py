@@ -30,7 +30,7 @@ from trl_verigate.advantages import (
     step_advantages_to_tokens,
 )
 from trl_verigate.rewards.prm import PRM_TYPES, as_step_scorer, resolve_device, resolve_dtype
-from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
+from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch, refuse_too_few_generations
 from trl_verigate.trainers.verigate_prm import (
     check_prm_checkpoint,
     launch_training_device,
@@ -53,7 +53,8 @@ class VeriGateConfig(GRPOConfig):
         metadata={
             "help": "Which groups fall back to the process reward model. 'all_zero' (default, as in the paper): groups "
             "whose verifier reward is 0 for every completion. 'all_equal': every group whose verifier rewards are all "
-            "equal (also all-correct groups).",
+            "equal (also all-correct groups). 'none': no group, so the trainer is exactly TRL's GRPO and no PRM loads "
+            "(a plain-GRPO ablation is this one line of YAML).",
             "choices": list(GATE_MODES),
         },
     )
@@ -147,6 +148,7 @@ class VeriGateConfig(GRPOConfig):
         # Before the parent sets up the distributed state, which blocks until every process has started.
         if self.prm_device is not None:
             self._check_prm_device()
+        refuse_too_few_generations(self)
         super().__post_init__()
         if self.gate not in GATE_MODES:
             raise ValueError(f"gate={self.gate!r} is not supported; set gate to one of {list(GATE_MODES)}.")
@@ -196,6 +198,11 @@ class VeriGateConfig(GRPOConfig):
             )
         if not _is_number(self.prm_audit_fraction) or not 0.0 <= self.prm_audit_fraction <= 1.0:
             raise ValueError(f"prm_audit_fraction={self.prm_audit_fraction!r} must be a number in [0, 1].")
+        if self.gate == "none" and self.prm_audit_fraction > 0:
+            raise ValueError(
+                f"prm_audit_fraction={self.prm_audit_fraction!r} with gate='none': plain GRPO loads no PRM to audit "
+                "with; set prm_audit_fraction: 0 or another gate."
+            )
         # Checked here, before the policy loads, rather than when the PRM is built at the end of trainer init.
         if self.prm_torch_dtype is not None:
             try:
@@ -267,7 +274,8 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
     After TRL has generated, scored and normalized a generation batch:
 
     1. S1 gate: the verifier reward of a completion is the `reward_weights`-weighted sum of the `gate_reward_funcs`
-       columns. A group is gated when these are all 0 (`gate="all_zero"`) or all equal (`gate="all_equal"`). A reward
+       columns. A group is gated when these are all 0 (`gate="all_zero"`) or all equal (`gate="all_equal"`); with
+       `gate="none"` no group is, no PRM is loaded, and training is TRL's GRPO exactly (an ablation). A reward
        function that returns None for a completion counts 0 here: no verdict is no separation.
     2. Non-gated groups keep exactly TRL's advantages (whatever `scale_rewards`, `loss_type` or
        `multi_objective_aggregation`).
@@ -336,14 +344,16 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
                 f"args must be a VeriGateConfig, got {type(args).__name__}; build it with "
                 "VeriGateConfig(**your_grpo_kwargs) so the VeriGate fields have values."
             )
-        builds_model_prm = process_reward_model is None and args.prm_type != "symbolic"
+        # gate="none" gates no group, so no PRM is ever asked: none is loaded.
+        uses_prm = args.gate != "none"
+        builds_model_prm = uses_prm and process_reward_model is None and args.prm_type != "symbolic"
         if builds_model_prm:
             # Before the policy loads: a wrong PRM path should fail in a second with one message.
             check_prm_checkpoint(args.prm_model_name_or_path, args.prm_type)
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
 
         self._gate_func_indices = self._resolve_gate_reward_funcs(args.gate_reward_funcs)
-        if process_reward_model is None:
+        if process_reward_model is None and uses_prm:
             device = prm_device_for_process(
                 args.prm_device,
                 local_process_index=self.accelerator.local_process_index,
@@ -353,7 +363,7 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
             )
             process_reward_model = load_step_scorer(args, device)
         self._prm_is_sharded = self._shard_prm_under_zero3(process_reward_model)
-        self.process_reward_model = as_step_scorer(process_reward_model)
+        self.process_reward_model = as_step_scorer(process_reward_model) if uses_prm else None
         self._reward_failures_seen = self._local_reward_failures()
 
     def _shard_prm_under_zero3(self, process_reward_model) -> bool:
