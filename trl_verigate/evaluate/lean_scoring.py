@@ -25,7 +25,8 @@ class LeanScorer:
         verifier: a started `LeanServer` or a `LeanClient`.
         timeout: seconds per proof.
         completion_format: "auto", "proof_body" or "fenced_block" (see `lean_proofs`).
-        statement_field, header_field: the row's trusted statement and header columns.
+        statement_field: the row's trusted statement column.
+        header_field: the row's trusted header column.
         concurrency: proofs in flight at once (the pool's workers, or what the servers take).
     """
 

@@ -26,8 +26,9 @@ class CoqProcessOracle:
     Args:
         verifier: a `CoqServer` (started), or anything with its batch `verify(requests, timeout=...)`.
         timeout: seconds per proof (None: the verifier's default).
-        statement_field, header_field: the row keys of the trusted statement (`Theorem name : T.`) and header
-            (`Require Import …` sentences; an empty or missing value means the verifier's default header).
+        statement_field: the row key of the trusted statement (`Theorem name : T.`).
+        header_field: the row key of the trusted header (`Require Import …` sentences; an empty or missing value
+            means the verifier's default header).
     """
 
     def __init__(

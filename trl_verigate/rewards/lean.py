@@ -34,7 +34,8 @@ class LeanProcessOracle:
         verifier: a `LeanServer` (started) or `LeanClient`.
         completion_format: "auto", "proof_body" or "fenced_block" (see `lean_proofs`).
         timeout: seconds per proof (None: the verifier's default).
-        statement_field, header_field: the row keys of the trusted statement and header.
+        statement_field: the row key of the trusted statement.
+        header_field: the row key of the trusted header.
     """
 
     def __init__(
