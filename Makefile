@@ -53,8 +53,9 @@ demo-es: $(STAMP) $(TINY_DIR)/.built
 	$(VENV)/bin/accelerate launch --config_file recipes/accelerate/cpu.yaml \
 		recipes/es.py --config recipes/tiny/es.yaml
 
-# GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic (docs/experiments.md); writes
-# outputs/experiments/toy_arithmetic/{results.json,results.md,*.png}. EXPERIMENT_ARGS=--quick for the small preset.
+# GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic, with the decisions registered in
+# docs/experiments.md; writes outputs/experiments/toy_arithmetic/{results.json,results.md,held_out.png,training.png,
+# decisions.png}. Resumable: rerun after a kill. EXPERIMENT_ARGS=--quick for the smoke-test preset (under 10 min).
 EXPERIMENT_ARGS ?=
 experiment: $(STAMP)
 	$(PY) -m experiments.toy_arithmetic.launch $(EXPERIMENT_ARGS)
