@@ -1139,3 +1139,43 @@ def test_a_tactic_whose_operand_is_optional_does_not_hide_the_next_line(proof):
 def test_a_calc_step_at_the_block_column_starts_as_no_tactic_does(proof, accepted):
     result = prepare(ProofRequest("theorem t : (1:ℕ) = 1 := by", proof), MINIF2F_HEADER)
     assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
+
+
+# ------------------------------------------------------------ the keyword backstop
+
+LAYOUT_MISSES = [
+    "  norm_num\n  .plausible",  # a bullet glued to its tactic
+    "  first\n  |plausible\n  | rfl",  # a bar without a space
+    "  intro\n  | _ => plausible",  # `intro` with match alternatives
+    "  cases h with plausible\n  | inl => rfl\n  | inr => rfl",  # the optional tactic after `with`
+]
+
+
+@pytest.mark.parametrize("proof", LAYOUT_MISSES)
+def test_a_tactic_keyword_off_the_allow_list_is_refused_wherever_it_stands(proof):
+    import dataclasses
+
+    from trl_verigate.lean_server.precheck import prepare as bare_prepare
+
+    request = ProofRequest("theorem t (h : 1 = 1 ∨ 1 = 1) : (1:ℕ) = 2 := by", proof)
+    result = prepare(request, MINIF2F_HEADER)
+    assert result.status == "rejected" and "`plausible`" in result.reason and "a tactic keyword" in result.reason
+    # These are places the layout does not see a tactic start: without the keyword list they would reach Lean.
+    without_keywords = dataclasses.replace(policy(), keywords=frozenset())
+    assert isinstance(bare_prepare(request, MINIF2F_HEADER, without_keywords), Prepared)
+
+
+def test_only_the_trusted_statement_may_bind_a_tactic_keyword_as_a_name():
+    # `stop` bound by the statement is a name; bound by the proof it could be read as the tactic where the layout errs.
+    trusted = ProofRequest("theorem t (stop : ℕ) (h : stop = 3) : stop = 3 := by", "  exact h")
+    assert isinstance(prepare(trusted, MINIF2F_HEADER), Prepared)
+    untrusted = ProofRequest("theorem t : True := by", "  have stop : True := trivial\n  exact stop")
+    assert "`stop` at line 2, column 7, a tactic keyword" in prepare(untrusted, MINIF2F_HEADER).reason
+
+
+def test_the_keyword_list_holds_the_tactics_that_run_code_or_fake_proofs():
+    # Named from Lean's, Mathlib's and Plausible's documentation, not from the list itself.
+    keywords = policy().keywords
+    for name in ("plausible", "run_tac", "polyrith", "stop", "sorry", "admit", "native_decide", "run_conv", "exact?"):
+        assert name in keywords, name
+    assert "plausible" in policy().unlisted_keywords and "simp" not in policy().unlisted_keywords

@@ -127,8 +127,12 @@ def prepare_file(
         tokens = tokenize(body)
         declarations = _declarations(tokens, policy)
         *helpers, main = declarations
+        # Names the trusted statement binds may be written although they are tactic keywords (a hypothesis `stop`).
+        trusted_names = (
+            frozenset(rules.bound_names(statement_tokens, signature=True)) if statement_tokens else frozenset()
+        )
         for declaration in declarations:
-            _check_declaration(tokens, declaration, declaration is main, policy, allowed_opens)
+            _check_declaration(tokens, declaration, declaration is main, policy, allowed_opens, trusted_names)
         _check_names(tokens, helpers, main)
         if statement_tokens is not None:
             _check_against_statement(tokens, main, helpers, statement_tokens)
@@ -347,7 +351,12 @@ def _check_attributes(names: list[Token], policy: Policy) -> None:
 
 
 def _check_declaration(
-    tokens: list[Token], declaration: _Declaration, is_main: bool, policy: Policy, allowed_opens: frozenset[str]
+    tokens: list[Token],
+    declaration: _Declaration,
+    is_main: bool,
+    policy: Policy,
+    allowed_opens: frozenset[str],
+    trusted_names: frozenset[str],
 ) -> None:
     keyword = tokens[declaration.keyword]
     allowed = HELPER_KEYWORDS | MAIN_KEYWORDS if is_main else HELPER_KEYWORDS
@@ -374,6 +383,7 @@ def _check_declaration(
         locals_,
         allowed_words=MODIFIERS,
         allowed_opens=allowed_opens,
+        trusted_names=trusted_names,
     )
     after = declaration.keyword + 1
     rules.check_code(
@@ -381,6 +391,7 @@ def _check_declaration(
         policy,
         locals_,
         allowed_opens=allowed_opens,
+        trusted_names=trusted_names,
     )
 
 

@@ -42,6 +42,7 @@ class Policy:
     by `max_heartbeats`)."""
 
     tactics: frozenset[str]
+    keywords: frozenset[str]
     conv_tactics: frozenset[str]
     namespaces: frozenset[str]
     options: dict[str, int | str]
@@ -52,6 +53,14 @@ class Policy:
     commands: frozenset[str]
     allow_native_decide: bool
     max_heartbeats: int
+
+    @cached_property
+    def unlisted_keywords(self) -> frozenset[str]:
+        """Tactic and conv keywords of the toolchain not on the allow-lists: refused wherever they stand (a backstop
+        for a place the layout misses where Lean starts a tactic). The rules check `open … in` and
+        `set_option … in` themselves, and `trace` is a name too (`Matrix.trace`): as a tactic it is checked where it
+        stands."""
+        return self.keywords - self.tactics - self.conv_tactics - {"trace", "open", "set_option", "fun", "if"}
 
     @cached_property
     def meta_roots(self) -> frozenset[str]:
@@ -83,6 +92,7 @@ def policy(
     meta = _labelled("meta_names.txt")
     return Policy(
         tactics=frozenset(tactics),
+        keywords=frozenset(_words("tactic_keywords.txt")),
         conv_tactics=frozenset(_words("conv_tactics.txt")),
         namespaces=frozenset(_words("namespaces.txt")) | frozenset(extra_namespaces),
         options=options,

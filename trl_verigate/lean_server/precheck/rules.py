@@ -116,12 +116,14 @@ def check_code(
     *,
     allowed_words: frozenset[str] = frozenset(),
     allowed_opens: frozenset[str] = frozenset(),
+    trusted_names: frozenset[str] = frozenset(),
     prefixes_need_in: bool = True,
 ) -> None:
     """The rules every code token is held to, wherever it stands (see the module docstring).
 
     `allowed_words`: command keywords allowed here (a file's declaration keyword and modifiers). `allowed_opens`:
-    namespaces the trusted header opens.
+    namespaces the trusted header opens. `trusted_names`: the names the trusted statement binds (a hypothesis
+    `stop`), which may be written although they are tactic keywords.
     `prefixes_need_in`: False for a file's header lines, where `open` and `set_option` are commands of their own.
     """
     enclosing = _enclosing_openers(tokens)
@@ -141,6 +143,13 @@ def check_code(
             _check_symbol(tokens, k, policy)
         elif token.kind == "ident" and token.text not in allowed_words:
             _check_word(tokens, k, policy, locals_, enclosing)
+            if token.text in policy.unlisted_keywords and token.text not in trusted_names:
+                raise PrecheckError(
+                    f"`{token.text}`",
+                    token.start,
+                    f", a tactic keyword, is not on the allow-list; wherever it stands, Lean may read it as a tactic: "
+                    f"{ALLOWLIST_HINT}",
+                )
             if token.text in IN_PREFIXES:
                 end = _check_prefix(tokens, k, policy, allowed_opens, prefixes_need_in)
                 if not prefixes_need_in and end != len(tokens):

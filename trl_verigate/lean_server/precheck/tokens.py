@@ -168,18 +168,19 @@ def _tokenize(text: str, start_column: int, tokens: list[Token]) -> None:
                 new_line = True
             i = blank.end()
             continue
-        if text.startswith(("--", "/-"), i) and tokens and tokens[-1].end == i and _glued_to_symbol(text[i - 1]):
+        comment = (c == "-" or c == "/") and text.startswith(("--", "/-"), i)
+        if comment and tokens and tokens[-1].end == i and _glued_to_symbol(text[i - 1]):
             raise PrecheckError(
                 f"a comment right after `{text[i - 1]}`",
                 i,
                 ": Lean may read that symbol and the comment's first characters as one token (`//`, `\\/`); "
                 "put a space before the comment",
             )
-        if text.startswith("--", i):
+        if comment and c == "-":
             end = text.find("\n", i)
             i = n if end < 0 else end
             continue
-        if text.startswith("/-", i):
+        if comment:
             end = _block_comment_end(text, i)
             if "\n" in text[i:end]:  # the next token is the first on its line
                 line_start_offset = text.rfind("\n", i, end) + 1
