@@ -45,6 +45,9 @@ REFERENCE_CACHE = 1024
 class CoqProcess(CoqToolProcess):
     """A coqidetop with a loaded header; not safe for concurrent runs (the pool serialises them)."""
 
+    PROGRAM = "coqidetop"
+    PROTOCOL_ERRORS = (protocol.ProtocolError,)
+
     def __init__(self, config: CoqServerConfig):
         super().__init__(config)
         self.config = config
@@ -133,29 +136,9 @@ class CoqProcess(CoqToolProcess):
         started = time.monotonic()
         response: dict = {"timeout": False}
         try:
-            await asyncio.wait_for(self._run(job, response), timeout)
+            await self.answer_or_kill(asyncio.wait_for(self._run(job, response), timeout), started)
         except asyncio.TimeoutError:
             await self._interrupt(response, started)
-        except protocol.ProtocolError as error:
-            await self._kill()
-            raise ReplCrashed(
-                f"coqidetop output {error.kind}: {error.detail} ({self.describe_exit()})", time.monotonic() - started
-            ) from None
-        except ReplCompromised as error:
-            await self._kill()
-            raise ReplCompromised(
-                f"coqidetop is compromised: {error}; it was killed and its answer discarded",
-                time.monotonic() - started,
-                error.request_sent,
-            ) from None
-        except (BrokenPipeError, ConnectionResetError):
-            await self._kill()
-            raise ReplCrashed(
-                f"coqidetop closed its input ({self.describe_exit()})", time.monotonic() - started
-            ) from None
-        except asyncio.CancelledError:
-            await asyncio.shield(self._kill())
-            raise
         return response
 
     async def _run(self, job: CoqJob, response: dict) -> None:

@@ -110,6 +110,9 @@ class WorkerProcess:
 
     ENV_PREFIXES: tuple[str, ...] = ()
     SETTINGS_NAME = "config"
+    # How messages name the process ("the REPL", "coqidetop") and the protocol errors its reader raises.
+    PROGRAM = "the prover"
+    PROTOCOL_ERRORS: tuple[type[Exception], ...] = ()
 
     def __init__(self, settings):
         self.settings = settings
@@ -176,6 +179,35 @@ class WorkerProcess:
             raise ReplStartError(f"cannot start {argv!r}: {error}") from None
         self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
+
+    async def answer_or_kill(self, work, started: float):
+        """Await `work` (one request's exchange); when the process breaks its protocol or its framing, closes its
+        input, or the request is cancelled, kill it and raise the ReplError the request gets. Timeouts are the
+        caller's."""
+        try:
+            return await work
+        except self.PROTOCOL_ERRORS as error:
+            await self._kill()
+            raise ReplCrashed(
+                f"{self.PROGRAM} output {error.kind}: {error.detail} ({self.describe_exit()})",
+                time.monotonic() - started,
+            ) from None
+        except ReplCompromised as error:
+            await self._kill()
+            raise ReplCompromised(
+                f"{self.PROGRAM} is compromised: {error}; it was killed and its answer discarded",
+                time.monotonic() - started,
+                error.request_sent,
+            ) from None
+        except (BrokenPipeError, ConnectionResetError):
+            await self._kill()
+            raise ReplCrashed(
+                f"{self.PROGRAM} closed its input ({self.describe_exit()})", time.monotonic() - started
+            ) from None
+        except asyncio.CancelledError:
+            # The process may still be working on the abandoned request: its next answer would be stale.
+            await asyncio.shield(self._kill())
+            raise
 
     def prepare_scratch(self, scratch: Path, argv: list[str]) -> list[str]:
         """The argv to run, once the scratch directory exists; a subclass may write the files it reads there first

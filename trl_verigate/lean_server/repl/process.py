@@ -68,6 +68,8 @@ class ReplProcess(WorkerProcess):
 
     ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
     SETTINGS_NAME = "LeanServerConfig"
+    PROGRAM = "the REPL"
+    PROTOCOL_ERRORS = (ProtocolError,)
 
     def __init__(self, config: LeanServerConfig):
         super().__init__(config)
@@ -164,33 +166,12 @@ class ReplProcess(WorkerProcess):
         self.uses += 1
         started = time.monotonic()
         try:
-            return await asyncio.wait_for(self._exchange(request), timeout)
+            return await self.answer_or_kill(asyncio.wait_for(self._exchange(request), timeout), started)
         except asyncio.TimeoutError:
             await self._kill()
             raise ReplTimeout(
                 f"no answer within {timeout:g} s; the REPL was killed", time.monotonic() - started
             ) from None
-        except ProtocolError as error:
-            await self._kill()
-            raise ReplCrashed(
-                f"REPL output {error.kind}: {error.detail} ({self.describe_exit()})", time.monotonic() - started
-            ) from None
-        except ReplCompromised as error:
-            await self._kill()
-            raise ReplCompromised(
-                f"the REPL is compromised: {error}; it was killed and its answer discarded",
-                time.monotonic() - started,
-                error.request_sent,
-            ) from None
-        except (BrokenPipeError, ConnectionResetError):
-            await self._kill()
-            raise ReplCrashed(
-                f"the REPL closed its input ({self.describe_exit()})", time.monotonic() - started
-            ) from None
-        except asyncio.CancelledError:
-            # The REPL may still be working on the abandoned request: its next answer would be stale.
-            await asyncio.shield(self._kill())
-            raise
 
     async def _exchange(self, request: dict) -> dict:
         problem = self._idle_breach()
