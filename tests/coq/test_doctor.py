@@ -1,6 +1,9 @@
 """`trl-verigate coq-doctor` on this machine's Coq, and with a program missing."""
 
+import argparse
+
 from trl_verigate.cli import main
+from trl_verigate.coq import doctor
 
 
 def test_the_doctor_passes_on_a_working_setup(capsys):
@@ -18,5 +21,7 @@ def test_the_doctor_fails_naming_the_fix_for_a_header_coq_cannot_load(capsys):
 
 
 def test_the_doctor_refuses_a_bad_header_in_one_line(capsys):
-    assert main(["coq-doctor", "--header", "Axiom x : False."]) == 1
-    assert "CoqServerConfig.header" in capsys.readouterr().out
+    args = argparse.Namespace(header="Axiom x : False.", sandbox="auto", recheck="coqchk")
+    assert doctor._run_coq_doctor(args) == 1
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "CoqServerConfig.header" in line
