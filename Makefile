@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean demo-es experiment bench bench-peers gpu-check lint tiny clean
+.PHONY: install test test-fast test-lean demo demo-lean demo-es experiment bench bench-peers gpu-check lint docs tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -83,5 +83,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments scripts
 	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes experiments scripts
 
+# The docs site (mkdocs.yml, docs/) into site/; `make test` checks the same strict build (tests/test_docs_examples.py).
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) $(TINY_DIR) build *.egg-info
+	rm -rf $(VENV) $(TINY_DIR) build site *.egg-info
