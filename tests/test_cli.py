@@ -265,9 +265,55 @@ def test_resolve_repl_command_wraps_a_binary_in_lake_env_only_when_lake_exists(t
     assert cli_options.resolve_repl_command(None, tmp_path) == ["python3", "fake.py"]
 
 
-def test_lean_server_without_a_repl_exits_with_the_fix(bare_machine):
-    with pytest.raises(SystemExit, match="TRL_VERIGATE_LEAN_REPL"):
-        cli.main(["lean-server", "--project-dir", str(bare_machine), "--port", "0"])
+def one_line_usage_error(capsys, argv: list[str]) -> str:
+    """`trl-verigate ARGV` must exit 2 with one line on stderr and no traceback; returns the line."""
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    lines = captured.err.splitlines()
+    assert len(lines) == 1, captured.err
+    return lines[0]
+
+
+def test_lean_server_without_a_repl_exits_with_the_fix(bare_machine, capsys):
+    line = one_line_usage_error(capsys, ["lean-server", "--project-dir", str(bare_machine), "--port", "0"])
+    assert line.startswith("trl-verigate lean-server: error: no Lean REPL configured: ")
+    assert "TRL_VERIGATE_LEAN_REPL" in line and line.endswith("(`trl-verigate lean-server --help` lists every flag)")
+
+
+def test_lean_server_refuses_a_repl_it_cannot_run_before_serving(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("trl_verigate.lean_server.service.http.serve", lambda *a, **k: pytest.fail("it served"))
+    base = ["lean-server", "--project-dir", str(tmp_path), "--port", "0"]
+    line = one_line_usage_error(capsys, [*base, "--repl-command", "/nonexistent/repl"])
+    assert "--repl-command /nonexistent/repl runs /nonexistent/repl, which does not exist; give a built REPL" in line
+    script = tmp_path / "repl"
+    script.write_text("#!/bin/sh\n")  # not executable
+    line = one_line_usage_error(capsys, [*base, "--repl-command", str(script)])
+    assert f"runs {script}, which is not an executable file" in line
+    line = one_line_usage_error(capsys, [*base, "--repl-command", "lake env /nonexistent/repl"])
+    assert "runs lake, which is not on PATH" in line or "runs /nonexistent/repl, which does not exist" in line
+
+
+def test_bad_files_and_values_of_the_subcommands_are_one_line(tmp_path, capsys):
+    line = one_line_usage_error(capsys, ["lean-doctor", "--header-file", str(tmp_path / "none.lean")])
+    assert line.startswith(f"trl-verigate lean-doctor: error: --header-file {tmp_path / 'none.lean'}: no such file")
+    line = one_line_usage_error(capsys, ["lean-server", "--timeout", "soon"])
+    assert "argument --timeout: invalid float value: 'soon'" in line
+    line = one_line_usage_error(capsys, ["coq-doctor", "--header", "Axiom cheat : False."])
+    assert line.startswith("trl-verigate coq-doctor: error: --header: CoqServerConfig.header may hold only")
+    line = one_line_usage_error(capsys, ["es-export", "--output", str(tmp_path)])
+    assert "the following arguments are required: --state" in line
+
+
+def test_es_export_of_a_missing_state_is_one_line(tmp_path, capsys):
+    missing = tmp_path / "run" / "es_state.json"
+    assert cli.main(["es-export", "--state", str(missing), "--output", str(tmp_path / "out")]) == 2
+    captured = capsys.readouterr()
+    expected = f"es-export: --state {missing}: {missing} does not exist; give an es_state.json or the checkpoint "
+    assert captured.err == expected + "directory holding one\n"
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
@@ -298,10 +344,7 @@ def test_a_lean_server_whose_port_is_taken_is_reported_as_exited_not_waited_for(
 
 
 def test_unknown_subcommand_is_an_argparse_error(capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(["no-such-command"])
-    assert exit_info.value.code == 2
-    assert "invalid choice" in capsys.readouterr().err
+    assert "invalid choice: 'no-such-command'" in one_line_usage_error(capsys, ["no-such-command"])
 
 
 def test_relative_repl_paths_are_read_from_the_callers_directory(tmp_path, monkeypatch):
@@ -456,12 +499,13 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
     assert config.recheck == "sample" and config.recheck_fraction == 0.5
     assert config.recheck_command == [str(tmp_path / "check"), "--fast"]
     assert config.max_request_bytes == 1000 and config.max_batch_bytes == 5000
-    defaults = cli_options.config_from_args(cli.build_parser().parse_args(["lean-server", "--repl-command", "x"]), 1)
+    repl = ["--repl-command", "python3 repl.py"]
+    defaults = cli_options.config_from_args(cli.build_parser().parse_args(["lean-server", *repl]), 1)
     assert defaults.recheck == "auto" and defaults.recheck_command is None
-    with_checker = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck-command", "c"])
+    with_checker = cli.build_parser().parse_args(["lean-server", *repl, "--recheck-command", "c"])
     assert cli_options.config_from_args(with_checker, 1).recheck == "auto"
-    bad = cli.build_parser().parse_args(["lean-server", "--repl-command", "x", "--recheck", "passed"])
-    with pytest.raises(SystemExit, match="needs recheck_command"):
+    bad = cli.build_parser().parse_args(["lean-server", *repl, "--recheck", "passed"])
+    with pytest.raises(ValueError, match="needs recheck_command"):
         cli_options.config_from_args(bad, 1)
 
 

@@ -1,7 +1,9 @@
 """`trl-verigate` command line: one argparse subcommand per tool.
 
 Add a subcommand by writing `add_parser(subparsers)` (or `_add_<name>` here) that registers its parser with
-`func=<handler>`, and listing it in `_SUBCOMMANDS`.
+`func=<handler>`, and listing it in `_SUBCOMMANDS`. Every parser is a `OneLineErrorParser`: bad input is one line
+naming the flag, exit status 2; a handler refuses input it finds bad with its parser's `error` (the `parser` default
+of its namespace), before anything loads.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trl_verigate.cli_parser import OneLineErrorParser
 from trl_verigate.coq.doctor import add_parser as _add_coq_doctor
 from trl_verigate.es.export import add_parser as _add_es_export
 from trl_verigate.evaluate.command import add_parser as _add_evaluate
@@ -38,13 +41,17 @@ def _add_lean_server(subparsers) -> None:
         "--workers", type=int, default=LeanServerConfig().workers, help="REPL processes (default: cpus-1)"
     )
     add_lean_options(parser)
-    parser.set_defaults(func=_run_lean_server)
+    parser.set_defaults(func=_run_lean_server, parser=parser)
 
 
 def _run_lean_server(args: argparse.Namespace) -> int:
     from trl_verigate.lean_server.service.http import serve
 
-    serve(config_from_args(args, workers=args.workers), host=args.host, port=args.port, port_file=args.port_file)
+    try:
+        config = config_from_args(args, workers=args.workers)  # refuses a REPL it cannot run, before serving
+    except ValueError as error:
+        args.parser.error(str(error))
+    serve(config, host=args.host, port=args.port, port_file=args.port_file)
     return 0
 
 
@@ -72,15 +79,29 @@ _SUBCOMMANDS = (_add_lean_server, _add_lean_doctor, _add_coq_doctor, _add_lean_r
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trl-verigate", description="trl-verigate tools")
+    parser = OneLineErrorParser(prog="trl-verigate", description="trl-verigate tools")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in _SUBCOMMANDS:
         add(subparsers)
     return parser
 
 
+def _check_coq_doctor_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """coq-doctor's flags as the config it builds takes them: a bad one is a usage error, not a failed doctor step."""
+    from trl_verigate.coq.config import CoqServerConfig
+
+    try:
+        CoqServerConfig(workers=1, spare_repls=0, header=args.header, sandbox=args.sandbox, recheck=args.recheck)
+    except ValueError as error:
+        subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+        subparsers.choices["coq-doctor"].error(f"--header: {error}")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "coq-doctor":
+        _check_coq_doctor_flags(parser, args)
     return args.func(args)
 
 

@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from trl_verigate.cli_parser import OneLineErrorParser
+
 # torch and the ES modules are imported inside the functions: `trl-verigate --help` must stay cheap.
 
 PEFT_REFUSAL = (
@@ -106,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trl-verigate")
+    parser = OneLineErrorParser(prog="trl-verigate")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from trl_verigate.lean_server.types import MINIF2F_HEADER, RECHECKS, SANDBOXES, LeanServerConfig
+from trl_verigate.prover_pool.checks import program_problem
 
 REPL_ENV = "TRL_VERIGATE_LEAN_REPL"
 PROJECT_ENV = "TRL_VERIGATE_LEAN_PROJECT"
@@ -73,33 +74,38 @@ def read_header(header_file: str | None) -> str:
     if header_file is None:
         return MINIF2F_HEADER
     path = Path(header_file)
-    if not path.exists():
-        raise SystemExit(
+    if not path.is_file():
+        raise ValueError(
             f"--header-file {header_file}: no such file (it should hold the imports/options, e.g. 'import Mathlib')"
         )
     return path.read_text(encoding="utf-8").rstrip("\n")
 
 
 def config_from_args(args: argparse.Namespace, workers: int) -> LeanServerConfig:
+    """The server's config from the flags; a ValueError names the flag to fix when no REPL can run (none configured,
+    or its program missing or not executable) or a setting is invalid."""
     project_dir = resolve_project_dir(args.project_dir)
     repl_command = resolve_repl_command(args.repl_command, project_dir)
     if repl_command is None:
-        raise SystemExit(
+        raise ValueError(
             f"no Lean REPL configured: pass --repl-command or set {REPL_ENV}=/path/to/repl/.lake/build/bin/repl "
             "(run `trl-verigate lean-doctor` to check the setup)"
         )
-    try:
-        return LeanServerConfig(
-            repl_command=repl_command,
-            project_dir=str(project_dir),
-            header=read_header(args.header_file),
-            workers=workers,
-            timeout=args.timeout,
-            memory_limit_mb=args.memory_limit_mb or None,
-            **_safety_settings(args),
+    problem = program_problem(repl_command)
+    if problem is not None:
+        raise ValueError(
+            f"--repl-command {shlex.join(repl_command)} {problem}; give a built REPL, e.g. --repl-command "
+            "/path/to/repl/.lake/build/bin/repl (run `trl-verigate lean-doctor` to check the setup)"
         )
-    except ValueError as error:
-        raise SystemExit(str(error)) from None
+    return LeanServerConfig(
+        repl_command=repl_command,
+        project_dir=str(project_dir),
+        header=read_header(args.header_file),
+        workers=workers,
+        timeout=args.timeout,
+        memory_limit_mb=args.memory_limit_mb or None,
+        **_safety_settings(args),
+    )
 
 
 def _safety_settings(args: argparse.Namespace) -> dict:

@@ -353,16 +353,20 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("lean-doctor", help=summary, description=summary[0].upper() + summary[1:] + ".")
     add_lean_options(parser)
     # A first import of Mathlib on a cold cache is slower than the server's restarts.
-    parser.set_defaults(func=_run_lean_doctor, startup_timeout=600.0)
+    parser.set_defaults(func=_run_lean_doctor, startup_timeout=600.0, parser=parser)
 
 
 def _run_lean_doctor(args: argparse.Namespace) -> int:
     project_dir = resolve_project_dir(args.project_dir)
     recheck_command = [absolute_if_path(arg) for arg in shlex.split(args.recheck_command or "")] or None
+    try:
+        header = read_header(args.header_file)
+    except ValueError as error:
+        args.parser.error(str(error))
     checks = run_doctor(
         project_dir=project_dir,
         repl_command=resolve_repl_command(args.repl_command, project_dir),
-        header=read_header(args.header_file),
+        header=header,
         timeout=args.timeout,
         startup_timeout=args.startup_timeout,
         memory_limit_mb=args.memory_limit_mb or None,

@@ -3,6 +3,7 @@ its fix, and the version check of a program on PATH."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -37,3 +38,25 @@ def tool_version(tool: str, fix: str) -> Check:
     if not version:
         return Check(tool, False, f"{path} --version printed nothing: it is not {tool}", fix)
     return Check(tool, True, f"{version.splitlines()[0]} ({path})")
+
+
+def program_problem(argv: list[str]) -> str | None:
+    """Why ``argv`` cannot be started as a command, or None: its program (a path, or a name looked up on PATH) must
+    be an executable file. For `lake env PROGRAM ...` the program lake runs is held to the same rule.
+
+    Checked before anything loads, so a misspelled REPL path fails in a second rather than as an `error` status on
+    every proof of a run.
+    """
+    if not argv:
+        return "is empty"
+    program = argv[0]
+    if "/" in program:
+        if not os.path.exists(program):
+            return f"runs {program}, which does not exist"
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            return f"runs {program}, which is not an executable file (chmod +x it, or give the program that runs it)"
+    elif shutil.which(program) is None:
+        return f"runs {program}, which is not on PATH"
+    if os.path.basename(program) == "lake" and argv[1:2] == ["env"] and len(argv) > 2:
+        return program_problem(argv[2:])
+    return None
