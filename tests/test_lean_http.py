@@ -11,6 +11,7 @@ import contextlib
 import json
 import select
 import socket
+import sys
 import threading
 import time
 
@@ -253,10 +254,49 @@ def test_native_form_returns_verdicts_in_order(url):
         ({"snippets": [{"id": "a", "code": "x"}], "infotree": "full"}, "infotree"),
     ],
 )
-def test_bad_input_is_a_422_naming_the_field(url, body, field):
+def test_bad_input_is_a_400_with_one_message_naming_the_field(url, body, field):
     response = post(url, body)
-    assert response.status_code == 422
-    assert field in response.text
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert isinstance(detail, str) and "\n" not in detail
+    assert field in detail
+
+
+def test_a_request_missing_its_proof_gets_one_message_not_one_per_form(url):
+    response = post(url, {"requests": [{"statement": "theorem t : True := by"}]})
+    assert response.status_code == 400
+    assert response.json() == {
+        "detail": "requests[0].proof: Field required (a request is {statement, proof, header?} | "
+        "{file, statement?, header?} | file text)"
+    }
+
+
+def test_a_body_that_is_not_json_is_a_400_saying_so(url):
+    response = httpx.post(url + "/check", content=b'{"requests": [', headers={"content-type": "application/json"})
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    assert detail.startswith("the body is not valid JSON (") and "send a JSON object" in detail
+
+
+def test_health_is_not_ok_while_no_repl_can_start(tmp_path):
+    config = LeanServerConfig(
+        repl_command=[sys.executable, "-c", "raise SystemExit(3)"],
+        project_dir=str(tmp_path),
+        header=HEADER,
+        workers=1,
+        spare_repls=0,
+        startup_timeout=5.0,
+    )
+    with LeanServer(config) as server, serving(create_app(server)) as base_url:
+        deadline = time.monotonic() + 30
+        while True:
+            health = httpx.get(base_url + "/health").json()
+            if health["status"] != "starting" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert health["alive"] == 0
+    assert health["status"] == "no_repl"
+    assert health["pool"]["start_failures"] >= 1
 
 
 def test_a_client_that_hangs_up_cancels_its_work(url):
@@ -596,7 +636,7 @@ def test_native_form_takes_file_requests(url):
     assert misstated["status"] == "rejected" and "statement" in misstated["reason"]
     # A file object with a field of neither request kind is bad input, not silently a ProofRequest.
     bad = post(url, {"requests": [{"file": as_file(GOOD), "proof": "  omega"}]})
-    assert bad.status_code == 422 and "proof" in bad.text
+    assert bad.status_code == 400 and "requests[0].proof: Extra inputs are not permitted" in bad.json()["detail"]
 
 
 def test_client_sends_file_requests_and_kimina_mode_holds_them_to_the_statement(url, lean_server):

@@ -39,8 +39,9 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME
@@ -51,6 +52,7 @@ DISCONNECT_POLL_S = 0.5
 # nginx's code for "client closed request", as kimina-lean-server uses it.
 CLIENT_CLOSED_REQUEST = 499
 PAYLOAD_TOO_LARGE = 413
+BAD_REQUEST = 400
 # The line `serve` prints on stdout once it accepts connections, followed by the URL (e.g. http://127.0.0.1:41235).
 LISTENING_PREFIX = "listening on "
 
@@ -167,6 +169,23 @@ class NativeFile(BaseModel):
     header: str | None = None
 
 
+NATIVE_FORMS = "{statement, proof, header?} | {file, statement?, header?} | file text"
+
+
+def _native_item(index: int, item):
+    """A native request item as the form its keys choose (a `file` key: a file request; else a proof request), so a
+    missing field is reported once, for that form, not once per form of the union."""
+    if not isinstance(item, dict):
+        return item
+    form = NativeFile if "file" in item else NativeProof
+    try:
+        return form.model_validate(item)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise ValueError(f"requests[{index}].{where}: {first['msg']} (a request is {NATIVE_FORMS})") from None
+
+
 class CheckBody(BaseModel):
     """One of three forms: kimina `snippets`, kimina's older `codes`, or native `requests`."""
 
@@ -181,6 +200,11 @@ class CheckBody(BaseModel):
     infotree: str | None = None
     infotree_type: str | None = None
     disable_cache: bool = False
+
+    @field_validator("requests", mode="before")
+    @classmethod
+    def _native_forms(cls, value):
+        return [_native_item(index, item) for index, item in enumerate(value)] if isinstance(value, list) else value
 
     @model_validator(mode="after")
     def _one_form(self) -> CheckBody:
@@ -224,6 +248,22 @@ def _native_request(item: NativeProof | NativeFile | str):
     return item
 
 
+def bad_request_detail(errors: list[dict]) -> str:
+    """One message for a request FastAPI could not parse or validate: the first error, where it is and what it says
+    (a body that is no JSON at all says that), and how many more there are."""
+    first = errors[0]
+    if first.get("type") == "json_invalid":
+        reason = first.get("ctx", {}).get("error", first.get("msg", ""))
+        message = f'the body is not valid JSON ({reason}); send a JSON object, e.g. {{"requests": [...]}}'
+    else:
+        location = [str(part) for part in first.get("loc", ()) if part != "body"]
+        text = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+        # A validator's own message may already start where it is (requests[0].proof: ...).
+        message = text if location and text.startswith(location[-1]) else f"{'.'.join(location) or 'body'}: {text}"
+    more = len(errors) - 1
+    return message + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
+
+
 def caller_of(raw: Request) -> str:
     """Who sent a request, for the REPLs that serve it: the client's `X-Verigate-Caller` (a `LeanClient` sends its
     own id), else the client's address. A REPL never serves two callers (`prover_pool.pool`)."""
@@ -245,6 +285,11 @@ def create_app(server: LeanServer) -> FastAPI:
     app = FastAPI(title="trl-verigate Lean server", lifespan=lifespan)
     # Read at each request, so the limit is the served config's.
     app.add_middleware(BodySizeLimit, max_bytes=lambda: server.config.max_batch_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, error: RequestValidationError) -> JSONResponse:
+        # FastAPI answers 422 with every error of every union branch; a client needs one line to fix its request.
+        return JSONResponse({"detail": bad_request_detail(list(error.errors()))}, status_code=BAD_REQUEST)
 
     async def verify_until_disconnect(raw: Request, requests: list, timeout: float | None):
         """(verdict, REPL response) pairs, or None when the client hung up first."""
@@ -306,11 +351,12 @@ def create_app(server: LeanServer) -> FastAPI:
     async def health() -> dict:
         in_flight = stats["in_flight"]
         pool = server.stats() if server.started else {}
+        alive = len(pool.get("live_pids", []))
         return {
-            "status": "ok" if server.started else "stopped",
+            "status": health_status(server.started, alive, pool.get("start_failures", 0)),
             "service": SERVICE_NAME,
             "workers": server.config.workers,
-            "alive": len(pool.get("live_pids", [])),
+            "alive": alive,
             "in_flight": in_flight,
             "queued": max(0, in_flight - server.config.workers),
             "proofs_total": stats["proofs_total"],
@@ -322,6 +368,17 @@ def create_app(server: LeanServer) -> FastAPI:
         }
 
     return app
+
+
+def health_status(started: bool, alive: int, start_failures: int) -> str:
+    """`/health`'s status: "ok" only while at least one REPL is alive; "starting" before the first has started;
+    "no_repl" when none is alive and starts have failed (a REPL that cannot run: see the server's log and
+    `trl-verigate lean-doctor`); "stopped" once the server is closed. The HTTP status stays 200: the body says it."""
+    if not started:
+        return "stopped"
+    if alive:
+        return "ok"
+    return "no_repl" if start_failures else "starting"
 
 
 class ReportingServer(uvicorn.Server):
