@@ -88,3 +88,40 @@ def kernel_builds(monkeypatch):
 
     monkeypatch.setattr(noise_kernel.subprocess, "run", recording_run)
     return commands
+
+
+@pytest.fixture
+def no_model_load(monkeypatch):
+    """Fails the test if `trl-verigate evaluate` loads a model; the list of the loads tried (empty is good)."""
+    from trl_verigate.evaluate.generation import HFBackend
+
+    loaded = []
+
+    def refuse(*args, **kwargs):
+        loaded.append(args)
+        raise AssertionError("a model was loaded before the arguments were checked")
+
+    monkeypatch.setattr(HFBackend, "from_pretrained", classmethod(refuse))
+    return loaded
+
+
+def missing_coq_programs() -> list[str]:
+    """The Coq programs CoqServer needs (coqidetop, coqc, coqchk) that are not on PATH."""
+    import shutil
+
+    idetop = shutil.which("coqidetop.opt") or shutil.which("coqidetop")
+    found = {"coqidetop": idetop, "coqc": shutil.which("coqc"), "coqchk": shutil.which("coqchk")}
+    return [name for name, path in found.items() if not path]
+
+
+@pytest.fixture
+def coq_required():
+    """Real Coq for this test: skipped without it, naming the install command; failed instead under CI."""
+    from trl_verigate.coq.config import INSTALL_COMMAND
+
+    missing = missing_coq_programs()
+    if missing:
+        message = f"Coq is not installed ({', '.join(missing)} missing): `{INSTALL_COMMAND}`"
+        if ci_is_set():
+            pytest.fail(f"{message}. CI is set, so the Coq tests fail instead of skipping.", pytrace=False)
+        pytest.skip(message)

@@ -2,12 +2,12 @@
 a message naming the flag that fixes it."""
 
 import json
+import re
 
 import pytest
 
-from trl_verigate.cli import main
+from trl_verigate.cli import build_parser, main
 from trl_verigate.evaluate import command
-from trl_verigate.evaluate.generation import HFBackend
 from trl_verigate.evaluate.problems import detect_math_format, lean_problems, load_rows, math_problems
 from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
 
@@ -92,24 +92,17 @@ def test_dataset_hash_follows_the_rows():
     assert first != math_problems([{"problem": "p", "answer": "2"}]).sha256
 
 
-@pytest.fixture
-def no_model_load(monkeypatch):
-    """Fails the test if any model is loaded."""
-    loaded = []
-
-    def refuse(*args, **kwargs):
-        loaded.append(args)
-        raise AssertionError("a model was loaded before the arguments were checked")
-
-    monkeypatch.setattr(HFBackend, "from_pretrained", classmethod(refuse))
-    return loaded
-
-
 def run_error(capsys, argv) -> str:
+    """`trl-verigate ARGV` exits 2 with one line on stderr, the message then where help is; returns that line."""
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2
-    return capsys.readouterr().err
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.out + captured.err, captured.err
+    prog = f"trl-verigate evaluate {argv[1]}" if len(argv) > 1 and not argv[1].startswith("-") else "trl-verigate"
+    assert lines[0].startswith(f"{prog}: error: ") and lines[0].endswith(f"(`{prog} --help` lists every flag)")
+    return lines[0]
 
 
 @pytest.mark.parametrize(
@@ -347,3 +340,43 @@ def test_a_rerun_with_every_attempt_sampled_loads_no_model(tmp_path, capsys, mon
     assert summary["ks"] == [2] and summary["metrics"]["pass@2"]["value"] == 0.5
     assert main([*argv, "--n", "5", "--k", "1"]) == 0  # one attempt more each: the model is needed
     assert loads == [4, 5]
+
+
+def test_the_run_says_which_rows_split_picked_and_ends_with_its_output_folder(tmp_path, capsys, monkeypatch):
+    rows = [{"problem": "p", "answer": "1", "split": "test"}, {"problem": "q", "answer": "2", "split": "train"}]
+    data = write_jsonl(tmp_path / "a.jsonl", rows)
+    monkeypatch.setattr(command, "build_backend", lambda args, sampling: BoxedOneBackend())
+    output = tmp_path / "o"
+    assert main(["evaluate", "math", "--model", "m", "--dataset", data, "--output", str(output), "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"--split test: the 1 of 2 rows of {data} whose `split` column is 'test'"
+    assert lines[-1] == f"Outputs: {output.resolve()} (samples.jsonl: one row per attempt; summary.json; pass_at_k.png)"
+    no_split = write_jsonl(tmp_path / "b.jsonl", [{"problem": "p", "answer": "1"}])
+    assert main(["evaluate", "math", "--model", "m", "--dataset", no_split, "--output", str(tmp_path / "o2"),
+                 "--no-progress"]) == 0  # fmt: skip
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == f"--split test: not applied, the rows of {no_split} have no `split` column; all 1 are used"
+
+
+def test_an_argparse_error_is_one_line_with_where_help_is(capsys):
+    line = run_error(capsys, ["evaluate", "lean", "--model", "m", "--dataset", "d.jsonl", "--n", "many"])
+    assert "argument --n: invalid int value: 'many'" in line
+    assert "usage:" not in line
+
+
+@pytest.mark.parametrize("task", ["lean", "coq", "math"])
+def test_help_shows_every_default(task, capsys):
+    evaluate = build_parser()._subparsers._group_actions[0].choices["evaluate"]
+    task_parser = evaluate._subparsers._group_actions[0].choices[task]
+    flags = [
+        action
+        for action in task_parser._actions
+        if action.option_strings and not action.required and action.nargs != 0 and action.dest != "help"
+    ]
+    # The options section, one block per flag: each starts on a line indented by two spaces.
+    options = task_parser.format_help().split("options:", 1)[1]
+    blocks = {block.split()[0].rstrip(","): " ".join(block.split()) for block in re.split(r"\n  (?=-)", options)[1:]}
+    assert set(blocks) >= {action.option_strings[0] for action in flags}
+    for action in flags:
+        assert "default" in blocks[action.option_strings[0]], blocks[action.option_strings[0]]
+    assert "(default: 1)" in blocks["--n"] and "(default: 0.95)" in blocks["--top-p"]

@@ -1,8 +1,9 @@
-"""`trl-verigate evaluate`: pass@k of Lean provers, accuracy/maj@k/pass@k on math, from the command line or during
-training (`PassAtKCallback`).
+"""`trl-verigate evaluate`: pass@k of Lean and Coq provers, accuracy/maj@k/pass@k on math, from the command line or
+during training (`PassAtKCallback`).
 
 Modules, one job each: `metrics` (pass@k, maj@k, bootstrap intervals: pure functions), `problems` (datasets and
-formats), `generation` (HF and vLLM backends), `lean_scoring` and `math_scoring` (one row per attempt), `outputs`
+formats), `generation` (HF and vLLM backends), `proof_scoring` (a prover's verdicts, concurrently) with
+`lean_scoring` and `coq_scoring`, and `math_scoring` (one row per attempt), `outputs`
 (samples.jsonl, resume, summary, table), `plot`, `runner` (one evaluation), `callback`, `command` (the CLI).
 Names resolve lazily, so importing the package loads neither torch nor transformers.
 """
@@ -22,8 +23,10 @@ _EXPORTS = {
     "VLLMBackend": "trl_verigate.evaluate.generation",
     "SamplingConfig": "trl_verigate.evaluate.generation",
     "LeanScorer": "trl_verigate.evaluate.lean_scoring",
+    "CoqScorer": "trl_verigate.evaluate.coq_scoring",
     "MathScorer": "trl_verigate.evaluate.math_scoring",
     "lean_problems": "trl_verigate.evaluate.problems",
+    "coq_problems": "trl_verigate.evaluate.problems",
     "math_problems": "trl_verigate.evaluate.problems",
     "load_rows": "trl_verigate.evaluate.problems",
     "PassAtKArguments": "trl_verigate.evaluate.callback",

@@ -1,17 +1,23 @@
-"""`trl-verigate evaluate lean|math`: the arguments, checked before any model loads, and the run.
+"""`trl-verigate evaluate lean|coq|math`: the arguments, checked before any model loads, and the run.
 
     trl-verigate evaluate lean --model OUT_DIR --dataset minif2f.jsonl --split test --n 64 --k 1,8,32,64 \\
         --lean-repl-command "lake env /path/to/repl" --lean-project-dir /path/to/project --output results/
+    trl-verigate evaluate coq --model OUT_DIR --dataset coq_test.jsonl --n 8 --k 1,8 --output results/
     trl-verigate evaluate math --model OUT_DIR --dataset HuggingFaceH4/MATH-500 --n 4 --k 1,4 --output results/
+
+A bad flag is one line naming it (exit status 2); the run ends by printing its output folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from trl_verigate.cli_parser import DefaultsHelpFormatter
+from trl_verigate.coq.config import DEFAULT_HEADER
 from trl_verigate.evaluate.generation import (
     BACKENDS,
     MODEL_SAMPLING_FIELDS,
@@ -23,22 +29,34 @@ from trl_verigate.evaluate.generation import (
     model_sampling_defaults,
 )
 from trl_verigate.evaluate.metrics import check_ks
-from trl_verigate.evaluate.outputs import SAMPLES_FILE, check_output_dir, check_same_run, read_samples, record_run
+from trl_verigate.evaluate.outputs import (
+    PLOT_FILE,
+    SAMPLES_FILE,
+    SUMMARY_FILE,
+    check_output_dir,
+    check_same_run,
+    read_samples,
+    record_run,
+)
 from trl_verigate.evaluate.plot import check_matplotlib
 from trl_verigate.evaluate.problems import (
     DEFAULT_MATH_SYSTEM_PROMPT,
     MATH_FORMATS,
+    coq_problems,
     lean_problems,
-    load_rows,
     math_problems,
+    select_rows,
 )
 from trl_verigate.evaluate.runner import Evaluation, evaluate
+from trl_verigate.rewards.coq import COQ_PROMPT_TEMPLATE
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS, DEFAULT_PROMPT_TEMPLATE
 
 # Prover papers check each proof with a long limit (DeepSeek-Prover and Kimina report evaluations where a
 # verification may run minutes); training uses 15 s to keep steps short. A short limit here would count slow but
 # correct proofs as failures and understate pass@k.
 DEFAULT_LEAN_TIMEOUT_S = 300.0
+# The same reasoning for Coq; proofs over nat with lia take well under a second, a minute leaves room for heavier ones.
+DEFAULT_COQ_TIMEOUT_S = 60.0
 # Proofs in flight per remote server.
 _PROOFS_PER_SERVER = 8
 _HEALTH_TIMEOUT_S = 10.0
@@ -58,7 +76,9 @@ def _add_common(parser: argparse.ArgumentParser, split_default: str, max_new_tok
     parser.add_argument("--dataset", required=True, help="local .json/.jsonl file, dataset folder, or hub id")
     parser.add_argument("--dataset-config", default=None, help="hub dataset configuration name")
     parser.add_argument(
-        "--split", default=split_default, help="dataset split, or the value of the rows' `split` column to keep"
+        "--split",
+        default=split_default,
+        help="dataset split, or the value of the rows' `split` column to keep; the run says which rows it picked",
     )
     parser.add_argument("--limit", type=int, default=None, help="evaluate only the first N problems")
     parser.add_argument("--n", type=int, default=1, help="attempts sampled per problem")
@@ -80,32 +100,76 @@ def _add_common(parser: argparse.ArgumentParser, split_default: str, max_new_tok
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+def _add_proof_options(parser: argparse.ArgumentParser, prompt_template: str) -> None:
+    parser.add_argument("--prompt-template", default=prompt_template, help="format string over row columns")
+    parser.add_argument("--conversational", action="store_true", help="send the prompt through the chat template")
+    parser.add_argument("--statement-field", default="formal_statement", help="column of the trusted statement")
+
+
 def add_parser(subparsers) -> argparse.ArgumentParser:
-    """Register `evaluate lean` and `evaluate math` on the `trl-verigate` command's subparsers."""
-    summary = "pass@k of a Lean prover, or accuracy, maj@k and pass@k on math problems"
+    """Register `evaluate lean`, `evaluate coq` and `evaluate math` on the `trl-verigate` command's subparsers."""
+    summary = "pass@k of a Lean or Coq prover, or accuracy, maj@k and pass@k on math problems"
     parser = subparsers.add_parser("evaluate", help=summary, description=summary[0].upper() + summary[1:] + ".")
     tasks = parser.add_subparsers(dest="task", required=True, metavar="TASK")
+    formatter = {"formatter_class": DefaultsHelpFormatter}
 
-    lean = tasks.add_parser("lean", help="pass@k on DeepSeek-format Lean problems (miniF2F, ProofNet)")
+    lean = tasks.add_parser("lean", help="pass@k on DeepSeek-format Lean problems (miniF2F, ProofNet)", **formatter)
     _add_common(lean, "test", 2048)
-    lean.add_argument("--prompt-template", default=DEFAULT_PROMPT_TEMPLATE, help="format string over row columns")
-    lean.add_argument("--conversational", action="store_true", help="send the prompt through the chat template")
+    _add_proof_options(lean, DEFAULT_PROMPT_TEMPLATE)
     lean.add_argument("--completion-format", choices=COMPLETION_FORMATS, default="auto", help="proof shape")
-    lean.add_argument("--statement-field", default="formal_statement", help="column of the trusted statement")
-    lean.add_argument("--lean-repl-command", default=None, help='REPL argv, e.g. "lake env /path/to/repl"')
-    lean.add_argument("--lean-project-dir", default=None, help="Lean project the REPL runs in (Mathlib)")
-    lean.add_argument("--lean-server-urls", nargs="+", default=None, help="trl-verigate lean-server URLs instead")
+    lean.add_argument(
+        "--lean-repl-command",
+        default=None,
+        help='REPL argv, e.g. "lake env /path/to/repl" (default: $TRL_VERIGATE_LEAN_REPL, else a built repl near the project)',
+    )
+    lean.add_argument(
+        "--lean-project-dir",
+        default=None,
+        help="Lean project the REPL runs in (default: $TRL_VERIGATE_LEAN_PROJECT, else the working directory)",
+    )
+    lean.add_argument(
+        "--lean-server-urls",
+        nargs="+",
+        default=None,
+        help="trl-verigate lean-server URLs instead of a local pool (default: a local pool)",
+    )
     lean.add_argument("--lean-workers", type=int, default=None, help="local REPL processes (default: cores - 1)")
     lean.add_argument(
         "--lean-timeout",
         type=float,
         default=DEFAULT_LEAN_TIMEOUT_S,
-        help="seconds per proof (default 300, as prover papers evaluate; training uses 15)",
+        help="seconds per proof (as prover papers evaluate; training uses 15)",
     )
-    lean.add_argument("--lean-memory-limit-mb", type=int, default=8192, help="address-space limit per REPL")
+    lean.add_argument("--lean-memory-limit-mb", type=int, default=8192, help="address-space limit per REPL, MiB")
     lean.set_defaults(func=run, parser=lean)
 
-    math = tasks.add_parser("math", help="accuracy, maj@k and pass@k on MATH-500, MATH or GSM8K rows")
+    coq = tasks.add_parser(
+        "coq", help="pass@k on Coq statements (`Theorem name : T.` rows) with coqidetop", **formatter
+    )
+    _add_common(coq, "test", 1024)
+    _add_proof_options(coq, COQ_PROMPT_TEMPLATE)
+    coq.add_argument(
+        "--coq-command",
+        default=None,
+        help="coqidetop argv with its protocol options (default: coqidetop.opt or coqidetop from PATH)",
+    )
+    coq.add_argument("--coq-header", default=None, help=f"header of rows without one (default: {DEFAULT_HEADER!r})")
+    coq.add_argument("--coq-workers", type=int, default=None, help="coqidetop processes (default: cores - 1)")
+    coq.add_argument("--coq-timeout", type=float, default=DEFAULT_COQ_TIMEOUT_S, help="seconds per proof")
+    coq.add_argument("--coq-memory-limit-mb", type=int, default=2048, help="address-space limit per worker, MiB")
+    coq.add_argument(
+        "--coq-recheck", choices=("coqchk", "none"), default="coqchk", help="recheck every pass with coqc + coqchk"
+    )
+    coq.add_argument(
+        "--coq-print-assumptions",
+        choices=("always", "sample", "never"),
+        default="always",
+        help="run `Print Assumptions` on every pass, a sample, or none",
+    )
+    coq.add_argument("--coq-sandbox", choices=("auto", "bwrap", "none"), default="auto", help="bubblewrap sandbox")
+    coq.set_defaults(func=run, parser=coq)
+
+    math = tasks.add_parser("math", help="accuracy, maj@k and pass@k on MATH-500, MATH or GSM8K rows", **formatter)
     _add_common(math, "test", 1024)
     math.add_argument("--format", choices=MATH_FORMATS, default="auto", help="row format (auto: from the columns)")
     math.add_argument("--system-prompt", default=DEFAULT_MATH_SYSTEM_PROMPT, help='system message ("": none)')
@@ -146,6 +210,7 @@ def _lean_verifier(args: argparse.Namespace):
         _check_reachable(args.lean_server_urls)
         return client, _PROOFS_PER_SERVER * len(args.lean_server_urls)
     from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
+    from trl_verigate.prover_pool.checks import program_problem
 
     project_dir = resolve_project_dir(args.lean_project_dir)
     repl_command = resolve_repl_command(args.lean_repl_command, project_dir)
@@ -153,6 +218,12 @@ def _lean_verifier(args: argparse.Namespace):
         raise ValueError(
             '--lean-repl-command: no Lean REPL given or found; pass --lean-repl-command "lake env /path/to/repl" '
             "with --lean-project-dir, or --lean-server-urls (see `trl-verigate lean-doctor`)"
+        )
+    problem = program_problem(repl_command)
+    if problem is not None:
+        raise ValueError(
+            f"--lean-repl-command {shlex.join(repl_command)} {problem}; give a built REPL, e.g. "
+            '"lake env /path/to/repl/.lake/build/bin/repl" (see `trl-verigate lean-doctor`)'
         )
     settings = {"workers": args.lean_workers} if args.lean_workers is not None else {}
     config = LeanServerConfig(
@@ -165,14 +236,52 @@ def _lean_verifier(args: argparse.Namespace):
     return LeanServer(config), config.workers
 
 
+def _coq_verifier(args: argparse.Namespace):
+    """A (not yet started) `CoqServer` for the flags, and how many proofs it takes at once; its programs must run."""
+    from trl_verigate.coq import CoqServer, CoqServerConfig
+    from trl_verigate.prover_pool.checks import program_problem
+
+    if not args.coq_timeout > 0:
+        raise ValueError(f"--coq-timeout must be > 0 seconds, got {args.coq_timeout}")
+    settings = {
+        "timeout": args.coq_timeout,
+        "memory_limit_mb": args.coq_memory_limit_mb,
+        "recheck": args.coq_recheck,
+        "print_assumptions": args.coq_print_assumptions,
+        "sandbox": args.coq_sandbox,
+    }
+    if args.coq_command:
+        settings["coqidetop_command"] = shlex.split(args.coq_command)
+    if args.coq_header is not None:
+        settings["header"] = args.coq_header
+    if args.coq_workers is not None:
+        settings["workers"] = args.coq_workers
+    try:
+        config = CoqServerConfig(**settings)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"--coq-*: {error}") from error
+    programs = [("--coq-command", config.coqidetop_command)]
+    if config.recheck == "coqchk":
+        programs += [("--coq-recheck coqchk", config.coqc_command), ("--coq-recheck coqchk", config.coqchk_command)]
+    for flag, argv in programs:
+        problem = program_problem(argv)
+        if problem is not None:
+            raise ValueError(
+                f"{flag}: {shlex.join(argv)} {problem}; install Coq 8.16 (`apt-get install coq`, then "
+                "`trl-verigate coq-doctor`) or give the program's path"
+            )
+    return CoqServer(config), config.workers
+
+
 @dataclass
 class Prepared:
     """What `prepare` checked and built, before any model loads."""
 
     evaluation: Evaluation
     sampling: SamplingConfig
-    verifier: object | None  # the Lean verifier (a LeanServer not yet started, or a LeanClient)
+    verifier: object | None  # the prover (a LeanServer or CoqServer not yet started, or a LeanClient)
     identity: dict  # what the output folder evaluates (run.json)
+    split_note: str = ""  # which rows --split picked
     resume_note: str | None = None  # how a changed --n resumes the folder's attempts
     needs_model: bool = True  # False when samples.jsonl already holds every attempt (a rerun for other --k)
 
@@ -201,6 +310,7 @@ def resolve_model_sampling(args: argparse.Namespace) -> dict:
 
 def prepare(args: argparse.Namespace) -> Prepared:
     """Everything that can be checked without a model, checked; a ValueError names the flag to fix."""
+    from trl_verigate.evaluate.coq_scoring import CoqScorer
     from trl_verigate.evaluate.lean_scoring import LeanScorer
     from trl_verigate.evaluate.math_scoring import MathScorer
 
@@ -213,6 +323,8 @@ def prepare(args: argparse.Namespace) -> Prepared:
         )
     if args.task == "lean":
         _check_at_least(args, 1, "lean_workers", "lean_memory_limit_mb")
+    elif args.task == "coq":
+        _check_at_least(args, 1, "coq_workers", "coq_memory_limit_mb")
     elif not args.math_timeout > 0:
         raise ValueError(f"--math-timeout must be > 0 seconds, got {args.math_timeout}")
     ks = check_ks(parse_ks(args.k), args.n)
@@ -223,9 +335,23 @@ def prepare(args: argparse.Namespace) -> Prepared:
     if args.backend == "vllm":
         import_vllm()
     check_matplotlib()
-    rows = load_rows(args.dataset, args.split, args.dataset_config)
+    rows, split_note = select_rows(args.dataset, args.split, args.dataset_config)
     verifier = None
-    if args.task == "lean":
+    if args.task == "coq":
+        problem_set = coq_problems(
+            rows, args.prompt_template, args.conversational, args.statement_field, limit=args.limit
+        )
+        verifier, concurrency = _coq_verifier(args)
+        scorer = CoqScorer(verifier, args.coq_timeout, args.statement_field, concurrency=concurrency)
+        prompt = {"prompt_template": args.prompt_template, "conversational": args.conversational}
+        scoring = {
+            "statement_field": args.statement_field,
+            "coq_header": verifier.config.header,
+            "coq_timeout": args.coq_timeout,
+            "coq_recheck": args.coq_recheck,
+            "coq_print_assumptions": args.coq_print_assumptions,
+        }
+    elif args.task == "lean":
         problem_set = lean_problems(
             rows, args.prompt_template, args.conversational, args.statement_field, limit=args.limit
         )
@@ -269,7 +395,7 @@ def prepare(args: argparse.Namespace) -> Prepared:
         # A damaged samples.jsonl stops the run here, not after the model has loaded.
         done = {(str(row["problem_id"]), int(row["attempt"])) for row in read_samples(args.output)}
         needs_model = any((p.id, a) not in done for p in problem_set.problems for a in range(args.n))
-    return Prepared(evaluation, sampling, verifier, identity, resume_note, needs_model)
+    return Prepared(evaluation, sampling, verifier, identity, split_note, resume_note, needs_model)
 
 
 def build_backend(args: argparse.Namespace, sampling: SamplingConfig):
@@ -283,6 +409,7 @@ def run(args: argparse.Namespace) -> int:
         prepared = prepare(args)
     except ValueError as error:
         args.parser.error(str(error))
+    print(prepared.split_note)
     if prepared.resume_note:
         print(prepared.resume_note)
     try:
@@ -295,4 +422,6 @@ def run(args: argparse.Namespace) -> int:
             stack.enter_context(prepared.verifier)
         stack.callback(prepared.evaluation.scorer.close)
         evaluate(prepared.evaluation, backend, args.output, progress=not args.no_progress)
+    output = Path(args.output).resolve()
+    print(f"Outputs: {output} ({SAMPLES_FILE}: one row per attempt; {SUMMARY_FILE}; {PLOT_FILE})")
     return 0

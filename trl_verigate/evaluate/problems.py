@@ -1,7 +1,8 @@
 """Evaluation problems from a local .json/.jsonl file, a local dataset folder or a hub dataset id, and their formats.
 
 Lean rows are in DeepSeek-Prover-V1.5's format (`name`, `split`, `informal_prefix`, `formal_statement`, `goal`,
-`header`). Math rows are one of
+`header`). Coq rows have `formal_statement` (`Theorem name : T.`) and optionally `header` (`Require Import ...`),
+`name` and `split`. Math rows are one of
 
 - ``math500``: `problem` and a bare `answer` (HuggingFaceH4/MATH-500);
 - ``math``: `problem` and a `solution` whose final answer is in ``\\boxed{}`` (hendrycks MATH);
@@ -13,11 +14,13 @@ names the flag that fixes it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from dataclasses import dataclass, field
 
+from trl_verigate.rewards.coq import COQ_PROMPT_TEMPLATE
 from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
 
 MATH_FORMATS = ("auto", "math500", "math", "gsm8k")
@@ -55,6 +58,24 @@ def load_rows(dataset: str, split: str | None, config_name: str | None = None) -
     """Rows of ``dataset``: a local .json/.jsonl file (all rows), a local dataset folder or a hub id (its ``split``,
     or, when it has no such split but one split whose rows have a `split` column, that split's rows). Rows with a
     `split` column are then kept only where it equals ``split``."""
+    return select_rows(dataset, split, config_name)[0]
+
+
+@contextlib.contextmanager
+def _no_progress_bars():
+    from datasets.utils import logging as datasets_logging
+
+    enabled = datasets_logging.is_progress_bar_enabled()
+    datasets_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            datasets_logging.enable_progress_bar()
+
+
+def select_rows(dataset: str, split: str | None, config_name: str | None = None) -> tuple[list[dict], str]:
+    """`load_rows`, and a line saying which rows ``split`` picked (the command prints it)."""
     from datasets import load_dataset
 
     if dataset.endswith(LOCAL_SUFFIXES):
@@ -64,12 +85,14 @@ def load_rows(dataset: str, split: str | None, config_name: str | None = None) -
             if not file.read().strip():
                 raise ValueError(f"--dataset {dataset}: the file is empty; give a file with one problem per row")
         try:
-            rows = list(load_dataset("json", data_files=dataset, split="train"))
+            with _no_progress_bars():  # a local file loads in a moment; its bar would only sit above any error line
+                rows = list(load_dataset("json", data_files=dataset, split="train"))
         except Exception as error:  # noqa: BLE001 - datasets raises many kinds; the user needs the flag and the cause
             raise ValueError(
                 f"--dataset {dataset}: not a JSON Lines file of rows ({type(error).__name__}: {error}); give one JSON "
                 "object per line"
             ) from error
+        source = f"{dataset}"
     else:
         try:
             splits = load_dataset(dataset, name=config_name)
@@ -81,8 +104,10 @@ def load_rows(dataset: str, split: str | None, config_name: str | None = None) -
         only = next(iter(splits.values())) if len(splits) == 1 else None
         if split is not None and split in splits:
             rows = list(splits[split])
+            source = f"the {split!r} split of {dataset}"
         elif only is not None and (split is None or "split" in only.column_names):
             rows = list(only)  # the one split; rows that say their own split are filtered below
+            source = f"{dataset} (its one split, {next(iter(splits))!r})"
         else:
             raise ValueError(f"--split {split}: {dataset} has the splits {sorted(splits)}; name one of them")
     if split is not None and rows and "split" in rows[0]:
@@ -90,10 +115,15 @@ def load_rows(dataset: str, split: str | None, config_name: str | None = None) -
         if not kept:
             present = sorted({str(row.get("split")) for row in rows})
             raise ValueError(f"--split {split}: no row of {dataset} has split {split!r}; its rows have {present}")
+        note = f"--split {split}: the {len(kept)} of {len(rows)} rows of {source} whose `split` column is {split!r}"
         rows = kept
+    elif source.startswith("the "):
+        note = f"--split {split}: {source}, {len(rows)} rows"
+    else:
+        note = f"--split {split}: not applied, the rows of {source} have no `split` column; all {len(rows)} are used"
     if not rows:
         raise ValueError(f"--dataset {dataset}: no rows")
-    return rows
+    return rows, note
 
 
 def rows_sha256(rows: list[dict]) -> str:
@@ -123,14 +153,17 @@ def _problem_ids(rows: list[dict]) -> list[str]:
     return [str(index) for index in range(len(rows))]
 
 
-def lean_problems(
+def proof_problems(
     rows: list[dict],
-    prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
-    conversational: bool = False,
-    statement_field: str = "formal_statement",
-    limit: int | None = None,
+    prompt_template: str,
+    conversational: bool,
+    statement_field: str,
+    limit: int | None,
+    statement_shape: str,
+    format_name: str,
 ) -> ProblemSet:
-    """Lean problems: the prompt from the same template the Lean process trainer uses (`lean_proofs`)."""
+    """Theorem-proving problems: a trusted statement per row and the prompt from the training template
+    (`lean_proofs.format_prompt`). ``statement_shape`` says in the error what the statement looks like."""
     rows = rows[:limit] if limit is not None else rows
     columns = sorted(rows[0]) if rows else []
     for index, row in enumerate(rows):
@@ -138,7 +171,7 @@ def lean_problems(
         if not isinstance(statement, str) or not statement.strip():
             raise ValueError(
                 f"--statement-field {statement_field}: row {index} has no such column or it is empty (columns: "
-                f"{columns}); name the column holding the theorem statement ending in `:= by`"
+                f"{columns}); name the column holding the theorem statement {statement_shape}"
             )
     try:
         prompts = [format_prompt(row, prompt_template, conversational) for row in rows]
@@ -148,7 +181,43 @@ def lean_problems(
         ) from error
     ids = _problem_ids(rows)
     problems = [Problem(id=i, prompt=p, row=row) for i, p, row in zip(ids, prompts, rows, strict=True)]
-    return ProblemSet(problems, rows_sha256(rows), "deepseek")
+    return ProblemSet(problems, rows_sha256(rows), format_name)
+
+
+def lean_problems(
+    rows: list[dict],
+    prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+    conversational: bool = False,
+    statement_field: str = "formal_statement",
+    limit: int | None = None,
+) -> ProblemSet:
+    """Lean problems: the prompt from the same template the Lean process trainer uses (`lean_proofs`)."""
+    return proof_problems(
+        rows, prompt_template, conversational, statement_field, limit, "ending in `:= by`", "deepseek"
+    )
+
+
+def coq_problems(
+    rows: list[dict],
+    prompt_template: str = COQ_PROMPT_TEMPLATE,
+    conversational: bool = False,
+    statement_field: str = "formal_statement",
+    limit: int | None = None,
+    header_field: str = "header",
+) -> ProblemSet:
+    """Coq problems: rows with a trusted statement (`Theorem name : T.`) and an optional header of `Require Import`
+    sentences, each checked here (a header Coq's server would refuse names its row before any model loads)."""
+    from trl_verigate.coq.config import header_problem
+
+    problem_set = proof_problems(
+        rows, prompt_template, conversational, statement_field, limit, "(`Theorem name : T.`)", "coq"
+    )
+    for index, problem in enumerate(problem_set.problems):
+        header = problem.row.get(header_field)
+        problem_text = header_problem(header) if header else None
+        if problem_text is not None:
+            raise ValueError(f"--dataset: row {index} ({problem.id}) has a `{header_field}` that {problem_text}")
+    return problem_set
 
 
 def detect_math_format(columns) -> str:

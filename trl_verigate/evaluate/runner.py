@@ -1,6 +1,6 @@
 """One evaluation: sample the attempts still missing, score each as it comes, and compute the metrics from the rows.
 
-Generation runs in chunks of attempts; a chunk's Lean proofs verify in the background while the next chunk is
+Generation runs in chunks of attempts; a chunk's proofs (Lean, Coq) verify in the background while the next chunk is
 generated, and each verdict is handed to ``on_row`` (appended to ``samples.jsonl`` by `evaluate`) as soon as it is
 known. The metrics are computed from the rows alone, so ``samples.jsonl`` reproduces every reported number.
 """
@@ -18,12 +18,13 @@ from trl_verigate.evaluate.outputs import FAULT_STATUS, PLOT_FILE, SamplesFile, 
 from trl_verigate.evaluate.plot import plot_pass_at_k
 from trl_verigate.evaluate.problems import ProblemSet
 
-TASKS = ("lean", "math")
+TASKS = ("lean", "coq", "math")
+PROVER_TASKS = ("lean", "coq")
 
 
 @dataclass
 class Evaluation:
-    """What to evaluate: the problems, how to score an attempt (`LeanScorer` or `MathScorer`), n attempts each, the
+    """What to evaluate: the problems, how to score an attempt (`LeanScorer`, `CoqScorer` or `MathScorer`), n attempts each, the
     k of pass@k (and maj@k for math)."""
 
     task: str
@@ -61,11 +62,10 @@ def generate_and_score(
     problems = evaluation.problem_set.problems
     order = [index for index in range(len(problems)) if missing.get(index)]
     total = sum(len(missing[index]) for index in order)
-    unit = "proof" if evaluation.task == "lean" else "answer"
+    proving = evaluation.task in PROVER_TASKS
+    unit = "proof" if proving else "answer"
     generation_bar = _progress_bar(total, "generate", "sample", progress)
-    scoring_bar = _progress_bar(
-        total + len(rejudge), "verify" if evaluation.task == "lean" else "score", unit, progress
-    )
+    scoring_bar = _progress_bar(total + len(rejudge), "verify" if proving else "score", unit, progress)
 
     def scored(row: dict) -> None:
         on_row(row)
