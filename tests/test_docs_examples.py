@@ -419,6 +419,11 @@ def tables(path: Path) -> list[tuple[str, list[list[str]]]]:
     return found
 
 
+def tables_of_kind(path: Path, kind: str) -> list[tuple[str, list[list[str]]]]:
+    """(heading, body rows) of the tables whose first header cell is `kind` ("field", "flag", "metric")."""
+    return [(heading, rows[1:]) for heading, rows in tables(path) if rows[0][0] == kind]
+
+
 def documented_owners() -> dict[str, type]:
     """Classes a `field` table may document: the package's configs and the recipes' argument classes."""
     from trl_verigate.coq import CoqServerConfig
@@ -456,15 +461,13 @@ def own_fields(owner: type) -> set[str]:
 @pytest.mark.parametrize("page", PAGES, ids=relative)
 def test_field_tables_match_their_classes(page):
     owners = documented_owners()
-    for heading, rows in tables(page):
-        if rows[0][0] != "field":
-            continue
+    for heading, rows in tables_of_kind(page, "field"):
         owner_name = INLINE.findall(heading)[-1]
         owner = owners[owner_name]
         fields = {f.name: f for f in dataclasses.fields(owner)}
         module = sys.modules[owner.__module__]
         documented = set()
-        for row in rows[1:]:
+        for row in rows:
             for name in INLINE.findall(row[0]):
                 assert name in fields, f"{relative(page)}: {owner_name} has no field {name}"
                 assert default_matches(row[1], fields[name], module), f"{relative(page)}: {owner_name}.{name} {row[1]}"
@@ -492,10 +495,8 @@ def cli_flag_defaults() -> dict[str, set[str]]:
 @pytest.mark.parametrize("page", PAGES, ids=relative)
 def test_flag_tables_match_the_cli(page):
     defaults = cli_flag_defaults()
-    for _, rows in tables(page):
-        if rows[0][0] != "flag":
-            continue
-        for row in rows[1:]:
+    for _, rows in tables_of_kind(page, "flag"):
+        for row in rows:
             spans = INLINE.findall(row[1])
             for flag in INLINE.findall(row[0]):
                 assert flag in defaults, f"{relative(page)}: no trl-verigate command has {flag}"
@@ -522,10 +523,8 @@ def written_name_patterns() -> list[re.Pattern]:
 @pytest.mark.parametrize("page", PAGES, ids=relative)
 def test_every_documented_metric_is_written_by_the_code(page):
     patterns = written_name_patterns()
-    for _, rows in tables(page):
-        if rows[0][0] != "metric":
-            continue
-        for row in rows[1:]:
+    for _, rows in tables_of_kind(page, "metric"):
+        for row in rows:
             for name in INLINE.findall(row[0]):
                 concrete = re.sub(r"<[^>]+>", "passed", name)
                 assert any(p.fullmatch(concrete) for p in patterns), f"{relative(page)}: nothing logs {name}"
