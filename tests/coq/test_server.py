@@ -105,6 +105,9 @@ def test_requests_are_checked_before_anything_runs(coq_server):
         ("intros n. lia.", "intros n. lia."),
         ("Here it is:\n```coq\nProof.\n  intros n. lia.\nQed.\n```\nDone.", "Proof.\n  intros n. lia.\nQed."),
         ("```\n  auto.\n", "auto."),
+        # The continuation of a prompt that opened the block: its closing fence ends the proof.
+        ("\n  intros n.\n  lia.\nQed.\n```\nThat proves it.", "intros n.\n  lia.\nQed."),
+        ("intros n. lia.\nQed.\n```", "intros n. lia.\nQed."),
         ("   \n", None),
     ],
 )
