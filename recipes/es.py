@@ -15,11 +15,20 @@ from dataclasses import dataclass, field
 
 from process_verified_grpo import ProcessScriptArguments
 from process_verified_grpo import to_prompts as lean_prompts
-from recipe_tools import RecipeParser, check_dataset_name
+from recipe_tools import (
+    ES_SUMMARY,
+    RecipeParser,
+    check_command,
+    check_dataset_name,
+    check_model_name,
+    run_recipe,
+    summarize_run,
+)
 from trl import ModelConfig, get_peft_config, get_quantization_config
 from verigate_math import MathScriptArguments, load_math_dataset, math_reward, set_model_init_kwargs, train_and_save
 from verigate_math import to_prompts as math_prompts
 
+from trl_verigate.es.state import STATE_FILENAME
 from trl_verigate.trainers.es import ESConfig, ESTrainer
 
 TASKS = ("lean", "math")
@@ -47,6 +56,14 @@ class ESScriptArguments(ProcessScriptArguments, MathScriptArguments):
     )
 
 
+def repl_command(args: ESScriptArguments) -> list[str] | None:
+    """The REPL argv of `lean_repl_command`; one string (from the command line) is split like a shell."""
+    command = args.lean_repl_command
+    if command and (isinstance(command, str) or len(command) == 1):
+        command = shlex.split(command if isinstance(command, str) else command[0])
+    return command
+
+
 def lean_reward(args: ESScriptArguments):
     """The async `lean_proof` reward over a lean_server pool (or remote servers): 1.0 for a proof Lean accepts."""
     from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig
@@ -57,36 +74,46 @@ def lean_reward(args: ESScriptArguments):
         settings["workers"] = args.lean_workers
     if args.lean_server_urls:
         verifier = LeanClient(args.lean_server_urls, timeout=args.lean_timeout, config=LeanServerConfig(**settings))
-    elif args.lean_repl_command:
-        command = args.lean_repl_command
-        if isinstance(command, str) or len(command) == 1:  # one string from the command line: split like a shell
-            command = shlex.split(command if isinstance(command, str) else command[0])
-        verifier = LeanServer(LeanServerConfig(repl_command=command, project_dir=args.lean_project_dir, **settings))
-        verifier.start()
     else:
-        raise ValueError("task lean needs a verifier: set lean_repl_command (a local pool) or lean_server_urls")
+        config = LeanServerConfig(repl_command=repl_command(args), project_dir=args.lean_project_dir, **settings)
+        verifier = LeanServer(config)
+        verifier.start()
     oracle = LeanProcessOracle(verifier, completion_format=args.completion_format, timeout=args.lean_timeout)
     return LeanProofReward(oracle), verifier
 
 
-def main(script_args: ESScriptArguments, training_args: ESConfig, model_args: ModelConfig):
+def check_lean_verifier(args: ESScriptArguments) -> None:
+    """Task lean needs remote servers or a REPL command whose program runs."""
+    if not args.lean_repl_command and not args.lean_server_urls:
+        raise ValueError("task lean needs a verifier: set lean_repl_command (a local pool) or lean_server_urls")
+    if not args.lean_server_urls:
+        check_command(repl_command(args), "lean_repl_command", "[lake, env, /path/to/repl/.lake/build/bin/repl]")
+
+
+def prepare(script_args: ESScriptArguments, training_args: ESConfig, model_args: ModelConfig):
+    """Every check of the input, then the training dataset; nothing here loads a model or starts a REPL."""
     if script_args.task not in TASKS:
         raise ValueError(f"task={script_args.task!r}: set one of {', '.join(TASKS)}")
     check_dataset_name(script_args.dataset_name)
+    check_model_name(model_args.model_name_or_path, revision=model_args.model_revision)
+    if script_args.task == "lean":
+        check_lean_verifier(script_args)
     set_model_init_kwargs(training_args, model_args)
+    to_prompts = lean_prompts if script_args.task == "lean" else math_prompts
+    return to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
+
+
+def train(script_args: ESScriptArguments, training_args: ESConfig, model_args: ModelConfig, *, prepared):
     verifier = None
     if script_args.task == "lean":
-        to_prompts = lean_prompts
         reward, verifier = lean_reward(script_args)
     else:
-        to_prompts = math_prompts
         reward = math_reward(script_args)
-    train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
     trainer = ESTrainer(
         model=model_args.model_name_or_path,
         reward_funcs=[reward],
         args=training_args,
-        train_dataset=train_dataset,
+        train_dataset=prepared,
         quantization_config=get_quantization_config(model_args),
         peft_config=get_peft_config(model_args),
     )
@@ -95,6 +122,18 @@ def main(script_args: ESScriptArguments, training_args: ESConfig, model_args: Mo
     finally:
         if verifier is not None and hasattr(verifier, "close"):
             verifier.close()
+    if trainer.accelerator.is_main_process:
+        summarize_run(
+            trainer.state.log_history,
+            training_args.output_dir,
+            training_args.report_to,
+            summary=ES_SUMMARY,
+            state_file=STATE_FILENAME,
+        )
+
+
+def main(*args):
+    train(*args, prepared=prepare(*args))
 
 
 def parse_args(args: list[str] | None = None):
@@ -102,4 +141,4 @@ def parse_args(args: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main(*parse_args())
+    run_recipe(parse_args, prepare, train)

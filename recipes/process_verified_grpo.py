@@ -13,11 +13,22 @@ can be set in the YAML or overridden on the command line.
 
 from dataclasses import dataclass, field
 
-from recipe_tools import RecipeParser, add_pass_at_k_callback, check_dataset_name, check_policy_dtype
+from recipe_tools import (
+    RecipeParser,
+    add_pass_at_k_callback,
+    check_command,
+    check_dataset_name,
+    check_model_name,
+    check_policy_dtype,
+    process_summary,
+    run_recipe,
+    summarize_run,
+)
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
 
 from trl_verigate import PassAtKArguments, ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
+from trl_verigate.coq.config import default_coqidetop_command
 from trl_verigate.rewards.coq import COQ_PROMPT_TEMPLATE
 from trl_verigate.rewards.lean_proofs import DEFAULT_PROMPT_TEMPLATE, format_prompt
 
@@ -71,14 +82,29 @@ def to_prompts(dataset, args: ProcessScriptArguments, statement_field: str = "fo
     return dataset.map(convert)
 
 
-def main(
+def check_prover_commands(training_args: ProcessVerifiedConfig) -> None:
+    """The local prover's programs must run: the Lean REPL's argv, or coqidetop and the coqc/coqchk recheck."""
+    if training_args.prover == "lean":
+        check_command(
+            training_args.lean_repl_command, "lean_repl_command", "[lake, env, /path/to/repl/.lake/build/bin/repl]"
+        )
+        return
+    check_command(training_args.coq_command or default_coqidetop_command(), "coq_command", "[coqidetop.opt, ...]")
+    for program in ("coqc", "coqchk"):  # CoqServer's coqchk recheck compiles and checks every pass
+        check_command([program], f"{program} (the coqchk recheck)", "apt-get install coq")
+
+
+def prepare(
     script_args: ProcessScriptArguments,
     training_args: ProcessVerifiedConfig,
     model_args: ModelConfig,
     pass_at_k_args: PassAtKArguments | None = None,
 ):
+    """Every check of the input, then the (train, eval) datasets; nothing here loads a model or starts a prover."""
     check_dataset_name(script_args.dataset_name)
     check_policy_dtype(training_args, model_args)
+    check_model_name(model_args.model_name_or_path, revision=model_args.model_revision)
+    check_prover_commands(training_args)
     set_model_init_kwargs(training_args, model_args)
     statement_field = training_args.statement_field
     prover = training_args.prover
@@ -90,6 +116,19 @@ def main(
         eval_dataset = to_prompts(
             load_math_dataset(script_args, script_args.dataset_test_split), script_args, statement_field, prover
         )
+    return train_dataset, eval_dataset
+
+
+def train(
+    script_args: ProcessScriptArguments,
+    training_args: ProcessVerifiedConfig,
+    model_args: ModelConfig,
+    pass_at_k_args: PassAtKArguments | None = None,
+    *,
+    prepared,
+):
+    train_dataset, eval_dataset = prepared
+    prover = training_args.prover
     trainer = ProcessVerifiedGRPOTrainer(
         model=model_args.model_name_or_path,
         args=training_args,
@@ -107,6 +146,13 @@ def main(
             conversational=script_args.conversational,
         )
     train_and_save(trainer, training_args, script_args.dataset_name)
+    if trainer.accelerator.is_main_process:
+        summary = process_summary(prover)
+        summarize_run(trainer.state.log_history, training_args.output_dir, training_args.report_to, summary=summary)
+
+
+def main(*args):
+    train(*args, prepared=prepare(*args))
 
 
 def parse_args(args: list[str] | None = None):
@@ -116,4 +162,4 @@ def parse_args(args: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main(*parse_args())
+    run_recipe(parse_args, prepare, train)

@@ -1,6 +1,7 @@
-"""What every recipe shares: its command-line parser, the checks of a local dataset path and of the policy's dtype,
-and the end-of-run summary (a table of the trainer's metrics per step, where the model and the logs went, and a
-plot)."""
+"""What every recipe shares: its command-line parser, its entry point (bad input is one line and exit status 2,
+before any model loads), the checks of the dataset, the policy, the prover commands and the policy's dtype, and the
+end-of-run summary (a table of the trainer's metrics per step, where the model, the logs and the checkpoints went,
+and a plot)."""
 
 from __future__ import annotations
 
@@ -8,19 +9,32 @@ import difflib
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from trl import TrlParser
 
+from trl_verigate.cli_parser import OneLineErrors, exit_with_usage_error, one_line
+from trl_verigate.prover_pool.checks import program_problem
+
 LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
+# What bad input raises while a recipe parses and prepares: a config's ValueError/TypeError, a missing file's
+# FileNotFoundError, an unreachable hub's ConnectionError (an OSError).
+INPUT_ERRORS = (ValueError, TypeError, OSError)
+# Keys of a recipe YAML that are no field: TRL reads `env` as environment variables to set.
+CONFIG_ONLY_KEYS = ("env",)
 
 
-class RecipeParser(TrlParser):
-    """TRL's parser (YAML `--config`, then command-line overrides) without argparse's prefix matching.
+class RecipeParser(OneLineErrors, TrlParser):
+    """TRL's parser (YAML `--config`, then command-line overrides) without argparse's prefix matching, and with the
+    YAML's keys checked.
 
     argparse reads an unambiguous prefix of a flag as the flag (``allow_abbrev``), so a misspelled ``--prm_typ symbolic``
-    would silently set ``prm_type``. Here an unknown flag is refused, naming the closest known one.
+    would silently set ``prm_type``. Here an unknown flag is refused, naming the closest known one; so is an unknown
+    YAML key (TRL would raise "Unknown arguments from config file" with no suggestion). argparse's own errors (a
+    value of the wrong type, a choice that is not one) are one line, not the usage of every flag.
     """
 
     def __init__(self, dataclass_types):
@@ -35,7 +49,51 @@ class RecipeParser(TrlParser):
                 close = difflib.get_close_matches(flag, known, n=1)
                 hint = f"; did you mean {close[0]}?" if close else "; `--help` lists them all."
                 raise ValueError(f"Unknown flag {flag} (flags must be spelled out in full){hint}")
+        if "--config" in args:
+            at = args.index("--config")
+            if at + 1 >= len(args):
+                raise ValueError("--config needs the path of a recipe YAML, e.g. --config recipes/verigate_math.yaml")
+            self.check_config_keys(args[at + 1])
         return super().parse_args_and_config(args, **kwargs)
+
+    def check_config_keys(self, path: str) -> None:
+        """Refuse a YAML that is missing, not a mapping, or has a key no field of the recipe takes."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"--config {path}: no such file; give the path of a recipe YAML")
+        try:
+            with open(path, encoding="utf-8") as file:
+                config = yaml.safe_load(file)
+        except yaml.YAMLError as error:
+            raise ValueError(f"--config {path}: not valid YAML ({one_line(error)})") from error
+        if not isinstance(config, dict):
+            raise ValueError(f"--config {path}: must hold a YAML mapping of field: value, got {type(config).__name__}")
+        fields = sorted({action.dest for action in self._actions if action.dest != "help"})
+        for key in config:
+            if key in CONFIG_ONLY_KEYS or key in fields:
+                continue
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            hint = f"did you mean `{close[0]}`?" if close else "`--help` lists every field"
+            raise ValueError(f"--config {path}: unknown key `{key}`; {hint}")
+
+
+def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: Sequence[str] | None = None) -> None:
+    """A recipe's entry point: parse, ``prepare`` (every check and the datasets, before any model loads), train.
+
+    Bad input raised while parsing or preparing (`INPUT_ERRORS`) ends the process with one line naming the field and
+    the fix, and exit status 2; only the first process of a multi-process launch prints it. An error once training
+    has begun keeps its traceback: that is a fault to debug, not an input to fix.
+
+    Under ``accelerate launch`` a child's non-zero exit makes accelerate raise its own CalledProcessError traceback
+    (exit status 1); ``accelerate launch --quiet`` exits 1 without it, so the recipe's line is the last one printed.
+    """
+    try:
+        args = parse_args(None if argv is None else list(argv))
+        prepared = prepare(*args)
+    except INPUT_ERRORS as error:
+        if int(os.environ.get("RANK", "0")) != 0:
+            raise SystemExit(2) from None
+        exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
+    train(*args, prepared=prepared)
 
 
 def looks_like_a_local_path(name: str) -> bool:
@@ -60,6 +118,40 @@ def check_dataset_name(dataset_name: str | None) -> None:
             f"`dataset_name` is {dataset_name}, a local path, but there is no such file (relative paths are read from "
             f"the working directory, {os.getcwd()}); give an existing .json/.jsonl file or a hub dataset id."
         )
+
+
+def check_model_name(value: str, field: str = "model_name_or_path", revision: str | None = None) -> None:
+    """Refuse a model that is neither a local checkpoint folder nor a hub id whose config.json can be fetched (or is
+    cached, offline), before anything loads: otherwise the policy's load fails after the datasets are prepared,
+    with a traceback."""
+    path = Path(value).expanduser()
+    if path.is_dir():
+        if not any((path / name).is_file() for name in ("config.json", "adapter_config.json")):
+            raise ValueError(f"`{field}` is {value}, a folder without config.json; give a model checkpoint folder")
+        return
+    if path.exists() or looks_like_a_local_path(value):
+        raise FileNotFoundError(
+            f"`{field}` is {value}, a local path, but there is no such model folder (relative paths are read from the "
+            f"working directory, {os.getcwd()}); give a checkpoint folder or a hub model id"
+        )
+    from transformers.utils import cached_file
+
+    try:
+        cached_file(value, "config.json", revision=revision)
+    except (OSError, ValueError) as error:
+        reason = one_line(str(error).splitlines()[0] if str(error) else type(error).__name__)
+        raise ValueError(
+            f"`{field}` is {value}: neither a local folder nor a model the hub serves to this machine ({reason}); "
+            "give a local checkpoint folder, or a hub id that is reachable (offline: one already in the HF cache)"
+        ) from error
+
+
+def check_command(value: list[str] | None, field: str, example: str) -> None:
+    """Refuse a prover command (a REPL's or coqidetop's argv) whose program cannot be run, before anything loads: a
+    run would otherwise train with every proof an `error` status."""
+    problem = program_problem(list(value)) if value else None
+    if problem is not None:
+        raise ValueError(f"`{field}` {problem}; give an argv whose program exists and is executable, e.g. {example}")
 
 
 LOW_PRECISION_DTYPES = ("bfloat16", "float16")
@@ -108,7 +200,55 @@ def check_policy_dtype(training_args, model_args) -> None:
 # ---------------------------------------------------------------- end-of-run summary
 
 SUMMARY_MAX_STEPS = 8  # columns of the table; a longer run shows evenly spaced steps, the last one included
-PLOTTED = ("verigate/gate_rate", "reward", "verigate/prm_step_score_mean")
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a trainer's end-of-run summary shows: its metrics (those starting with ``prefix``, plus the mean reward),
+    the ones plotted (all in [0, 1]), the plot's title and caption, and the files it writes (``<stem>.json``,
+    ``<stem>.png``)."""
+
+    name: str
+    prefix: str
+    plotted: tuple[str, ...]
+    title: str
+    caption: str
+    stem: str
+
+
+VERIGATE_SUMMARY = RunSummary(
+    "VeriGate",
+    "verigate/",
+    ("verigate/gate_rate", "reward", "verigate/prm_step_score_mean"),
+    "VeriGate GRPO: gated groups and rewards per step",
+    "gate rate and rewards",
+    "verigate_metrics",
+)
+ES_SUMMARY = RunSummary(
+    "ES",
+    "es/",
+    ("es/reward_mean", "es/reward_max"),
+    "Evolution strategies: population reward per iteration",
+    "the population's mean and best reward",
+    "es_metrics",
+)
+
+
+def process_summary(prover: str) -> RunSummary:
+    """The summary of process-verified GRPO on ``prover`` ("lean" or "coq"): its ``<prover>/`` metrics."""
+    return RunSummary(
+        f"{prover.capitalize()} process",
+        f"{prover}/",
+        (
+            f"{prover}/pass_rate",
+            f"{prover}/status/rejected",
+            f"{prover}/status/failed",
+            f"{prover}/first_error_relative",
+        ),
+        f"Process-verified GRPO on {prover.capitalize()}: verdicts per step",
+        "pass rate, verdicts and where the first error falls",
+        f"{prover}_metrics",
+    )
 
 
 def metric_rows(log_history: list[dict], prefix: str) -> list[dict]:
@@ -139,31 +279,47 @@ def metrics_table(log_history: list[dict], prefix: str = "verigate/") -> str:
     return "\n".join(lines)
 
 
-def plot_metrics(log_history: list[dict], path: Path, prefix: str = "verigate/") -> bool:
-    """A PNG of gate rate, mean reward and mean PRM step score per step; False (nothing written) without matplotlib,
-    which is not a dependency of trl-verigate."""
+# Lines that lie on top of each other (two metrics at 0) stay told apart by their style and marker.
+LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
+
+
+def metrics_figure(log_history: list[dict], summary: RunSummary = VERIGATE_SUMMARY):
+    """The matplotlib figure of the summary's plotted metrics per step: titled, axes labelled, the legend beside the
+    axes (never over a line)."""
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    rows = metric_rows(log_history, summary.prefix)
+    figure, axes = plt.subplots(figsize=(8, 3.8))
+    for index, name in enumerate(summary.plotted):
+        points = [(row["step"], row[name]) for row in rows if isinstance(row.get(name), (int, float))]
+        if points:
+            steps, values = zip(*points, strict=True)
+            style, marker = LINE_STYLES[index % len(LINE_STYLES)]
+            axes.plot(steps, values, linestyle=style, marker=marker, markersize=7 - index, label=name)
+    axes.set_title(summary.title)
+    axes.set_xlabel("optimizer step")
+    axes.set_ylabel("value (fraction or mean reward)")
+    axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    axes.set_ylim(-0.05, 1.05)  # every plotted metric lies in [0, 1]
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
+    axes.grid(alpha=0.3)
+    return figure
+
+
+def plot_metrics(log_history: list[dict], path: Path, summary: RunSummary = VERIGATE_SUMMARY) -> bool:
+    """`metrics_figure` as a PNG at ``path``; False (nothing written) without matplotlib, which is not a dependency of
+    trl-verigate."""
     try:
         import matplotlib
     except ImportError:
         return False
     matplotlib.use("Agg")  # files only: no display on a cluster node
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
-    rows = metric_rows(log_history, prefix)
-    figure, axes = plt.subplots(figsize=(6, 3.5))
-    for name in PLOTTED:
-        points = [(row["step"], row[name]) for row in rows if isinstance(row.get(name), (int, float))]
-        if points:
-            steps, values = zip(*points, strict=True)
-            axes.plot(steps, values, marker="o", label=name)
-    axes.set_xlabel("step")
-    axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    axes.set_ylim(-0.05, 1.05)  # all three lie in [0, 1]
-    axes.legend()
-    axes.grid(alpha=0.3)
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
+    figure = metrics_figure(log_history, summary)
+    figure.savefig(path, dpi=100, bbox_inches="tight")  # "tight" keeps the legend beside the axes in the image
     plt.close(figure)
     return True
 
@@ -182,23 +338,43 @@ def tracker_locations(report_to: list[str]) -> list[str]:
     return places
 
 
+def checkpoint_dirs(output_dir: str | Path) -> list[Path]:
+    """The run's `checkpoint-N` folders, in step order."""
+    found = [path for path in Path(output_dir).glob("checkpoint-*") if path.name.split("-")[-1].isdigit()]
+    return sorted(found, key=lambda path: int(path.name.split("-")[-1]))
+
+
 def summarize_run(
-    log_history: list[dict], output_dir: str, report_to: list[str] | str | None, print_fn: Callable[[str], None] = print
+    log_history: list[dict],
+    output_dir: str,
+    report_to: list[str] | str | None,
+    print_fn: Callable[[str], None] = print,
+    summary: RunSummary = VERIGATE_SUMMARY,
+    state_file: str | None = None,
 ) -> None:
-    """Print the metrics table and where everything went; write the metrics (JSON) and the plot into ``output_dir``."""
+    """Print the metrics table and where everything went (the model, the metrics, the checkpoints, ``state_file``
+    such as es_state.json, the trackers, the plot); write the metrics (JSON) and the plot into ``output_dir``."""
     report_to = [report_to] if isinstance(report_to, str) else list(report_to or [])
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
-    metrics_file = output / "verigate_metrics.json"
-    metrics_file.write_text(json.dumps(metric_rows(log_history, "verigate/"), indent=1) + "\n")
-    print_fn("\nVeriGate metrics per step:\n" + metrics_table(log_history))
+    metrics_file = output / f"{summary.stem}.json"
+    metrics_file.write_text(json.dumps(metric_rows(log_history, summary.prefix), indent=1) + "\n")
+    print_fn(f"\n{summary.name} metrics per step:\n" + metrics_table(log_history, summary.prefix))
     print_fn(f"Model: {output.resolve()}")
     print_fn(f"Metrics per step: {metrics_file.resolve()}")
+    checkpoints = checkpoint_dirs(output)
+    if checkpoints:
+        print_fn(f"Checkpoints ({len(checkpoints)}): " + ", ".join(str(path.resolve()) for path in checkpoints))
+    else:
+        print_fn("Checkpoints: none (save_strategy: no)")
+    if state_file is not None:
+        states = [path / state_file for path in (output, *checkpoints) if (path / state_file).is_file()]
+        print_fn(f"{state_file}: " + (", ".join(str(path.resolve()) for path in states) or "none written"))
     trackers = tracker_locations([tracker for tracker in report_to if tracker != "none"])
     print_fn("Trackers: " + ("; ".join(trackers) if trackers else "none (report_to: none)"))
-    plot = output / "verigate_metrics.png"
-    if plot_metrics(log_history, plot):
-        print_fn(f"Plot of gate rate and rewards per step: {plot.resolve()}")
+    plot = output / f"{summary.stem}.png"
+    if plot_metrics(log_history, plot, summary):
+        print_fn(f"Plot of {summary.caption} per step: {plot.resolve()}")
     else:
         print_fn("No plot: matplotlib is not installed (pip install matplotlib).")
 

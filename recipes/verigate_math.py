@@ -16,12 +16,16 @@ from recipe_tools import (
     RecipeParser,
     add_pass_at_k_callback,
     check_dataset_name,
+    check_model_name,
     check_policy_dtype,
+    run_recipe,
     summarize_run,
 )
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 
 from trl_verigate import MathAccuracyReward, PassAtKArguments, VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
+from trl_verigate.cli_parser import one_line
+from trl_verigate.trainers.verigate_prm import check_prm_checkpoint
 
 # Blank-line separated steps are what the PRM scores one by one (`step_separator` defaults to "\n\n"), and
 # \boxed{} is what `accuracy_reward` extracts, so the prompt asks for exactly those two things.
@@ -91,7 +95,14 @@ def load_math_dataset(args: MathScriptArguments, split: str):
                 "`eval_strategy: no`, or use a hub dataset with that split."
             )
         return files[split]
-    return load_dataset(args.dataset_name, name=args.dataset_config, split=split)
+    try:
+        return load_dataset(args.dataset_name, name=args.dataset_config, split=split)
+    except ConnectionError as error:  # datasets' offline or unreachable hub (an OSError)
+        raise ConnectionError(
+            f"`dataset_name` is {args.dataset_name}: neither a local file nor a dataset the hub serves to this machine "
+            f"({one_line(error)}); give a local .json/.jsonl file, or a hub id that is reachable (offline: one "
+            "already in the datasets cache)"
+        ) from error
 
 
 def to_prompts(dataset, args: MathScriptArguments):
@@ -134,20 +145,35 @@ def train_and_save(trainer, training_args, dataset_name: str | None) -> None:
         trainer.push_to_hub(dataset_name=dataset_name)
 
 
-def main(
+def prepare(
     script_args: MathScriptArguments,
     training_args: VeriGateConfig,
     model_args: ModelConfig,
     pass_at_k_args: PassAtKArguments | None = None,
 ):
+    """Every check of the input, then the (train, eval) datasets; nothing here loads a model."""
     check_dataset_name(script_args.dataset_name)
     check_policy_dtype(training_args, model_args)
+    check_model_name(model_args.model_name_or_path, revision=model_args.model_revision)
+    if training_args.gate != "none" and training_args.prm_type != "symbolic":
+        check_prm_checkpoint(training_args.prm_model_name_or_path, training_args.prm_type)
     set_model_init_kwargs(training_args, model_args)
     train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
     eval_dataset = None
     if training_args.eval_strategy != "no":
         eval_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_test_split), script_args)
+    return train_dataset, eval_dataset
 
+
+def train(
+    script_args: MathScriptArguments,
+    training_args: VeriGateConfig,
+    model_args: ModelConfig,
+    pass_at_k_args: PassAtKArguments | None = None,
+    *,
+    prepared,
+):
+    train_dataset, eval_dataset = prepared
     trainer = VeriGateGRPOTrainer(
         model=model_args.model_name_or_path,
         reward_funcs=[math_reward(script_args)],
@@ -164,6 +190,10 @@ def main(
         summarize_run(trainer.state.log_history, training_args.output_dir, training_args.report_to)
 
 
+def main(*args):
+    train(*args, prepared=prepare(*args))
+
+
 def parse_args(args: list[str] | None = None):
     return RecipeParser((MathScriptArguments, VeriGateConfig, ModelConfig, PassAtKArguments)).parse_args_and_config(
         args
@@ -171,4 +201,4 @@ def parse_args(args: list[str] | None = None):
 
 
 if __name__ == "__main__":
-    main(*parse_args())
+    run_recipe(parse_args, prepare, train)

@@ -71,7 +71,7 @@ def test_lean_config_is_the_case_studys_scale(recipe, tmp_path):
 
 def test_lean_task_without_a_verifier_is_refused(recipe):
     with pytest.raises(ValueError, match="task lean needs a verifier"):
-        recipe.lean_reward(recipe.ESScriptArguments(dataset_name="x", task="lean"))
+        recipe.check_lean_verifier(recipe.ESScriptArguments(dataset_name="x", task="lean"))
 
 
 def write_tiny_config(tiny_models, run_dir: Path, **overrides) -> Path:

@@ -51,8 +51,8 @@ def test_a_missing_relative_dataset_file_is_named_before_models_load(tmp_path):
     command += ["--dataset_name", "data/train.jsonl", "--output_dir", str(tmp_path / "out")]
     command += ["--model_name_or_path", str(tmp_path / "no_model")]  # loading it first would fail differently
     result = subprocess.run(command, cwd=tmp_path, env=offline_env(tmp_path), capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "FileNotFoundError: `dataset_name` is data/train.jsonl, a local path, but there is no such file" in (
+    assert result.returncode == 2
+    assert "verigate_math.py: error: `dataset_name` is data/train.jsonl, a local path, but there is no such file" in (
         result.stderr
     )
     assert "ConnectionError" not in result.stderr
