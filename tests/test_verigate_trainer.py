@@ -119,7 +119,7 @@ def make_trainer(
     config_class = VeriGateConfig if trainer_class is VeriGateGRPOTrainer else GRPOConfig
     args = config_class(output_dir=str(tmp_path / trainer_class.__name__), **{**COMMON_ARGS, **config_overrides})
     extra = dict(trainer_kwargs or {})
-    if trainer_class is VeriGateGRPOTrainer:
+    if trainer_class is VeriGateGRPOTrainer and "process_reward_model" not in extra:
         extra["process_reward_model"] = scorer if scorer is not None else RecordingScorer()
     trainer = trainer_class(
         model=tiny_models["policy"],
@@ -320,20 +320,14 @@ def test_gate_none_is_trl_grpo_bit_for_bit(tiny_models, tmp_path):
     """`gate: none` is a plain-GRPO ablation: on a batch whose hard group all_zero would gate, the advantages and the
     loss are TRL's GRPOTrainer's exactly, and no PRM loads (its path does not even exist)."""
     trl_trainer = make_trainer(tiny_models, tmp_path, GRPOTrainer, reward_funcs=easy_only_reward)
-    args = VeriGateConfig(
-        output_dir=str(tmp_path / "gate-none"),
+    ours_trainer = make_trainer(
+        tiny_models,
+        tmp_path,
+        reward_funcs=easy_only_reward,
+        trainer_kwargs={"process_reward_model": None},  # built from the config, if the trainer wanted one
         gate="none",
         prm_model_name_or_path=str(tmp_path / "no-such-prm"),
-        **COMMON_ARGS,
     )
-    ours_trainer = VeriGateGRPOTrainer(
-        model=tiny_models["policy"],
-        reward_funcs=easy_only_reward,
-        args=args,
-        train_dataset=Dataset.from_dict({"prompt": [EASY, HARD]}),
-        rollout_func=fixed_rollout,
-    )
-    ours_trainer.model.train()
     trl_out, ours = score_batch(trl_trainer), score_batch(ours_trainer)
     assert ours_trainer.process_reward_model is None
     assert ours["advantages"].shape == trl_out["advantages"].shape == (2 * NUM_GENERATIONS,)

@@ -1,5 +1,6 @@
 """The steps of a setup doctor (`trl-verigate lean-doctor`, `coq-doctor`): one check, rendered as a ✓/✗ line with
-its fix, and the version check of a program on PATH."""
+its fix, the version check of a program on PATH, and whether a command's program can run at all (`program_problem`,
+which the recipes, `evaluate` and `lean-server` ask before anything loads)."""
 
 from __future__ import annotations
 
