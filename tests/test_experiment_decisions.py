@@ -10,7 +10,7 @@ import math
 import pytest
 
 from experiments.toy_arithmetic.evaluation import pick_checkpoint, rescue_rate, sampled_metrics
-from experiments.toy_arithmetic.methods import Budget, gated_concordance, steps_of
+from experiments.toy_arithmetic.methods import Budget, gated_concordance, prompts_per_step, steps_of
 from experiments.toy_arithmetic.oracle import ChainReport
 from experiments.toy_arithmetic.report import decisions, markdown
 
@@ -86,6 +86,8 @@ def test_every_method_generates_the_same_completions():
     assert steps_of("grpo", budget) == (160, 32)  # 5120 / (4 prompts x G 8)
     assert steps_of("process", budget) == (160, 32)
     assert steps_of("es", budget) == (40, 128)  # 5120 / (P 8 x 16 greedy completions)
+    # Prompts drawn from the pool: GRPO 160 x 4, ES 40 x 16 (every member answers the same 16): 640 each.
+    assert [steps_of(m, budget)[0] * prompts_per_step(m, budget) for m in ("grpo", "es")] == [640, 640]
 
 
 def test_es_grid_score_is_the_second_half_of_the_training_reward():

@@ -158,6 +158,11 @@ def steps_of(method: str, budget: Budget) -> tuple[int, int]:
     return budget.completions // per_step, per_step
 
 
+def prompts_per_step(method: str, budget: Budget) -> int:
+    """Prompts a step draws from the pool: every ES member answers the same ``es_prompts``."""
+    return budget.es_prompts if method == "es" else budget.prompts_per_step
+
+
 def build_trainer(
     method: str, policy: str, dataset: Dataset, output_dir: str, seed: int, budget: Budget, es: dict | None = None
 ):
@@ -229,7 +234,7 @@ def run_method(
             f"budget.completions={budget.completions} is below one step of {method} ({per_step} completions): "
             "raise --budget"
         )
-    if steps * (per_step // (budget.num_generations if method != "es" else 1)) > len(pool):
+    if steps * prompts_per_step(method, budget) > len(pool):
         raise ValueError(f"{method} needs more prompts than the pool's {len(pool)}: raise --pool-problems")
     trainer = build_trainer(method, policy, Dataset.from_list([p.row() for p in pool]), output_dir, seed, budget, es)
     evaluation = HeldOutEvaluation(eval_easy, eval_hard, budget, per_step)
