@@ -94,7 +94,7 @@ lint: $(STAMP)
 
 # The docs site (mkdocs.yml, docs/) into site/; `make test` checks the same strict build (tests/test_docs_examples.py).
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) $(TINY_DIR) build site *.egg-info
