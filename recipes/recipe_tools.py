@@ -9,6 +9,7 @@ import difflib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
 # What bad input raises while a recipe parses and prepares: a config's ValueError/TypeError, a missing file's
 # FileNotFoundError, an unreachable hub's ConnectionError (an OSError).
 INPUT_ERRORS = (ValueError, TypeError, OSError)
+# Seconds a rank other than 0 waits before printing its input error (see `run_recipe`).
+OTHER_RANKS_WAIT_S = 5.0
 # Keys of a recipe YAML that are no field: TRL reads `env` as environment variables to set.
 CONFIG_ONLY_KEYS = ("env",)
 
@@ -80,18 +83,21 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
     """A recipe's entry point: parse, ``prepare`` (every check and the datasets, before any model loads), train.
 
     Bad input raised while parsing or preparing (`INPUT_ERRORS`) ends the process with one line naming the field and
-    the fix, and exit status 2; only the first process of a multi-process launch prints it. An error once training
-    has begun keeps its traceback: that is a fault to debug, not an input to fix.
+    the fix, and exit status 2. An error once training has begun keeps its traceback: that is a fault to debug, not
+    an input to fix.
 
     Under ``accelerate launch`` a child's non-zero exit makes accelerate raise its own CalledProcessError traceback
     (exit status 1); ``accelerate launch --quiet`` exits 1 without it, so the recipe's line is the last one printed.
+    A multi-process launch (torch.distributed.run) always adds its own failure report after the line.
     """
     try:
         args = parse_args(None if argv is None else list(argv))
         prepared = prepare(*args)
     except INPUT_ERRORS as error:
         if int(os.environ.get("RANK", "0")) != 0:
-            raise SystemExit(2) from None
+            # Every rank reads the same input, so rank 0 fails alike: waiting lets it print the line once and the
+            # launcher stop the others. A failure of this rank alone is still printed, after the wait.
+            time.sleep(OTHER_RANKS_WAIT_S)
         exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
     train(*args, prepared=prepared)
 

@@ -143,13 +143,17 @@ def test_an_es_population_that_cannot_move_is_one_line(tmp_path, capsys, in_repo
     assert "population_size=1 without antithetic" in line and "set population_size >= 2" in line
 
 
-def test_only_the_first_process_prints_the_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setenv("RANK", "1")
+def test_other_ranks_wait_for_the_first_to_print_the_line_then_print_theirs(tmp_path, capsys, monkeypatch):
+    waits = []
+    monkeypatch.setattr(recipe_tools.time, "sleep", waits.append)
     recipe = importlib.import_module("verigate_math")
-    with pytest.raises(SystemExit) as exit_info:
-        recipe_tools.run_recipe(recipe.parse_args, recipe.prepare, None, argv=["--config", str(tmp_path / "no.yaml")])
-    assert exit_info.value.code == 2
-    assert capsys.readouterr().err == ""
+    for rank, expected_waits in (("0", []), ("1", [recipe_tools.OTHER_RANKS_WAIT_S])):
+        monkeypatch.setenv("RANK", rank)
+        waits.clear()
+        with pytest.raises(SystemExit) as exit_info:
+            recipe_tools.run_recipe(recipe.parse_args, recipe.prepare, None, argv=["--config", str(tmp_path / "x")])
+        assert exit_info.value.code == 2 and waits == expected_waits
+        assert f"--config {tmp_path / 'x'}: no such file" in capsys.readouterr().err
 
 
 @pytest.mark.slow
