@@ -70,9 +70,10 @@ def test_fixed_completions_get_coqs_verdicts_and_pass_at_k(tmp_path):
 
 
 def test_a_completion_closing_the_prompts_open_fence_passes(tmp_path):
-    # COQ_PROMPT_TEMPLATE opens a ```coq block: the completion closes it, and the proof ends there.
-    summary, rows = score(tmp_path, ["intros n. lia.\nQed.\n```"], names=("add_zero_r",))
-    assert rows[("add_zero_r", 0)]["status"] == "passed"
+    # COQ_PROMPT_TEMPLATE opens a ```coq block: the completion closes it, and the proof ends there, whatever follows.
+    completions = ["intros n. lia.\nQed.\n```", "intros n. lia.\nQed.\n```\n\nThis proves it by lia."]
+    summary, rows = score(tmp_path, completions, names=("add_zero_r",))
+    assert [rows[("add_zero_r", attempt)]["status"] for attempt in (0, 1)] == ["passed", "passed"]
 
 
 def test_a_completion_without_a_proof_fails_without_reaching_coq(tmp_path):

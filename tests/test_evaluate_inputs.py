@@ -139,6 +139,11 @@ def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_mod
     missing_column = write_jsonl(tmp_path / "bad.jsonl", [{"name": "t", "split": "test", "statement": "x"}])
     cases = [
         (["--lean-project-dir", str(tmp_path)], "--lean-repl-command: no Lean REPL given or found"),
+        (
+            ["--lean-repl-command", "/nonexistent/repl"],
+            "--lean-repl-command /nonexistent/repl runs /nonexistent/repl, ",
+        ),
+        (["--lean-repl-command", "no-such-repl --flag"], "runs no-such-repl, which is not on PATH; give a built REPL"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-timeout", "0"], "--lean-timeout must be > 0"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-workers", "0"], "--lean-workers must be >= 1"),
         (["--lean-server-urls", "http://127.0.0.1:9", "--lean-repl-command", "repl"], "give one"),
