@@ -61,6 +61,17 @@ def test_the_wrapper_is_not_a_step_and_spans_index_the_submitted_proof():
 def test_heads_skip_comments_selectors_and_parentheses():
     assert sentence_head("(* c. *) all: (intros; auto).") == "intros"
     assert sentence_head("[x]: exact I.") == "exact"
+    assert sentence_head("only 1: lia.") == "lia"
+    assert sentence_head("split; [> lia | auto ].") == "split"
+    assert sentence_head("[> lia | auto ].") == "lia"
+
+
+def test_retired_and_vernacular_openings_say_what_to_write():
+    assert "use `lia`" in prepare(CoqProofRequest(STATEMENT, "omega."), CONFIG, tactics_for(CONFIG)).reason
+    proof_with = prepare(
+        CoqProofRequest(STATEMENT, "Proof with auto.\nintros n. lia.\nQed."), CONFIG, tactics_for(CONFIG)
+    )
+    assert "start the proof with `Proof.`" in proof_with.reason
     assert sentence_head("#[local] Definition x := 0.") == "#["
 
 

@@ -67,3 +67,39 @@ def test_a_summary_is_required_and_read():
         "axiom VG.Batch.VG_1.cheat",
         "VG.Batch.VG_0.t (constants/inductives relying on unsafe (co)fixpoints)",
     ]
+
+
+# coqchk has no VM: a `vm_compute` step coqidetop runs in a moment costs coqchk seconds (minutes at 2^24 steps).
+COSTLY_FOR_COQCHK = [
+    "assert (BinPos.Pos.iter negb true (BinPos.Pos.pow (BinNums.xO BinNums.xH) (BinPos.Pos.of_nat 20)) = true)"
+    " by (vm_compute; reflexivity).",
+    "clear H.",
+    "intros n.",
+    "lia.",
+]
+
+
+@pytest.mark.slow
+def test_a_pass_too_costly_to_recheck_fails_alone_and_the_batch_keeps_its_passes():
+    honest = candidate(["intros n.", "lia."])
+    results, metrics = recheck([honest, candidate(COSTLY_FOR_COQCHK), honest], recheck_timeout=2.0)
+    assert [r.status for r in results] == ["passed", "failed", "passed"], [r.reason for r in results]
+    assert "too costly to check on its own" in results[1].reason
+    assert metrics["coq/recheck_checker_failures"] == 0
+
+
+def test_the_whitelist_holds_for_a_pass_whose_print_assumptions_was_skipped():
+    classic = Candidate(
+        Prepared(
+            "Require Import Classical.",
+            job(["exact (classic True)."], "Theorem t : True \\/ ~ True.", print_assumptions=False),
+            (),
+            CoqProofRequest("Theorem t : True \\/ ~ True.", "exact (classic True)."),
+        ),
+        VerificationResult(status="passed"),
+        "t\n     : True \\/ ~ True",
+    )
+    (result,), _ = recheck([classic])
+    assert result.status == "failed" and "axiom classic" in result.reason
+    (allowed,), _ = recheck([classic], axiom_whitelist=("classic",))
+    assert allowed.status == "passed", allowed.reason

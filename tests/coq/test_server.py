@@ -118,3 +118,12 @@ def test_extract_coq_proof_returns_the_proof_and_its_offset(completion, proof):
         return
     text, start = found
     assert text == proof and completion[start : start + len(text)] == proof
+
+
+def test_a_proof_that_floods_the_output_crashes_its_worker_only(coq_server):
+    # 2,500 messages of 2,000 characters: 5 MB of feedback, over the 4 MiB a proof may make coqidetop print.
+    flood = CoqProofRequest("Theorem t : True.", f'do 2500 idtac "{"x" * 2000}". exact I.')
+    honest = CoqProofRequest(STATEMENT, "intros n. lia.")
+    flooded, after = coq_server.verify([flood, honest])
+    assert flooded.status == "crashed" and "over 4 MiB" in flooded.reason, flooded.reason
+    assert after.status == "passed"

@@ -16,7 +16,8 @@ from trl_verigate.prover_pool import settings
 OWNER = "CoqServerConfig"
 DEFAULT_HEADER = "Require Import Arith Lia."
 # coqidetop speaks the XML protocol on stdin/stdout with these; proofs are checked in order, in the process.
-IDETOP_ARGS = ("-main-channel", "stdfds", "-async-proofs", "off", "-q")
+# `-native-compiler no`: `native_compute` and `<<:` fall back to the VM instead of compiling and running OCaml.
+IDETOP_ARGS = ("-main-channel", "stdfds", "-async-proofs", "off", "-q", "-native-compiler", "no")
 INSTALL_COMMAND = "apt-get install -y --no-install-recommends coq"
 
 # "always": every pass runs `Print Assumptions` (about 0.3 s on a `lia` proof); "sample": a seeded

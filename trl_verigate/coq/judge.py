@@ -1,7 +1,8 @@
 """The verdict on coqidetop's account of one proof (`coq.process.CoqProcess.run_code`).
 
-Passed only when every sentence ran, our `Qed.` closed the proof, `Check <name>.` prints exactly what it printed
-for the trusted statement, and `Print Assumptions <name>.` (when it ran) lists nothing outside
+Passed only when every sentence ran, our `Qed.` closed the proof, `Check <name>.` prints what it printed for the
+trusted statement (Coq prints the type after beta-iota reduction, so this compares the elaborated statements, not
+their spelling), and `Print Assumptions <name>.` (when it ran) lists nothing outside
 `CoqServerConfig.axiom_whitelist`: no other axiom, no `Admitted` lemma, no guard, positivity or universe bypass.
 
 Steps: `tactics` are the proof's sentences, bullets and braces each a step of their own, as Coq runs them (a wrong

@@ -46,7 +46,9 @@ _DATA = Path(__file__).resolve().parent / "allowlists"
 STATEMENT_KEYWORDS = ("Theorem", "Lemma", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example")
 _STATEMENT = re.compile(r"({})\s+([A-Za-z_][\w']*)".format("|".join(STATEMENT_KEYWORDS)))
 # A goal selector before a tactic: `all:`, `2:`, `1-3:`, `1,3:`, `[x]:`, `!:`, `par:`.
-_SELECTOR = re.compile(r"(?:all|par|!|\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|\[\s*[A-Za-z_][\w']*\s*\])\s*:")
+_SELECTOR = re.compile(
+    r"(?:only\s+)?(?:all|par|!|\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|\[\s*[A-Za-z_][\w']*\s*\])\s*:"
+)
 _WORD = re.compile(r"[A-Za-z_][\w']*")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 # Tactics refused wherever they stand in a sentence, not only first (`try admit`, `abstract admit`,
@@ -115,7 +117,9 @@ def sentence_head(text: str) -> str:
     if selector is not None:
         position = skip_blanks_and_comments(text, selector.end())
     while position < len(text) and text[position] in "([":
-        position = skip_blanks_and_comments(text, position + 1)
+        # `[> t1 | t2 ]` dispatches the goals to t1, t2: its first tactic is the head, like `(t)`'s.
+        position += 2 if text.startswith("[>", position) else 1
+        position = skip_blanks_and_comments(text, position)
     word = _WORD.match(text, position)
     return word.group(0) if word else text[position : position + 2]
 
@@ -156,6 +160,10 @@ def refusal(text: str, head: str, tactics: frozenset[str]) -> str | None:
         )
     if head in tactics:
         return None
+    if head == "omega":
+        return "`omega` is gone from Coq 8.16: use `lia`"
+    if head == "Proof":
+        return "`Proof with …` / `Proof using …` are vernacular: start the proof with `Proof.` or its first tactic"
     if head[:1].isupper():
         return f"`{head}` is a vernacular command: a proof may contain only tactics, bullets and braces"
     if not head or not head[0].isalpha() and head[0] != "_":
@@ -163,10 +171,12 @@ def refusal(text: str, head: str, tactics: frozenset[str]) -> str | None:
     return f"`{head}` is not an allowed tactic (trl_verigate/coq/allowlists/tactics.txt, CoqServerConfig.extra_tactics)"
 
 
-def samples_print_assumptions(config: CoqServerConfig, request: CoqProofRequest) -> bool:
+def samples_print_assumptions(config: CoqServerConfig, statement: str, sentences: tuple[str, ...]) -> bool:
+    """Whether `Print Assumptions` runs for this proof: always, never, or for a seeded sample keyed on the
+    statement and the sentences (so blanks and comments do not draw the proof again)."""
     if config.print_assumptions != "sample":
         return config.print_assumptions == "always"
-    digest = hashlib.sha256(f"{config.seed}\0{request.statement}\0{request.proof}".encode()).digest()
+    digest = hashlib.sha256("\0".join((str(config.seed), statement, *sentences)).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < config.print_assumptions_fraction
 
 
@@ -203,7 +213,8 @@ def prepare(
             return VerificationResult(
                 status="rejected", tactics=list(spans), first_error_tactic=index, reason=f"sentence {index}: {reason}"
             )
-    job = CoqJob(request.statement, name, tuple(s.text for s in spans), samples_print_assumptions(config, request))
+    sentences = tuple(s.text for s in spans)
+    job = CoqJob(request.statement, name, sentences, samples_print_assumptions(config, request.statement, sentences))
     return Prepared(header, job, spans, request)
 
 

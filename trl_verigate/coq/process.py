@@ -38,6 +38,9 @@ from trl_verigate.prover_pool.worker import ReplCompromised, ReplCrashed, ReplSt
 SUPPORTED_PROTOCOLS = (protocol.PROTOCOL_VERSION,)
 INTERRUPT_GRACE_S = 2.0
 READ_CHUNK = 1 << 16
+# What one proof may make coqidetop print (`do 30000 idtac "…"` makes 30 MB): past it the worker is killed and the
+# proof is "crashed", so no flood is parsed on the event loop every worker shares.
+MAX_OUTPUT_BYTES = 4 << 20
 # Statements whose reference `Check` a process keeps (a GRPO batch repeats each statement once per completion).
 REFERENCE_CACHE = 1024
 
@@ -61,6 +64,7 @@ class CoqProcess(CoqToolProcess):
         self._stdout_task: asyncio.Task | None = None
         # Answers owed: calls written whose <value> the reader has not seen yet.
         self._due = 0
+        self._output_bytes = 0  # what coqidetop printed during the current run (`run_code`)
         self._breach: str | None = None
         self._references: collections.OrderedDict[str, dict] = collections.OrderedDict()
 
@@ -133,6 +137,7 @@ class CoqProcess(CoqToolProcess):
         if not self.alive:
             raise ReplCrashed(f"coqidetop is not running ({self.describe_exit()})")
         self.uses += 1
+        self._output_bytes = 0
         started = time.monotonic()
         response: dict = {"timeout": False}
         try:
@@ -282,6 +287,11 @@ class CoqProcess(CoqToolProcess):
             if not chunk:
                 kind = "truncated" if self._frames.inside_element else "eof"
                 await self._nodes.put(protocol.ProtocolError(kind, "coqidetop's output ended"))
+                return
+            self._output_bytes += len(chunk)
+            if self._output_bytes > MAX_OUTPUT_BYTES:
+                detail = f"the proof made coqidetop print over {MAX_OUTPUT_BYTES >> 20} MiB"
+                await self._nodes.put(protocol.ProtocolError("garbage", detail))
                 return
             try:
                 nodes = self._frames.feed(chunk)

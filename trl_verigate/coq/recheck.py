@@ -17,12 +17,14 @@ library with its own kernel and prints the context summary. A pass stays passed 
 `Check` (between the two markers, whose random nonce a proof cannot know, so it cannot print a fake) is the
 trusted statement's, and the summary lists no axiom declared in the file and no constant relying on type-in-type,
 an unsafe (co)fixpoint or an assumed positivity. coqchk exits 0 whatever it reports, so the summary is parsed; no
-summary is a checker failure. The summary covers every library loaded, so axioms of the header's libraries are
-left to `Print Assumptions` in coqidetop (`coq.judge`).
+summary is a checker failure. The summary covers every library loaded, so the axioms of the header's libraries
+are judged by `Print Assumptions` against `axiom_whitelist`: in coqidetop (`coq.judge`), or in this file for a pass
+whose coqidetop run skipped it (`print_assumptions` "sample" or "never").
 
-When the batch file fails to compile or its summary shows a problem, each pass is compiled on its own to find
-which: a refused pass becomes "failed" ("recheck: ..."), and a checker that cannot run fails its candidates closed
-("error"). coqc and coqchk run sandboxed like the workers (`coq.toolchain`), with `recheck_timeout` each.
+When the batch file fails to compile, its summary shows a problem, or the checkers fail on it, each pass is
+compiled on its own to find which: a refused pass becomes "failed" ("recheck: ..."), a pass the checkers fail on
+alone while they check the others is "failed" as too costly to check, and checkers that cannot check even one pass
+alone fail their candidates closed ("error"). coqc and coqchk run sandboxed like the workers (`coq.toolchain`), with `recheck_timeout` each.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import time
 from pathlib import Path
 
 from trl_verigate.coq.config import CoqServerConfig
+from trl_verigate.coq.judge import read_assumptions
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.toolchain import CoqToolProcess
 from trl_verigate.prover_pool.results import VerificationResult
@@ -98,6 +101,8 @@ class CoqTool(CoqToolProcess):
 
 
 def batch_source(header: str, candidates: list[Prepared], nonce: str) -> str:
+    """The file coqc compiles. A pass whose `Print Assumptions` coqidetop skipped (`print_assumptions="sample"` or
+    "never") gets one here, so the axiom whitelist holds for every pass the recheck confirms."""
     parts = [header.strip()]
     for index, prepared in enumerate(candidates):
         job = prepared.code
@@ -109,23 +114,26 @@ def batch_source(header: str, candidates: list[Prepared], nonce: str) -> str:
             "Qed.",
             f"Locate verigate_{nonce}_begin_{index}.",
             f"Check {job.name}.",
+            f"Locate verigate_{nonce}_middle_{index}.",
+            "" if job.print_assumptions else f"Print Assumptions {job.name}.",
             f"Locate verigate_{nonce}_end_{index}.",
             f"End VG_{index}.",
         ]
     return "\n".join(parts) + "\n"
 
 
-def checks_printed(stdout: str, nonce: str, count: int) -> list[str | None]:
-    """Each module's `Check` output, read between its markers; None where the markers are missing."""
-    found: list[str | None] = []
+def checks_printed(stdout: str, nonce: str, count: int) -> list[tuple[str, str] | None]:
+    """Each module's (`Check` output, `Print Assumptions` output or ""), read between its markers; None where the
+    markers are missing."""
+    found: list[tuple[str, str] | None] = []
     for index in range(count):
+        marker = f"No object of basename verigate_{nonce}"
         match = re.search(
-            rf"No object of basename verigate_{nonce}_begin_{index}\n(.*?)\nNo object of basename "
-            rf"verigate_{nonce}_end_{index}\b",
+            rf"{marker}_begin_{index}\n(.*?)\n{marker}_middle_{index}\b\n?(.*?)\n?{marker}_end_{index}\b",
             stdout,
             re.S,
         )
-        found.append(match.group(1).strip() if match else None)
+        found.append((match.group(1).strip(), match.group(2).strip()) if match else None)
     return found
 
 
@@ -212,12 +220,30 @@ class CoqRechecker:
         )
 
     async def _check_batch(self, header: str, group: list[Candidate]) -> list[str | None]:
-        """None for each candidate the checkers confirm, else why not; the batch at once, then one by one."""
-        verdicts = await self._check_file(header, group)
-        if len(group) == 1 or all(verdict is None for verdict in verdicts):
-            return verdicts
+        """None for each candidate the checkers confirm, else why not; the batch at once, then one by one.
+
+        CheckerFailure only when the checkers cannot check even one candidate alone: then they do not work here.
+        A candidate they fail on alone while they check the others (coqchk has no VM, so a `vm_compute` proof can
+        cost it minutes and gigabytes) is refused as too costly to check, and cannot take its batch down with it.
+        """
+        try:
+            verdicts = await self._check_file(header, group)
+        except CheckerFailure:
+            if len(group) == 1:
+                raise
+        else:
+            if len(group) == 1 or all(verdict is None for verdict in verdicts):
+                return verdicts
         # The batch does not say whose problem it is: each candidate alone.
-        return [(await self._check_file(header, [candidate]))[0] for candidate in group]
+        alone: list[str | None | CheckerFailure] = []
+        for candidate in group:
+            try:
+                alone.append((await self._check_file(header, [candidate]))[0])
+            except CheckerFailure as error:
+                alone.append(error)
+        if all(isinstance(verdict, CheckerFailure) for verdict in alone):
+            raise alone[0]
+        return [f"too costly to check on its own: {v}" if isinstance(v, CheckerFailure) else v for v in alone]
 
     async def _check_file(self, header: str, group: list[Candidate]) -> list[str | None]:
         nonce = secrets.token_hex(8)
@@ -225,7 +251,16 @@ class CoqRechecker:
         library = f"{LIBRARY}.{MODULE}"
         timeout = self.config.recheck_timeout
         output, vo = await CoqTool(self.config, {f"{MODULE}.v": source}).run(
-            [*self.config.coqc_command, "-q", "-R", "{scratch}", LIBRARY, f"{{scratch}}/{MODULE}.v"],
+            [
+                *self.config.coqc_command,
+                "-q",
+                "-native-compiler",
+                "no",
+                "-R",
+                "{scratch}",
+                LIBRARY,
+                f"{{scratch}}/{MODULE}.v",
+            ],
             timeout,
             keep=f"{MODULE}.vo",
         )
@@ -239,11 +274,20 @@ class CoqRechecker:
         problems = summary_problems(checked.stdout + "\n" + checked.stderr)
         printed = checks_printed(output.stdout, nonce, len(group))
         verdicts: list[str | None] = []
-        for candidate, check in zip(group, printed, strict=True):
+        for candidate, found in zip(group, printed, strict=True):
+            check, assumptions = found if found is not None else (None, "")
             if problems:
                 verdicts.append("coqchk: " + "; ".join(problems))
             elif check != candidate.statement_check:
                 verdicts.append(f"the compiled theorem is not the trusted statement: Check gives {check!r}")
             else:
-                verdicts.append(None)
+                verdicts.append(self._assumption_problem(assumptions) if assumptions else None)
         return verdicts
+
+    def _assumption_problem(self, assumptions: str) -> str | None:
+        """Why `Print Assumptions` output refuses a pass (an axiom off the whitelist, a bypass), else None."""
+        axioms, findings = read_assumptions(assumptions)
+        outside = sorted(set(axioms) - set(self.config.axiom_whitelist))
+        if findings or outside:
+            return "Print Assumptions: " + "; ".join([*findings, *(f"axiom {name}" for name in outside)])
+        return None
