@@ -316,6 +316,21 @@ def test_es_export_of_a_missing_state_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_es_export_onto_a_missing_base_model_is_one_line(tmp_path, capsys):
+    from trl_verigate.es.noise import NOISE_VERSION
+    from trl_verigate.es.state import STATE_FILENAME, STATE_FORMAT, STATE_FORMAT_VERSION, write_state
+
+    header = {"format": STATE_FORMAT, "format_version": STATE_FORMAT_VERSION, "noise_version": NOISE_VERSION}
+    base_model = {"name_or_path": str(tmp_path / "gone"), "dtype": "float32", "parameters_sha256": "0"}
+    write_state({**header, "base_model": base_model, "parameters": [], "history": []}, str(tmp_path / STATE_FILENAME))
+    base = str(tmp_path / "no-such-base")
+    assert cli.main(["es-export", "--state", str(tmp_path), "--base-model", base, "--output", str(tmp_path / "o")]) == 2
+    assert (
+        capsys.readouterr().err
+        == f"es-export: --base-model {base}: no such directory; give the base model ES trained from\n"
+    )
+
+
 @pytest.mark.slow
 def test_two_lean_servers_started_together_on_port_0_report_different_ports_that_both_answer(tmp_path):
     proof = ProofRequest(statement="theorem zero_add_one : 1 + 0 = 1 := by", proof="  simp")

@@ -378,6 +378,9 @@ def test_config_errors_name_the_field(tmp_path):
         )
     config = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, lean_repl_command="lake env repl")
     assert config.lean_repl_command == ["lake", "env", "repl"]
+    # A flag on the command line arrives as a one-item list; it is split the same way.
+    config = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, lean_repl_command=["lake env repl"])
+    assert config.lean_repl_command == ["lake", "env", "repl"]
 
 
 def test_the_prover_is_lean_or_coq_and_its_fields_do_not_mix(tmp_path):

@@ -79,6 +79,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def looks_local(name: str | None) -> bool:
+    """A path rather than a hub id: absolute, relative with ./ or ../, or under ~."""
+    return bool(name) and name.startswith(("/", "./", "../", "~"))
+
+
 def run(args: argparse.Namespace) -> int:
     from trl_verigate.es.state import read_state
 
@@ -94,9 +99,17 @@ def run(args: argparse.Namespace) -> int:
     if state["base_model"].get("peft"):  # refused before any model loads
         print(f"es-export: {PEFT_REFUSAL}", file=sys.stderr)
         return 2
-    model = reconstruct(state, base_model=args.base_model, progress=True)
-    model.save_pretrained(args.output)
     source = args.base_model or state["base_model"]["name_or_path"]
+    if looks_local(source) and not os.path.isdir(os.path.expanduser(source)):
+        flag = "--base-model" if args.base_model else "the state's base_model.name_or_path"
+        print(f"es-export: {flag} {source}: no such directory; give the base model ES trained from", file=sys.stderr)
+        return 2
+    try:
+        model = reconstruct(state, base_model=args.base_model, progress=True)
+    except ValueError as error:  # no base model named, or not the weights ES trained from
+        print(f"es-export: {error}", file=sys.stderr)
+        return 2
+    model.save_pretrained(args.output)
     try:
         from transformers import AutoTokenizer
 

@@ -37,6 +37,14 @@ from trl_verigate.trainers.process_grpo import (
 )
 
 
+def _argv(command: str | list[str] | None) -> list[str] | None:
+    """A command as argv: a string, or the one-item list a command-line flag gives (`--coq_command "a -b"`), is
+    split like a shell."""
+    if isinstance(command, list) and len(command) == 1:
+        command = command[0]
+    return shlex.split(command) if isinstance(command, str) else command
+
+
 def _is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -189,15 +197,13 @@ class ProcessVerifiedConfig(GRPOConfig):
         self._take_renamed_fields()
         if self.prover not in PROVERS:
             raise ValueError(f"prover={self.prover!r} is not supported; use one of {list(PROVERS)}.")
-        if isinstance(self.coq_command, str):
-            self.coq_command = shlex.split(self.coq_command)
+        self.coq_command = _argv(self.coq_command)
         if self.prover == "coq" and (self.lean_repl_command or self.lean_server_urls):
             raise ValueError(
                 "prover='coq' with lean_repl_command or lean_server_urls set: those configure Lean; drop them or set "
                 "prover='lean'."
             )
-        if isinstance(self.lean_repl_command, str):
-            self.lean_repl_command = shlex.split(self.lean_repl_command)
+        self.lean_repl_command = _argv(self.lean_repl_command)
         if isinstance(self.lean_server_urls, str):
             self.lean_server_urls = [url for url in self.lean_server_urls.replace(",", " ").split() if url]
         if self.lean_server_urls is not None and len(self.lean_server_urls) == 1 and "," in self.lean_server_urls[0]:
