@@ -42,20 +42,30 @@ def run_entry_point(recipe_name: str, argv: list[str], capsys) -> str:
 
 @pytest.fixture
 def in_repo(monkeypatch):
-    monkeypatch.chdir(REPO_ROOT)  # the tiny YAMLs' paths are relative to the repository root
+    monkeypatch.chdir(REPO_ROOT)  # the tiny YAMLs' dataset paths are relative to the repository root
 
 
-def tiny_config(recipe_name: str, tmp_path: Path, **changes) -> list[str]:
-    config = yaml.safe_load(CONFIGS[recipe_name].read_text())
-    config["output_dir"] = str(tmp_path / "out")
-    for key, value in changes.items():
-        if value is None:
-            config.pop(key)
-        else:
-            config[key] = value
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return ["--config", str(path)]
+@pytest.fixture
+def tiny_config(tmp_path, tiny_models):
+    """``tiny_config(recipe_name, **changes)``: `--config` of the recipe's tiny YAML with its models swapped for the
+    session's tiny models (a fresh clone has no `.tiny/`), so every check past the models' own is reached."""
+
+    def make(recipe_name: str, **changes) -> list[str]:
+        config = yaml.safe_load(CONFIGS[recipe_name].read_text())
+        config["output_dir"] = str(tmp_path / "out")
+        config["model_name_or_path"] = tiny_models["policy"]
+        if "prm_model_name_or_path" in config:
+            config["prm_model_name_or_path"] = tiny_models["prm_qwen_math"]
+        for key, value in changes.items():
+            if value is None:
+                config.pop(key)
+            else:
+                config[key] = value
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return ["--config", str(path)]
+
+    return make
 
 
 @pytest.mark.parametrize(
@@ -101,8 +111,8 @@ def test_a_misspelled_yaml_key_names_the_key_and_the_closest_field(recipe_name, 
         ),
     ],
 )
-def test_bad_flags_of_the_math_recipe_are_one_line(argv, message, tmp_path, capsys, in_repo):
-    line = run_entry_point("verigate_math", [*tiny_config("verigate_math", tmp_path), *argv], capsys)
+def test_bad_flags_of_the_math_recipe_are_one_line(argv, message, tiny_config, capsys, in_repo):
+    line = run_entry_point("verigate_math", [*tiny_config("verigate_math"), *argv], capsys)
     assert line.startswith(f"{os.path.basename(sys.argv[0])}: error: ")
     assert message in line
 
@@ -120,8 +130,10 @@ def not_executable(tmp_path: Path) -> str:
 
 
 @pytest.mark.parametrize("recipe_name", ["process_verified_grpo", "es"])
-def test_a_repl_command_that_cannot_run_is_refused_before_the_model_loads(recipe_name, tmp_path, capsys, in_repo):
-    base = tiny_config(recipe_name, tmp_path)
+def test_a_repl_command_that_cannot_run_is_refused_before_the_model_loads(
+    recipe_name, tiny_config, tmp_path, capsys, in_repo
+):
+    base = tiny_config(recipe_name)
     line = run_entry_point(recipe_name, [*base, "--lean_repl_command", "/nonexistent/repl"], capsys)
     assert "`lean_repl_command` runs /nonexistent/repl, which does not exist; give an argv whose program" in line
     path = not_executable(tmp_path)
@@ -131,14 +143,14 @@ def test_a_repl_command_that_cannot_run_is_refused_before_the_model_loads(recipe
     assert "`lean_repl_command` runs no-such-repl-program, which is not on PATH" in line
 
 
-def test_a_coq_command_that_cannot_run_is_refused_before_the_model_loads(tmp_path, capsys, in_repo):
-    base = tiny_config("process_verified_grpo", tmp_path, lean_repl_command=None, prover="coq")
+def test_a_coq_command_that_cannot_run_is_refused_before_the_model_loads(tiny_config, capsys, in_repo):
+    base = tiny_config("process_verified_grpo", lean_repl_command=None, prover="coq")
     line = run_entry_point("process_verified_grpo", [*base, "--coq_command", "/nonexistent/coqidetop"], capsys)
     assert "`coq_command` runs /nonexistent/coqidetop, which does not exist" in line
 
 
-def test_an_es_population_that_cannot_move_is_one_line(tmp_path, capsys, in_repo):
-    argv = [*tiny_config("es", tmp_path), "--population_size", "1", "--antithetic", "false"]
+def test_an_es_population_that_cannot_move_is_one_line(tiny_config, capsys, in_repo):
+    argv = [*tiny_config("es"), "--population_size", "1", "--antithetic", "false"]
     line = run_entry_point("es", argv, capsys)
     assert "population_size=1 without antithetic" in line and "set population_size >= 2" in line
 
