@@ -38,7 +38,7 @@ test-fast: $(STAMP)
 # Needs a real Lean REPL: TRL_VERIGATE_LEAN_REPL=/path/to/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project make test-lean
 # Add TRL_VERIGATE_RECHECK_COMMAND='trl-verigate lean-recheck --backend replay --project-dir /path/to/project' for the recheck tests.
 test-lean: $(STAMP)
-	$(PY) -m pytest -q -ra tests/test_lean_real.py tests/test_lean_process_real.py
+	$(PY) -m pytest -q -ra tests/lean_server/test_lean_real.py tests/trainers/test_lean_process_real.py
 
 # Every demo ends with a per-step table, a plot and where the model, metrics and checkpoints went.
 # `accelerate launch --quiet`: bad input makes a recipe print one line and exit 2; without --quiet accelerate adds its
@@ -92,7 +92,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments scripts
 	$(VENV)/bin/ruff format --check trl_verigate tests bench recipes experiments scripts
 
-# The docs site (mkdocs.yml, docs/) into site/; `make test` checks the same strict build (tests/test_docs_examples.py).
+# The docs site (mkdocs.yml, docs/) into site/; `make test` checks the same strict build (tests/docs/test_docs_examples.py).
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 

@@ -1,6 +1,6 @@
 """How `prepare` (the precheck every untrusted proof goes through before Lean) scales with the proof's size.
 
-For each shape of tests/test_precheck_linearity.py (long lines, many lines, deep nesting, one token kind repeated,
+For each shape of tests/lean_server/test_precheck_linearity.py (long lines, many lines, deep nesting, one token kind repeated,
 comments, literals, `;`, `<;>`, bullets, `have … := by` blocks, long names, Unicode, configuration items, complete
 files, and two shapes refused at their end) this prints the time of `prepare` at sizes n, 2n, 4n, … up to
 --max-size (64 KiB by default, the server's default request limit), each the best of --repeats runs taken in interleaved rounds over all sizes so that

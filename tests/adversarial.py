@@ -20,8 +20,7 @@ import copy
 import json
 from pathlib import Path
 
-from lean_helpers import prepare
-
+from tests.lean_helpers import prepare
 from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.types import FileRequest, ProofRequest, Request
 

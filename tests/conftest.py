@@ -1,10 +1,11 @@
 """Shared fixtures. No test touches a hub: tiny models are built locally once per session."""
 
 import os
-from pathlib import Path
 
 import pytest
-from fake_repl import DEFAULT_TRANSCRIPTS
+
+from tests.fake_repl import DEFAULT_TRANSCRIPTS
+from tests.machine import ci_is_set, missing_coq_programs
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -12,7 +13,6 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 # Where the stand-in REPL reads them too: one path for every test.
 TRANSCRIPTS_DIR = DEFAULT_TRANSCRIPTS
 
@@ -31,9 +31,12 @@ def tiny_models(tmp_path_factory):
     return build_tiny_models(tmp_path_factory.mktemp("tiny"))
 
 
-def ci_is_set() -> bool:
-    """True in CI (.ci/run exports CI=true; so do GitHub Actions and GitLab), false for an unset/empty/0/false CI."""
-    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+@pytest.fixture(scope="session")
+def tokenizer(tiny_models):
+    """The tiny policy's tokenizer."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_models["policy"])
 
 
 @pytest.fixture(scope="session")
@@ -105,18 +108,9 @@ def no_model_load(monkeypatch):
     return loaded
 
 
-def missing_coq_programs() -> list[str]:
-    """The Coq programs CoqServer needs (coqidetop, coqc, coqchk) that are not on PATH."""
-    import shutil
-
-    idetop = shutil.which("coqidetop.opt") or shutil.which("coqidetop")
-    found = {"coqidetop": idetop, "coqc": shutil.which("coqc"), "coqchk": shutil.which("coqchk")}
-    return [name for name, path in found.items() if not path]
-
-
-@pytest.fixture
+@pytest.fixture(scope="session")
 def coq_required():
-    """Real Coq for this test: skipped without it, naming the install command; failed instead under CI."""
+    """Real Coq for the tests that use it: skipped without it, naming the install command; failed instead under CI."""
     from trl_verigate.coq.config import INSTALL_COMMAND
 
     missing = missing_coq_programs()

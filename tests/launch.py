@@ -1,6 +1,7 @@
 """Helpers for tests that launch servers or training processes: loopback ports, an offline environment, configs."""
 
 import contextlib
+import importlib
 import json
 import os
 import shlex
@@ -8,16 +9,21 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import uvicorn
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
 TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
-RECIPE = REPO_ROOT / "recipes" / "verigate_math.py"
+RECIPES_DIR = REPO_ROOT / "recipes"
+RECIPE = RECIPES_DIR / "verigate_math.py"
 # What a VeriGate run logs every step, and only in steps where the PRM ran. The random tiny policy almost never answers
 # right, so that is nearly every step, but an occasional lucky `\boxed` answer (the tiny data's gold is boxed, so no
 # last-number fallback) can open a step's groups.
@@ -29,6 +35,14 @@ ALWAYS_LOGGED = (
     "verigate/reward_failures",
 )
 LOGGED_WHEN_PRM_RAN = ("verigate/prm_step_score_mean", "verigate/steps_per_completion")
+
+
+def load_recipe(name: str):
+    """The module of `recipes/<name>.py`, imported by its own name with recipes/ on sys.path, as the recipes import
+    each other and `recipe_tools` when run as scripts."""
+    if str(RECIPES_DIR) not in sys.path:
+        sys.path.insert(0, str(RECIPES_DIR))
+    return importlib.import_module(name)
 
 
 def free_port() -> int:
@@ -55,6 +69,27 @@ def refused_url() -> Iterator[str]:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
+@contextlib.contextmanager
+def serving(app) -> Iterator[str]:
+    """Run the ASGI `app` on a loopback port in a thread; yields its base URL."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
 @dataclass
 class LeanServerProcess:
     url: str  # set once the server has reported its port
@@ -74,8 +109,7 @@ def lean_server_processes(run_dir: Path, count: int = 1, *flags: str) -> Iterato
     then uvicorn's access log) and stderr go to files, never to an unread pipe that could fill. `flags` are added
     to every command line (a later `--port` overrides the 0). The servers are stopped with SIGTERM at exit.
     """
-    from fake_repl import repl_command
-
+    from tests.fake_repl import repl_command
     from trl_verigate.lean_server.service.http import wait_for_port_file
 
     servers, processes = [], []

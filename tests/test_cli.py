@@ -9,15 +9,15 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from fake_repl import read_log
-from launch import lean_server_processes
 
+from tests.fake_repl import read_log
+from tests.launch import TESTS_DIR, lean_server_processes
 from trl_verigate import cli
 from trl_verigate.lean_server import LeanClient, ProofRequest, cli_options
 from trl_verigate.lean_server.service.wire import SERVICE_NAME
 from trl_verigate.lean_server.types import LeanServerConfig
 
-FAKE_REPL = Path(__file__).resolve().parent / "fake_repl.py"
+FAKE_REPL = TESTS_DIR / "fake_repl.py"
 
 
 @pytest.fixture
@@ -428,7 +428,7 @@ def test_doctor_says_training_uses_the_repl_alone_without_a_checker(bare_machine
     assert marks["backend comparator"] == "-" and "comparator not on PATH" in out
 
 
-FAKE_CHECKER = Path(__file__).resolve().parent / "fake_checker.py"
+FAKE_CHECKER = TESTS_DIR / "fake_checker.py"
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from launch import REPO_ROOT, offline_env
+
+from tests.launch import REPO_ROOT, offline_env
 
 SCRIPT = REPO_ROOT / "scripts" / "gpu_check.py"
 

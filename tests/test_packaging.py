@@ -2,15 +2,15 @@
 
 import configparser
 from fnmatch import fnmatch
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "trl_verigate"
+from tests.launch import REPO_ROOT
+
+PACKAGE = REPO_ROOT / "trl_verigate"
 
 
 def declared_patterns() -> list[str]:
     parser = configparser.ConfigParser()
-    parser.read(ROOT / "setup.cfg")
+    parser.read(REPO_ROOT / "setup.cfg")
     patterns = []
     for package, globs in parser["options.package_data"].items():
         folder = package.replace(".", "/")
@@ -21,7 +21,7 @@ def declared_patterns() -> list[str]:
 def test_every_data_file_of_the_package_is_in_package_data():
     patterns = declared_patterns()
     data_files = [
-        path.relative_to(ROOT).as_posix()
+        path.relative_to(REPO_ROOT).as_posix()
         for path in PACKAGE.rglob("*")
         if path.is_file() and path.suffix not in (".py", ".pyc") and "__pycache__" not in path.parts
     ]

@@ -5,11 +5,9 @@ import inspect
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import trl_verigate
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from tests.launch import REPO_ROOT
 
 
 def test_every_exported_name_is_what_a_trl_verigate_module_defines_under_that_name():

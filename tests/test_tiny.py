@@ -8,10 +8,10 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
+from tests.launch import REPO_ROOT
 from trl_verigate.rewards.prm import Qwen2ForProcessRewardModel
 from trl_verigate.tiny import build_tiny_models
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 EXPECTED_NAMES = {"policy", "prm_qwen_math", "prm_math_shepherd", "prm_token_classification"}
 
 

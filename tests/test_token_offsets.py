@@ -4,9 +4,9 @@ the definition it replaced, kept here as the reference: decode every prefix ids[
 import random
 
 import pytest
-from offset_tokenizers import ASCII_PIECES, BUILDERS, CLEANUP_PIECES, UNICODE_PIECES
 
 import trl_verigate.steps as steps_module
+from tests.offset_tokenizers import ASCII_PIECES, BUILDERS, CLEANUP_PIECES, UNICODE_PIECES
 from trl_verigate.steps import token_char_offsets
 
 
@@ -39,7 +39,8 @@ def windows_only(monkeypatch):
 
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
-def tokenizer(request):
+def named_tokenizer(request):
+    """(name, tokenizer) for each offset-test tokenizer of offset_tokenizers.BUILDERS."""
     return request.param, BUILDERS[request.param]()
 
 
@@ -61,8 +62,8 @@ def sample_ids(tokenizer, rng, length):
     return ids
 
 
-def test_windowed_offsets_equal_the_prefix_decoding_definition(tokenizer, windows_only):
-    name, tokenizer = tokenizer
+def test_windowed_offsets_equal_the_prefix_decoding_definition(named_tokenizer, windows_only):
+    name, tokenizer = named_tokenizer
     rng = random.Random(20261201)
     for _ in range(60):
         ids = sample_ids(tokenizer, rng, rng.randint(1, 160))

@@ -11,7 +11,7 @@ from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.process import CoqProcess
 from trl_verigate.prover_pool.results import Tactic
 
-from .conftest import STATEMENT, job
+from .helpers import STATEMENT, job
 
 pytestmark = pytest.mark.timeout(120)
 

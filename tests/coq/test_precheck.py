@@ -2,17 +2,17 @@
 runs; honest proofs in every style get through with their steps as spans of the submitted proof."""
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.launch import TESTS_DIR
 from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig
 from trl_verigate.coq.precheck import Prepared, prepare, sentence_head, statement_name, tactics_for
 from trl_verigate.prover_pool.results import VerificationResult
 
-from .conftest import STATEMENT
+from .helpers import STATEMENT
 
-CORPUS = [json.loads(line) for line in (Path(__file__).parent.parent / "data" / "coq_adversarial.jsonl").open()]
+CORPUS = [json.loads(line) for line in (TESTS_DIR / "data" / "coq_adversarial.jsonl").open()]
 CONFIG = CoqServerConfig(workers=1)
 
 

@@ -11,7 +11,7 @@ from trl_verigate.coq.config import CoqServerConfig
 from trl_verigate.coq.process import CoqProcess
 from trl_verigate.prover_pool.worker import ReplCompromised, ReplCrashed, ReplStartError
 
-from .conftest import job
+from .helpers import job
 
 pytestmark = pytest.mark.timeout(120)
 

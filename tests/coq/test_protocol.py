@@ -9,7 +9,7 @@ from trl_verigate.coq import protocol
 from trl_verigate.coq.config import CoqServerConfig
 from trl_verigate.coq.process import CoqProcess
 
-from .conftest import job
+from .helpers import job
 
 ANSWER = (
     '<feedback object="state" route="0"><state_id val="5"/><feedback_content val="message"><message>'

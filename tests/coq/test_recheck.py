@@ -10,7 +10,7 @@ from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.recheck import Candidate, CheckerFailure, CoqRechecker, summary_problems
 from trl_verigate.prover_pool.results import VerificationResult
 
-from .conftest import STATEMENT, job
+from .helpers import STATEMENT, job
 
 pytestmark = pytest.mark.timeout(300)
 HEADER = "Require Import Arith Lia."

@@ -3,18 +3,18 @@ confirmed by the recheck), every row of the adversarial corpus comes back not pa
 alone, and `extract_coq_proof` maps a completion's proof back to it."""
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.launch import TESTS_DIR
 from trl_verigate.coq import CoqProofRequest, extract_coq_proof
 from trl_verigate.coq.precheck import proof_steps
 
-from .conftest import STATEMENT
+from .helpers import STATEMENT
 
 pytestmark = pytest.mark.timeout(300)
 
-CORPUS = [json.loads(line) for line in (Path(__file__).parent.parent / "data" / "coq_adversarial.jsonl").open()]
+CORPUS = [json.loads(line) for line in (TESTS_DIR / "data" / "coq_adversarial.jsonl").open()]
 
 HONEST = {
     "bullets": (STATEMENT, "intros n. induction n as [|n IH].\n- reflexivity.\n- simpl. rewrite IH. reflexivity."),

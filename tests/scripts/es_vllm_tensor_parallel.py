@@ -15,12 +15,12 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: `tests` is a package
 
-import fake_vllm  # noqa: E402
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 
+from tests import fake_vllm  # noqa: E402
 from trl_verigate.es import es_noise, population_seeds  # noqa: E402
 from trl_verigate.trainers.es import ESConfig, ESTrainer  # noqa: E402
 

@@ -1,7 +1,7 @@
 """Three pipelined ProcessVerifiedGRPOTrainer steps (`pipelined_verification`) on each of 2 CPU processes; each rank
 writes which generation call each step trained on, whether it carried old log-probs, and the logged staleness.
 
-Launched by tests/test_lean_process_pipeline.py as
+Launched by tests/trainers/test_lean_process_pipeline.py as
 
     python -m torch.distributed.run --nproc_per_node 2 tests/scripts/lean_process_pipeline_two_process.py POLICY OUT
 
@@ -17,11 +17,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: `tests` is a package
 
 from datasets import Dataset  # noqa: E402
-from launch import rollout_of_texts  # noqa: E402
 
+from tests.launch import rollout_of_texts  # noqa: E402
 from trl_verigate.rewards.process import ProcessVerdict  # noqa: E402
 from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 

@@ -1,6 +1,6 @@
 """One ProcessVerifiedGRPOTrainer generation+scoring step on each of 2 CPU processes; each rank writes what it saw.
 
-Launched by tests/test_lean_process_multiprocess.py as
+Launched by tests/trainers/test_lean_process_multiprocess.py as
 
     python -m torch.distributed.run --nproc_per_node 2 tests/scripts/lean_process_two_process.py POLICY OUT_DIR
 
@@ -18,12 +18,12 @@ from pathlib import Path
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: `tests` is a package
 
 from datasets import Dataset  # noqa: E402
-from fake_repl import stand_in_config  # noqa: E402
-from launch import rollout_of_texts  # noqa: E402
 
+from tests.fake_repl import stand_in_config  # noqa: E402
+from tests.launch import rollout_of_texts  # noqa: E402
 from trl_verigate.lean_server import LeanServer  # noqa: E402
 from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 

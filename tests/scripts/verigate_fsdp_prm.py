@@ -1,6 +1,6 @@
 """Each rank loads VeriGate's PRM under FSDP's CPU-RAM-efficient loading and writes what it scores.
 
-Launched by tests/test_verigate_multiprocess.py as
+Launched by tests/trainers/test_verigate_multiprocess.py as
 
     ACCELERATE_USE_FSDP=true FSDP_CPU_RAM_EFFICIENT_LOADING=true \
         python -m torch.distributed.run --nproc_per_node 2 tests/scripts/verigate_fsdp_prm.py PRM_DIR OUT_DIR

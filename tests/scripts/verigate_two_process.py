@@ -1,6 +1,6 @@
 """One VeriGate generation+scoring step on each of several CPU processes; each rank writes what it saw to JSON.
 
-Launched by tests/test_verigate_multiprocess.py as
+Launched by tests/trainers/test_verigate_multiprocess.py as
 
     python -m torch.distributed.run --nproc_per_node 2 tests/scripts/verigate_two_process.py POLICY_DIR OUT_DIR
 
@@ -18,12 +18,12 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: `tests` is a package
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from launch import rollout_of_texts  # noqa: E402
 
+from tests.launch import rollout_of_texts  # noqa: E402
 from trl_verigate.steps import completion_step_token_ids  # noqa: E402
 from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer  # noqa: E402
 

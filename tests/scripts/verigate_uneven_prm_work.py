@@ -1,4 +1,4 @@
-"""One VeriGate run in which the ranks do different PRM work: launched by tests/test_recipe_deepspeed.py.
+"""One VeriGate run in which the ranks do different PRM work: launched by tests/recipes/test_recipe_deepspeed.py.
 
 Two prompts x 4 completions per step, one group per rank (no shuffling): the "Beta" group is separated by the reward,
 the "Alpha" group is all 0 and so gated. Only one rank then has completions for the PRM. Under ZeRO-3 every PRM

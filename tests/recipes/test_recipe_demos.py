@@ -1,0 +1,121 @@
+"""Every demo ends like `make demo`: a per-step table of its own metrics, a plot a person would rather look at, and
+where the model, the metrics, the checkpoints and es_state.json went. `make demo-coq`'s config runs end to end on
+the real Coq (slow)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.launch import REPO_ROOT, load_recipe, offline_env
+
+recipe_tools = load_recipe("recipe_tools")
+
+ES_HISTORY = [
+    {"step": 1, "es/reward_mean": 0.25, "es/reward_max": 0.5, "es/update_norm": 0.01},
+    {"step": 2, "es/reward_mean": 0.5, "es/reward_max": 1.0, "es/update_norm": 0.02},
+    {"step": 2, "train_runtime": 3.0},
+]
+
+
+def test_the_es_summary_says_where_the_checkpoints_and_es_state_went(tmp_path):
+    pytest.importorskip("matplotlib")
+    output = tmp_path / "run"
+    for folder in (output / "checkpoint-10", output / "checkpoint-2", output):
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "es_state.json").write_text("{}")
+    printed = []
+    recipe_tools.summarize_run(
+        ES_HISTORY, str(output), "none", printed.append, summary=recipe_tools.ES_SUMMARY, state_file="es_state.json"
+    )
+    text = "\n".join(printed)
+    assert "ES metrics per step:\nstep" in text
+    assert [line.split() for line in text.splitlines() if line.startswith("es/reward_mean")] == [
+        ["es/reward_mean", "0.25", "0.5"]
+    ]
+    assert f"Checkpoints (2): {output / 'checkpoint-2'}, {output / 'checkpoint-10'}" in printed  # step order
+    states = [output / "es_state.json", output / "checkpoint-2" / "es_state.json"]
+    assert f"es_state.json: {states[0]}, {states[1]}, {output / 'checkpoint-10' / 'es_state.json'}" in printed
+    assert json.loads((output / "es_metrics.json").read_text()) == ES_HISTORY[:2]
+    assert printed[-1] == f"Plot of the population's mean and best reward per step: {output / 'es_metrics.png'}"
+    assert (output / "es_metrics.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_run_without_checkpoints_says_so(tmp_path, monkeypatch):
+    printed = []
+    history = [{"step": 1, "lean/pass_rate": 0.5}]
+    monkeypatch.setattr(recipe_tools, "plot_metrics", lambda *args: False)
+    recipe_tools.summarize_run(history, str(tmp_path), [], printed.append, summary=recipe_tools.process_summary("lean"))
+    assert printed[0].startswith("\nLean process metrics per step:\nstep")
+    assert "Checkpoints: none (save_strategy: no)" in printed
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [recipe_tools.VERIGATE_SUMMARY, recipe_tools.ES_SUMMARY, recipe_tools.process_summary("coq")],
+    ids=lambda summary: summary.name,
+)
+def test_the_plot_is_titled_labelled_and_its_legend_is_beside_the_lines(summary):
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    history = [{"step": step, **{name: step / 4 for name in summary.plotted}} for step in range(1, 5)]
+    figure = recipe_tools.metrics_figure(history, summary)
+    try:
+        (axes,) = figure.axes
+        assert axes.get_title() == summary.title
+        assert axes.get_xlabel() and axes.get_ylabel()
+        assert [line.get_label() for line in axes.get_lines()] == list(summary.plotted)
+        assert len({(line.get_linestyle(), line.get_marker()) for line in axes.get_lines()}) == len(summary.plotted)
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        legend = axes.get_legend().get_window_extent(renderer)
+        plotting_area = axes.get_window_extent(renderer)
+        assert legend.x0 >= plotting_area.x1  # entirely to the right of the axes: it covers no line
+    finally:
+        plt.close(figure)
+
+
+def test_demo_coq_config_parses_with_the_process_recipe(tmp_path):
+    recipe = load_recipe("process_verified_grpo")
+    config = REPO_ROOT / "recipes" / "tiny" / "coq_process_grpo.yaml"
+    script_args, training_args, model_args, _ = recipe.parse_args(
+        ["--config", str(config), "--output_dir", str(tmp_path)]
+    )
+    assert training_args.prover == "coq" and training_args.num_generations == 4
+    rows = [json.loads(line) for line in (REPO_ROOT / script_args.dataset_name).read_text().splitlines()]
+    assert len(rows) == 8
+    assert all(row["formal_statement"].startswith("Theorem ") and row["formal_statement"].endswith(".") for row in rows)
+    assert {row["header"] for row in rows} == {training_args.prover_header}
+    gpu_config = REPO_ROOT / "recipes" / "coq_process_grpo.yaml"
+    on_cpu = ["--use_cpu", "true", "--bf16", "false", "--use_vllm", "false", "--output_dir", str(tmp_path)]
+    _, gpu_args, _, _ = recipe.parse_args(["--config", str(gpu_config), *on_cpu])
+    assert (
+        gpu_args.prover == "coq" and gpu_args.prover_header == yaml.safe_load(gpu_config.read_text())["prover_header"]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("coq_required")
+def test_demo_coq_trains_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_path):
+    output = tmp_path / "run"
+    command = [sys.executable, "recipes/process_verified_grpo.py", "--config", "recipes/tiny/coq_process_grpo.yaml"]
+    command += ["--model_name_or_path", tiny_models["policy"], "--output_dir", str(output), "--max_steps", "2"]
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, env=offline_env(tmp_path, TRL_EXPERIMENTAL_SILENCE="1"), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Coq process metrics per step:\nstep" in result.stdout
+    rows = json.loads((output / "coq_metrics.json").read_text())
+    assert [row["step"] for row in rows] == [1, 2]
+    for row in rows:
+        statuses = [value for name, value in row.items() if name.startswith("coq/status/")]
+        assert len(statuses) == 6 and sum(statuses) == pytest.approx(1.0)
+        assert row["coq/status/error"] == 0 and row["coq/verification_failures"] == 0  # Coq answered every proof
+    assert f"Plot of pass rate, verdicts and where the first error falls per step: {output / 'coq_metrics.png'}" in (
+        result.stdout
+    )
+    assert (output / "coq_metrics.png").is_file() and (output / "model.safetensors").is_file()
