@@ -55,7 +55,10 @@ def run_summary(run: dict, start: dict) -> dict:
         "rescue_rate": rescue_rate(start["sampled_faithful_counts"], end["sampled_faithful_counts"]),
         "zero_std_fraction": _mean(_steps(run, ZERO_STD_KEYS.get(run["method"], ""))),
         "gate_rate": _mean(_steps(run, "verigate/gate_rate")),
-        "zero_gradient_steps": _mean(float(norm == 0.0) for norm in grad_norms) if grad_norms else float("nan"),
+        # ES never backpropagates (TRL logs its grad_norm as 0), so only the gradient methods have zero-gradient steps.
+        "zero_gradient_steps": (
+            _mean(float(norm == 0.0) for norm in grad_norms) if grad_norms and run["method"] != "es" else float("nan")
+        ),
         "tactics_per_proof": _mean(_steps(run, "lean/tactics_per_proof")),
         "empty_fraction": _mean(_steps(run, "lean/empty_fraction")),
         "gated_concordance": sum(_steps(run, "mechanism/gated_concordant")) / pairs if pairs else float("nan"),
@@ -357,7 +360,8 @@ def plot(results: dict, directory: Path) -> list[Path]:
         axis.axhline(0.0, color="grey", linewidth=0.8)
         axis.set_xticks(range(len(seeds)), [f"seed {s}" for s in seeds])
         axis.set_xlim(-0.5, max(len(seeds), 1) - 0.5)
-        axis.set_title(f"{claim}:\n{name}", fontsize=9)
+        sign = "≤" if (claim, name) == ("process vs outcome-only", "spurious") else "≥"
+        axis.set_title(f"{claim}:\n{name} (needs {sign} {thresholds[(claim, name)]:g})", fontsize=9)
         axis.set_ylabel("difference")
     figure.suptitle("Pre-registered decisions: per-seed differences against their thresholds")
     handles, labels = axes[0].get_legend_handles_labels()
