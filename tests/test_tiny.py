@@ -15,6 +15,7 @@ from trl_verigate.tiny import build_tiny_models
 EXPECTED_NAMES = {"policy", "prm_qwen_math", "prm_math_shepherd", "prm_token_classification"}
 
 
+@pytest.mark.slow  # builds all four tiny models in a subprocess: ~11 s
 def test_cli_builds_and_prints_paths(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     result = subprocess.run(

@@ -343,6 +343,7 @@ def test_interleaved_headers_settle_on_their_own_processes_instead_of_reimportin
     assert header_loads(tmp_path / "repl.log") == 4
 
 
+@pytest.mark.slow  # waits out queued stand-in proofs: ~10 s
 def test_a_header_without_a_process_still_gets_one_while_another_header_has_waiters(tmp_path):
     config = stand_in_config(
         tmp_path, "--latency", "0.2", "--import-latency", "4.0", workers=2, spare_repls=0, timeout=10.0
