@@ -44,9 +44,8 @@ from datasets import Dataset
 from transformers.utils import logging as transformers_logging
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-from fake_repl import stand_in_config  # noqa: E402
-
+sys.path.insert(0, str(REPO_ROOT))  # `tests` is a package
+from tests.fake_repl import stand_in_config  # noqa: E402
 from trl_verigate.es import es_noise, es_update, make_master, perturb, population_seeds, write_master  # noqa: E402
 from trl_verigate.es import noise as noise_module  # noqa: E402
 from trl_verigate.es.generation import generation_seed  # noqa: E402

@@ -20,10 +20,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # `tests` is a package
 
-from test_published_proofs import KNOWN_FALSE_REJECTIONS, load_rows, request_of  # noqa: E402  (the corpus loader lives with its test)
-
+from tests.published_proofs import KNOWN_FALSE_REJECTIONS, load_rows, request_of  # noqa: E402
 from trl_verigate.lean_server.precheck import policy, prepare  # noqa: E402
 from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
 

@@ -38,9 +38,8 @@ from transformers.utils import logging as transformers_logging
 from trl import GRPOTrainer
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT / "tests"))
-from fake_repl import stand_in_config  # noqa: E402
-
+sys.path.insert(0, str(REPO_ROOT))  # `tests` is a package
+from tests.fake_repl import stand_in_config  # noqa: E402
 from trl_verigate import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 from trl_verigate.lean_server import LeanServer  # noqa: E402
 from trl_verigate.rewards.lean import LeanProcessOracle  # noqa: E402

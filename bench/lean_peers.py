@@ -53,9 +53,9 @@ from lean_peers_drivers import (
 from trl_verigate.lean_server import LeanClient, ProofRequest
 from trl_verigate.lean_server.types import MINIF2F_HEADER
 
-sys.path.insert(0, str(REPO / "tests"))
-from adversarial import fake_repl_script, is_file_row, load_corpus, request_of  # noqa: E402
-from fake_repl import IMPORT_LINE, read_log, write_script  # noqa: E402
+sys.path.insert(0, str(REPO))  # `tests` is a package
+from tests.adversarial import fake_repl_script, is_file_row, load_corpus, request_of  # noqa: E402
+from tests.fake_repl import IMPORT_LINE, read_log, write_script  # noqa: E402
 
 OTHER_HEADER = "import Mathlib\nset_option maxHeartbeats 400000"
 MEMORY_MB = 8192

@@ -34,9 +34,9 @@ from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig
 from trl_verigate.lean_server.types import Request
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
-import fake_repl  # noqa: E402 - the stand-in's own helpers (repl_command, write_script)
-from launch import free_port, stop_processes  # noqa: E402
+sys.path.insert(0, str(REPO))  # `tests` is a package
+from tests import fake_repl  # noqa: E402 - the stand-in's own helpers (repl_command, write_script)
+from tests.launch import free_port, stop_processes  # noqa: E402
 
 CHUNK = 64
 ECHO = re.compile(r"^echo: (\S+)$")

@@ -1,6 +1,6 @@
 """How `prepare` (the precheck every untrusted proof goes through before Lean) scales with the proof's size.
 
-For each shape of tests/lean_server/test_precheck_linearity.py (long lines, many lines, deep nesting, one token kind repeated,
+For each shape of tests/precheck_shapes.py (long lines, many lines, deep nesting, one token kind repeated,
 comments, literals, `;`, `<;>`, bullets, `have … := by` blocks, long names, Unicode, configuration items, complete
 files, and two shapes refused at their end) this prints the time of `prepare` at sizes n, 2n, 4n, … up to
 --max-size (64 KiB by default, the server's default request limit), each the best of --repeats runs taken in interleaved rounds over all sizes so that
@@ -28,10 +28,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))  # `tests` is a package
 
-from test_precheck_linearity import REJECTED_SHAPES, SHAPES, request_size  # noqa: E402  (the shapes live with their test)
-
+from tests.precheck_shapes import REJECTED_SHAPES, SHAPES, request_size  # noqa: E402
 from trl_verigate.lean_server.precheck import PrecheckError, policy, prepare  # noqa: E402
 from trl_verigate.lean_server.precheck.tokens import tokenize  # noqa: E402
 from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult  # noqa: E402

@@ -14,9 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from offset_tokenizers import ASCII_PIECES, UNICODE_PIECES, byte_level, sentencepiece_byte_fallback  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests` is a package
+from tests.offset_tokenizers import ASCII_PIECES, UNICODE_PIECES, byte_level, sentencepiece_byte_fallback  # noqa: E402
 from trl_verigate import steps  # noqa: E402
 
 LENGTHS = (256, 512, 1024)

@@ -105,8 +105,8 @@ def task_noise(args) -> list[dict]:
 
 
 def install_fake_vllm() -> None:
-    sys.path.insert(0, str(REPO_ROOT / "tests"))
-    import fake_vllm
+    sys.path.insert(0, str(REPO_ROOT))  # `tests` is a package
+    from tests import fake_vllm
 
     fake_vllm.patch_vllm(setattr, lambda mapping, key, value: mapping.__setitem__(key, value))
 

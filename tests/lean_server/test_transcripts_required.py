@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 def users_of_transcripts() -> list[str]:
     return sorted(
-        path.name
-        for path in TESTS_DIR.glob("test_*.py")
+        path.relative_to(TESTS_DIR).as_posix()
+        for path in TESTS_DIR.rglob("test_*.py")
         if "transcripts_dir" in path.read_text(encoding="utf-8") and path.name != Path(__file__).name
     )
 
@@ -58,7 +58,8 @@ def run_transcript_tests(root: Path, ci: str | None) -> tuple[int, dict[str, tup
 
 def test_the_files_that_read_transcripts_are_found():
     # Guards the runs below against comparing nothing.
-    assert {"test_tactics.py", "test_verdict.py", "test_lean_protocol.py"} <= set(users_of_transcripts())
+    expected = {"lean_server/test_tactics.py", "lean_server/test_verdict.py", "lean_server/test_lean_protocol.py"}
+    assert expected <= set(users_of_transcripts())
 
 
 def test_without_ci_the_transcript_tests_skip_and_with_ci_each_of_them_fails(clone_without_transcripts):
