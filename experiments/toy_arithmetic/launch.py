@@ -14,6 +14,8 @@ import hashlib
 import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -37,6 +39,7 @@ PRESETS = {
         "es_grid": [[1e-3, 5e-4], [3e-3, 2e-3]], "ablation_seeds": [0],
     },
 }  # fmt: skip
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MAIN_METHODS = ["grpo", "verigate", "process", "es"]
 ABLATIONS = ["verigate_arith", "process_noprop"]
 
@@ -49,6 +52,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument(
         "--ablations", nargs="*", default=ABLATIONS, help=f"control/ablation arms run on --ablation-seeds: {ABLATIONS}"
     )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="launchers that run the methods side by side once the warm start is done (default: min(2, CPUs)); "
+        "each is one process with --threads threads",
+    )
+    # A launcher started by --jobs: it runs its methods' pieces and leaves results.json and the report to its parent.
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--task-seed", type=int, default=1234, help="seed of the problem sets")
     parser.add_argument("--sft-operations", type=int, nargs="+", default=[1, 2, 3], help="operations, warm start")
     parser.add_argument("--rl-operations", type=int, nargs="+", default=[3], help="operations, RL and held-out")
@@ -123,10 +135,12 @@ def check_sizes(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(f"--max-operand {args.max_operand} must be at least 2")
     if not args.seeds:
         parser.error("--seeds: give at least one seed")
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs} must be at least 1")
 
 
 # Flags that do not change any finished piece's result: a rerun with other values reuses what is on disk.
-NOT_IN_FINGERPRINT = {"output", "methods", "ablations", "seeds", "ablation_seeds", "threads", "quick"}
+NOT_IN_FINGERPRINT = {"output", "methods", "ablations", "seeds", "ablation_seeds", "threads", "quick", "jobs", "worker"}
 # The only flags the warm start depends on (it is trained with the first seed): changing the RL sizes keeps it.
 WARM_START_FLAGS = (
     "task_seed",
@@ -211,6 +225,36 @@ def es_grid_score(run: dict) -> float:
     prompts) over the second half of the iterations of seed 0. Never a held-out number."""
     rewards = [m["es/reward_mean"] for m in run["metrics"] if "es/reward_mean" in m]
     return statistics.mean(rewards[len(rewards) // 2 :])
+
+
+def split_arms(args: argparse.Namespace, jobs: int) -> list[tuple[list[str], list[str]]]:
+    """(methods, ablations) for each of at most ``jobs`` launchers, balanced by the runs each does (an ES run counts
+    3/4 of a GRPO-family one, as measured; ES's grid stays with its seeds). Every launcher gets at least one method."""
+    cost = {method: len(args.seeds) for method in args.methods}
+    if "es" in cost:
+        cost["es"] = 0.75 * (len(args.es_grid) + len(args.seeds) - 1)
+    units = sorted(cost.items(), key=lambda item: -item[1])
+    units += [(f"ablation:{a}", len(args.ablation_seeds)) for a in args.ablations if args.ablation_seeds]
+    groups: list[tuple[list[str], list[str], list[float]]] = [([], [], [0.0]) for _ in range(min(jobs, len(cost)))]
+    for name, weight in units:
+        methods, ablations, load = min(groups, key=lambda group: group[2][0])
+        (ablations if name.startswith("ablation:") else methods).append(name.removeprefix("ablation:"))
+        load[0] += weight
+    return [(methods, ablations) for methods, ablations, _ in groups]
+
+
+def run_side_by_side(argv: list[str], output: Path, groups: list[tuple[list[str], list[str]]]) -> None:
+    """Run one worker launcher per group of methods and wait for all; a failed one stops the run (its finished
+    pieces stay on disk for the rerun)."""
+    workers = []
+    for methods, ablations in groups:
+        command = [sys.executable, "-m", "experiments.toy_arithmetic.launch", *argv, "--jobs", "1", "--worker"]
+        command += ["--output", str(output.resolve()), "--methods", *methods, "--ablations", *ablations]
+        print(f"worker launcher: --methods {' '.join(methods)} --ablations {' '.join(ablations)}", flush=True)
+        workers.append((methods + ablations, subprocess.Popen(command, cwd=REPO_ROOT)))
+    failed = [names for names, worker in workers if worker.wait() != 0]
+    if failed:
+        raise SystemExit(f"the worker launcher for {failed[0]} failed (its output is above); rerun the same command")
 
 
 def main(argv=None) -> dict:
@@ -354,6 +398,10 @@ def main(argv=None) -> dict:
     results["coef0_check"], timings["coef0_check"] = check["value"], check["seconds"]
     print(f"coefficient-0 check: {results['coef0_check']}", flush=True)
 
+    if args.jobs > 1 and not args.worker:
+        argv = sys.argv[1:] if argv is None else list(argv)
+        run_side_by_side(argv, output, split_arms(args, args.jobs))
+
     def run(method: str, seed: int, es: dict | None = None) -> dict:
         suffix = f"_s{es['sigma']}_a{es['learning_rate']}" if es else ""
         name = f"{method}{suffix}_seed{seed}"
@@ -391,7 +439,8 @@ def main(argv=None) -> dict:
     for method, seed in arms:
         finished_run = run(method, seed, es_chosen if method == "es" else None)
         results["runs"].append(finished_run)
-        write_results(partial=True)
+        if not args.worker:
+            write_results(partial=True)
         end = finished_run["eval"][-1]
         print(
             f"{method} seed {seed}: faithful {end['sampled_faithful']:.3f}, greedy {end['greedy_pass']:.3f}, "
@@ -399,6 +448,8 @@ def main(argv=None) -> dict:
             flush=True,
         )
     timings["total"] = time.perf_counter() - started
+    if args.worker:
+        return results
     path = write_results(partial=False)
     for written in write_report(path):
         print(written)

@@ -12,6 +12,19 @@ import pytest
 D1, D2 = -0.05, -0.1
 
 
+def test_side_by_side_launchers_split_the_runs_evenly_and_keep_es_whole():
+    from experiments.toy_arithmetic.launch import parse_args, split_arms
+
+    # Full preset: GRPO-family methods cost 3 runs each, ES 0.75 x (4 grid points + 2 more seeds) = 4.5.
+    groups = split_arms(parse_args(["--ablation-seeds", "0"]), 2)
+    assert groups == [(["es", "process"], []), (["grpo", "verigate"], ["verigate_arith", "process_noprop"])]
+    # More launchers than methods: one method each, never an empty launcher.
+    groups = split_arms(parse_args(["--methods", "grpo", "es"]), 4)
+    assert sorted(methods for methods, _ in groups) == [["es"], ["grpo"]]
+    # One launcher gets everything.
+    assert split_arms(parse_args([]), 1) == [(["es", "grpo", "verigate", "process"], [])]
+
+
 @pytest.mark.parametrize(
     ("flags", "named"),
     [
@@ -25,6 +38,7 @@ D1, D2 = -0.05, -0.1
         (["--ablations", "process_coef0"], "--ablations"),
         (["--max-operand", "1"], "--max-operand"),
         (["--eval-samples", "0"], "--eval-samples"),
+        (["--jobs", "0"], "--jobs 0"),
     ],
 )
 def test_launcher_refuses_bad_sizes_before_loading_anything(flags, named, capsys):
@@ -36,7 +50,7 @@ def test_launcher_refuses_bad_sizes_before_loading_anything(flags, named, capsys
 
 
 @pytest.mark.slow
-def test_quick_launcher_end_to_end(tmp_path):
+def test_quick_launcher_end_to_end(tmp_path, capfd):
     from experiments.toy_arithmetic.launch import main
 
     methods = ["grpo", "verigate", "process", "es", "verigate_arith", "process_noprop"]
@@ -45,9 +59,11 @@ def test_quick_launcher_end_to_end(tmp_path):
         "--sft-batch-size", "16", "--pool-problems", "16", "--calibration-problems", "2", "--eval-problems", "3",
         "--easy-problems", "2", "--num-generations", "2", "--prompts-per-step", "2", "--budget", "8",
         "--max-completion-length", "24", "--seeds", "0", "--eval-samples", "2", "--es-population", "2",
-        "--es-prompts", "2", "--es-grid", "1e-3:5e-4,3e-3:2e-3", "--ablation-seeds", "0",
+        "--es-prompts", "2", "--es-grid", "1e-3:5e-4,3e-3:2e-3", "--ablation-seeds", "0", "--jobs", "2",
     ]  # fmt: skip
     results = main(argv)
+    # Two worker launchers ran the methods side by side; the parent wrote results.json from their pieces.
+    assert capfd.readouterr().out.count("worker launcher: --methods") == 2
     on_disk = json.loads((tmp_path / "results.json").read_text())
     assert not on_disk["partial"] and on_disk["summary"].keys() == set(methods)
     warm = on_disk["warm_start"]
