@@ -25,7 +25,7 @@ from recipe_tools import (
     summarize_run,
 )
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
-from verigate_math import load_math_dataset, set_model_init_kwargs, train_and_save
+from verigate_math import load_prompt_splits, set_model_init_kwargs, train_and_save
 
 from trl_verigate import PassAtKArguments, ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
 from trl_verigate.coq.config import default_coqidetop_command
@@ -108,15 +108,9 @@ def prepare(
     set_model_init_kwargs(training_args, model_args)
     statement_field = training_args.statement_field
     prover = training_args.prover
-    train_dataset = to_prompts(
-        load_math_dataset(script_args, script_args.dataset_train_split), script_args, statement_field, prover
+    return load_prompt_splits(
+        script_args, training_args, lambda dataset: to_prompts(dataset, script_args, statement_field, prover)
     )
-    eval_dataset = None
-    if training_args.eval_strategy != "no":
-        eval_dataset = to_prompts(
-            load_math_dataset(script_args, script_args.dataset_test_split), script_args, statement_field, prover
-        )
-    return train_dataset, eval_dataset
 
 
 def train(

@@ -105,6 +105,14 @@ def load_math_dataset(args: MathScriptArguments, split: str):
         ) from error
 
 
+def load_prompt_splits(script_args, training_args, to_prompts):
+    """(train, eval) datasets through `to_prompts`; eval is None unless the run evaluates (`eval_strategy`)."""
+    train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split))
+    if training_args.eval_strategy == "no":
+        return train_dataset, None
+    return train_dataset, to_prompts(load_math_dataset(script_args, script_args.dataset_test_split))
+
+
 def to_prompts(dataset, args: MathScriptArguments):
     """Conversational prompts plus one gold column, named after its format so `accuracy_reward` parses it right."""
     for name, column in (("question_field", args.question_field), ("answer_field", args.answer_field)):
@@ -158,11 +166,7 @@ def prepare(
     if training_args.gate != "none" and training_args.prm_type != "symbolic":
         check_prm_checkpoint(training_args.prm_model_name_or_path, training_args.prm_type)
     set_model_init_kwargs(training_args, model_args)
-    train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split), script_args)
-    eval_dataset = None
-    if training_args.eval_strategy != "no":
-        eval_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_test_split), script_args)
-    return train_dataset, eval_dataset
+    return load_prompt_splits(script_args, training_args, lambda dataset: to_prompts(dataset, script_args))
 
 
 def train(
