@@ -20,9 +20,9 @@ import yaml
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
-TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "verigate_math.yaml"
-TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
 RECIPES_DIR = REPO_ROOT / "recipes"
+TINY_CONFIG = RECIPES_DIR / "tiny" / "verigate_math.yaml"
+TINY_DATA = RECIPES_DIR / "tiny" / "math_tiny.jsonl"
 RECIPE = RECIPES_DIR / "verigate_math.py"
 # What a VeriGate run logs every step, and only in steps where the PRM ran. The random tiny policy almost never answers
 # right, so that is nearly every step, but an occasional lucky `\boxed` answer (the tiny data's gold is boxed, so no

@@ -230,17 +230,18 @@ def es_grid_score(run: dict) -> float:
 def split_arms(args: argparse.Namespace, jobs: int) -> list[tuple[list[str], list[str]]]:
     """(methods, ablations) for each of at most ``jobs`` launchers, balanced by the runs each does (an ES run counts
     3/4 of a GRPO-family one, as measured; ES's grid stays with its seeds). Every launcher gets at least one method."""
-    cost = {method: len(args.seeds) for method in args.methods}
-    if "es" in cost:
-        cost["es"] = 0.75 * (len(args.es_grid) + len(args.seeds) - 1)
-    units = sorted(cost.items(), key=lambda item: -item[1])
-    units += [(f"ablation:{a}", len(args.ablation_seeds)) for a in args.ablations if args.ablation_seeds]
-    groups: list[tuple[list[str], list[str], list[float]]] = [([], [], [0.0]) for _ in range(min(jobs, len(cost)))]
-    for name, weight in units:
-        methods, ablations, load = min(groups, key=lambda group: group[2][0])
-        (ablations if name.startswith("ablation:") else methods).append(name.removeprefix("ablation:"))
-        load[0] += weight
-    return [(methods, ablations) for methods, ablations, _ in groups]
+    costs = {method: float(len(args.seeds)) for method in args.methods}
+    if "es" in costs:
+        costs["es"] = 0.75 * (len(args.es_grid) + len(args.seeds) - 1)
+    groups = [{"methods": [], "ablations": [], "runs": 0.0} for _ in range(min(jobs, len(costs)))]
+    arms = [("methods", method, cost) for method, cost in sorted(costs.items(), key=lambda item: -item[1])]
+    if args.ablation_seeds:
+        arms += [("ablations", ablation, float(len(args.ablation_seeds))) for ablation in args.ablations]
+    for kind, name, cost in arms:  # largest first, each to the launcher with the fewest runs so far
+        group = min(groups, key=lambda group: group["runs"])
+        group[kind].append(name)
+        group["runs"] += cost
+    return [(group["methods"], group["ablations"]) for group in groups]
 
 
 def run_side_by_side(argv: list[str], output: Path, groups: list[tuple[list[str], list[str]]]) -> None:
