@@ -166,18 +166,26 @@ def offline_env(run_dir: Path, **extra: str) -> dict:
     return env
 
 
-def write_tiny_recipe_config(tiny_models: dict, run_dir: Path, **overrides) -> Path:
-    """The shipped tiny YAML, pointed at the test's tiny models and data, output under `run_dir`, plus `overrides`."""
-    config = yaml.safe_load(TINY_CONFIG.read_text())
-    config.update(
-        model_name_or_path=tiny_models["policy"],
-        prm_model_name_or_path=tiny_models["prm_qwen_math"],
-        dataset_name=str(TINY_DATA),
-        output_dir=str(Path(run_dir) / "output"),
-        **overrides,
-    )
-    path = Path(run_dir) / "verigate_math.yaml"
-    path.write_text(yaml.safe_dump(config))
+# The shipped tiny YAML of each recipe (recipes/tiny/).
+TINY_YAMLS = {
+    "verigate_math": TINY_CONFIG,
+    "process_verified_grpo": RECIPES_DIR / "tiny" / "lean_process_grpo.yaml",
+    "es": RECIPES_DIR / "tiny" / "es.yaml",
+}
+
+
+def write_tiny_recipe_config(tiny_models: dict, run_dir: Path, recipe: str = "verigate_math", **overrides) -> Path:
+    """The recipe's shipped tiny YAML with the test's tiny models (a fresh clone has no `.tiny/`), its dataset by
+    absolute path and its output under `run_dir`, plus `overrides` (None drops a key); returns the YAML's path."""
+    config = yaml.safe_load(TINY_YAMLS[recipe].read_text())
+    config["model_name_or_path"] = tiny_models["policy"]
+    if "prm_model_name_or_path" in config:
+        config["prm_model_name_or_path"] = tiny_models["prm_qwen_math"]
+    config["dataset_name"] = str(REPO_ROOT / config["dataset_name"])
+    config["output_dir"] = str(Path(run_dir) / "output")
+    config.update(overrides)
+    path = Path(run_dir) / f"{recipe}.yaml"
+    path.write_text(yaml.safe_dump({key: value for key, value in config.items() if value is not None}))
     return path
 
 

@@ -17,10 +17,10 @@ from tests.launch import (
     launch_recipe,
     load_recipe,
     wandb_offline_history,
+    write_tiny_recipe_config,
 )
 
 RECIPE = REPO_ROOT / "recipes" / "es.py"
-TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "es.yaml"
 TRAIN_STEPS = 3
 ES_METRICS = (
     "es/reward_mean",
@@ -78,19 +78,9 @@ def test_lean_task_without_a_verifier_is_refused(recipe):
 
 
 def write_tiny_config(tiny_models, run_dir: Path, **overrides) -> Path:
-    config = yaml.safe_load(TINY_CONFIG.read_text())
-    config.update(
-        model_name_or_path=tiny_models["policy"],
-        dataset_name=str(REPO_ROOT / config["dataset_name"]),
-        output_dir=str(run_dir / "output"),
-        max_steps=TRAIN_STEPS,
-        run_name="es-e2e",
-        report_to=["wandb", "mlflow"],
+    return write_tiny_recipe_config(
+        tiny_models, run_dir, "es", max_steps=TRAIN_STEPS, run_name="es-e2e", report_to=["wandb", "mlflow"], **overrides
     )
-    config.update(overrides)
-    path = run_dir / "es.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def run_recipe(launcher: list[str], config: Path, run_dir: Path) -> None:

@@ -16,10 +16,10 @@ from tests.launch import (
     launch_recipe,
     load_recipe,
     wandb_offline_history,
+    write_tiny_recipe_config,
 )
 
 RECIPE = REPO_ROOT / "recipes" / "process_verified_grpo.py"
-TINY_CONFIG = REPO_ROOT / "recipes" / "tiny" / "lean_process_grpo.yaml"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "lean_tiny.jsonl"
 TRAIN_STEPS = 2
 LEAN_METRICS = (
@@ -109,18 +109,14 @@ def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path)
 
 
 def write_tiny_config(tiny_models, run_dir: Path) -> Path:
-    config = yaml.safe_load(TINY_CONFIG.read_text())
-    config.update(
-        model_name_or_path=tiny_models["policy"],
-        dataset_name=str(TINY_DATA),
-        output_dir=str(run_dir / "output"),
+    return write_tiny_recipe_config(
+        tiny_models,
+        run_dir,
+        "process_verified_grpo",
         max_steps=TRAIN_STEPS,
         run_name="lean-e2e",
         report_to=["wandb", "mlflow"],
     )
-    path = run_dir / "lean_process_grpo.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
 
 
 def run_recipe(launcher: list[str], config: Path, run_dir: Path) -> None:
@@ -161,11 +157,10 @@ def test_recipe_two_gloo_processes_logs_lean_metrics_from_rank_zero(tiny_models,
 def test_recipe_evaluates_pass_at_k_with_its_training_prompt(recipe, tiny_models, tmp_path, monkeypatch):
     from trl_verigate import PassAtKCallback
 
-    config = yaml.safe_load(TINY_CONFIG.read_text())
-    config.update(
-        model_name_or_path=tiny_models["policy"],
-        dataset_name=str(TINY_DATA),
-        output_dir=str(tmp_path / "output"),
+    path = write_tiny_recipe_config(
+        tiny_models,
+        tmp_path,
+        "process_verified_grpo",
         max_steps=1,
         prompt_template="Prove {name}:\n```lean4\n{formal_statement}",
         pass_at_k_task="lean",
@@ -177,8 +172,6 @@ def test_recipe_evaluates_pass_at_k_with_its_training_prompt(recipe, tiny_models
         pass_at_k_steps=1,
         pass_at_k_max_new_tokens=8,
     )
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
     trainers = []
     monkeypatch.setattr(recipe, "train_and_save", lambda trainer, *args: (trainers.append(trainer), trainer.train()))
     monkeypatch.chdir(REPO_ROOT)  # the stand-in REPL's command is relative to the repository

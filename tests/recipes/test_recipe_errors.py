@@ -11,16 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.launch import REPO_ROOT, load_recipe, offline_env
+from tests.launch import REPO_ROOT, TINY_YAMLS, load_recipe, offline_env, write_tiny_recipe_config
 
 recipe_tools = load_recipe("recipe_tools")
-
-TINY = REPO_ROOT / "recipes" / "tiny"
-CONFIGS = {
-    "verigate_math": TINY / "verigate_math.yaml",
-    "process_verified_grpo": TINY / "lean_process_grpo.yaml",
-    "es": TINY / "es.yaml",
-}
 
 
 def run_entry_point(recipe_name: str, argv: list[str], capsys) -> str:
@@ -41,30 +34,17 @@ def run_entry_point(recipe_name: str, argv: list[str], capsys) -> str:
 
 @pytest.fixture
 def in_repo(monkeypatch):
-    monkeypatch.chdir(REPO_ROOT)  # the tiny YAMLs' dataset paths are relative to the repository root
+    monkeypatch.chdir(REPO_ROOT)  # the tiny YAMLs' REPL commands are relative to the repository root
 
 
 @pytest.fixture
 def tiny_config(tmp_path, tiny_models):
-    """``tiny_config(recipe_name, **changes)``: `--config` of the recipe's tiny YAML with its models swapped for the
-    session's tiny models (a fresh clone has no `.tiny/`), so every check past the models' own is reached."""
-
-    def make(recipe_name: str, **changes) -> list[str]:
-        config = yaml.safe_load(CONFIGS[recipe_name].read_text())
-        config["output_dir"] = str(tmp_path / "out")
-        config["model_name_or_path"] = tiny_models["policy"]
-        if "prm_model_name_or_path" in config:
-            config["prm_model_name_or_path"] = tiny_models["prm_qwen_math"]
-        for key, value in changes.items():
-            if value is None:
-                config.pop(key)
-            else:
-                config[key] = value
-        path = tmp_path / "config.yaml"
-        path.write_text(yaml.safe_dump(config))
-        return ["--config", str(path)]
-
-    return make
+    """``tiny_config(recipe_name, **changes)``: `--config` of the recipe's tiny YAML on the session's tiny models,
+    so every check past the models' own is reached."""
+    return lambda recipe_name, **changes: [
+        "--config",
+        str(write_tiny_recipe_config(tiny_models, tmp_path, recipe_name, **changes)),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -76,7 +56,7 @@ def tiny_config(tmp_path, tiny_models):
     ],
 )
 def test_a_misspelled_yaml_key_names_the_key_and_the_closest_field(recipe_name, misspelled, meant, tmp_path, capsys):
-    config = yaml.safe_load(CONFIGS[recipe_name].read_text())
+    config = yaml.safe_load(TINY_YAMLS[recipe_name].read_text())
     config[misspelled] = config.pop(meant, 8)
     path = tmp_path / "typo.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -169,7 +149,7 @@ def test_other_ranks_wait_for_the_first_to_print_the_line_then_print_theirs(tmp_
 
 @pytest.mark.slow
 def test_a_user_sees_one_line_plain_and_under_accelerate_launch_quiet(tmp_path):
-    config = yaml.safe_load(CONFIGS["verigate_math"].read_text())
+    config = yaml.safe_load(TINY_YAMLS["verigate_math"].read_text())
     config["prm_batch_sise"] = config.pop("prm_batch_size")
     path = tmp_path / "typo.yaml"
     path.write_text(yaml.safe_dump(config))
