@@ -1,3 +1,5 @@
+// Configuration for the bundled MathJax (vendor/mathjax/tex-svg.js): SVG output draws its own glyphs, so nothing is
+// fetched from the network; the menu is off because it loads further components on demand.
 window.MathJax = {
   tex: {
     inlineMath: [["\\(", "\\)"]],
@@ -7,13 +9,19 @@ window.MathJax = {
   },
   options: {
     ignoreHtmlClass: ".*|",
-    processHtmlClass: "arithmatex"
+    processHtmlClass: "arithmatex",
+    enableMenu: false
+  },
+  svg: {
+    fontCache: "global"
   }
 };
 
 document$.subscribe(() => {
-  MathJax.startup.output.clearCache()
-  MathJax.typesetClear()
-  MathJax.texReset()
-  MathJax.typesetPromise()
+  if (MathJax.typesetPromise) {
+    MathJax.startup.output.clearCache()
+    MathJax.typesetClear()
+    MathJax.texReset()
+    MathJax.typesetPromise()
+  }
 })
