@@ -35,22 +35,39 @@ def _char_offset(sentence: str, byte_offset: int) -> int:
 
 
 def read_assumptions(text: str) -> tuple[list[str], list[str]]:
-    """(axiom names, other findings such as "f is assumed to be guarded.") from `Print Assumptions` output."""
+    """(axiom names, other findings such as "f is assumed to be guarded.") from `Print Assumptions` output.
+
+    An axiom is a line that starts with its name: `classic : forall P : Prop, P \/ ~ P`, or the name alone with
+    the type on the next, indented lines (`functional_extensionality_dep` then `  : forall ...`)."""
     if text.strip() == CLOSED:
         return [], []
     axioms: list[str] = []
     findings: list[str] = []
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
         if not line.strip() or line[:1].isspace() or line.rstrip().endswith(":") and " " not in line.strip():
             continue  # a type's continuation, or a section title such as "Axioms:"
         name, colon, _ = line.partition(" : ")
+        following = lines[index + 1] if index + 1 < len(lines) else ""
         if colon and " " not in name:
             axioms.append(name)
+        elif " " not in line.strip() and following[:1].isspace() and following.lstrip().startswith(": "):
+            axioms.append(line.strip())
         else:
             findings.append(line.strip())
     if not axioms and not findings:
         findings.append(f"unreadable Print Assumptions output {text[:200]!r}")
     return axioms, findings
+
+
+def whitelisted(name: str, whitelist: tuple[str, ...]) -> bool:
+    """Whether the axiom `Print Assumptions` printed as `name` is on the whitelist: by the name as printed, or by a
+    qualified form of it, either way round (`sig_forall_dec` and `Coq.Reals.ClassicalDedekindReals.sig_forall_dec`
+    both match the printed `ClassicalDedekindReals.sig_forall_dec`; Coq prints the shortest name that is not
+    ambiguous)."""
+    return any(
+        entry == name or entry.endswith("." + name) or name.endswith("." + entry) for entry in whitelist
+    )
 
 
 def judge(prepared: Prepared, response: dict, config: CoqServerConfig, time_s: float) -> VerificationResult:
@@ -108,7 +125,7 @@ def judge(prepared: Prepared, response: dict, config: CoqServerConfig, time_s: f
     axioms: list[str] = []
     if "assumptions" in response:
         axioms, findings = read_assumptions(response["assumptions"])
-        outside = [name for name in axioms if name not in config.axiom_whitelist]
+        outside = [name for name in axioms if not whitelisted(name, config.axiom_whitelist)]
         if outside or findings:
             return VerificationResult(
                 status="failed",

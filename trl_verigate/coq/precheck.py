@@ -14,7 +14,9 @@ term of the trusted statement, built in the trusted header's environment, that d
    index, before Coq runs anything. Tactics that leave goals unproved (`admit`, `give_up`), skip tactic-time type
    checks (`exact_no_check` and kin) or run compiled code (`native_compute`) are not on the list either. A leading
    `Proof.` and a trailing `Qed.`/`Defined.` are the wrapper, not steps; anywhere else they are refused.
-   Control characters other than tab and newline are refused: the XML protocol cannot carry them.
+   A qualified name (`Z.swap_greater`) counts by its full name, or as a qualified form of a listed tactic (`Lia.lia`).
+   Control characters other than tab, newline and CRLF's carriage return, and lone surrogates, are refused: the XML
+   protocol cannot carry them.
    Stops: every command a completion could run; what it does not stop: a tactic on the list misbehaving, and a
    sentence boundary where Coq and the splitter disagree (then Coq, which reads one sentence per `Add`, runs the
    first sentence of the text and drops the rest, so nothing unchecked runs; tested by the corpus).
@@ -44,13 +46,19 @@ from trl_verigate.prover_pool.results import Tactic, VerificationResult
 
 _DATA = Path(__file__).resolve().parent / "allowlists"
 STATEMENT_KEYWORDS = ("Theorem", "Lemma", "Fact", "Remark", "Corollary", "Proposition", "Property", "Example")
-_STATEMENT = re.compile(r"({})\s+([A-Za-z_][\w']*)".format("|".join(STATEMENT_KEYWORDS)))
+# Coq's identifiers: a letter (any script's) or `_`, then letters, digits, `_` and `'`.
+IDENT = r"[^\W\d][\w']*"
+_STATEMENT = re.compile(r"({})\s+({})".format("|".join(STATEMENT_KEYWORDS), IDENT))
 # A goal selector before a tactic: `all:`, `2:`, `1-3:`, `1,3:`, `[x]:`, `!:`, `par:`.
 _SELECTOR = re.compile(
     r"(?:only\s+)?(?:all|par|!|\d+(?:\s*-\s*\d+)?(?:\s*,\s*\d+(?:\s*-\s*\d+)?)*|\[\s*[A-Za-z_][\w']*\s*\])\s*:"
 )
-_WORD = re.compile(r"[A-Za-z_][\w']*")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+_WORD = re.compile(IDENT)
+# A tactic's name, qualified or not: `lia`, `Z.swap_greater`, `Coq.micromega.Lia.lia` (a `.` then a blank ends
+# the sentence instead).
+_QUALIFIED = re.compile(rf"{IDENT}(?:\.{IDENT})*")
+# Control characters other than tab, newline and the carriage return of a CRLF line end.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
 # Tactics refused wherever they stand in a sentence, not only first (`try admit`, `abstract admit`,
 # `first [exact_no_check I | idtac]`): a proof that needs them is not an honest proof.
 REFUSED_ANYWHERE = frozenset(
@@ -64,8 +72,9 @@ REFUSED_ANYWHERE = frozenset(
         "native_compute",
     }
 )
-WRAPPER_OPEN = "Proof."
-WRAPPER_CLOSE = ("Qed.", "Defined.")
+# `Proof.` and `Qed.`/`Defined.`, blanks allowed before the period (`Proof .`).
+WRAPPER_OPEN = re.compile(r"Proof\s*\.")
+WRAPPER_CLOSE = re.compile(r"(?:Qed|Defined)\s*\.")
 
 
 @lru_cache(maxsize=1)
@@ -110,8 +119,8 @@ def statement_name(statement: str) -> str | None:
 
 
 def sentence_head(text: str) -> str:
-    """The word Coq decides a proof-mode sentence by: the first word after comments, a goal selector and opening
-    parentheses or brackets; "" when it starts with none (e.g. `#[` or a symbol)."""
+    """The word Coq decides a proof-mode sentence by: the first (possibly qualified) name after comments, a goal
+    selector and opening parentheses or brackets; its first two characters when it starts with none (`#[`)."""
     position = skip_blanks_and_comments(text, 0)
     selector = _SELECTOR.match(text, position)
     if selector is not None:
@@ -120,16 +129,16 @@ def sentence_head(text: str) -> str:
         # `[> t1 | t2 ]` dispatches the goals to t1, t2: its first tactic is the head, like `(t)`'s.
         position += 2 if text.startswith("[>", position) else 1
         position = skip_blanks_and_comments(text, position)
-    word = _WORD.match(text, position)
+    word = _QUALIFIED.match(text, position)
     return word.group(0) if word else text[position : position + 2]
 
 
 def proof_steps(proof: str) -> list[Sentence]:
     """The proof's sentences without the `Proof.` ... `Qed.`/`Defined.` wrapper."""
     sentences = split_sentences(proof)
-    if sentences and sentences[0].text(proof) == WRAPPER_OPEN:
+    if sentences and WRAPPER_OPEN.fullmatch(sentences[0].text(proof)):
         sentences = sentences[1:]
-    if sentences and sentences[-1].text(proof) in WRAPPER_CLOSE:
+    if sentences and WRAPPER_CLOSE.fullmatch(sentences[-1].text(proof)):
         sentences = sentences[:-1]
     return sentences
 
@@ -158,8 +167,13 @@ def refusal(text: str, head: str, tactics: frozenset[str]) -> str | None:
         return (
             f"`{refused[0]}` leaves a goal unproved, skips a type check or runs compiled code: it is refused anywhere"
         )
-    if head in tactics:
+    if allowed(head, tactics):
         return None
+    if "." in head:
+        return (
+            f"`{head}` is not an allowed tactic: neither its full name nor `{head.rsplit('.', 1)[1]}` is on the "
+            "allow-list (trl_verigate/coq/allowlists/tactics.txt; add the full name to CoqServerConfig.extra_tactics)"
+        )
     if head == "omega":
         return "`omega` is gone from Coq 8.16: use `lia`"
     if head == "Proof":
@@ -169,6 +183,27 @@ def refusal(text: str, head: str, tactics: frozenset[str]) -> str | None:
     if not head or not head[0].isalpha() and head[0] != "_":
         return f"{text[:40]!r} does not start with a tactic"
     return f"`{head}` is not an allowed tactic (trl_verigate/coq/allowlists/tactics.txt, CoqServerConfig.extra_tactics)"
+
+
+def text_problem(text: str) -> str | None:
+    """Why `text` cannot travel to coqidetop (the XML protocol carries no control character but tab, newline and
+    CRLF's carriage return, and only valid Unicode: no lone surrogate, such as a `surrogateescape` decoding of
+    invalid UTF-8 leaves), or None."""
+    control = _CONTROL.search(text)
+    if control is not None:
+        return f"holds the control character {control.group(0)!r} at offset {control.start()}"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"holds the lone surrogate {text[error.start]!r} at offset {error.start}: it is not valid Unicode text"
+    return None
+
+
+def allowed(head: str, tactics: frozenset[str]) -> bool:
+    """Whether a sentence's head names an allowed tactic: by its full name (`Z.swap_greater`), or a qualified form
+    of an allowed one (`Lia.lia`). Coq lexes `X.y` as the name `X` and the field `.y`, and no command takes a field
+    after its keyword (`Admitted.lia.` is a syntax error), so a qualified head never runs a command."""
+    return head in tactics or "." in head and head.rsplit(".", 1)[1] in tactics
 
 
 def samples_print_assumptions(config: CoqServerConfig, statement: str, sentences: tuple[str, ...]) -> bool:
@@ -188,6 +223,9 @@ def prepare(
     problem = header_problem(header)
     if problem is not None:
         return VerificationResult(status="error", reason=f"CoqProofRequest.header {problem}")
+    problem = text_problem(request.statement) if isinstance(request.statement, str) else None
+    if problem is not None:
+        return VerificationResult(status="error", reason=f"CoqProofRequest.statement {problem}: fix the dataset")
     name = statement_name(request.statement)
     if name is None:
         return VerificationResult(
@@ -196,12 +234,11 @@ def prepare(
             f"got {str(request.statement)[:80]!r}: fix the dataset's statement",
         )
     proof = request.proof
-    control = _CONTROL.search(proof)
-    if control is not None:
-        return VerificationResult(
-            status="rejected",
-            reason=f"the proof holds the control character {control.group(0)!r} at offset {control.start()}",
-        )
+    if not isinstance(proof, str):
+        return VerificationResult(status="rejected", reason=f"the proof must be a str, got {type(proof).__name__}")
+    problem = text_problem(proof)
+    if problem is not None:
+        return VerificationResult(status="rejected", reason=f"the proof {problem}")
     steps = proof_steps(proof)
     spans = tuple(Tactic(s.text(proof), s.start, s.end) for s in steps)
     for index, step in enumerate(steps):
@@ -223,4 +260,14 @@ def tactics_for(config: CoqServerConfig) -> frozenset[str]:
     return allowed_tactics() | frozenset(config.extra_tactics)
 
 
-__all__ = ["CoqJob", "Prepared", "prepare", "proof_steps", "sentence_head", "statement_name", "tactics_for"]
+__all__ = [
+    "CoqJob",
+    "Prepared",
+    "allowed",
+    "prepare",
+    "proof_steps",
+    "sentence_head",
+    "statement_name",
+    "tactics_for",
+    "text_problem",
+]

@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from trl_verigate.coq.config import CoqServerConfig
-from trl_verigate.coq.judge import read_assumptions
+from trl_verigate.coq.judge import read_assumptions, whitelisted
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.toolchain import CoqToolProcess
 from trl_verigate.prover_pool.results import VerificationResult
@@ -287,7 +287,7 @@ class CoqRechecker:
     def _assumption_problem(self, assumptions: str) -> str | None:
         """Why `Print Assumptions` output refuses a pass (an axiom off the whitelist, a bypass), else None."""
         axioms, findings = read_assumptions(assumptions)
-        outside = sorted(set(axioms) - set(self.config.axiom_whitelist))
+        outside = sorted(name for name in set(axioms) if not whitelisted(name, self.config.axiom_whitelist))
         if findings or outside:
             return "Print Assumptions: " + "; ".join([*findings, *(f"axiom {name}" for name in outside)])
         return None

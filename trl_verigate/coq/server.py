@@ -48,16 +48,18 @@ class CoqServer(PooledVerifier):
         return self.config.header
 
     def request_bytes(self, request: CoqProofRequest) -> int:
-        return sum(len(part.encode("utf-8")) for part in (request.statement, request.proof, request.header or ""))
+        # Any string is measured, lone surrogates included ("surrogatepass"): the precheck refuses those per request.
+        parts = (request.statement, request.proof, request.header or "")
+        return sum(len(part.encode("utf-8", "surrogatepass")) for part in parts if isinstance(part, str))
 
     def check_requests(self, requests: Sequence[CoqProofRequest]) -> list[CoqProofRequest]:
+        """The requests as a list; TypeError only for an item that is no CoqProofRequest at all (a caller's bug).
+        What a request holds, however malformed, is judged on its own (`coq.precheck.prepare`)."""
         if isinstance(requests, (str, CoqProofRequest)):
             raise TypeError("CoqServer.verify takes a list of CoqProofRequest, not a single request")
         requests = list(requests)
         for index, request in enumerate(requests):
-            if not isinstance(request, CoqProofRequest) or not all(
-                isinstance(part, str) for part in (request.statement, request.proof)
-            ):
+            if not isinstance(request, CoqProofRequest):
                 raise TypeError(
                     f"CoqServer.verify request {index} must be a CoqProofRequest(statement: str, proof: str), "
                     f"got {request!r:.120}"
