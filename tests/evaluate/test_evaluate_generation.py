@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tests import fake_vllm
 from trl_verigate.cli import main
-from trl_verigate.evaluate.generation import HFBackend, SamplingConfig, VLLMBackend, render_prompt
+from trl_verigate.evaluate.generation import HFBackend, SamplingConfig, VLLMBackend, check_attempts, render_prompt
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +232,28 @@ def test_greedy_with_several_attempts_is_refused_before_vllm_loads(fake_vllm_mod
     assert main([*base, "--n", "1", "--k", "1", "--no-progress", "--output", str(tmp_path / "out")]) == 0
     ((_, params),) = fake_vllm.LLM.instances[0].calls
     assert [(p.n, p.temperature) for p in params] == [(1, 0.0)]
+
+
+def test_a_temperature_under_the_greedy_threshold_is_greedy_on_both_backends(
+    fake_vllm_module, policy, tmp_path, capsys
+):
+    """Under 1e-5 (vLLM's `_SAMPLING_EPS`) a temperature is refused with n > 1 before vLLM loads, and with n = 1 it
+    reaches vLLM as 0 (vLLM itself would raise it to 0.01 and sample) and HF generate as greedy decoding."""
+    data = tmp_path / "m.jsonl"
+    data.write_text(json.dumps({"problem": "1+1?", "answer": "2"}) + "\n")
+    base = ["evaluate", "math", "--model", "m", "--dataset", str(data), "--backend", "vllm", "--temperature", "5e-6"]
+    with pytest.raises(SystemExit):
+        main([*base, "--n", "3", "--k", "1", "--output", str(tmp_path / "refused")])
+    assert "--temperature 5e-06 is under vLLM's greedy threshold 1e-05" in capsys.readouterr().err
+    assert fake_vllm.LLM.instances == []
+    assert main([*base, "--n", "1", "--k", "1", "--no-progress", "--output", str(tmp_path / "out")]) == 0
+    ((_, params),) = fake_vllm.LLM.instances[0].calls
+    assert [(p.n, p.temperature) for p in params] == [(1, 0.0)]
+    # At the threshold itself vLLM samples, and so does the check let several attempts through.
+    check_attempts(1e-5, 4)
+    near_zero = HFBackend(*policy, SamplingConfig(temperature=5e-6, max_new_tokens=6))
+    greedy = HFBackend(*policy, SamplingConfig(temperature=0.0, max_new_tokens=6))
+    assert near_zero._sampling_arguments() == greedy._sampling_arguments() == {"repetition_penalty": 1.0}
 
 
 @pytest.fixture

@@ -119,6 +119,8 @@ def run_error(capsys, argv) -> str:
         (["--dataset", "missing.jsonl"], "--dataset missing.jsonl: no such file"),
         (["--dtype", "bf16"], "--dtype bf16: not a torch dtype; use auto, bfloat16"),
         (["--temperature", "0", "--n", "4"], "--temperature 0 decodes greedily, so the 4 attempts (--n) of a problem"),
+        # vLLM's greedy threshold is 1e-5 (`_SAMPLING_EPS` in vllm/sampling_params.py).
+        (["--temperature", "0.000009", "--n", "2"], "--temperature 9e-06 is under vLLM's greedy threshold 1e-05"),
         (["--top-k", "-1"], "--top-k must be a whole number >= 0"),
         (["--min-p", "2"], "--min-p must be in [0, 1]"),
         (["--repetition-penalty", "0"], "--repetition-penalty must be > 0"),

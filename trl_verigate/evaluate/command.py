@@ -89,7 +89,9 @@ def _add_common(parser: argparse.ArgumentParser, split_default: str, max_new_tok
     parser.add_argument("--batch-size", type=int, default=16, help="hf: sequences per generate call")
     parser.add_argument("--chunk-size", type=int, default=256, help="attempts generated before their scoring starts")
     parser.add_argument("--dtype", default="auto", help="hf: torch dtype to load the model in")
-    parser.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (0: greedy)")
+    parser.add_argument(
+        "--temperature", type=float, default=1.0, help="sampling temperature (under 1e-5, 0 included: greedy)"
+    )
     parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling mass")
     from_model = "default: the model's generation_config.json, else off"
     parser.add_argument("--top-k", type=int, default=None, help=f"top-k sampling, 0: off ({from_model})")
@@ -209,7 +211,7 @@ def _lean_verifier(args: argparse.Namespace):
         client = LeanClient(args.lean_server_urls, timeout=args.lean_timeout)
         _check_reachable(args.lean_server_urls)
         return client, _PROOFS_PER_SERVER * len(args.lean_server_urls)
-    from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
+    from trl_verigate.lean_server.cli.options import resolve_project_dir, resolve_repl_command
     from trl_verigate.prover_pool.checks import program_problem
 
     project_dir = resolve_project_dir(args.lean_project_dir)
@@ -308,12 +310,8 @@ def resolve_model_sampling(args: argparse.Namespace) -> dict:
     return {**from_model, **given}
 
 
-def prepare(args: argparse.Namespace) -> Prepared:
-    """Everything that can be checked without a model, checked; a ValueError names the flag to fix."""
-    from trl_verigate.evaluate.coq_scoring import CoqScorer
-    from trl_verigate.evaluate.lean_scoring import LeanScorer
-    from trl_verigate.evaluate.math_scoring import MathScorer
-
+def _check_flags(args: argparse.Namespace) -> None:
+    """The flags that need neither the dataset nor a prover, checked."""
     _check_at_least(args, 1, "n", "limit", "batch_size", "chunk_size", "tensor_parallel_size")
     check_output_dir(args.output)
     _check_dtype(args.dtype)
@@ -327,16 +325,14 @@ def prepare(args: argparse.Namespace) -> Prepared:
         _check_at_least(args, 1, "coq_workers", "coq_memory_limit_mb")
     elif not args.math_timeout > 0:
         raise ValueError(f"--math-timeout must be > 0 seconds, got {args.math_timeout}")
-    ks = check_ks(parse_ks(args.k), args.n)
-    check_attempts(args.temperature, args.n)
-    sampling = SamplingConfig(
-        args.temperature, args.top_p, args.max_new_tokens, args.seed, **resolve_model_sampling(args)
-    )
-    if args.backend == "vllm":
-        import_vllm()
-    check_matplotlib()
-    rows, split_note = select_rows(args.dataset, args.split, args.dataset_config)
-    verifier = None
+
+
+def _task_parts(args: argparse.Namespace, rows: list) -> tuple:
+    """(problem set, scorer, verifier, prompt settings, scoring settings) of the task `args` names."""
+    from trl_verigate.evaluate.coq_scoring import CoqScorer
+    from trl_verigate.evaluate.lean_scoring import LeanScorer
+    from trl_verigate.evaluate.math_scoring import MathScorer
+
     if args.task == "coq":
         problem_set = coq_problems(
             rows, args.prompt_template, args.conversational, args.statement_field, limit=args.limit
@@ -351,7 +347,8 @@ def prepare(args: argparse.Namespace) -> Prepared:
             "coq_recheck": args.coq_recheck,
             "coq_print_assumptions": args.coq_print_assumptions,
         }
-    elif args.task == "lean":
+        return problem_set, scorer, verifier, prompt, scoring
+    if args.task == "lean":
         problem_set = lean_problems(
             rows, args.prompt_template, args.conversational, args.statement_field, limit=args.limit
         )
@@ -365,11 +362,25 @@ def prepare(args: argparse.Namespace) -> Prepared:
             "statement_field": args.statement_field,
             "lean_timeout": args.lean_timeout,
         }
-    else:
-        problem_set = math_problems(rows, args.format, args.system_prompt or None, limit=args.limit)
-        scorer = MathScorer(args.math_timeout)
-        prompt = {"system_prompt": args.system_prompt}
-        scoring = {"format": problem_set.format, "math_timeout": args.math_timeout}
+        return problem_set, scorer, verifier, prompt, scoring
+    problem_set = math_problems(rows, args.format, args.system_prompt or None, limit=args.limit)
+    scoring = {"format": problem_set.format, "math_timeout": args.math_timeout}
+    return problem_set, MathScorer(args.math_timeout), None, {"system_prompt": args.system_prompt}, scoring
+
+
+def prepare(args: argparse.Namespace) -> Prepared:
+    """Everything that can be checked without a model, checked; a ValueError names the flag to fix."""
+    _check_flags(args)
+    ks = check_ks(parse_ks(args.k), args.n)
+    check_attempts(args.temperature, args.n)
+    sampling = SamplingConfig(
+        args.temperature, args.top_p, args.max_new_tokens, args.seed, **resolve_model_sampling(args)
+    )
+    if args.backend == "vllm":
+        import_vllm()
+    check_matplotlib()
+    rows, split_note = select_rows(args.dataset, args.split, args.dataset_config)
+    problem_set, scorer, verifier, prompt, scoring = _task_parts(args, rows)
     config = {key: value for key, value in vars(args).items() if key not in ("func", "parser")}
     evaluation = Evaluation(args.task, problem_set, scorer, args.n, ks, args.seed, args.chunk_size, config)
     # Everything that decides what an attempt's row holds: a resumed run must agree on all of it, or its rows would

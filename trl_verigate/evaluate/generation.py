@@ -25,6 +25,11 @@ BACKENDS = ("hf", "vllm")
 # What vLLM reads from generation_config.json (`ModelConfig.get_diff_sampling_param`) besides temperature, top_p
 # and the length, which `SamplingConfig` always sets.
 MODEL_SAMPLING_FIELDS = ("top_k", "min_p", "repetition_penalty")
+# vLLM's greedy threshold (`_SAMPLING_EPS` in vllm/sampling_params.py: greedy, and n > 1 refused, below it). vLLM 0.31
+# first raises a temperature in (0, 0.01) to 0.01 (`_MAX_TEMP`), so only 0 itself reaches its greedy branch; both
+# backends here decode greedily under the threshold instead (the vLLM one passes 0), so a near-zero temperature means
+# the same on both and the n > 1 check refuses it before a model loads.
+GREEDY_TEMPERATURE = 1e-5
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,7 @@ class SamplingConfig:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < GREEDY_TEMPERATURE
 
     def model_fields(self) -> dict:
         """top_k, min_p and repetition_penalty (the fields the model's generation_config.json may set)."""
@@ -63,12 +68,13 @@ class SamplingConfig:
 
 
 def check_attempts(temperature: float, n: int, temperature_flag: str = "--temperature", n_flag: str = "--n") -> None:
-    """Greedy decoding (temperature 0) gives a prompt the same completion every time: more than one attempt would
-    repeat it (and vLLM refuses n > 1 when greedy). Refused before any model loads."""
-    if temperature == 0 and n > 1:
+    """Greedy decoding (a temperature under `GREEDY_TEMPERATURE`, 0 included) gives a prompt the same completion every
+    time: more than one attempt would repeat it (and vLLM refuses n > 1 when greedy). Refused before any model loads."""
+    if temperature < GREEDY_TEMPERATURE and n > 1:
+        below = "" if temperature == 0 else f" is under vLLM's greedy threshold {GREEDY_TEMPERATURE:g}, so it"
         raise ValueError(
-            f"{temperature_flag} 0 decodes greedily, so the {n} attempts ({n_flag}) of a problem would all be the "
-            f"same completion; use {n_flag} 1 with k 1, or a temperature > 0"
+            f"{temperature_flag} {temperature:g}{below} decodes greedily, so the {n} attempts ({n_flag}) of a problem "
+            f"would all be the same completion; use {n_flag} 1 with k 1, or a temperature >= {GREEDY_TEMPERATURE:g}"
         )
 
 
@@ -240,7 +246,7 @@ class VLLMBackend:
         params = [
             self.sampling_params_class(
                 n=count,
-                temperature=self.sampling.temperature,
+                temperature=0.0 if self.sampling.greedy else self.sampling.temperature,
                 top_p=self.sampling.top_p,
                 max_tokens=self.sampling.max_new_tokens,
                 seed=self._seeds.randrange(2**31),
