@@ -25,7 +25,7 @@ from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_
 
 from trl_verigate import MathAccuracyReward, PassAtKArguments, VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
 from trl_verigate.cli_parser import one_line
-from trl_verigate.trainers.verigate_prm import check_prm_checkpoint
+from trl_verigate.rewards.prm_setup import check_prm_checkpoint
 
 # Blank-line separated steps are what the PRM scores one by one (`step_separator` defaults to "\n\n"), and
 # \boxed{} is what `accuracy_reward` extracts, so the prompt asks for exactly those two things.

@@ -9,7 +9,7 @@ from trl_verigate.advantages import (
     future_cumulated_rewards,
     gated_groups,
     group_normalized_step_advantages,
-    lean_process_advantages,
+    tactic_process_advantages,
     process_step_advantages,
     sequence_mean_advantages,
     step_advantages_to_tokens,
@@ -340,28 +340,28 @@ def test_tactic_scores_bad_inputs(kwargs, match):
         tactic_scores(**kwargs)
 
 
-def test_lean_process_advantages_subtracts_the_group_mean_of_g():
+def test_tactic_process_advantages_subtracts_the_group_mean_of_g():
     # Two groups of 2. Group 0: g = (1, 0), mean 0.5. Group 1: g = (0, 0), mean 0.
     scores = torch.tensor([[1.0, 1.0, 0.0], [D1, D2, D2], [D2, 0.0, 0.0], [D1, D1, D1]])
     mask = torch.tensor([[1, 1, 0], [1, 1, 1], [1, 0, 0], [1, 1, 1]], dtype=torch.bool)
-    advantages = lean_process_advantages(scores, mask, torch.tensor([1.0, 0.0, 0.0, 0.0]), num_generations=2)
+    advantages = tactic_process_advantages(scores, mask, torch.tensor([1.0, 0.0, 0.0, 0.0]), num_generations=2)
     expected = torch.tensor([[0.5, 0.5, 0.0], [-0.55, -0.6, -0.6], [D2, 0.0, 0.0], [D1, D1, D1]])
     assert torch.allclose(advantages, expected)
 
 
-def test_lean_process_advantages_ragged_group_all_passed():
+def test_tactic_process_advantages_ragged_group_all_passed():
     # A ragged group that all passed: g mean 1, so phi - 1 = 0 everywhere (outcome-only credit, as GRPO).
     scores, mask = tactic_scores(torch.tensor([True, True, True]), torch.tensor([1, 3, 2]), torch.tensor([1, 3, 2]))
-    advantages = lean_process_advantages(scores, mask, torch.ones(3), num_generations=3)
+    advantages = tactic_process_advantages(scores, mask, torch.ones(3), num_generations=3)
     assert torch.equal(advantages, torch.zeros(3, 3))
 
 
-def test_lean_process_advantages_bad_inputs():
+def test_tactic_process_advantages_bad_inputs():
     scores, mask = torch.zeros(3, 2), torch.ones(3, 2, dtype=torch.bool)
     with pytest.raises(ValueError, match="multiple of `num_generations`"):
-        lean_process_advantages(scores, mask, torch.zeros(3), num_generations=2)
+        tactic_process_advantages(scores, mask, torch.zeros(3), num_generations=2)
     with pytest.raises(ValueError, match="one per completion"):
-        lean_process_advantages(scores, mask, torch.zeros(4), num_generations=1)
+        tactic_process_advantages(scores, mask, torch.zeros(4), num_generations=1)
 
 
 # Completion 0 has tactics on tokens [1, 3) and [3, 6); completion 1 one tactic on [2, 3) and a padding entry.

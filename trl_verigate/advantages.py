@@ -213,11 +213,11 @@ def step_advantages_to_tokens(step_advantages: torch.Tensor, token_step_ids: tor
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Process-verified GRPO for Lean (Kim & Yun, ICLR 2026): tactic scores from the Lean verdict, process advantages
-# against the group's outcome mean, and their placement on the tokens of each tactic.
+# Process-verified GRPO (Kim & Yun, ICLR 2026, for Lean; the same on Coq): tactic scores from the prover's verdict,
+# process advantages against the group's outcome mean, and their placement on the tokens of each tactic.
 #
 # Notation. Completion i holds tactics T_{i,1..N_i}; tactic tensors are padded to (N, M) with M = max(1, max_i N_i),
-# and ``mask`` marks j < N_i. g_i in {0, 1} is the Lean outcome (1 exactly when the proof passed).
+# and ``mask`` marks j < N_i. g_i in {0, 1} is the prover's outcome (1 exactly when the proof passed).
 
 TACTIC_ASSIGNMENTS = ("first", "all", "last")
 
@@ -237,7 +237,7 @@ def tactic_scores(
     error_score: float = -0.1,
     error_tactics: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tactic scores phi_{i,j} of the Lean verdict, with first-error propagation.
+    """Tactic scores phi_{i,j} of the prover's verdict, with first-error propagation.
 
     With d1 = ``partial_score`` and d2 = ``error_score``:
 
@@ -301,13 +301,13 @@ def tactic_scores(
     return torch.where(mask, scores, torch.zeros_like(scores)), mask
 
 
-def lean_process_advantages(
+def tactic_process_advantages(
     scores: torch.Tensor, mask: torch.Tensor, outcome_rewards: torch.Tensor, num_generations: int
 ) -> torch.Tensor:
     """Process advantages A_proc[i, j] = phi[i, j] - mean_{k in group(i)} g_k, and 0 where ``mask`` is False.
 
     The mean is over the G outcome rewards of the completion's group (rows grouped as in TRL, G per prompt), the
-    Lean outcome alone, whatever other rewards are trained on.
+    prover's outcome alone, whatever other rewards are trained on.
 
     Args:
         scores: (N, M) float, phi from `tactic_scores`.

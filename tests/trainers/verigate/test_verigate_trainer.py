@@ -230,7 +230,7 @@ def test_non_gated_rows_with_more_steps_than_any_gated_row(tiny_models, tmp_path
 
 def test_only_scored_completions_are_split_into_steps(tiny_models, tmp_path, monkeypatch):
     # Decoding and offset mapping cost time on every step; the easy group is not gated, so it is never split.
-    import trl_verigate.trainers.verigate_steps as verigate_steps_module
+    import trl_verigate.steps as steps_module
 
     split_rows = []
 
@@ -238,7 +238,7 @@ def test_only_scored_completions_are_split_into_steps(tiny_models, tmp_path, mon
         split_rows.append(len(completion_ids))
         return completion_step_token_ids(tokenizer, completion_ids, completion_mask, **kwargs)
 
-    monkeypatch.setattr(verigate_steps_module, "completion_step_token_ids", counting_split)
+    monkeypatch.setattr(steps_module, "completion_step_token_ids", counting_split)
     output = score_batch(make_trainer(tiny_models, tmp_path))
     assert split_rows == [NUM_GENERATIONS]
     assert output["advantages"][NUM_GENERATIONS:].abs().sum() > 0

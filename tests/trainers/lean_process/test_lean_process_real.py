@@ -1,10 +1,10 @@
-"""One ProcessVerifiedGRPOTrainer step against a real Lean REPL (core Lean, no Mathlib needed).
+"""One LeanProcessGRPOTrainer step against a real Lean REPL (core Lean, no Mathlib needed).
 
 Runs when `TRL_VERIGATE_LEAN_REPL` names the REPL (and `TRL_VERIGATE_LEAN_PROJECT` the project), as
-tests/lean_server/test_lean_real.py does; skipped otherwise:
+tests/lean_server/service/test_real_lean.py does; skipped otherwise:
 
     TRL_VERIGATE_LEAN_REPL=/path/to/repl/.lake/build/bin/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project \
-        .venv/bin/python -m pytest -q tests/trainers/test_lean_process_real.py
+        .venv/bin/python -m pytest -q tests/trainers/lean_process/test_lean_process_real.py
 
 A group of two fixed completions (TRL's rollout_func): one proof Lean accepts, one whose second tactic fails. The
 (B, T) advantages are checked against the paper's rules computed by hand from Lean's verdict.
@@ -21,8 +21,8 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 from trl_verigate.lean_server import LeanServer, LeanServerConfig
-from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
-from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
+from trl_verigate.lean_server.cli.options import resolve_project_dir, resolve_repl_command
+from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -72,7 +72,7 @@ def test_one_step_against_real_lean_gives_the_papers_advantages(tiny_models, tmp
         timeout=60.0,
         startup_timeout=900.0,
     )
-    args = ProcessVerifiedConfig(
+    args = LeanProcessConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=2,
         num_generations=2,
@@ -87,7 +87,7 @@ def test_one_step_against_real_lean_gives_the_papers_advantages(tiny_models, tmp
     )
     dataset = Dataset.from_dict({"prompt": [f"```lean4\n{STATEMENT}"], "formal_statement": [STATEMENT], "header": [""]})
     with LeanServer(config) as server:
-        trainer = ProcessVerifiedGRPOTrainer(
+        trainer = LeanProcessGRPOTrainer(
             model=tiny_models["policy"], args=args, train_dataset=dataset, rollout_func=rollout, verifier=server
         )
         trainer.model.train()

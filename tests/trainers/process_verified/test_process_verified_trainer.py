@@ -1,4 +1,4 @@
-"""ProcessVerifiedGRPOTrainer on CPU with the tiny policy and the stand-in Lean REPL.
+"""ProcessVerifiedGRPOTrainer (prover="lean") on CPU with the tiny policy and the stand-in Lean REPL.
 
 Completions are fixed by a `rollout_func` (TRL's hook for custom generation), so every verdict is known: the
 stand-in answers a generic pass, or what a `--script` row forces for a marker in the proof (an error at a given
@@ -19,7 +19,7 @@ from tests.fake_repl import stand_in_config
 from tests.launch import rollout_of_texts
 from trl_verigate.lean_server import LeanServer
 from trl_verigate.rewards.process import ProcessVerdict  # noqa: E402
-from trl_verigate.trainers.process_verified_grpo import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
+from trl_verigate.trainers.process_verified import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer  # noqa: E402
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -381,24 +381,23 @@ def test_the_prover_is_lean_or_coq_and_its_fields_do_not_mix(tmp_path):
     assert config.coq_command == ["coqidetop", "-q"]
 
 
-def test_the_lean_names_still_work_and_say_what_replaces_them(tiny_models, tmp_path, lean_server):
-    from trl_verigate.trainers import LeanProcessConfig, LeanProcessGRPOTrainer
+def test_the_lean_and_coq_trainers_fix_the_prover(tiny_models, tmp_path, lean_server):
+    from trl_verigate.trainers import CoqProcessConfig, CoqProcessGRPOTrainer, LeanProcessConfig, LeanProcessGRPOTrainer
 
-    with pytest.warns(FutureWarning, match="lean_timeout is deprecated; use prover_timeout"):
-        config = ProcessVerifiedConfig(output_dir=str(tmp_path), use_cpu=True, lean_timeout=7.0, lean_workers=3)
-    assert (config.prover_timeout, config.prover_workers) == (7.0, 3)
-    assert config.lean_timeout is None  # read once, so a copy of the config does not warn again
-    with pytest.warns(FutureWarning, match="LeanProcessConfig is deprecated; use ProcessVerifiedConfig"):
-        old_config = LeanProcessConfig(
-            output_dir=str(tmp_path), use_cpu=True, num_generations=G, per_device_train_batch_size=2 * G
-        )
-    assert isinstance(old_config, ProcessVerifiedConfig) and old_config.prover == "lean"
-    with pytest.warns(FutureWarning, match="LeanProcessGRPOTrainer is deprecated"):
-        with pytest.warns(FutureWarning, match="lean_server= is deprecated; use verifier="):
-            trainer = LeanProcessGRPOTrainer(
-                model=tiny_models["policy"], args=old_config, train_dataset=dataset(), lean_server=lean_server
-            )
+    sizes = {"output_dir": str(tmp_path), "use_cpu": True, "num_generations": G, "per_device_train_batch_size": 2 * G}
+    lean_config = LeanProcessConfig(**sizes)
+    assert lean_config.prover == "lean" and CoqProcessConfig(**sizes).prover == "coq"
+    with pytest.raises(TypeError, match="prover"):
+        LeanProcessConfig(**sizes, prover="coq")  # not a field a fixed-prover config takes
+    with pytest.raises(ValueError, match="prover='coq' with lean_repl_command"):
+        CoqProcessConfig(**sizes, lean_repl_command=["repl"])
+    trainer = LeanProcessGRPOTrainer(
+        model=tiny_models["policy"], args=lean_config, train_dataset=dataset(), verifier=lean_server
+    )
     assert trainer.proof_reward.oracle.verifier is lean_server and trainer.metric_prefix == "lean"
+    assert trainer.proof_reward.__name__ == "lean_proof"
+    with pytest.raises(TypeError, match="args must be a CoqProcessConfig, got LeanProcessConfig"):
+        CoqProcessGRPOTrainer(model=tiny_models["policy"], args=lean_config, train_dataset=dataset())
 
 
 def test_no_verifier_configured_raises(tiny_models, tmp_path):

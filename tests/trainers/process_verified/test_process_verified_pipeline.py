@@ -36,7 +36,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from tests.launch import TESTS_DIR, free_port, rollout_of_texts
 from trl_verigate.rewards.lean import LeanProofReward
 from trl_verigate.rewards.process import ProcessVerdict
-from trl_verigate.trainers.process_verified_grpo import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
+from trl_verigate.trainers.process_verified import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 

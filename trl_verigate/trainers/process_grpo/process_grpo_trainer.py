@@ -1,19 +1,18 @@
-"""The process-advantage layer shared by VeriGate and Lean process GRPO, on top of TRL's `GRPOTrainer`.
+"""The process-advantage layer shared by VeriGate and process-verified GRPO, on top of TRL's `GRPOTrainer`.
 
 Both trainers do the same thing with TRL: keep the batch TRL scored (rows, prompts, completions and their token
-ids, the gathered reward table), turn spans of each completion (reasoning steps, Lean tactics) into per-span values,
+ids, the gathered reward table), turn spans of each completion (reasoning steps, prover tactics) into per-span values,
 map the spans to tokens, write (B, T) advantages back for the loss, and show the per-completion advantage the loss
 really uses in the completions table. `ProcessGRPOTrainer` does all of it once; a subclass fills one hook,
 `_process_advantages`, with its span values placed on tokens.
 
-It also offers, opt-in, one-step off-policy pipelining for rewards that are computed in the background (Lean
+It also offers, opt-in, one-step off-policy pipelining for rewards that are computed in the background (a prover's
 verification): each training step generates the next batch, whose scoring starts at once, and trains on the batch
 generated at the step before, whose scoring ran meanwhile (`_pipelines_generation`).
 """
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -309,52 +308,3 @@ class ProcessGRPOTrainer(GRPOTrainer):
         logged = self._logs["advantages"]
         for offset in range(1, min(len(values), len(logged)) + 1):
             logged[-offset] = values[-offset]
-
-
-def refuse_too_few_generations(config) -> None:
-    """Refuse a GRPO-family config (`VeriGateConfig`, `ProcessVerifiedConfig`) whose group holds fewer than two
-    completions, before TRL's own checks divide by `num_generations` (a ZeroDivisionError for 0): a group of one has
-    no spread, so every advantage would be 0."""
-    for name, minimum in (("num_generations", 2), ("num_generations_eval", 1)):
-        value = getattr(config, name)
-        if value is None and name == "num_generations_eval":
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(
-                f"{name}={value!r}: GRPO compares the completions of one prompt with each other, so set {name} to a "
-                f"whole number >= {minimum} (e.g. {name}: 4)"
-            )
-
-
-def refuse_unpipelinable_trainer_arguments(field_name: str, args: tuple, kwargs: dict) -> None:
-    """Raise before any model loads when `GRPOTrainer` arguments (``args``/``kwargs`` after ``model, reward_funcs,
-    args``) ask for something pipelined generation does not replay: tools and environments (their state belongs
-    to the step that generated), and images (the generating policy's log-probs are computed without them)."""
-    parameters = list(inspect.signature(GRPOTrainer.__init__).parameters)[4:]
-    given = dict(zip(parameters, args, strict=False)) | kwargs
-    for name in ("tools", "environment_factory"):
-        if given.get(name):
-            raise ValueError(
-                f"{field_name}=True does not support {name}=: a multi-turn rollout's state belongs to the step that "
-                f"generated it. Drop {name}= or set {field_name}=False."
-            )
-    columns = _known_columns(given.get("train_dataset"))
-    if "image" in columns or "images" in columns:
-        raise ValueError(
-            f"{field_name}=True does not support image datasets (the train_dataset has an image column): set "
-            f"{field_name}=False."
-        )
-
-
-def _known_columns(dataset) -> set[str]:
-    """The columns of a dataset that can be known without reading it: its features (a `Dataset`, an `IterableDataset`
-    built with them), else its column names; for a `DatasetDict`/`IterableDatasetDict`, every split's. An
-    `IterableDataset` without features (built from a generator) has no known columns, and reading a row to find
-    them would consume it: such a dataset is not refused here."""
-    if isinstance(dataset, dict):
-        return set().union(*(_known_columns(split) for split in dataset.values()))
-    features = getattr(dataset, "features", None)
-    if features:
-        return set(features)
-    names = getattr(dataset, "column_names", None)
-    return set(names) if isinstance(names, (list, tuple)) else set()

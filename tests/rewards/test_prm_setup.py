@@ -11,7 +11,7 @@ import torch
 from datasets import Dataset
 
 from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer
-from trl_verigate.trainers.verigate_prm import check_prm_checkpoint, launch_training_device, prm_device_for_process
+from trl_verigate.rewards.prm_setup import check_prm_checkpoint, launch_training_device, prm_device_for_process
 
 
 def device_on(prm_device, local_rank, num_processes, local_device=None, zero3=False):
@@ -58,7 +58,7 @@ def test_an_offset_needs_a_gpu_training_device():
 
 
 def test_zero3_keeps_the_prm_on_the_engine_device(caplog):
-    with caplog.at_level(logging.WARNING, logger="trl_verigate.trainers.verigate_prm"):
+    with caplog.at_level(logging.WARNING, logger="trl_verigate.rewards.prm_setup"):
         assert device_on("cuda:+1", 1, 2, zero3=True) == torch.device("cuda:1")
     assert "ignored under DeepSpeed ZeRO-3" in caplog.text
 
@@ -109,13 +109,13 @@ def test_every_rank_refuses_a_list_shorter_than_the_local_ranks(tmp_path, monkey
 
 def test_config_reads_an_offset_on_an_xpu_machine(tmp_path, monkeypatch):
     # The config checks prm_device against the device accelerate will give each rank, not only against CUDA.
-    import trl_verigate.trainers.verigate_grpo as verigate_grpo
+    import trl_verigate.trainers.verigate.verigate_config as verigate_config
 
     config = VeriGateConfig(output_dir=str(tmp_path), use_cpu=True)
     # A launch of 2 processes, seen from local rank 1; checked alone (the full config would set up the process group).
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("LOCAL_RANK", "1")
-    monkeypatch.setattr(verigate_grpo, "launch_training_device", lambda use_cpu, local_rank: torch.device("xpu", 1))
+    monkeypatch.setattr(verigate_config, "launch_training_device", lambda use_cpu, local_rank: torch.device("xpu", 1))
     config.prm_device = "xpu:+2"
     config._check_prm_device()
     config.prm_device = "xpu:3"

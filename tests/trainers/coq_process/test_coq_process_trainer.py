@@ -1,4 +1,4 @@
-"""ProcessVerifiedGRPOTrainer with prover="coq" on CPU: the tiny policy, fixed completions, the real coqidetop.
+"""CoqProcessGRPOTrainer on CPU: the tiny policy, fixed completions, the real coqidetop.
 
 Every verdict is known from what Coq does with each proof, so the (B, T) advantages the loss receives are checked
 against values computed here by hand: g from the verdicts, A_out from GRPO's formula, phi from the paper's rules
@@ -14,7 +14,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 from tests.launch import rollout_of_texts
-from trl_verigate.trainers import ProcessVerifiedConfig, ProcessVerifiedGRPOTrainer
+from trl_verigate.trainers import CoqProcessConfig, CoqProcessGRPOTrainer
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
@@ -47,9 +47,8 @@ def coq_server(coq_required):
 
 
 def make_trainer(tiny_models, tmp_path, verifier):
-    args = ProcessVerifiedConfig(
+    args = CoqProcessConfig(
         output_dir=str(tmp_path / "out"),
-        prover="coq",
         per_device_train_batch_size=G,
         num_generations=G,
         max_completion_length=64,
@@ -64,7 +63,7 @@ def make_trainer(tiny_models, tmp_path, verifier):
         prover_timeout=20.0,
     )
     dataset = Dataset.from_dict({"prompt": [PROMPT], "formal_statement": [STATEMENT], "header": [""]})
-    return ProcessVerifiedGRPOTrainer(
+    return CoqProcessGRPOTrainer(
         model=tiny_models["policy"], args=args, train_dataset=dataset, rollout_func=fixed_rollout, verifier=verifier
     )
 

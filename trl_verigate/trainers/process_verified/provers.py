@@ -1,0 +1,91 @@
+"""The provers a process-verified trainer trains against: how each turns the config into a verifier and an oracle.
+
+`PROVERS` maps a config's ``prover`` to its `Prover`; each prover's server package is imported when it is built.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Prover:
+    """``build_verifier(args)``: the unstarted verifier the config's prover fields describe. ``build_oracle(args,
+    verifier)``: the process oracle that verifies completions with it and splits them into tactics."""
+
+    build_verifier: Callable[[Any], Any]
+    build_oracle: Callable[[Any, Any], Any]
+
+
+def _pool_settings(args) -> dict[str, Any]:
+    """The pool settings both provers' server configs take, from the config's prover fields."""
+    settings = {"timeout": args.prover_timeout, "memory_limit_mb": args.prover_memory_limit_mb}
+    if args.prover_header is not None:
+        settings["header"] = args.prover_header
+    if args.prover_workers is not None:
+        settings["workers"] = args.prover_workers
+    return settings
+
+
+def _oracle_fields(args) -> dict[str, Any]:
+    return {"timeout": args.prover_timeout, "statement_field": args.statement_field, "header_field": args.header_field}
+
+
+def _lean_verifier(args):
+    """A local `LeanServer` pool, or a `LeanClient` of remote servers."""
+    from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig
+
+    settings = _pool_settings(args) | {"tactic_granularity": args.tactic_granularity}
+    if args.lean_server_urls:
+        return LeanClient(args.lean_server_urls, timeout=args.prover_timeout, config=LeanServerConfig(**settings))
+    if not args.lean_repl_command:
+        raise ValueError(
+            "No Lean verifier: set lean_repl_command (and prover_project_dir) for a local pool, lean_server_urls "
+            "for remote servers, or pass verifier= (a LeanServer or LeanClient) or process_oracle=."
+        )
+    return LeanServer(
+        LeanServerConfig(repl_command=args.lean_repl_command, project_dir=args.prover_project_dir, **settings)
+    )
+
+
+def _lean_oracle(args, verifier):
+    from trl_verigate.rewards.lean import LeanProcessOracle
+
+    return LeanProcessOracle(verifier, completion_format=args.completion_format, **_oracle_fields(args))
+
+
+def _coq_verifier(args):
+    """A local `CoqServer` pool."""
+    from trl_verigate.coq import CoqServer, CoqServerConfig
+
+    settings = _pool_settings(args)
+    if args.coq_command:
+        settings["coqidetop_command"] = args.coq_command
+    if args.prover_project_dir is not None:
+        settings["project_dir"] = args.prover_project_dir
+    return CoqServer(CoqServerConfig(**settings))
+
+
+def _coq_oracle(args, verifier):
+    from trl_verigate.rewards.coq import CoqProcessOracle
+
+    return CoqProcessOracle(verifier, **_oracle_fields(args))
+
+
+PROVERS = {
+    "lean": Prover(build_verifier=_lean_verifier, build_oracle=_lean_oracle),
+    "coq": Prover(build_verifier=_coq_verifier, build_oracle=_coq_oracle),
+}
+
+
+def build_verifier(args):
+    """The unstarted verifier of ``args.prover``: a local `LeanServer` pool, a `LeanClient` of remote servers, or a
+    local `CoqServer` pool."""
+    return PROVERS[args.prover].build_verifier(args)
+
+
+def build_oracle(args, verifier):
+    """The process oracle of ``args.prover`` over ``verifier``."""
+    return PROVERS[args.prover].build_oracle(args, verifier)
