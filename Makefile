@@ -38,7 +38,7 @@ test-fast: $(STAMP)
 # Needs a real Lean REPL: TRL_VERIGATE_LEAN_REPL=/path/to/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project make test-lean
 # Add TRL_VERIGATE_RECHECK_COMMAND='trl-verigate lean-recheck --backend replay --project-dir /path/to/project' for the recheck tests.
 test-lean: $(STAMP)
-	$(PY) -m pytest -q -ra tests/lean_server/test_lean_real.py tests/trainers/test_lean_process_real.py
+	$(PY) -m pytest -q -ra tests/lean_server/service/test_real_lean.py tests/trainers/test_lean_process_real.py
 
 # Every demo ends with a per-step table, a plot and where the model, metrics and checkpoints went.
 # `accelerate launch --quiet`: bad input makes a recipe print one line and exit 2; without --quiet accelerate adds its

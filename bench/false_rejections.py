@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))  # `tests` is a package
 
 from tests.published_proofs import KNOWN_FALSE_REJECTIONS, load_rows, request_of  # noqa: E402
 from trl_verigate.lean_server.precheck import policy, prepare  # noqa: E402
-from trl_verigate.lean_server.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
 
 POLICIES = {allowed: policy(allow_native_decide=allowed) for allowed in (False, True)}
 _POSITION = re.compile(r"line \d+, column \d+")

@@ -51,7 +51,7 @@ from lean_peers_drivers import (
 )
 
 from trl_verigate.lean_server import LeanClient, ProofRequest
-from trl_verigate.lean_server.types import MINIF2F_HEADER
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER
 
 sys.path.insert(0, str(REPO))  # `tests` is a package
 from tests.adversarial import fake_repl_script, is_file_row, load_corpus, request_of  # noqa: E402

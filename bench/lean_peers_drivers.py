@@ -31,7 +31,7 @@ from pathlib import Path
 import httpx
 
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig
-from trl_verigate.lean_server.types import Request
+from trl_verigate.lean_server.core.types import Request
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # `tests` is a package

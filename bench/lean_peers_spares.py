@@ -17,7 +17,7 @@ from pathlib import Path
 from lean_peers import own_answers, proof_jobs, run
 from lean_peers_drivers import LeanServerDriver, StandIn, kill_stand_ins
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER
 
 
 def main(argv: list[str] | None = None) -> None:

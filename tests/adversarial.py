@@ -22,7 +22,7 @@ from pathlib import Path
 
 from tests.lean_helpers import prepare
 from trl_verigate.lean_server.precheck.prepared import Prepared
-from trl_verigate.lean_server.types import FileRequest, ProofRequest, Request
+from trl_verigate.lean_server.core.types import FileRequest, ProofRequest, Request
 
 CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
 

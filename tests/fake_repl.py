@@ -185,7 +185,7 @@ def stand_in_config(tmp_path: str | Path, *flags: str, script=(), **overrides):
 
     `script` rows go to `--script`; one worker and short timeouts unless `overrides` say otherwise.
     """
-    from trl_verigate.lean_server.types import LeanServerConfig  # the stand-in itself runs without the package
+    from trl_verigate.lean_server.core.types import LeanServerConfig  # the stand-in itself runs without the package
 
     argv = ["--log", str(Path(tmp_path) / "repl.log"), *flags]
     if script:

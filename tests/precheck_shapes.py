@@ -1,12 +1,12 @@
 """Proof shapes for measuring the precheck as a proof grows: each builds, for a size in characters, a request that
 `prepare` accepts (SHAPES) or refuses at its end (REJECTED_SHAPES). Used by
-tests/lean_server/test_precheck_linearity.py (work counted) and bench/lean_precheck.py (time measured)."""
+tests/lean_server/precheck/test_linearity.py (work counted) and bench/lean_precheck.py (time measured)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, Request
 
 STATEMENT = "theorem t (a b : ℝ) (n : ℕ) (h : a = b) (ha : 0 < a) (hb : 0 < b) : a = b := by"
 

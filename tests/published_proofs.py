@@ -1,6 +1,6 @@
 """The corpus of published, Lean-verified prover outputs (tests/data/published) and how a row is read: its request,
 its code without comments, whether it uses native evaluation, and the precheck's rejection of it. Used by
-tests/lean_server/test_published_proofs.py and bench/false_rejections.py."""
+tests/lean_server/precheck/test_published_proofs.py and bench/false_rejections.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import re
 
 from tests.launch import TESTS_DIR
 from tests.lean_helpers import prepare
-from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
 
 CORPUS_DIR = TESTS_DIR / "data" / "published"
 # Stored gzipped: Kimina zipped its solutions "to avoid contamination" of web-crawled training data; we keep that.

@@ -13,9 +13,10 @@ import pytest
 from tests.fake_repl import read_log
 from tests.launch import TESTS_DIR, lean_server_processes
 from trl_verigate import cli
-from trl_verigate.lean_server import LeanClient, ProofRequest, cli_options
+from trl_verigate.lean_server import LeanClient, ProofRequest
+from trl_verigate.lean_server.cli import options as cli_options
+from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.lean_server.service.wire import SERVICE_NAME
-from trl_verigate.lean_server.types import LeanServerConfig
 
 FAKE_REPL = TESTS_DIR / "fake_repl.py"
 

@@ -48,7 +48,7 @@ from trl_verigate.lean_server import cli_options
 from trl_verigate.lean_server.service.client import LeanClient
 from trl_verigate.lean_server.service.http import create_app
 from trl_verigate.lean_server.service.server import LeanServer
-from trl_verigate.lean_server.types import MINIF2F_HEADER, FileRequest, ProofRequest, VerificationResult
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, FileRequest, ProofRequest, VerificationResult
 
 DOCS = REPO_ROOT / "docs"
 GUIDE = DOCS / "lean_setup.md"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.fake_repl import read_log, stand_in_config
 from trl_verigate.lean_server.repl.process import ReplCrashed, ReplProcess, ReplStartError, ReplTimeout
-from trl_verigate.lean_server.types import LeanServerConfig
+from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.prover_pool.pool import ReplPool
 
 pytestmark = pytest.mark.timeout(60)

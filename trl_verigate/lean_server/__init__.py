@@ -2,7 +2,7 @@
 
 from importlib import import_module
 
-from trl_verigate.lean_server.types import (
+from trl_verigate.lean_server.core import (
     MINIF2F_HEADER,
     FileRequest,
     LeanServerConfig,

@@ -5,10 +5,26 @@ every nesting level) → `policy` (the allow-lists, data in `allowlists/`) → `
 object-level mathematics; it may not metaprogram) → `prepared`, `files` → `prepare`.
 """
 
+from trl_verigate.lean_server.precheck.files import TrustedHeader
 from trl_verigate.lean_server.precheck.layout import split_tactics
 from trl_verigate.lean_server.precheck.policy import Policy, policy, policy_for
 from trl_verigate.lean_server.precheck.prepare import prepare
-from trl_verigate.lean_server.precheck.prepared import Prepared
-from trl_verigate.lean_server.precheck.tokens import PrecheckError
+from trl_verigate.lean_server.precheck.prepared import DECLARATIONS, Prepared, declared_name
+from trl_verigate.lean_server.precheck.tokens import PrecheckError, name_components, tokenize
 
-__all__ = ["Policy", "PrecheckError", "Prepared", "policy", "policy_for", "prepare", "split_tactics"]
+# What the layers above use: `prepare` and its `Prepared`, the header a file is held to, and the one tokenizer (the
+# recheck reads declarations with it, the verdict matches names with it).
+__all__ = [
+    "DECLARATIONS",
+    "Policy",
+    "PrecheckError",
+    "Prepared",
+    "TrustedHeader",
+    "declared_name",
+    "name_components",
+    "policy",
+    "policy_for",
+    "prepare",
+    "split_tactics",
+    "tokenize",
+]

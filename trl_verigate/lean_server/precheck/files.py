@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from trl_verigate.lean_server.core import Tactic
 from trl_verigate.lean_server.precheck import rules
 from trl_verigate.lean_server.precheck.layout import CLOSERS, OPENERS, SUFFIX_WORDS, LayoutParser, ProofLayout
 from trl_verigate.lean_server.precheck.policy import Policy
@@ -38,7 +39,6 @@ from trl_verigate.lean_server.precheck.prepared import (
     trusted_statement_tokens,
 )
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, check_characters, tokenize
-from trl_verigate.lean_server.types import Tactic
 
 MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
 HELPER_KEYWORDS = frozenset({"theorem", "lemma", "def"})

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
-from trl_verigate.lean_server.types import GRANULARITIES, Tactic
+from trl_verigate.lean_server.core import GRANULARITIES, Tactic
 
 OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
 CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")

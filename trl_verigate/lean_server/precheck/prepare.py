@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Union
 
+from trl_verigate.lean_server.core import FileRequest, ProofRequest, Request, VerificationResult
 from trl_verigate.lean_server.precheck import files, rules
 from trl_verigate.lean_server.precheck.layout import parse_proof
 from trl_verigate.lean_server.precheck.policy import Policy
@@ -19,7 +20,6 @@ from trl_verigate.lean_server.precheck.prepared import (
     trusted_statement_tokens,
 )
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, check_characters, tokenize
-from trl_verigate.lean_server.types import FileRequest, ProofRequest, Request, VerificationResult
 
 
 def prepare(request: Request, default_header: str, policy: Policy) -> Union[Prepared, VerificationResult]:

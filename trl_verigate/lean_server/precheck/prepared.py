@@ -14,8 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from trl_verigate.lean_server.core import Position, Tactic
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
-from trl_verigate.lean_server.types import Position, Tactic
 
 # `example` has no name for `#print axioms`; it is declared under this name instead. The replacement is longer
 # than `example`, so it ends with a line break and indentation that put the rest of the line back at its submitted

@@ -3,7 +3,7 @@
 Both read the contract's JSON batch on stdin and print one verdict line per item. An item's challenge is the
 trusted ``header`` + ``statement`` + ``sorry``; its submission is ``header`` + ``statement`` + ``proof`` (or the
 ``file``). Only the orchestration below was run where this was written, against stand-in ``lake``/``lean``/
-``comparator`` executables (tests/lean_server/test_recheck.py); the Lean side was never run there (no Lean toolchain).
+``comparator`` executables (tests/lean_server/recheck/test_recheck.py); the Lean side was never run there (no Lean toolchain).
 This module holds the command line and the comparator backend; the replay backend is `recheck_replay`, what both
 share (options, sources, the control item, the sandboxed compile) `recheck_compile`, and how no tool outlives the
 checker `recheck_processes`.

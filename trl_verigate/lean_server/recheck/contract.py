@@ -84,7 +84,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.core import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
 
 CONTRACT_VERSION = 1
 REASON_PREFIX = "recheck: "

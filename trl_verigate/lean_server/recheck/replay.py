@@ -12,8 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from trl_verigate.lean_server.precheck.prepared import DECLARATIONS, declared_name
-from trl_verigate.lean_server.precheck.tokens import PrecheckError, tokenize
+from trl_verigate.lean_server.precheck import DECLARATIONS, PrecheckError, declared_name, tokenize
 from trl_verigate.lean_server.recheck.compile import (
     CONTROL_PROOF,
     CONTROL_STATEMENT,

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trl_verigate.lean_server.precheck.files import TrustedHeader
+from trl_verigate.lean_server.precheck import TrustedHeader
 from trl_verigate.lean_server.recheck.contract import CheckerFailure, RecheckItem, overturned, run_checker
 
 HONEST = ("theorem doctor_check : 1 + 1 = 2 := by", "  decide", "doctor_check")

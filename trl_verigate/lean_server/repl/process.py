@@ -36,8 +36,8 @@ import os
 import time
 from pathlib import Path
 
+from trl_verigate.lean_server.core import LeanServerConfig
 from trl_verigate.lean_server.repl.protocol import ProtocolError, encode_request, read_response
-from trl_verigate.lean_server.types import LeanServerConfig
 from trl_verigate.prover_pool import procfs
 from trl_verigate.prover_pool.worker import (
     POLL_S,

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import httpx
 
-from trl_verigate.lean_server.judge import judge
+from trl_verigate.lean_server.core import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
 from trl_verigate.lean_server.precheck import policy_for, prepare
 from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME, request_bytes
-from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.verdict import judge
 from trl_verigate.prover_pool.service import progress_bar
 
 # `GET /health` of `trl-verigate lean-server` reports this as "service"; kimina-lean-server answers

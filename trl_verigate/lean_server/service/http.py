@@ -43,9 +43,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from trl_verigate.lean_server.core import FileRequest, LeanServerConfig, ProofRequest, VerificationResult
 from trl_verigate.lean_server.service.server import LeanServer
 from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME
-from trl_verigate.lean_server.types import FileRequest, LeanServerConfig, ProofRequest, VerificationResult
 
 # How often a running /check looks whether its client hung up, to cancel the work and free the REPLs.
 DISCONNECT_POLL_S = 0.5

@@ -13,14 +13,12 @@ import copy
 import logging
 from collections.abc import Sequence
 
-from trl_verigate.lean_server.judge import is_axioms_answer, judge, repl_position
-from trl_verigate.lean_server.precheck import Prepared, policy_for, prepare
-from trl_verigate.lean_server.precheck.files import TrustedHeader
-from trl_verigate.lean_server.recheck.contract import Rechecker
-from trl_verigate.lean_server.recheck.self_test import effective_recheck
-from trl_verigate.lean_server.repl.process import ReplProcess
+from trl_verigate.lean_server.core import LeanServerConfig, Request, VerificationResult
+from trl_verigate.lean_server.precheck import Prepared, TrustedHeader, policy_for, prepare
+from trl_verigate.lean_server.recheck import Rechecker, effective_recheck
+from trl_verigate.lean_server.repl import ReplProcess
 from trl_verigate.lean_server.service.wire import checked_requests, request_bytes
-from trl_verigate.lean_server.types import LeanServerConfig, Request, VerificationResult
+from trl_verigate.lean_server.verdict import is_axioms_answer, judge, repl_position
 from trl_verigate.prover_pool.service import PooledVerifier
 
 __all__ = ["LeanServer", "submitted_response"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from trl_verigate.lean_server.types import Request, VerificationResult
+from trl_verigate.lean_server.core import Request, VerificationResult
 
 
 @runtime_checkable

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trl_verigate.lean_server.types import FileRequest, ProofRequest, Request
+from trl_verigate.lean_server.core import FileRequest, ProofRequest, Request
 
 SERVICE_NAME = "trl-verigate"
 # The header a `LeanClient` sends its own id in, so a server gives it REPLs of its own (`http.caller_of`).

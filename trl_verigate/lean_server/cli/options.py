@@ -9,7 +9,7 @@ import shlex
 import shutil
 from pathlib import Path
 
-from trl_verigate.lean_server.types import MINIF2F_HEADER, RECHECKS, SANDBOXES, LeanServerConfig
+from trl_verigate.lean_server.core import MINIF2F_HEADER, RECHECKS, SANDBOXES, LeanServerConfig
 from trl_verigate.prover_pool.checks import program_problem
 
 REPL_ENV = "TRL_VERIGATE_LEAN_REPL"

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import DEFAULT_TRANSCRIPTS as TRANSCRIPTS
-from trl_verigate.lean_server.judge import first_error_tactic_of as first_error_tactic
+from trl_verigate.lean_server.verdict.judging import first_error_tactic_of as first_error_tactic
 from trl_verigate.lean_server.precheck.layout import BLOCK_ENDING_WORDS, parse_proof, split_tactics
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, tokenize
-from trl_verigate.lean_server.types import Tactic
+from trl_verigate.lean_server.core.types import Tactic
 
 COMMAND_WORDS = BLOCK_ENDING_WORDS - {"#"}
 

@@ -5,10 +5,10 @@ import json
 import pytest
 
 from tests.lean_helpers import FILE, prepare
-from trl_verigate.lean_server import judge as judging
-from trl_verigate.lean_server.judge import is_axioms_answer, judge, parse_axioms_message
+from trl_verigate.lean_server.verdict import judging
+from trl_verigate.lean_server.verdict.judging import is_axioms_answer, judge, parse_axioms_message
 from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
-from trl_verigate.lean_server.types import (
+from trl_verigate.lean_server.core.types import (
     MINIF2F_HEADER,
     FileRequest,
     LeanServerConfig,

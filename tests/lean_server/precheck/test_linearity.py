@@ -27,7 +27,7 @@ from tests.precheck_shapes import REJECTED_SHAPES, SHAPES, repeated, request_siz
 from trl_verigate.lean_server.precheck.layout import parse_proof
 from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.precheck.tokens import tokenize
-from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
 
 
 def split_proof(proof: str):

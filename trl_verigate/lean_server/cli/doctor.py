@@ -12,7 +12,7 @@ import shutil
 import time
 from pathlib import Path
 
-from trl_verigate.lean_server.cli_options import (
+from trl_verigate.lean_server.cli.options import (
     PROJECT_ENV,
     RECHECK_EXAMPLE,
     REPL_BUILD_PATH,
@@ -24,17 +24,16 @@ from trl_verigate.lean_server.cli_options import (
     resolve_project_dir,
     resolve_repl_command,
 )
-from trl_verigate.lean_server.judge import judge
-from trl_verigate.lean_server.precheck import policy_for, prepare
-from trl_verigate.lean_server.precheck.files import TrustedHeader
-from trl_verigate.lean_server.recheck import self_test
-from trl_verigate.lean_server.repl.process import ReplError, ReplProcess, ReplStartError
-from trl_verigate.lean_server.types import LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.core import LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.precheck import TrustedHeader, policy_for, prepare
+from trl_verigate.lean_server.recheck import HONEST, checker_key, record_verified, run_self_test
+from trl_verigate.lean_server.repl import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.verdict import judge
 from trl_verigate.prover_pool.checks import Check, tool_version
 
 ELAN_INSTALL = "curl https://raw.githubusercontent.com/leanprover/elan/master/elan-init.sh -sSf | sh"
 # The self-test's honest proof, the one the doctor also runs in the REPL.
-DOCTOR_STATEMENT, DOCTOR_PROOF, _ = self_test.HONEST
+DOCTOR_STATEMENT, DOCTOR_PROOF, _ = HONEST
 # Where a message from the process module points at the doctor; the doctor is already running.
 _DOCTOR_HINT = re.compile(r"[;,]?\s*\(?`trl-verigate lean-doctor`(?: checks the setup)?\)?")
 
@@ -227,7 +226,7 @@ def _recheck_check(
         )
     started = time.monotonic()
     test = asyncio.run(
-        self_test.run_self_test(
+        run_self_test(
             recheck_command, header, LeanServerConfig.axiom_whitelist, recheck_timeout, str(project_dir)
         )
     )
@@ -239,8 +238,8 @@ def _recheck_check(
             "fix what the message names (its --project-dir and toolchain); `trl-verigate lean-recheck --help` lists "
             "the backends' options",
         )
-    key = self_test.checker_key(recheck_command, str(project_dir), TrustedHeader.parse(header).imports)
-    record = self_test.record_verified(key)
+    key = checker_key(recheck_command, str(project_dir), TrustedHeader.parse(header).imports)
+    record = record_verified(key)
     return Check(
         "recheck",
         True,

@@ -4,9 +4,9 @@ statement and header a `FileRequest` is held to, and what reaches the REPL."""
 import pytest
 
 from tests.lean_helpers import FILE, prepare
-from trl_verigate.lean_server.judge import judge
+from trl_verigate.lean_server.verdict.judging import judge
 from trl_verigate.lean_server.precheck.prepared import Prepared
-from trl_verigate.lean_server.types import (
+from trl_verigate.lean_server.core.types import (
     MINIF2F_HEADER,
     FileRequest,
     LeanServerConfig,

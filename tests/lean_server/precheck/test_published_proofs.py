@@ -27,7 +27,7 @@ from tests.published_proofs import (
     top_level_declarations,
     uses_native_evaluation,
 )
-from trl_verigate.lean_server.types import FileRequest, VerificationResult
+from trl_verigate.lean_server.core.types import FileRequest, VerificationResult
 
 
 @pytest.fixture(scope="module")

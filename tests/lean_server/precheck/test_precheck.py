@@ -9,7 +9,7 @@ from tests.lean_helpers import prepare
 from trl_verigate.lean_server.precheck import policy
 from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
 from trl_verigate.lean_server.precheck.tokens import tokenize
-from trl_verigate.lean_server.types import MINIF2F_HEADER, ProofRequest, VerificationResult
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, VerificationResult
 
 LEGITIMATE = [
     ("theorem t (n : ℕ) (h₀ : n % 5 = 3) : 2 * n % 5 = 1 := by", "  omega"),

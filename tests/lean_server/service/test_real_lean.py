@@ -18,7 +18,7 @@ import pytest
 
 from tests.adversarial import CORPUS, load_corpus, request_of
 from trl_verigate.lean_server import MINIF2F_HEADER, FileRequest, LeanServer, LeanServerConfig, ProofRequest, recheck
-from trl_verigate.lean_server.cli_options import resolve_project_dir, resolve_repl_command
+from trl_verigate.lean_server.cli.options import resolve_project_dir, resolve_repl_command
 from trl_verigate.lean_server.service.http import create_app
 
 RUN_COMMAND = (

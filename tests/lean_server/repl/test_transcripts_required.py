@@ -58,7 +58,11 @@ def run_transcript_tests(root: Path, ci: str | None) -> tuple[int, dict[str, tup
 
 def test_the_files_that_read_transcripts_are_found():
     # Guards the runs below against comparing nothing.
-    expected = {"lean_server/test_tactics.py", "lean_server/test_verdict.py", "lean_server/test_lean_protocol.py"}
+    expected = {
+        "lean_server/precheck/test_tactics.py",
+        "lean_server/verdict/test_verdict.py",
+        "lean_server/repl/test_protocol.py",
+    }
     assert expected <= set(users_of_transcripts())
 
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from trl_verigate.lean_server.types import LeanServerConfig
+from trl_verigate.lean_server.core.types import LeanServerConfig
 
 
 @pytest.mark.parametrize(

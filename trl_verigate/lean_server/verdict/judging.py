@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import re
 
-from trl_verigate.lean_server.precheck.layout import split_tactics
-from trl_verigate.lean_server.precheck.prepared import Prepared
-from trl_verigate.lean_server.precheck.tokens import name_components
-from trl_verigate.lean_server.types import LeanServerConfig, Message, Position, Tactic, VerificationResult
+from trl_verigate.lean_server.core import LeanServerConfig, Message, Position, Tactic, VerificationResult
+from trl_verigate.lean_server.precheck import Prepared, name_components, split_tactics
 
 SORRY_WARNINGS = ("declaration uses `sorry`", "declaration uses 'sorry'")
 NATIVE_AXIOMS = ("Lean.ofReduceBool", "Lean.trustCompiler")

@@ -1,0 +1,1 @@
+"""The top layer: the `lean-*` command-line options and `trl-verigate lean-doctor`."""
