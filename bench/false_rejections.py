@@ -1,104 +1,108 @@
-"""False-rejection rate and speed of the precheck on published prover outputs (tests/data/published).
+"""False rejections of the precheck on honest published proofs that no list was built from (bench/data).
 
-Every row is a proof its authors published as Lean-verified, so `prepare` should refuse one only by policy:
-native evaluation, which passes with allow_native_decide=True. For each source this prints the rows, how many
-`prepare` accepts, how many it refuses by that policy, how many it refuses otherwise (false rejections, found by
-running again with allow_native_decide=True) and their rate. Then the false rejections grouped by their category
-in the test's KNOWN_FALSE_REJECTIONS and their reason (line and column numbers left out), one example each. Last,
-the time `prepare` takes per row (total, mean, max, and the slowest row's size): it runs before every proof.
+Every row is a tactic proof its authors publish as Lean-checked (bench/data/SOURCES.md: Mathlib's Archive,
+compfiles, Seed-Prover's miniF2F and miniCTX-v2 outputs; none of them among tests/data/published, from which
+nothing here is derived either). Each goes through `prepare`, the precheck `LeanServer.verify` runs before the REPL,
+as a `ProofRequest` (trusted header and statement, checked proof). A refusal is a policy refusal when the README's
+policy explains it: native evaluation (the row passes with allow_native_decide=True), or a tactic that
+allowlists/tactic_exclusions.txt keeps out by rule (code, `sorry`-like, waiting). Every other refusal is a wrong
+refusal. Per source this prints rows, accepted, policy and wrong refusals and the wrong rate (target: <= 1% of each
+source); then the wrong refusals grouped by reason (positions left out), most first, with an example each, and
+`--summary FILE` writes that grouping as Markdown.
 
-    python bench/false_rejections.py
+    python bench/false_rejections.py [--summary /tmp/team/h5_refusals.md] [--source NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import re
 import sys
-import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # `tests` is a package
+sys.path.insert(0, str(REPO))
 
-from tests.published_proofs import KNOWN_FALSE_REJECTIONS, load_rows, request_of  # noqa: E402
+from trl_verigate.lean_server.core.types import ProofRequest, VerificationResult  # noqa: E402
 from trl_verigate.lean_server.precheck import policy, prepare  # noqa: E402
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
 
+CORPUS = REPO / "bench" / "data" / "published_proofs.jsonl.gz"
+EXCLUSIONS = REPO / "trl_verigate" / "lean_server" / "precheck" / "allowlists" / "tactic_exclusions.txt"
 POLICIES = {allowed: policy(allow_native_decide=allowed) for allowed in (False, True)}
 _POSITION = re.compile(r"line \d+, column \d+")
 
 
-def timed_prepare(row: dict, allow_native_decide: bool) -> tuple[VerificationResult | None, float]:
-    """The rejection `prepare` gives the row (None when it would go on to Lean) and the seconds it took."""
-    started = time.perf_counter()
-    prepared = prepare(request_of(row), MINIF2F_HEADER, POLICIES[allow_native_decide])
-    seconds = time.perf_counter() - started
-    return (prepared if isinstance(prepared, VerificationResult) else None), seconds
+def load_rows(source: str | None = None) -> list[dict]:
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines if line.strip()]
+    return [row for row in rows if source is None or row["source"] == source]
 
 
-def request_text(row: dict) -> str:
-    return row["text"] if row["kind"] == "file" else row["statement"] + "\n" + row["proof"]
+def excluded_heads() -> set[str]:
+    lines = EXCLUSIONS.read_text(encoding="utf-8").splitlines()
+    return {line.split("\t")[1] for line in lines if line and not line.startswith("#")}
 
 
-def reason_group(reason: str) -> str:
-    return _POSITION.sub("line L, column C", reason)
+def refusal(row: dict, allow_native_decide: bool) -> VerificationResult | None:
+    request = ProofRequest(row["statement"], row["proof"], row["header"])
+    prepared = prepare(request, row["header"], POLICIES[allow_native_decide])
+    return prepared if isinstance(prepared, VerificationResult) else None
+
+
+def classify(row: dict, excluded: set[str]) -> tuple[str, str]:
+    """("accepted" | "policy" | "wrong", the refusal's reason)."""
+    refused = refusal(row, allow_native_decide=False)
+    if refused is None:
+        return "accepted", ""
+    if refusal(row, allow_native_decide=True) is None:
+        return "policy", "native evaluation"
+    named = set(re.findall(r"`([^`\s]+)`", refused.reason))
+    return ("policy" if named & excluded else "wrong"), refused.reason
+
+
+def summary_markdown(wrong: dict[str, list[tuple[str, str]]], counts: dict[str, Counter]) -> str:
+    lines = ["# Precheck refusals of honest published proofs (bench/false_rejections.py)", ""]
+    lines += ["| source | rows | accepted | policy | wrong | wrong rate |", "|---|---|---|---|---|---|"]
+    for source, c in counts.items():
+        lines.append(
+            f"| {source} | {c['rows']} | {c['accepted']} | {c['policy']} | {c['wrong']} |"
+            f" {c['wrong'] / c['rows']:.2%} |"
+        )
+    lines += ["", "## Wrong refusals by reason (most first)", ""]
+    for group, examples in sorted(wrong.items(), key=lambda item: -len(item[1])):
+        row_id, _ = examples[0]
+        lines.append(f"- **{len(examples)}** × {group}  \n  e.g. `{row_id}`")
+    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.parse_args()
-    rows = load_rows()
-    per_source: dict[str, Counter] = defaultdict(Counter)
-    seconds_per_source: dict[str, list[float]] = defaultdict(list)
-    false_rejections: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    slowest = (0.0, "", 0)
-    for row in rows:
-        refused, seconds = timed_prepare(row, allow_native_decide=False)
-        refused_with_native, _ = timed_prepare(row, allow_native_decide=True)
-        counts = per_source[row["source"]]
-        counts["rows"] += 1
-        if refused is None:
-            counts["accepted"] += 1
-        elif refused_with_native is None:
-            counts["native"] += 1
-        if refused_with_native is not None:
-            counts["false"] += 1
-            category = KNOWN_FALSE_REJECTIONS.get(row["id"], "not in KNOWN_FALSE_REJECTIONS")
-            group = f"[{category}] {reason_group(refused_with_native.reason)}"
-            false_rejections[group].append((row["id"], refused_with_native.reason))
-        seconds_per_source[row["source"]].append(seconds)
-        slowest = max(slowest, (seconds, row["id"], len(request_text(row).encode())))
-
-    total = Counter()
-    print(f"{'source':<32} {'rows':>5} {'accepted':>8} {'native':>6} {'false':>5} {'false rate':>10}")
-    for source, counts in per_source.items():
-        total.update(counts)
+    parser.add_argument("--source", help="only this source's rows")
+    parser.add_argument("--summary", type=Path, help="also write the wrong refusals by reason here (Markdown)")
+    args = parser.parse_args()
+    excluded = excluded_heads()
+    counts: dict[str, Counter] = defaultdict(Counter)
+    wrong: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for row in load_rows(args.source):
+        verdict, reason = classify(row, excluded)
+        counts[row["source"]]["rows"] += 1
+        counts[row["source"]][verdict] += 1
+        if verdict == "wrong":
+            wrong[_POSITION.sub("line L, column C", reason)].append((row["id"], reason))
+    print(f"{'source':<26} {'rows':>6} {'accepted':>8} {'policy':>6} {'wrong':>6} {'wrong rate':>10}")
+    for source, c in counts.items():
         print(
-            f"{source:<32} {counts['rows']:>5} {counts['accepted']:>8} {counts['native']:>6} {counts['false']:>5}"
-            f" {counts['false'] / counts['rows']:>10.2%}"
+            f"{source:<26} {c['rows']:>6} {c['accepted']:>8} {c['policy']:>6} {c['wrong']:>6}"
+            f" {c['wrong'] / c['rows']:>10.2%}"
         )
-    print(
-        f"{'all':<32} {total['rows']:>5} {total['accepted']:>8} {total['native']:>6} {total['false']:>5}"
-        f" {total['false'] / total['rows']:>10.2%}"
-    )
-    print("\n(native: refused by the native-evaluation policy, passes with allow_native_decide=True;")
-    print(" false: refused even with allow_native_decide=True, a false rejection)")
-
-    print(f"\nfalse rejections by reason ({len(false_rejections)} reasons):")
-    for group, examples in sorted(false_rejections.items(), key=lambda item: -len(item[1])):
-        row_id, reason = examples[0]
-        print(f"  {len(examples):>4}  {group}\n        e.g. {row_id}: {reason}")
-
-    print(f"\n{'prepare time':<32} {'total s':>8} {'mean ms':>8} {'max ms':>8}")
-    for source, seconds in seconds_per_source.items():
-        print(
-            f"{source:<32} {sum(seconds):>8.2f} {1000 * sum(seconds) / len(seconds):>8.2f} {1000 * max(seconds):>8.2f}"
-        )
-    every = [s for seconds in seconds_per_source.values() for s in seconds]
-    print(f"{'all':<32} {sum(every):>8.2f} {1000 * sum(every) / len(every):>8.2f} {1000 * max(every):>8.2f}")
-    print(f"slowest row: {slowest[1]} ({1000 * slowest[0]:.1f} ms for {slowest[2] / 1000:.1f} KB)")
+    print(f"\nwrong refusals by reason ({len(wrong)} reasons):")
+    for group, examples in sorted(wrong.items(), key=lambda item: -len(item[1])):
+        print(f"  {len(examples):>5}  {group}\n         e.g. {examples[0][0]}")
+    if args.summary:
+        args.summary.write_text(summary_markdown(wrong, counts), encoding="utf-8")
 
 
 if __name__ == "__main__":

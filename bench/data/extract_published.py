@@ -1,0 +1,136 @@
+"""Build bench/data/published_proofs.jsonl.gz, the false-rejection corpus, from git dirs of its sources.
+
+Every row is one `theorem`/`lemma`/`example` (compfiles: `problem`) whose body is a tactic proof (`:= by`), taken
+from a file its authors publish as Lean-checked: the statement (up to and including `:= by`), the proof (the lines
+after it up to the next line at column 0) and the file's header (its `import`, `open` and `set_option` lines at
+column 0, not `… in`). A declaration whose proof says `sorry` or `admit` is left out (an unfinished proof is no
+honest one), and so is one using a tactic its own file declares. See SOURCES.md for the sources, commits and licences.
+
+    python bench/data/extract_published.py --mathlib <git dir> --compfiles <git dir> --seed-prover <git dir>
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import re
+import subprocess
+import zipfile
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "published_proofs.jsonl.gz"
+PINS = {
+    "mathlib": "54df8a3f96ac6f0b356728db732feb977d017aab",
+    "compfiles": "8a363976ab59fef22acc2d3926430aeb14cecdcc",
+    "seed-prover": "7d3875a2bd68538d1f98ea62f5c9a56035d33b5f",
+}
+DECLARATION = re.compile(
+    r"^(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec)\s+)*(?P<kw>theorem|lemma|example|problem)\b"
+    r"(?:\s+(?P<name>[^\s({\[:]+))?",
+    re.MULTILINE,
+)
+BY = re.compile(r":=\s*by\b")
+HEADER_LINE = re.compile(r"^(?:import|open|set_option)\s(?!.*\sin\s*$)[^\n]*$", re.MULTILINE)
+LOCAL_TACTIC = re.compile(
+    r'^\s*(?:(?:local|scoped)\s+)?(?:syntax|macro|elab)\b[^\n"]*"([^"\s]+)[^\n]*:\s*tactic', re.MULTILINE
+)
+UNFINISHED = re.compile(r"(?<![\w.])(?:sorry|admit)(?![\w'!?])")
+BLOCK_COMMENT = re.compile(r"/-.*?-/", re.DOTALL)
+
+
+def git(gitdir: str, *args: str) -> bytes:
+    return subprocess.run(["git", f"--git-dir={gitdir}", *args], check=True, capture_output=True).stdout
+
+
+def proofs_of(text: str, only_name: str | None = None):
+    """(name, statement, proof) of each top-level declaration proved by a tactic block; `only_name`: that one only.
+    A proof using a tactic its own file declares is left out: as a request on its own, Lean would not know it."""
+    local = {re.escape(head) for head in LOCAL_TACTIC.findall(text)}
+    uses_local = re.compile(rf"(?<![\w.])(?:{'|'.join(local)})(?![\w'!?])") if local else None
+    code = BLOCK_COMMENT.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)  # same offsets, no comments
+    for m in DECLARATION.finditer(code):
+        if only_name and (m.group("name") or "").split(".")[-1] != only_name:
+            continue
+        next_top = re.compile(r"^\S", re.MULTILINE).search(code, code.find("\n", m.end()) + 1)
+        end = next_top.start() if next_top else len(code)
+        by = BY.search(code, m.end(), end)
+        if by is None:
+            continue
+        statement, proof = text[m.start() : by.end()], text[by.end() : end].rstrip()
+        if m.group("kw") == "problem":  # compfiles' `problem` is its `theorem` (ProblemExtraction)
+            statement = "theorem" + statement[len("problem") :]
+        if uses_local and uses_local.search(proof):
+            continue
+        if proof.strip() and not UNFINISHED.search(BLOCK_COMMENT.sub("", proof)):
+            yield m.group("name") or f"example@{text.count(chr(10), 0, m.start()) + 1}", statement, proof
+
+
+def rows_of_file(source: str, origin: str, licence: str, text: str, only_name: str | None = None) -> list[dict]:
+    header = "\n".join(line for line in HEADER_LINE.findall(text) if not line.startswith("import ProblemExtraction"))
+    return [
+        {
+            "id": f"{source}/{origin.rsplit(':', 1)[-1]}/{name}",
+            "source": source,
+            "kind": "proof",
+            "header": header,
+            "statement": statement,
+            "proof": proof,
+            "origin": origin,
+            "licence": licence,
+        }
+        for name, statement, proof in proofs_of(text, only_name)
+    ]
+
+
+def tree_files(gitdir: str, commit: str, prefix: str) -> list[str]:
+    names = git(gitdir, "ls-tree", "-r", "--name-only", commit, prefix).decode().splitlines()
+    return sorted(n for n in names if n.endswith(".lean"))
+
+
+def git_rows(source: str, repo: str, gitdir: str, prefix: str, licence: str, named=lambda path: None) -> list[dict]:
+    commit, rows = PINS[source.split("-")[0] if source != "seed-prover-minictx-v2" else "seed-prover"], []
+    for path in tree_files(gitdir, commit, prefix):
+        text = git(gitdir, "show", f"{commit}:{path}").decode("utf-8", errors="replace")
+        rows += rows_of_file(source, f"github.com/{repo}@{commit}:{path}", licence, text, named(path))
+    return rows
+
+
+def seed_minif2f_rows(gitdir: str) -> list[dict]:
+    commit, rows = PINS["seed-prover"], []
+    archive = zipfile.ZipFile(io.BytesIO(git(gitdir, "show", f"{commit}:SeedProver/MiniF2F.zip")))
+    for path in sorted(n for n in archive.namelist() if n.endswith(".lean") and not n.startswith("__MACOSX")):
+        origin = f"github.com/ByteDance-Seed/Seed-Prover@{commit}:SeedProver/MiniF2F.zip:{path}"
+        rows += rows_of_file("seed-prover-minif2f", origin, "Apache-2.0", archive.read(path).decode("utf-8"))
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    for name in ("mathlib", "compfiles", "seed-prover"):
+        parser.add_argument(f"--{name}", required=True, help=f"git dir holding {name} at {PINS[name]}")
+    args = parser.parse_args()
+    rows = git_rows("mathlib-archive", "leanprover-community/mathlib4", args.mathlib, "Archive", "Apache-2.0")
+    rows += git_rows("compfiles", "dwrensha/compfiles", args.compfiles, "Compfiles", "Apache-2.0")
+    rows += seed_minif2f_rows(args.seed_prover)
+    target = lambda path: Path(path).stem.split(".")[-1]  # noqa: E731 (the file names the proved theorem)
+    rows += git_rows(
+        "seed-prover-minictx-v2",
+        "ByteDance-Seed/Seed-Prover",
+        args.seed_prover,
+        "SeedProver/miniCTX-v2",
+        "Apache-2.0",
+        target,
+    )
+    with gzip.open(OUT, "wt", encoding="utf-8") as out:
+        for row in rows:
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["source"]] = counts.get(row["source"], 0) + 1
+    print(counts, f"{OUT.stat().st_size / 1000:.0f} KB")
+
+
+if __name__ == "__main__":
+    main()

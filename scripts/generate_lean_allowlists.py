@@ -1,0 +1,641 @@
+#!/usr/bin/env python3
+"""Generate the precheck's tactic and conv allow-lists from the tactic syntax that Lean and its libraries declare.
+
+Reads the Lean sources of the toolchain's libraries (a git dir at a pinned commit, or a plain checkout) and writes
+into trl_verigate/lean_server/precheck/allowlists/:
+
+* `tactic_keywords.txt`: the leading atom of every `tactic` and `conv` syntax declared (`syntax`, `macro`, `elab`
+  with any attributes, `scoped` modifier, `:prec`, `(name := …)`, `(priority := …)`; the first atom, also inside a
+  leading `atomic(…)`/`ppGroup(…)`/`(… <|> …)`; a `"!"?`/`"?"?` right after it adds `kw!`/`kw?`;
+  `@[tactic_parser]`/`@[builtin_tactic_parser]` `leading_parser` definitions; `declare_simp_like_tactic`).
+* `tactics.txt` and `conv_tactics.txt`: those heads minus the exclusions below, for tactic and conv mode.
+* `tactic_exclusions.txt`: each excluded head with the rule that excludes it and the declaration it was read from.
+
+Exclusions, by rule:
+1. Takes code: the declared syntax has a `doSeq`/`doElem` argument (Lean code in `do` notation: `run_tac`,
+   `run_conv`), or the declaring file evaluates a term of the proof (`unsafe evalExpr`/`evalTerm`/`evalConst`,
+   `Meta.evalExpr`, `IO.Process`) and the syntax takes a `term`.
+2. Native evaluation (NATIVE): trusts compiled code; the precheck adds these back with `allow_native_decide`.
+3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx`.
+4. Wall-clock waiting (WAITS): sleeps outside the heartbeat limit.
+`local` syntax (reachable only inside its own file) and syntax under test, archive and script folders are not read.
+Tactic configuration (`(config := …)`, `+opt`) is data the precheck's rules check; it excludes no tactic here.
+
+Lean core: give `--source lean4=<leanprover/lean4 git dir>@<toolchain tag>` to read `src/` itself. Without it,
+`--refman <leanprover/reference-manual git dir>@<toolchain tag>` reads the core heads that the manual documents
+(`:::tactic "kw"`, `:::tactic Name (show := "kw")`, `:::conv …`); the manual shows no syntax, so rule 1 is applied
+to those heads through CORE_TAKES_CODE, the core declarations that take code, each quoted from the core source.
+
+    python scripts/generate_lean_allowlists.py --source mathlib=<git dir>@<commit> \\
+        --source batteries=<git dir>@<commit> --source aesop=<git dir>@<commit> --source qq=<git dir>@<commit> \\
+        (--source lean4=<git dir>@<tag> | --refman <git dir>@<tag>) [--out-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+OUT_DIR = Path(__file__).resolve().parent.parent / "trl_verigate" / "lean_server" / "precheck" / "allowlists"
+# Folders (any path component) whose files no proof can import: tests, archives, scripts, docs, build output.
+SKIP_DIRS = set(
+    """test tests Test Tests MathlibTest BatteriesTest AesopTest QqTest Archive Counterexamples DownstreamTest
+    scripts Demos examples doc docs bench benchmarks stage0 Cache widget .lake lakefile tests_lean""".split()
+)
+CATEGORIES = ("tactic", "conv")
+IDENT_LIKE = re.compile(r"^[^\W\d][\w'!?.]*$", re.UNICODE)
+# Combinators that wrap the first element of a syntax without consuming input themselves.
+WRAPPERS = set(
+    """atomic ppGroup ppIndent ppRealGroup ppRealFill ppDedent ppDedentIfGrouped group withPosition withoutPosition
+    withPositionAfterLinebreak patternIgnore ppCategory incQuotDepth suppressInsideQuot withAntiquot withCache
+    withResetCache withoutForbidden withForbidden ppHardLineUnlessUngrouped ppAllowUngrouped""".split()
+)
+# Zero-width formatting/position atoms that may precede the first real element.
+SKIPPABLE = set(
+    """ppSpace ppLine ppHardSpace ppAllowUngrouped ppHardLineUnlessUngrouped ppDedent colGt colGe colEq lineEq
+    checkColGt checkColGe noWs checkWsBefore checkNoWsBefore ppIndent""".split()
+)
+# Rule 1 on a declaration's syntax, and on the file that declares it.
+CODE_ARGUMENT = re.compile(r"\b(?:Term\.)?do(?:Seq|Elem)\b")
+EVALUATES = re.compile(
+    r"\bunsafe\s+(?:[\w.]*\.)?(?:evalExpr'?|evalTerm|evalConst)\b|\b(?:Meta|Term)\.evalExpr'?\b|\bIO\.Process\."
+)
+TERM_ARGUMENT = re.compile(r"\bterm\b")
+# Core declarations that take code (rule 1), for a run that reads core heads from the reference manual. Each is
+# quoted from leanprover/lean4's sources (src/Init/Tactics.lean, src/Lean/Elab/Tactic/Conv/Basic.lean).
+CORE_TAKES_CODE = {
+    ("tactic", "run_tac"): 'syntax (name := runTac) "run_tac " doSeq : tactic',
+}
+# Core heads of the v4.33 toolchain that the reference manual does not document, each declared in leanprover/lean4's
+# src/ (Init/Tactics.lean, Init/Conv.lean, Init/Grind, Std/Tactic/Do): used only with --refman, in place of src/.
+CORE_UNDOCUMENTED = {
+    "tactic": """array_get_dec array_mem_dec attempt_all attempt_all_par bv_decide? checkpoint clean_wf cutsat
+        decreasing_trivial_pre_omega fail first_par get_elem_tactic_extensible mintro mrevert mspec_no_bind
+        mspec_no_simp mvcgen' mvcgen? mvcgen_trivial mvcgen_trivial_extensible norm_cast0 refine_lift refine_lift'
+        save sizeOf_list_dec try? try_suggestions with_annotate_state with_implicit""",
+}
+# Manual entries naming a syntax kind whose name does not spell its leading atom.
+KIND_HEADS = {"traceMessage": "trace", "bvTraceMacro": "bv_decide?", "mintroMacro": "mintro", "convTactic": "conv"}
+POLICY = {
+    "native_decide": "NATIVE",
+    "bv_decide": "NATIVE",
+    "bv_decide?": "NATIVE",
+    "bv_check": "NATIVE",
+    "sorry": "INCOMPLETE",
+    "admit": "INCOMPLETE",
+    "stop": "INCOMPLETE",
+    "sleep": "WAITS",
+}
+POLICY_REASONS = {
+    "NATIVE": "native evaluation: trusts compiled code (allowed with allow_native_decide)",
+    "INCOMPLETE": "closes goals with sorryAx: an incomplete proof",
+    "WAITS": "waits wall-clock time outside the heartbeat limit",
+}
+
+
+def code_reason(syntax: str, file_evaluates: re.Match | None) -> str:
+    """Why a declaration's syntax takes code (rule 1), or "" when it takes none."""
+    if m := CODE_ARGUMENT.search(syntax):
+        return f"takes code: a `{m.group(0)}` argument"
+    if file_evaluates and TERM_ARGUMENT.search(syntax):
+        return f"takes code: a term its file evaluates (`{' '.join(file_evaluates.group(0).split())}`)"
+    return ""
+
+
+@dataclass
+class Source:
+    name: str
+    path: str
+    rev: str | None
+    is_git: bool
+    commit: str = ""
+
+    def files(self) -> list[str]:
+        if self.is_git:
+            out = git(self.path, "ls-tree", "-r", "--name-only", self.commit)
+            return [f for f in out.splitlines() if f.endswith(".lean")]
+        root = Path(self.path)
+        return [str(p.relative_to(root)) for p in root.rglob("*.lean")]
+
+    def texts(self, keep=lambda rel: True):
+        """(path, text) of every kept .lean file; one `git cat-file --batch` for a git source."""
+        if not self.is_git:
+            for rel in self.files():
+                if keep(rel):
+                    yield rel, self.read(rel)
+            return
+        rows = [line.split("\t", 1) for line in git(self.path, "ls-tree", "-r", self.commit).splitlines()]
+        wanted_rows = [(meta.split()[2], rel) for meta, rel in rows if rel.endswith(".lean") and keep(rel)]
+        proc = subprocess.run(
+            ["git", f"--git-dir={self.path}", "cat-file", "--batch"],
+            check=True,
+            input="".join(f"{oid}\n" for oid, _ in wanted_rows).encode(),
+            capture_output=True,
+        )
+        data, pos = proc.stdout, 0
+        for _, rel in wanted_rows:
+            nl = data.index(b"\n", pos)
+            size = int(data[pos:nl].split()[2])
+            yield rel, data[nl + 1 : nl + 1 + size].decode("utf-8", errors="replace")
+            pos = nl + 1 + size + 1
+
+    def read(self, rel: str) -> str:
+        if self.is_git:
+            return git(self.path, "show", f"{self.commit}:{rel}")
+        return (Path(self.path) / rel).read_text(encoding="utf-8", errors="replace")
+
+
+def git(gitdir: str, *args: str) -> str:
+    return subprocess.run(
+        ["git", f"--git-dir={gitdir}", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+    ).stdout
+
+
+def open_source(spec: str, default_name: str = "") -> Source:
+    name, _, rest = spec.partition("=") if "=" in spec.split("@")[0] else (default_name, "", spec)
+    path, _, rev = rest.partition("@")
+    path = os.path.abspath(os.path.expanduser(path))
+    gitdir = None
+    if os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects")):
+        gitdir = path
+    elif os.path.isdir(os.path.join(path, ".git")):
+        gitdir = os.path.join(path, ".git")
+    if gitdir:
+        src = Source(name or Path(path).name, gitdir, rev or None, True)
+        src.commit = git(gitdir, "rev-parse", f"{rev or 'HEAD'}^{{commit}}").strip()
+        return src
+    if rev:
+        raise SystemExit(f"{spec}: a revision needs a git dir")
+    return Source(name or Path(path).name, path, None, False)
+
+
+def wanted(rel: str) -> bool:
+    parts = rel.split("/")
+    return not any(p in SKIP_DIRS for p in parts[:-1]) and parts[-1] not in ("lakefile.lean",)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Lexing: strip comments, keep strings.
+
+
+def lex(text: str) -> tuple[str, str]:
+    """(text with comments blanked, the same with string/char literal contents blanked too); newlines are kept."""
+    out: list[str] = []
+    masked: list[str] = []
+
+    def blank(s: str) -> str:
+        return "".join(ch if ch == "\n" else " " for ch in s)
+
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("--", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(blank(text[i:j]))
+            masked.append(blank(text[i:j]))
+            i = j
+            continue
+        if text.startswith("/-", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if text.startswith("/-", j):
+                    depth, j = depth + 1, j + 2
+                elif text.startswith("-/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append(blank(text[i:j]))
+            masked.append(blank(text[i:j]))
+            i = j
+            continue
+        lit_end = None
+        if c == "r" and re.match(r'r#*"', text[i : i + 8]) and (i == 0 or not is_ident_char(text[i - 1])):
+            m = re.match(r'r(#*)"', text[i:])
+            hashes = m.group(1)
+            end = text.find('"' + hashes, i + len(m.group(0)))
+            lit_end = n if end < 0 else end + 1 + len(hashes)
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            lit_end = min(j + 1, n)
+        elif c == "'" and (i == 0 or not is_ident_char(text[i - 1])):
+            m = re.match(r"'(\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'", text[i:])
+            if m:
+                lit_end = i + len(m.group(0))
+        if lit_end is not None:
+            out.append(text[i:lit_end])
+            masked.append(text[i] + blank(text[i + 1 : lit_end - 1]) + text[lit_end - 1])
+            i = lit_end
+            continue
+        out.append(c)
+        masked.append(c)
+        i += 1
+    return "".join(out), "".join(masked)
+
+
+def is_ident_char(ch: str) -> bool:
+    return ch.isalnum() or ch in "_'!?.»"
+
+
+TOKEN = re.compile(
+    r"""
+    (?P<str>"(?:\\.|[^"\\])*")
+  | (?P<nb>&"(?:\\.|[^"\\])*")
+  | (?P<op>:=|=>|<=|<\|>|[()\[\]{},:|$%`@])
+  | (?P<id>[^\W\d][\w'!?.]*|«[^»]*»)
+  | (?P<num>\d+)
+  | (?P<other>\S)
+""",
+    re.VERBOSE | re.UNICODE,
+)
+
+
+def tokenize(s: str) -> list[tuple[str, str]]:
+    return [(m.lastgroup, m.group(m.lastgroup)) for m in TOKEN.finditer(s)]
+
+
+def lit(tok: str) -> str:
+    body = tok[1:-1] if tok.startswith('"') else tok[2:-1]
+    return body.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8") if "\\" in body else body
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Declarations.
+
+DECL_START = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<mods>(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|scoped|local|noncomputable)\s+|"
+    r"scoped\[[^\]\n]*\]\s+|set_option\s+\S+\s+\S+\s+in\s+|open\s[^\n]*?\sin\s+)*)"
+    r"(?P<kw>syntax|macro|elab|declare_simp_like_tactic)\b(?!_)",
+    re.MULTILINE,
+)
+# Cheap pre-filter: a file that declares a tactic/conv parser mentions one of these.
+MAY_DECLARE = re.compile(r":\s*(?:tactic|conv)\b|_parser\b|declare_simp_like_tactic")
+PARSER_ATTR = re.compile(r"@\[[^\]]*\b(?:builtin_)?(?P<cat>tactic|conv)_parser\b[^\]]*\]")
+FIRST_ATOM_IN_PARSER = re.compile(r'(?:nonReservedSymbol\s*|symbol\s*|&\s*)?("(?:\\.|[^"\\])*")')
+
+
+@dataclass
+class Found:
+    """Every head found: category -> head -> where it is declared; and why a head takes code, where it does."""
+
+    keywords: dict[str, dict[str, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
+    takes_code: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    unresolved: list[str] = field(default_factory=list)
+    local: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    symbols: set[str] = field(default_factory=set)
+
+    def add(self, cat: str, atom: str, where: str, code: str = "") -> None:
+        atom = atom.strip()
+        if not atom:
+            return
+        if IDENT_LIKE.match(atom) and atom != "_":
+            self.keywords[cat][atom].add(where)
+            if code:
+                self.takes_code[cat].setdefault(atom, f"{code} ({where})")
+        else:
+            self.symbols.add(f"{cat}:{atom}")
+
+
+def chunk_at(text: str, start: int, indent: int) -> str:
+    """The declaration starting at `start`: up to the next non-blank line indented no deeper than it."""
+    lines = text[start:].split("\n")
+    body = [lines[0]]
+    for line in lines[1:]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        body.append(line)
+    return "\n".join(body)
+
+
+def depth_scan(tokens: list[tuple[str, str]]):
+    depth = 0
+    for i, (kind, val) in enumerate(tokens):
+        if val in "([{" and kind == "op":
+            depth += 1
+        elif val in ")]}" and kind == "op":
+            depth -= 1
+        yield i, depth, kind, val
+
+
+def skip_options(tokens: list[tuple[str, str]], i: int) -> int:
+    # `:prec` right after the keyword
+    if i < len(tokens) and tokens[i][1] == ":" and i + 1 < len(tokens) and tokens[i + 1][0] in ("id", "num"):
+        i += 2
+        if i < len(tokens) and tokens[i][1] in ("+", "-") and i + 1 < len(tokens) and tokens[i + 1][0] == "num":
+            i += 2
+    while (
+        i + 2 < len(tokens)
+        and tokens[i][1] == "("
+        and tokens[i + 1][0] == "id"
+        and tokens[i + 1][1] in ("name", "priority", "kind")
+        and tokens[i + 2][1] == ":="
+    ):
+        depth, j = 0, i
+        while j < len(tokens):
+            if tokens[j][1] == "(":
+                depth += 1
+            elif tokens[j][1] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        i = j + 1
+    return i
+
+
+def first_atoms(tokens: list[tuple[str, str]], i: int, end: int) -> tuple[list[str], bool, str]:
+    """Atoms that can start the syntax tokens[i:end]; (atoms, trailing?, reason-if-none)."""
+    trailing = False
+    while i < end:
+        kind, val = tokens[i]
+        if (
+            kind == "id"
+            and i + 1 < end
+            and tokens[i + 1][1] == ":"
+            and i + 2 < end
+            and (tokens[i + 2][0] in ("str", "nb") or tokens[i + 2][1] == "(" or tokens[i + 2][1] in CATEGORIES)
+        ):
+            i += 2  # `tk:"kw"` / `t:tactic` / `x:(…)` binder: look at what is bound
+            continue
+        if kind in ("str", "nb"):
+            atoms = [lit(val)]
+            nxt = i + 1
+            if nxt < end and tokens[nxt][0] == "str" and lit(tokens[nxt][1]) in ("!", "?", "?!", "!?"):
+                atoms.append(lit(val).strip() + lit(tokens[nxt][1]))
+            return atoms, trailing, ""
+        if kind == "id" and val in SKIPPABLE:
+            i += 1
+            if i < end and tokens[i][1] == "(":
+                i = match_paren(tokens, i) + 1
+            continue
+        if kind == "id" and (val in WRAPPERS or val.startswith("pp")) and i + 1 < end and tokens[i + 1][1] == "(":
+            i += 2
+            continue
+        if val == "(" and kind == "op":
+            close = match_paren(tokens, i)
+            branches, start, depth = [], i + 1, 0
+            for j in range(i + 1, close):
+                v = tokens[j][1]
+                if v in "([{":
+                    depth += 1
+                elif v in ")]}":
+                    depth -= 1
+                elif v == "<|>" and depth == 0:
+                    branches.append((start, j))
+                    start = j + 1
+            branches.append((start, close))
+            if len(branches) == 1:
+                i += 1
+                continue
+            atoms: list[str] = []
+            for b0, b1 in branches:
+                a, _, _ = first_atoms(tokens, b0, b1)
+                atoms += a
+            return atoms, trailing, "" if atoms else "alternation without atoms"
+        if kind == "id" and val.split(":")[0] in CATEGORIES + ("tactic", "tacticSeq", "term", "conv", "convSeq"):
+            trailing = True  # `tactic " says" …`: a trailing parser; its first atom is still a tactic word
+            i += 1
+            if i < end and tokens[i][1] == ":" and i + 1 < end and tokens[i + 1][0] == "num":
+                i += 2
+            continue
+        return [], trailing, f"starts with {val!r}"
+    return [], trailing, "no atom"
+
+
+def match_paren(tokens: list[tuple[str, str]], i: int) -> int:
+    depth = 0
+    for j in range(i, len(tokens)):
+        if tokens[j][1] in ("(", "[", "{"):
+            depth += 1
+        elif tokens[j][1] in (")", "]", "}"):
+            depth -= 1
+            if depth == 0:
+                return j
+    return len(tokens) - 1
+
+
+def scan_text(text: str, where: str, found: Found) -> None:
+    clean, masked = lex(text)
+    evaluates = EVALUATES.search(clean)
+    for m in DECL_START.finditer(masked):
+        kw = m.group("kw")
+        chunk = chunk_at(masked, m.start("kw"), len(m.group("indent")))
+        chunk = clean[m.start("kw") : m.start("kw") + len(chunk)]
+        line = clean.count("\n", 0, m.start()) + 1
+        loc = f"{where}:{line}"
+        if m.start("kw") > 0 and masked[m.start("kw") - 1] in "|":
+            continue
+        toks = tokenize(chunk)[1:]
+        if kw == "declare_simp_like_tactic":
+            strs = [lit(v) for k, v in toks if k == "str"]
+            if strs:
+                found.add("tactic", strs[0], loc, code_reason(" ".join(v for _, v in toks), evaluates))
+            continue
+        if kw == "syntax":
+            # `syntax name := …` defines an abbreviation, not a parser of a category
+            j = skip_options(toks, 0)
+            if j + 1 < len(toks) and toks[j][0] == "id" and toks[j + 1][1] == ":=":
+                continue
+            # the category is the identifier after the last depth-0 `:` (the chunk ends with `: cat`)
+            cat, end = None, None
+            for i, depth, _kind, val in depth_scan(toks):
+                if depth == 0 and val == ":" and i + 1 < len(toks) and toks[i + 1][0] == "id" and i + 2 == len(toks):
+                    cat, end = toks[i + 1][1], i
+            if cat is None:
+                continue
+        else:
+            # macro/elab: `… : cat (<= ty)? =>`
+            cat, end, arrow = None, None, None
+            for i, depth, _kind, val in depth_scan(toks):
+                if depth == 0 and val == "=>":
+                    arrow = i
+                    break
+            if arrow is None:
+                continue
+            for i in range(arrow - 1, 0, -1):
+                if toks[i][1] == ":" and toks[i + 1][0] == "id" and (i + 2 == arrow or toks[i + 2][1] == "<="):
+                    cat, end = toks[i + 1][1], i
+                    break
+            if cat is None:
+                continue
+        if cat not in CATEGORIES:
+            continue
+        start = skip_options(toks, 0)
+        atoms, trailing, why = first_atoms(toks, start, end)
+        if not atoms:
+            if not any(k == "op" and v == "$" for k, v in toks[:end]):  # `$`: a helper command's quotation
+                found.unresolved.append(f"{loc}: {kw} … : {cat} ({why}): {' '.join(v for _, v in toks[:end])[:120]}")
+            continue
+        if re.search(r"\blocal\b", m.group("mods")):
+            for a in atoms:  # `local` syntax exists only in its own file: no proof can reach it
+                found.local[a.strip()].add(loc)
+            continue
+        code = code_reason(" ".join(v for _, v in toks[start:end]), evaluates)
+        for a in atoms:
+            found.add(cat, a, loc + (" (trailing)" if trailing else ""), code)
+    # attribute-declared parsers: @[tactic_parser] def x := leading_parser "kw" …
+    for m in PARSER_ATTR.finditer(masked):
+        rest = clean[m.end() : m.end() + 600]
+        lp = re.search(r"\b(?:leading_parser|leadingParser)\b", rest)
+        if not lp:
+            continue
+        a = FIRST_ATOM_IN_PARSER.search(rest, lp.end())
+        if a:
+            line = clean.count(chr(10), 0, m.start()) + 1
+            found.add(m.group("cat"), lit(a.group(1)), f"{where}:{line}", code_reason(rest.split("\n\n")[0], False))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reference manual: `:::tactic "kw"`, `:::tactic Name (show := "kw")`, `:::conv name (show := "kw")`.
+
+REFMAN = re.compile(
+    r':::(?P<cat>tactic|conv)\s+(?:"(?P<kw>[^"]+)"|(?P<name>[^\s(]+)(?:\s*\(show\s*:=\s*"(?P<show>[^"]+)"\))?)'
+)
+
+
+def head_of_kind(name: str, cat: str) -> str:
+    """The leading atom a syntax kind name spells: Lean names an unnamed syntax `tactic` + its atoms, capitalised,
+    with `_` for each argument (`tacticNorm_cast__`); a named one is camel case (`withReducibleAndInstances`)."""
+    last = name.split(".")[-1]
+    if last in KIND_HEADS:
+        return KIND_HEADS[last]
+    prefix = re.match(rf"^{cat}(?=[A-Z])", last)
+    if prefix:
+        word = last[prefix.end() :].rstrip("_")
+        return word[:1].lower() + word[1:]
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", lambda m: "_" + m.group(1).lower(), last)
+
+
+def scan_refman(src: Source, found: Found) -> None:
+    for rel, text in src.texts(lambda rel: rel.startswith("Manual/")):
+        for m in REFMAN.finditer(text):
+            kw = m.group("kw") or m.group("show") or head_of_kind(m.group("name"), m.group("cat"))
+            found.add(m.group("cat"), kw.split()[0], f"refman:{rel}")
+    for cat, words in CORE_UNDOCUMENTED.items():
+        for head in words.split():
+            found.add(cat, head, "core (CORE_UNDOCUMENTED)")
+    for (cat, head), declaration in CORE_TAKES_CODE.items():
+        found.add(cat, head, "core (CORE_TAKES_CODE)", f"takes code: core declares `{declaration}`")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Exclusions and output.
+
+
+def exclusions(found: Found) -> dict[tuple[str, str], str]:
+    """(category, head) -> the rule that keeps the head off the allow-list, with where it was read."""
+    excluded: dict[tuple[str, str], str] = {}
+    for cat, heads in found.keywords.items():
+        for head, where in heads.items():
+            if head in found.takes_code[cat]:
+                excluded[cat, head] = found.takes_code[cat][head]
+            elif head in POLICY:
+                excluded[cat, head] = f"{POLICY[head]}: {POLICY_REASONS[POLICY[head]]} ({sorted(where)[0]})"
+    return excluded
+
+
+def provenance(sources: list[Source], refman: Source | None) -> list[str]:
+    lines = ["# Generated by scripts/generate_lean_allowlists.py from (name: commit, commit date):"]
+    for src in [*sources, *([refman] if refman else [])]:
+        date = git(src.path, "log", "-1", "--format=%cs", src.commit).strip() if src.is_git else "plain directory"
+        lines.append(f"#   {src.name}: {src.commit or src.path} ({date})")
+    lines.append("# Do not edit: regenerate (see the script's docstring); a missing tactic means a missing source.")
+    return lines
+
+
+def write_lists(found: Found, out_dir: Path, sources: list[Source], refman: Source | None) -> None:
+    excluded = exclusions(found)
+    head = provenance(sources, refman)
+    every = sorted({k for heads in found.keywords.values() for k in heads})
+    files = {
+        "tactic_keywords.txt": (
+            "# Leading atoms of every `tactic` and `conv` syntax declared, allowed or not. The precheck refuses one of",
+            "# these met as an identifier where it is neither allowed nor a name (a backstop behind the layout).",
+            every,
+        ),
+        "tactics.txt": (
+            "# Tactics a proof may use: the first token of every tactic, at every nesting level. The declared tactic",
+            "# heads minus tactic_exclusions.txt; users add more with LeanServerConfig.extra_tactics.",
+            sorted(h for h in found.keywords["tactic"] if ("tactic", h) not in excluded),
+        ),
+        "conv_tactics.txt": (
+            "# Conv-mode tactics (inside `conv … => …`): the declared conv heads minus tactic_exclusions.txt.",
+            "# `tactic => …` returns to tactic mode, whose tactics are held to tactics.txt.",
+            sorted(h for h in found.keywords["conv"] if ("conv", h) not in excluded),
+        ),
+    }
+    for name, (line1, line2, words) in files.items():
+        (out_dir / name).write_text("\n".join([line1, line2, *head, *words]) + "\n", encoding="utf-8")
+    rows = [f"{cat}\t{h}\t{reason}" for (cat, h), reason in sorted(excluded.items())]
+    rules = [line for line in __doc__.split("Exclusions, by rule:\n", 1)[1].split("\n\n", 1)[0].splitlines()]
+    (out_dir / "tactic_exclusions.txt").write_text(
+        "\n".join(
+            [
+                "# Declared tactic/conv heads kept off the allow-lists: category, head, rule (and where it was read).",
+                "# The rules:",
+                *(f"#   {line.strip()}" for line in rules),
+                *head,
+                *rows,
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+
+
+def report(found: Found) -> None:
+    err = sys.stderr
+    counts = ", ".join(f"{len(found.keywords[cat])} {cat}" for cat in CATEGORIES)
+    print(f"{counts} heads; {sum(len(v) for v in found.takes_code.values())} take code", file=err)
+    for line in found.unresolved:
+        print(f"no leading atom (check by hand): {line}", file=err)
+    if found.local:
+        print(f"`local` syntax left out: {' '.join(sorted(found.local))}", file=err)
+    if found.symbols:
+        print(f"symbol atoms left out (never identifiers): {' '.join(sorted(found.symbols))}", file=err)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--source",
+        action="append",
+        default=[],
+        metavar="NAME=PATH[@REV]",
+        help="a git dir, checkout or directory of Lean sources to read (repeatable)",
+    )
+    ap.add_argument("--refman", metavar="PATH@REV", help="leanprover/reference-manual git dir at the toolchain tag")
+    ap.add_argument("--out-dir", type=Path, default=OUT_DIR, help=f"where to write the lists (default {OUT_DIR})")
+    args = ap.parse_args(argv)
+    if not args.source:
+        ap.error("--source: give at least one NAME=PATH[@REV] (mathlib, batteries, aesop, qq, lean4)")
+    found = Found()
+    sources = [open_source(spec) for spec in args.source]
+    for src in sources:
+        for rel, text in src.texts(wanted):
+            if MAY_DECLARE.search(text):
+                scan_text(text, f"{src.name}:{rel}", found)
+    refman = open_source(args.refman, "reference-manual") if args.refman else None
+    if refman:
+        scan_refman(refman, found)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write_lists(found, args.out_dir, sources, refman)
+    report(found)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
