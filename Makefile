@@ -38,7 +38,7 @@ test-fast: $(STAMP)
 # Needs a real Lean REPL: TRL_VERIGATE_LEAN_REPL=/path/to/repl TRL_VERIGATE_LEAN_PROJECT=/path/to/project make test-lean
 # Add TRL_VERIGATE_RECHECK_COMMAND='trl-verigate lean-recheck --backend replay --project-dir /path/to/project' for the recheck tests.
 test-lean: $(STAMP)
-	$(PY) -m pytest -q -ra tests/lean_server/service/test_real_lean.py tests/trainers/test_lean_process_real.py
+	$(PY) -m pytest -q -ra tests/lean_server/service/test_real_lean.py tests/trainers/lean_process/test_lean_process_real.py
 
 # Every demo ends with a per-step table, a plot and where the model, metrics and checkpoints went.
 # `accelerate launch --quiet`: bad input makes a recipe print one line and exit 2; without --quiet accelerate adds its
@@ -51,7 +51,7 @@ demo: $(STAMP) $(TINY_DIR)/.built
 # Lean process GRPO on CPU against the stand-in REPL; prints the lean/* metrics of every step.
 demo-lean: $(STAMP) $(TINY_DIR)/.built
 	@echo "demo-lean: the stand-in Lean REPL (tests/fake_repl.py) passes whatever the precheck lets through, so lean/pass_rate here measures the precheck, not proofs."
-	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/process_verified_grpo.py --config recipes/tiny/lean_process_grpo.yaml
+	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml
 	@echo "demo-lean: passes above are the stand-in's: it accepts every proof the precheck lets through; only real Lean (make test-lean) checks proofs."
 
 demo-es: $(STAMP) $(TINY_DIR)/.built
@@ -59,7 +59,7 @@ demo-es: $(STAMP) $(TINY_DIR)/.built
 
 # Process GRPO on CPU against real Coq (coqidetop + coqchk); prints the coq/* metrics of every step.
 demo-coq: $(STAMP) $(TINY_DIR)/.built
-	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/process_verified_grpo.py --config recipes/tiny/coq_process_grpo.yaml
+	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/coq_process_grpo.py --config recipes/tiny/coq_process_grpo.yaml
 	@echo "demo-coq: the random tiny policy writes no tactics, so the Coq precheck rejects nearly every completion before coqidetop runs; trl-verigate coq-doctor shows a real proof checked."
 
 # GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic, with the decisions registered in

@@ -13,8 +13,8 @@ or overridden on the command line.
 import shlex
 from dataclasses import dataclass, field
 
-from process_verified_grpo import ProcessScriptArguments
-from process_verified_grpo import to_prompts as lean_prompts
+from lean_process_grpo import ProcessScriptArguments
+from lean_process_grpo import to_prompts as lean_prompts
 from recipe_tools import (
     ES_SUMMARY,
     RecipeParser,

@@ -169,7 +169,8 @@ def offline_env(run_dir: Path, **extra: str) -> dict:
 # The shipped tiny YAML of each recipe (recipes/tiny/).
 TINY_YAMLS = {
     "verigate_math": TINY_CONFIG,
-    "process_verified_grpo": RECIPES_DIR / "tiny" / "lean_process_grpo.yaml",
+    "lean_process_grpo": RECIPES_DIR / "tiny" / "lean_process_grpo.yaml",
+    "coq_process_grpo": RECIPES_DIR / "tiny" / "coq_process_grpo.yaml",
     "es": RECIPES_DIR / "tiny" / "es.yaml",
 }
 

@@ -19,7 +19,7 @@ from tests.launch import (
     write_tiny_recipe_config,
 )
 
-RECIPE = REPO_ROOT / "recipes" / "process_verified_grpo.py"
+RECIPE = REPO_ROOT / "recipes" / "lean_process_grpo.py"
 TINY_DATA = REPO_ROOT / "recipes" / "tiny" / "lean_tiny.jsonl"
 TRAIN_STEPS = 2
 LEAN_METRICS = (
@@ -36,7 +36,7 @@ LEAN_METRICS = (
 
 @pytest.fixture(scope="module")
 def recipe():
-    return load_recipe("process_verified_grpo")
+    return load_recipe("lean_process_grpo")
 
 
 def tiny_rows():
@@ -90,9 +90,9 @@ def test_missing_statement_column_names_the_field(recipe):
 def test_shipped_configs_parse_with_the_recipes_parser(recipe, config, tmp_path):
     from trl import ModelConfig, TrlParser
 
-    from trl_verigate import ProcessVerifiedConfig
+    from trl_verigate import LeanProcessConfig
 
-    parser = TrlParser((recipe.ProcessScriptArguments, ProcessVerifiedConfig, ModelConfig))
+    parser = TrlParser((recipe.ProcessScriptArguments, LeanProcessConfig, ModelConfig))
     # GPU-only settings are overridden because this machine has none; everything else comes from the file.
     _, training_args, model_args = parser.parse_args_and_config(
         args=["--config", str(REPO_ROOT / "recipes" / config), "--bf16", "false", "--use_cpu", "true"]
@@ -112,7 +112,7 @@ def write_tiny_config(tiny_models, run_dir: Path) -> Path:
     return write_tiny_recipe_config(
         tiny_models,
         run_dir,
-        "process_verified_grpo",
+        "lean_process_grpo",
         max_steps=TRAIN_STEPS,
         run_name="lean-e2e",
         report_to=["wandb", "mlflow"],
@@ -160,7 +160,7 @@ def test_recipe_evaluates_pass_at_k_with_its_training_prompt(recipe, tiny_models
     path = write_tiny_recipe_config(
         tiny_models,
         tmp_path,
-        "process_verified_grpo",
+        "lean_process_grpo",
         max_steps=1,
         prompt_template="Prove {name}:\n```lean4\n{formal_statement}",
         pass_at_k_task="lean",
@@ -173,7 +173,11 @@ def test_recipe_evaluates_pass_at_k_with_its_training_prompt(recipe, tiny_models
         pass_at_k_max_new_tokens=8,
     )
     trainers = []
-    monkeypatch.setattr(recipe, "train_and_save", lambda trainer, *args: (trainers.append(trainer), trainer.train()))
+    monkeypatch.setattr(
+        load_recipe("process_verified_recipe"),
+        "train_and_save",
+        lambda trainer, *args: (trainers.append(trainer), trainer.train()),
+    )
     monkeypatch.chdir(REPO_ROOT)  # the stand-in REPL's command is relative to the repository
     recipe.main(*recipe.parse_args(["--config", str(path)]))
     trainer = trainers[0]

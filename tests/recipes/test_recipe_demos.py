@@ -79,8 +79,8 @@ def test_the_plot_is_titled_labelled_and_its_legend_is_beside_the_lines(summary)
         plt.close(figure)
 
 
-def test_demo_coq_config_parses_with_the_process_recipe(tmp_path):
-    recipe = load_recipe("process_verified_grpo")
+def test_demo_coq_config_parses_with_the_coq_recipe(tmp_path):
+    recipe = load_recipe("coq_process_grpo")
     config = REPO_ROOT / "recipes" / "tiny" / "coq_process_grpo.yaml"
     script_args, training_args, model_args, _ = recipe.parse_args(
         ["--config", str(config), "--output_dir", str(tmp_path)]
@@ -102,7 +102,7 @@ def test_demo_coq_config_parses_with_the_process_recipe(tmp_path):
 @pytest.mark.usefixtures("coq_required")
 def test_demo_coq_trains_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_path):
     output = tmp_path / "run"
-    command = [sys.executable, "recipes/process_verified_grpo.py", "--config", "recipes/tiny/coq_process_grpo.yaml"]
+    command = [sys.executable, "recipes/coq_process_grpo.py", "--config", "recipes/tiny/coq_process_grpo.yaml"]
     command += ["--model_name_or_path", tiny_models["policy"], "--output_dir", str(output), "--max_steps", "2"]
     result = subprocess.run(
         command, cwd=REPO_ROOT, env=offline_env(tmp_path, TRL_EXPERIMENTAL_SILENCE="1"), capture_output=True, text=True

@@ -51,7 +51,8 @@ def tiny_config(tmp_path, tiny_models):
     "recipe_name, misspelled, meant",
     [
         ("verigate_math", "prm_batch_sise", "prm_batch_size"),
-        ("process_verified_grpo", "prover_timout", "prover_timeout"),
+        ("lean_process_grpo", "prover_timout", "prover_timeout"),
+        ("coq_process_grpo", "prover_timout", "prover_timeout"),
         ("es", "population_sise", "population_size"),
     ],
 )
@@ -108,7 +109,7 @@ def not_executable(tmp_path: Path) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("recipe_name", ["process_verified_grpo", "es"])
+@pytest.mark.parametrize("recipe_name", ["lean_process_grpo", "es"])
 def test_a_repl_command_that_cannot_run_is_refused_before_the_model_loads(
     recipe_name, tiny_config, tmp_path, capsys, in_repo
 ):
@@ -122,9 +123,23 @@ def test_a_repl_command_that_cannot_run_is_refused_before_the_model_loads(
     assert "`lean_repl_command` runs no-such-repl-program, which is not on PATH" in line
 
 
+def test_a_lean_recipe_without_a_verifier_is_refused_before_the_model_loads(tiny_config, capsys, in_repo):
+    line = run_entry_point("lean_process_grpo", tiny_config("lean_process_grpo", lean_repl_command=None), capsys)
+    assert "no Lean verifier: set lean_repl_command (a local pool" in line and "or lean_server_urls" in line
+
+
+def test_a_coq_config_refuses_the_prover_key_and_lean_settings(tiny_config, capsys, in_repo):
+    line = run_entry_point("coq_process_grpo", tiny_config("coq_process_grpo", prover="lean"), capsys)
+    assert line.endswith("unknown key `prover`; did you mean `prover_header`?") or "unknown key `prover`" in line
+    line = run_entry_point(
+        "coq_process_grpo", [*tiny_config("coq_process_grpo"), "--lean_repl_command", "repl"], capsys
+    )
+    assert "prover='coq' with lean_repl_command or lean_server_urls set: those configure Lean" in line
+
+
 def test_a_coq_command_that_cannot_run_is_refused_before_the_model_loads(tiny_config, capsys, in_repo):
-    base = tiny_config("process_verified_grpo", lean_repl_command=None, prover="coq")
-    line = run_entry_point("process_verified_grpo", [*base, "--coq_command", "/nonexistent/coqidetop"], capsys)
+    base = tiny_config("coq_process_grpo")
+    line = run_entry_point("coq_process_grpo", [*base, "--coq_command", "/nonexistent/coqidetop"], capsys)
     assert "`coq_command` runs /nonexistent/coqidetop, which does not exist" in line
 
 
@@ -145,6 +160,27 @@ def test_other_ranks_wait_for_the_first_to_print_the_line_then_print_theirs(tmp_
             recipe_tools.run_recipe(recipe.parse_args, recipe.prepare, None, argv=["--config", str(tmp_path / "x")])
         assert exit_info.value.code == 2 and waits == expected_waits
         assert f"--config {tmp_path / 'x'}: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_documented_lean_command_reaches_the_one_line_repl_error(tiny_models, tmp_path):
+    # README and docs: `accelerate launch recipes/lean_process_grpo.py --config recipes/lean_process_grpo.yaml`; on a
+    # machine without its GPU, model and data, those three are overridden so that the REPL check is the one reached.
+    command = [str(Path(sys.executable).parent / "accelerate"), "launch", "--quiet", "--config_file"]
+    command += [
+        "recipes/accelerate/cpu.yaml",
+        "recipes/lean_process_grpo.py",
+        "--config",
+        "recipes/lean_process_grpo.yaml",
+    ]
+    command += ["--model_name_or_path", tiny_models["policy"], "--dtype", "float32", "--use_cpu", "true"]
+    command += ["--dataset_name", "recipes/tiny/lean_tiny.jsonl", "--output_dir", str(tmp_path / "out")]
+    command += ["--lean_repl_command", "/nonexistent/repl"]
+    result = subprocess.run(command, cwd=REPO_ROOT, env=offline_env(tmp_path), capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1 and "Traceback" not in output, output[-3000:]
+    expected = "lean_process_grpo.py: error: `lean_repl_command` runs /nonexistent/repl, which does not exist; give "
+    assert any(line.startswith(expected) for line in output.splitlines()), output
 
 
 @pytest.mark.slow

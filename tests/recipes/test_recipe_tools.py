@@ -11,11 +11,12 @@ import pytest
 from tests.launch import REPO_ROOT, TINY_CONFIG, load_recipe, offline_env
 
 recipe_tools = load_recipe("recipe_tools")
-RECIPES = ["verigate_math", "process_verified_grpo", "es"]
+RECIPES = ["verigate_math", "lean_process_grpo", "coq_process_grpo", "es"]
 # A flag each recipe's parser knows, misspelled as a prefix argparse would otherwise complete, a value and its parse.
 MISSPELLED = {
     "verigate_math": ("--prm_typ", "--prm_type", "symbolic", "symbolic"),
-    "process_verified_grpo": ("--prover_timeou", "--prover_timeout", "30", 30.0),
+    "lean_process_grpo": ("--prover_timeou", "--prover_timeout", "30", 30.0),
+    "coq_process_grpo": ("--coq_comman", "--coq_command", "coqidetop", ["coqidetop"]),
     "es": ("--population_siz", "--population_size", "4", 4),
 }
 
@@ -102,7 +103,7 @@ def test_recipe_mains_check_the_dataset_name_first(recipe_name, tmp_path, monkey
 
 
 @pytest.mark.parametrize(
-    "recipe_name,config", [("verigate_math", "verigate_math.yaml"), ("process_verified_grpo", "lean_process_grpo.yaml")]
+    "recipe_name,config", [("verigate_math", "verigate_math.yaml"), ("lean_process_grpo", "lean_process_grpo.yaml")]
 )
 def test_bf16_weights_without_an_fp32_master_stop_the_recipe_before_models_load(
     recipe_name, config, tmp_path, monkeypatch
@@ -240,7 +241,7 @@ def test_the_math_recipe_switches_pass_at_k_on_from_its_config(tiny_models, tmp_
     assert not any("eval/pass@1" in row for row in trainers[0].state.log_history)
 
 
-@pytest.mark.parametrize("recipe_name", ["verigate_math", "process_verified_grpo"])
+@pytest.mark.parametrize("recipe_name", ["verigate_math", "lean_process_grpo"])
 @pytest.mark.parametrize(
     "flags, message",
     [
