@@ -52,6 +52,7 @@ from torch import nn
 from transformers import Qwen2Config, Qwen2Model, Qwen2PreTrainedModel
 from transformers.modeling_outputs import TokenClassifierOutput
 
+from trl_verigate.rewards.prm_placement import check_dtype_under_zero3, resolve_device, resolve_dtype
 from trl_verigate.rewards.step_scorer import StepScorer, as_step_scorer, check_step_inputs
 from trl_verigate.rewards.symbolic import SymbolicStepScorer
 
@@ -122,41 +123,6 @@ class Qwen2ForProcessRewardModel(Qwen2PreTrainedModel):
         return TokenClassifierOutput(logits=logits, hidden_states=outputs.hidden_states, attentions=outputs.attentions)
 
 
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        resolved = torch.device(device)
-    except (RuntimeError, TypeError) as error:
-        raise ValueError(f"device={device!r} is not a torch device; use e.g. 'cpu', 'cuda' or 'cuda:1'") from error
-    # Checked here because torch only fails at the first tensor moved there, after the checkpoint has loaded.
-    if resolved.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(
-                f"device={str(resolved)!r} but there is no CUDA device (torch.cuda.is_available() is False: no GPU "
-                "visible or a CPU-only torch build); use device='cpu', or leave it unset to take CUDA when available"
-            )
-        count = torch.cuda.device_count()
-        if resolved.index is not None and resolved.index >= count:
-            visible = "cuda:0" if count == 1 else f"cuda:0 to cuda:{count - 1}"
-            raise ValueError(
-                f"device={str(resolved)!r} but only {count} CUDA device{'s' if count != 1 else ''} visible; use "
-                f"{visible} (CUDA_VISIBLE_DEVICES renumbers the GPUs it keeps from 0)"
-            )
-    return resolved
-
-
-def resolve_dtype(torch_dtype: str | torch.dtype | None) -> str | torch.dtype | None:
-    if torch_dtype is None or isinstance(torch_dtype, torch.dtype) or torch_dtype == "auto":
-        return torch_dtype
-    dtype = getattr(torch, str(torch_dtype), None)
-    if not isinstance(dtype, torch.dtype):
-        raise ValueError(
-            f"torch_dtype={torch_dtype!r} is not a torch dtype; use 'bfloat16', 'float16', 'float32' or 'auto'"
-        )
-    return dtype
-
-
 _MISSING_KEYS_SHOWN = 5
 
 
@@ -213,6 +179,7 @@ class _ModelStepScorer:
         self.max_length = max_length
         self.device = resolve_device(device)
         dtype = resolve_dtype(torch_dtype)
+        check_dtype_under_zero3(torch_dtype, "torch_dtype")
         # Unset means the checkpoint's own dtype (bf16 for the released PRMs), stated here rather than left to the
         # loader's default, which was fp32 before transformers 5.
         load_kwargs = {"dtype": "auto" if dtype is None else dtype}
