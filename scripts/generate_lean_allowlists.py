@@ -23,12 +23,12 @@ Tactic configuration (`(config := …)`, `+opt`) is data the precheck's rules ch
 
 Lean core: give `--source lean4=<leanprover/lean4 git dir>@<toolchain tag>` to read `src/` itself. Without it,
 `--refman <leanprover/reference-manual git dir>@<toolchain tag>` reads the core heads that the manual documents
-(`:::tactic "kw"`, `:::tactic Name (show := "kw")`, `:::conv …`); the manual shows no syntax, so rule 1 is applied
-to those heads through CORE_TAKES_CODE, the core declarations that take code, each quoted from the core source.
+(`:::tactic "kw"`, `:::tactic Name (show := "kw")`, `:::conv …`) or names in its `{tactic}` roles, which its build
+resolves against the toolchain. The manual shows no syntax and leaves some core heads out, so CORE_DECLARATIONS
+quotes those declarations, and the core ones that take code, from src/.
 
-    python scripts/generate_lean_allowlists.py --source mathlib=<git dir>@<commit> \\
-        --source batteries=<git dir>@<commit> --source aesop=<git dir>@<commit> --source qq=<git dir>@<commit> \\
-        (--source lean4=<git dir>@<tag> | --refman <git dir>@<tag>) [--out-dir DIR]
+    python scripts/generate_lean_allowlists.py --source mathlib=<git dir>@<commit> --source batteries=… \\
+        --source aesop=… --source qq=… (--source lean4=<git dir>@<tag> | --refman <git dir>@<tag>) [--out-dir DIR]
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ WRAPPERS = set(
 # Zero-width formatting/position atoms that may precede the first real element.
 SKIPPABLE = set(
     """ppSpace ppLine ppHardSpace ppAllowUngrouped ppHardLineUnlessUngrouped ppDedent colGt colGe colEq lineEq
-    checkColGt checkColGe noWs checkWsBefore checkNoWsBefore ppIndent""".split()
+    checkColGt checkColGe noWs checkWsBefore checkNoWsBefore""".split()
 )
 # Rule 1 on a declaration's syntax, and on the file that declares it.
 CODE_ARGUMENT = re.compile(r"\b(?:Term\.)?do(?:Seq|Elem)\b")
@@ -67,19 +67,25 @@ EVALUATES = re.compile(
     r"\bunsafe\s+(?:[\w.]*\.)?(?:evalExpr'?|evalTerm|evalConst)\b|\b(?:Meta|Term)\.evalExpr'?\b|\bIO\.Process\."
 )
 TERM_ARGUMENT = re.compile(r"\bterm\b")
-# Core declarations that take code (rule 1), for a run that reads core heads from the reference manual. Each is
-# quoted from leanprover/lean4's sources (src/Init/Tactics.lean, src/Lean/Elab/Tactic/Conv/Basic.lean).
-CORE_TAKES_CODE = {
-    ("tactic", "run_tac"): 'syntax (name := runTac) "run_tac " doSeq : tactic',
-}
-# Core heads of the v4.33 toolchain that the reference manual does not document, each declared in leanprover/lean4's
-# src/ (Init/Tactics.lean, Init/Conv.lean, Init/Grind, Std/Tactic/Do): used only with --refman, in place of src/.
-CORE_UNDOCUMENTED = {
-    "tactic": """array_get_dec array_mem_dec attempt_all attempt_all_par bv_decide? checkpoint clean_wf cutsat
-        decreasing_trivial_pre_omega fail first_par get_elem_tactic_extensible mintro mrevert mspec_no_bind
-        mspec_no_simp mvcgen' mvcgen? mvcgen_trivial mvcgen_trivial_extensible norm_cast0 refine_lift refine_lift'
-        save sizeOf_list_dec try? try_suggestions with_annotate_state with_implicit""",
-}
+# Core declarations that the reference manual does not document, quoted verbatim from leanprover/lean4's src/
+# (Init/Tactics.lean, Init/Try.lean, Init/Grind/Tactics.lean) and read like a source file, rules included: used only
+# with --refman, in place of src/.
+CORE_DECLARATIONS = """
+scoped syntax (name := withAnnotateState) "with_annotate_state " rawStx ppSpace tactic : tactic
+syntax (name := fail) "fail" (ppSpace str)? : tactic
+syntax (name := checkpoint) "checkpoint " tacticSeq : tactic
+macro (name := save) "save" : tactic => `(tactic| skip)
+macro "refine_lift " e:term : tactic => `(tactic| focus (refine no_implicit_lambda% $e; rotate_right))
+macro "refine_lift' " e:term : tactic => `(tactic| focus (refine' no_implicit_lambda% $e; rotate_right))
+syntax (name := runTac) "run_tac " doSeq : tactic
+syntax (name := normCast0) "norm_cast0" (location)? : tactic
+syntax (name := tryTrace) "try?" optConfig : tactic
+syntax (name := attemptAll) "attempt_all " withPosition((ppDedent(ppLine) colGe "| " tacticSeq)+) : tactic
+syntax (name := attemptAllPar) "attempt_all_par " withPosition((ppDedent(ppLine) colGe "| " tacticSeq)+) : tactic
+syntax (name := firstPar) "first_par " withPosition((ppDedent(ppLine) colGe "| " tacticSeq)+) : tactic
+syntax (name := tryResult) "try_suggestions " tactic* : tactic
+syntax (name := cutsat) "cutsat" optConfig : tactic
+"""
 # Manual entries naming a syntax kind whose name does not spell its leading atom.
 KIND_HEADS = {"traceMessage": "trace", "bvTraceMacro": "bv_decide?", "mintroMacro": "mintro", "convTactic": "conv"}
 POLICY = {
@@ -112,23 +118,16 @@ def code_reason(syntax: str, file_evaluates: re.Match | None) -> str:
 class Source:
     name: str
     path: str
-    rev: str | None
     is_git: bool
     commit: str = ""
-
-    def files(self) -> list[str]:
-        if self.is_git:
-            out = git(self.path, "ls-tree", "-r", "--name-only", self.commit)
-            return [f for f in out.splitlines() if f.endswith(".lean")]
-        root = Path(self.path)
-        return [str(p.relative_to(root)) for p in root.rglob("*.lean")]
 
     def texts(self, keep=lambda rel: True):
         """(path, text) of every kept .lean file; one `git cat-file --batch` for a git source."""
         if not self.is_git:
-            for rel in self.files():
-                if keep(rel):
-                    yield rel, self.read(rel)
+            root = Path(self.path)
+            for path in sorted(root.rglob("*.lean")):
+                if keep(rel := str(path.relative_to(root))):
+                    yield rel, path.read_text(encoding="utf-8", errors="replace")
             return
         rows = [line.split("\t", 1) for line in git(self.path, "ls-tree", "-r", self.commit).splitlines()]
         wanted_rows = [(meta.split()[2], rel) for meta, rel in rows if rel.endswith(".lean") and keep(rel)]
@@ -145,48 +144,29 @@ class Source:
             yield rel, data[nl + 1 : nl + 1 + size].decode("utf-8", errors="replace")
             pos = nl + 1 + size + 1
 
-    def read(self, rel: str) -> str:
-        if self.is_git:
-            return git(self.path, "show", f"{self.commit}:{rel}")
-        return (Path(self.path) / rel).read_text(encoding="utf-8", errors="replace")
-
 
 def git(gitdir: str, *args: str) -> str:
-    return subprocess.run(
-        ["git", f"--git-dir={gitdir}", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-    ).stdout
+    command = ["git", f"--git-dir={gitdir}", *args]
+    return subprocess.run(command, check=True, capture_output=True, text=True, errors="replace").stdout
 
 
 def open_source(spec: str, default_name: str = "") -> Source:
     name, _, rest = spec.partition("=") if "=" in spec.split("@")[0] else (default_name, "", spec)
     path, _, rev = rest.partition("@")
     path = os.path.abspath(os.path.expanduser(path))
-    gitdir = None
-    if os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects")):
-        gitdir = path
-    elif os.path.isdir(os.path.join(path, ".git")):
-        gitdir = os.path.join(path, ".git")
+    bare = os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects"))
+    gitdir = path if bare else os.path.join(path, ".git") if os.path.isdir(os.path.join(path, ".git")) else None
     if gitdir:
-        src = Source(name or Path(path).name, gitdir, rev or None, True)
-        src.commit = git(gitdir, "rev-parse", f"{rev or 'HEAD'}^{{commit}}").strip()
-        return src
+        commit = git(gitdir, "rev-parse", f"{rev or 'HEAD'}^{{commit}}").strip()
+        return Source(name or Path(path).name, gitdir, True, commit)
     if rev:
         raise SystemExit(f"{spec}: a revision needs a git dir")
-    return Source(name or Path(path).name, path, None, False)
+    return Source(name or Path(path).name, path, False)
 
 
 def wanted(rel: str) -> bool:
     parts = rel.split("/")
     return not any(p in SKIP_DIRS for p in parts[:-1]) and parts[-1] not in ("lakefile.lean",)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Lexing: strip comments, keep strings.
 
 
 def lex(text: str) -> tuple[str, str]:
@@ -200,22 +180,8 @@ def lex(text: str) -> tuple[str, str]:
     i, n = 0, len(text)
     while i < n:
         c = text[i]
-        if text.startswith("--", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(blank(text[i:j]))
-            masked.append(blank(text[i:j]))
-            i = j
-            continue
-        if text.startswith("/-", i):
-            depth, j = 1, i + 2
-            while j < n and depth:
-                if text.startswith("/-", j):
-                    depth, j = depth + 1, j + 2
-                elif text.startswith("-/", j):
-                    depth, j = depth - 1, j + 2
-                else:
-                    j += 1
+        if text.startswith(("--", "/-"), i):
+            j = comment_end(text, i)
             out.append(blank(text[i:j]))
             masked.append(blank(text[i:j]))
             i = j
@@ -246,6 +212,18 @@ def lex(text: str) -> tuple[str, str]:
     return "".join(out), "".join(masked)
 
 
+def comment_end(text: str, i: int) -> int:
+    """Where the line comment or (nested) block comment starting at `i` ends."""
+    if text.startswith("--", i):
+        j = text.find("\n", i)
+        return len(text) if j < 0 else j
+    depth, j = 1, i + 2
+    while j < len(text) and depth:
+        step = 1 if text.startswith("/-", j) else -1 if text.startswith("-/", j) else 0
+        depth, j = depth + step, j + (2 if step else 1)
+    return j
+
+
 def is_ident_char(ch: str) -> bool:
     return ch.isalnum() or ch in "_'!?.»"
 
@@ -271,9 +249,6 @@ def lit(tok: str) -> str:
     body = tok[1:-1] if tok.startswith('"') else tok[2:-1]
     return body.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8") if "\\" in body else body
 
-
-# ---------------------------------------------------------------------------------------------------------------
-# Declarations.
 
 DECL_START = re.compile(
     r"^(?P<indent>[ \t]*)(?P<mods>(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|scoped|local|noncomputable)\s+|"
@@ -376,6 +351,9 @@ def first_atoms(tokens: list[tuple[str, str]], i: int, end: int) -> tuple[list[s
             if nxt < end and tokens[nxt][0] == "str" and lit(tokens[nxt][1]) in ("!", "?", "?!", "!?"):
                 atoms.append(lit(val).strip() + lit(tokens[nxt][1]))
             return atoms, trailing, ""
+        if val == ")" and kind == "op":  # the close of a wrapper whose `(` was stepped into
+            i += 1
+            continue
         if kind == "id" and val in SKIPPABLE:
             i += 1
             if i < end and tokens[i][1] == "(":
@@ -498,12 +476,12 @@ def scan_text(text: str, where: str, found: Found) -> None:
             found.add(m.group("cat"), lit(a.group(1)), f"{where}:{line}", code_reason(rest.split("\n\n")[0], False))
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Reference manual: `:::tactic "kw"`, `:::tactic Name (show := "kw")`, `:::conv name (show := "kw")`.
-
 REFMAN = re.compile(
     r':::(?P<cat>tactic|conv)\s+(?:"(?P<kw>[^"]+)"|(?P<name>[^\s(]+)(?:\s*\(show\s*:=\s*"(?P<show>[^"]+)"\))?)'
 )
+
+
+REFMAN_ROLE = re.compile(r"\{(?P<cat>tactic|conv)(?: [^}]*)?\}`(?P<kw>[^`]+)`")
 
 
 def head_of_kind(name: str, cat: str) -> str:
@@ -524,15 +502,12 @@ def scan_refman(src: Source, found: Found) -> None:
         for m in REFMAN.finditer(text):
             kw = m.group("kw") or m.group("show") or head_of_kind(m.group("name"), m.group("cat"))
             found.add(m.group("cat"), kw.split()[0], f"refman:{rel}")
-    for cat, words in CORE_UNDOCUMENTED.items():
-        for head in words.split():
-            found.add(cat, head, "core (CORE_UNDOCUMENTED)")
-    for (cat, head), declaration in CORE_TAKES_CODE.items():
-        found.add(cat, head, "core (CORE_TAKES_CODE)", f"takes code: core declares `{declaration}`")
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Exclusions and output.
+        for m in REFMAN_ROLE.finditer(text):  # the manual's build resolves each `{tactic}` role to a tactic
+            word = m.group("kw").split()[0]
+            if re.search(rf'\b(?:syntax|macro|elab)\b[^\n]*"{re.escape(word)}\b', text):
+                continue  # a tactic the manual's own example declares
+            found.add(m.group("cat"), head_of_kind(word, m.group("cat")) if "." in word else word, f"refman:{rel}")
+    scan_text(CORE_DECLARATIONS, "core (CORE_DECLARATIONS)", found)
 
 
 def exclusions(found: Found) -> dict[tuple[str, str], str]:
@@ -558,13 +533,12 @@ def provenance(sources: list[Source], refman: Source | None) -> list[str]:
 
 def write_lists(found: Found, out_dir: Path, sources: list[Source], refman: Source | None) -> None:
     excluded = exclusions(found)
-    head = provenance(sources, refman)
-    every = sorted({k for heads in found.keywords.values() for k in heads})
+    rules = __doc__.split("Exclusions, by rule:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     files = {
         "tactic_keywords.txt": (
             "# Leading atoms of every `tactic` and `conv` syntax declared, allowed or not. The precheck refuses one of",
             "# these met as an identifier where it is neither allowed nor a name (a backstop behind the layout).",
-            every,
+            sorted({k for heads in found.keywords.values() for k in heads}),
         ),
         "tactics.txt": (
             "# Tactics a proof may use: the first token of every tactic, at every nesting level. The declared tactic",
@@ -576,47 +550,30 @@ def write_lists(found: Found, out_dir: Path, sources: list[Source], refman: Sour
             "# `tactic => …` returns to tactic mode, whose tactics are held to tactics.txt.",
             sorted(h for h in found.keywords["conv"] if ("conv", h) not in excluded),
         ),
+        "tactic_exclusions.txt": (
+            "# Declared tactic/conv heads kept off the allow-lists: category, head, rule (and where it was read).",
+            "\n".join(["# The rules:", *(f"#   {line.strip()}" for line in rules)]),
+            [f"{cat}\t{h}\t{reason}" for (cat, h), reason in sorted(excluded.items())],
+        ),
     }
+    head = provenance(sources, refman)
     for name, (line1, line2, words) in files.items():
         (out_dir / name).write_text("\n".join([line1, line2, *head, *words]) + "\n", encoding="utf-8")
-    rows = [f"{cat}\t{h}\t{reason}" for (cat, h), reason in sorted(excluded.items())]
-    rules = [line for line in __doc__.split("Exclusions, by rule:\n", 1)[1].split("\n\n", 1)[0].splitlines()]
-    (out_dir / "tactic_exclusions.txt").write_text(
-        "\n".join(
-            [
-                "# Declared tactic/conv heads kept off the allow-lists: category, head, rule (and where it was read).",
-                "# The rules:",
-                *(f"#   {line.strip()}" for line in rules),
-                *head,
-                *rows,
-            ]
-        )
-        + "\n",
-        encoding="utf-8",
-    )
 
 
 def report(found: Found) -> None:
-    err = sys.stderr
     counts = ", ".join(f"{len(found.keywords[cat])} {cat}" for cat in CATEGORIES)
-    print(f"{counts} heads; {sum(len(v) for v in found.takes_code.values())} take code", file=err)
-    for line in found.unresolved:
-        print(f"no leading atom (check by hand): {line}", file=err)
-    if found.local:
-        print(f"`local` syntax left out: {' '.join(sorted(found.local))}", file=err)
-    if found.symbols:
-        print(f"symbol atoms left out (never identifiers): {' '.join(sorted(found.symbols))}", file=err)
+    lines = [f"{counts} heads; {sum(len(v) for v in found.takes_code.values())} take code"]
+    lines += [f"no leading atom (check by hand): {line}" for line in found.unresolved]
+    lines += [f"`local` syntax left out: {' '.join(sorted(found.local))}"] * bool(found.local)
+    lines += [f"symbol atoms left out (never identifiers): {' '.join(sorted(found.symbols))}"] * bool(found.symbols)
+    print("\n".join(lines), file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument(
-        "--source",
-        action="append",
-        default=[],
-        metavar="NAME=PATH[@REV]",
-        help="a git dir, checkout or directory of Lean sources to read (repeatable)",
-    )
+    source_help = "a git dir, checkout or directory of Lean sources to read (repeatable)"
+    ap.add_argument("--source", action="append", default=[], metavar="NAME=PATH[@REV]", help=source_help)
     ap.add_argument("--refman", metavar="PATH@REV", help="leanprover/reference-manual git dir at the toolchain tag")
     ap.add_argument("--out-dir", type=Path, default=OUT_DIR, help=f"where to write the lists (default {OUT_DIR})")
     args = ap.parse_args(argv)
