@@ -73,9 +73,28 @@ def test_trainer_and_lean_names_are_the_real_classes():
     assert issubclass(trl_verigate.VeriGateConfig, GRPOConfig)
     assert trl_verigate.LeanServer is LeanServer
     assert trl_verigate.accuracy_reward.__name__ == "accuracy_reward"
-    assert issubclass(trl_verigate.LeanProcessGRPOTrainer, trl_verigate.ProcessGRPOTrainer)
     assert issubclass(trl_verigate.VeriGateGRPOTrainer, trl_verigate.ProcessGRPOTrainer)
-    assert issubclass(trl_verigate.LeanProcessConfig, GRPOConfig)
+    # The design card's Lean trainer and its Coq twin are the generic process trainer with the prover fixed.
+    for prover in ("Lean", "Coq"):
+        trainer = getattr(trl_verigate, f"{prover}ProcessGRPOTrainer")
+        config = getattr(trl_verigate, f"{prover}ProcessConfig")
+        assert issubclass(trainer, trl_verigate.ProcessVerifiedGRPOTrainer) and trainer.config_class is config
+        assert issubclass(config, trl_verigate.ProcessVerifiedConfig) and issubclass(config, GRPOConfig)
+
+
+def test_each_trainer_has_its_config_and_trainer_module_as_in_trl():
+    folders = {
+        "verigate": ("VeriGateConfig", "VeriGateGRPOTrainer"),
+        "process_verified": ("ProcessVerifiedConfig", "ProcessVerifiedGRPOTrainer"),
+        "lean_process": ("LeanProcessConfig", "LeanProcessGRPOTrainer"),
+        "coq_process": ("CoqProcessConfig", "CoqProcessGRPOTrainer"),
+        "es": ("ESConfig", "ESTrainer"),
+    }
+    for folder, (config_name, trainer_name) in folders.items():
+        config, trainer = getattr(trl_verigate, config_name), getattr(trl_verigate, trainer_name)
+        assert config.__module__ == f"trl_verigate.trainers.{folder}.{folder}_config", config.__module__
+        assert trainer.__module__ == f"trl_verigate.trainers.{folder}.{folder}_trainer", trainer.__module__
+        assert "Parameters:" in config.__doc__, config_name
 
 
 def test_lean_server_and_client_share_the_verifier_protocol():

@@ -12,8 +12,16 @@ class CoqProcessConfig(ProcessVerifiedConfig):
     r"""
     Configuration class for the [`CoqProcessGRPOTrainer`].
 
-    Every [`ProcessVerifiedConfig`] parameter except `prover`, which is fixed to `"coq"`: Coq (`coqidetop` from `coq_command` or PATH, its passes rechecked by coqc and coqchk) verifies. The
-    Coq settings are `coq_command` and `prover_project_dir`; each Coq sentence is a tactic.
+    Every [`ProcessVerifiedConfig`] parameter except `prover`, which is fixed to `"coq"`: Coq verifies, through a local
+    `CoqServer` pool whose passes coqc and coqchk recheck. Each Coq sentence is a tactic. Of the prover parameters,
+    this one is Coq's alone (`lean_repl_command` and `lean_server_urls` are refused):
+
+    Parameters:
+        > Parameters of the Coq verifier
+
+        coq_command (`list[str]` or `None`, *optional*, defaults to `None`):
+            Argv of coqidetop with its options, run in `prover_project_dir`; `None`: `coqidetop.opt` or `coqidetop`
+            from PATH.
     """
 
     prover: str = field(default="coq", init=False, metadata={"help": "Fixed: Coq verifies."})

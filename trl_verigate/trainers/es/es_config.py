@@ -16,9 +16,34 @@ GRPO_DEFAULT_NUM_GENERATIONS = GRPOConfig.__dataclass_fields__["num_generations"
 
 @dataclass
 class ESConfig(GRPOConfig):
-    """GRPOConfig plus the ES fields. `per_device_train_batch_size` is derived (prompts_per_iteration ×
-    num_generations: one member's completions); gradient accumulation, `num_iterations`, `beta`, DeepSpeed and FSDP
-    do not apply to ES and are refused."""
+    r"""
+    Configuration class for the [`ESTrainer`].
+
+    Every [`trl.GRPOConfig`] parameter plus the ones below. `per_device_train_batch_size` is derived
+    (prompts_per_iteration × num_generations: one member's completions); gradient accumulation, `num_iterations`,
+    `beta`, DeepSpeed and FSDP do not apply to ES and are refused.
+
+    Parameters:
+        > Parameters of the population
+
+        population_size (`int`, *optional*, defaults to `30`):
+            P, members per iteration; even with `antithetic`.
+        sigma (`float`, *optional*, defaults to `1e-3`):
+            σ, the perturbation scale: member weights θ + σ·sign·ε.
+        antithetic (`bool`, *optional*, defaults to `True`):
+            Members in pairs (s, +1), (s, -1) sharing one noise draw.
+        fitness_shaping (`str`, *optional*, defaults to `"zscore"`):
+            How member rewards become fitness: `"zscore"`, `"centered_rank"` or `"none"` (the rewards themselves).
+        es_param_regex (`str` or `None`, *optional*, defaults to `None`):
+            Perturb only trainable parameters whose name matches this regex; `None`: every trainable parameter.
+
+        > Parameters of each member's evaluation
+
+        prompts_per_iteration (`int`, *optional*, defaults to `8`):
+            Prompts every member of an iteration answers, each `num_generations` times.
+        greedy (`bool`, *optional*, defaults to `False`):
+            Decode greedily, one completion per prompt, so a member's reward depends on its weights alone.
+    """
 
     population_size: int = field(
         default=30,

@@ -13,10 +13,48 @@ from trl_verigate.trainers.utils import is_number, refuse_too_few_generations
 
 @dataclass
 class VeriGateConfig(GRPOConfig):
-    """Configuration of [`VeriGateGRPOTrainer`]: every [`trl.GRPOConfig`] field plus the VeriGate fields below.
+    r"""
+    Configuration class for the [`VeriGateGRPOTrainer`].
 
-    The per-completion step cap is called `max_steps_per_completion` because `max_steps` already means the number of
-    optimizer steps in `transformers.TrainingArguments`.
+    Every [`trl.GRPOConfig`] parameter plus the ones below (their `help` metadata says more).
+
+    Parameters:
+        > Parameters that choose the gated groups and their advantages
+
+        gate (`str`, *optional*, defaults to `"all_zero"`):
+            Groups that fall back to the PRM: `"all_zero"` (the paper), `"all_equal"` or `"none"` (plain GRPO, no PRM).
+        gate_reward_funcs (`list[str]` or `None`, *optional*, defaults to `None`):
+            Names of the reward functions that form the verifier; `None`: all of them.
+        advantage_normalization (`str`, *optional*, defaults to `"verigate"`):
+            Token-level advantages of gated groups: `"verigate"` (the paper) or `"deepseekmath"`.
+        prm_score_center (`float` or `None`, *optional*, defaults to `None`):
+            Subtracted from every PRM step score before cumulating; `None`: the paper's formula.
+        prm_advantage_epsilon (`float`, *optional*, defaults to `1e-4`):
+            Added to the group standard deviation when normalizing the process advantages.
+        prm_audit_fraction (`float`, *optional*, defaults to `0.0`):
+            Share of non-gated groups also scored by the PRM, to log `verigate/prm_verifier_agreement`.
+
+        > Parameters that split completions into steps
+
+        step_separator (`str`, *optional*, defaults to `"\n\n"`):
+            String that separates reasoning steps in a completion.
+        max_steps_per_completion (`int` or `None`, *optional*, defaults to `32`):
+            Most steps per completion sent to the PRM; the rest merges into the last step. Not `max_steps`, which
+            `transformers.TrainingArguments` already uses for optimizer steps.
+
+        > Parameters that load the process reward model
+
+        prm_type (`str`, *optional*, defaults to `"qwen_math"`):
+            PRM built when the trainer gets no `process_reward_model`: `"qwen_math"`, `"math_shepherd"`,
+            `"token_classification"` or `"symbolic"`.
+        prm_model_name_or_path (`str` or `None`, *optional*, defaults to `"Qwen/Qwen2.5-Math-PRM-7B"`):
+            Hub id or local path of the PRM.
+        prm_batch_size (`int`, *optional*, defaults to `8`):
+            Completions per PRM forward pass.
+        prm_device (`str` or `None`, *optional*, defaults to `None`):
+            Device of each process's PRM copy: the training device, `"cpu"`, `"cuda:+K"` or one device per local rank.
+        prm_torch_dtype (`str` or `None`, *optional*, defaults to `None`):
+            Dtype the PRM loads in; `None`: the checkpoint's own.
     """
 
     gate: str = field(

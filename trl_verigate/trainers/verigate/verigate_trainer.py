@@ -30,7 +30,6 @@ from trl_verigate.steps import model_text_step_token_ids
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
 from trl_verigate.trainers.verigate.verigate_config import VeriGateConfig
 
-
 # Scored only to keep a ZeRO-3 PRM's forward passes in step across ranks; the scores are dropped.
 _PADDING_QUESTION = "What is 1 + 1?"
 _PADDING_STEP = "1 + 1 = 2."
