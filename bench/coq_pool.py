@@ -148,7 +148,7 @@ def main() -> None:
     args = parser.parse_args()
     requests = workload()
     plain = CoqServerConfig(
-        workers=WORKERS, spare_repls=0, sandbox="none", print_assumptions="never", recheck="none", header=HEADER
+        workers=WORKERS, spare_workers=0, sandbox="none", print_assumptions="never", recheck="none", header=HEADER
     )
 
     started = time.perf_counter()

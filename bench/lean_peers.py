@@ -296,7 +296,7 @@ def table_rows(results: dict, args) -> list[tuple[str, dict[str, str]]]:
             row(f"first result s, batch {n}", batch, "first_result_s", fmt="{:.2f}"),
             row(f"p50 / p99 s until held, batch {n}", batch, "p50_s", fmt="{:.2f}"),
             row(f"wrong or lost answers, batch {n}", batch, "wrong"),
-            row(f"REPLs retired after max_uses_per_repl, batch {n}", batch, "recycled"),
+            row(f"REPLs retired after max_uses_per_worker, batch {n}", batch, "recycled"),
         ]
         for name in PEERS:  # p50 and p99 in one cell
             if rows[-3][1][name] != "-":

@@ -1,6 +1,6 @@
-"""lean_server with and without a spare REPL (LeanServerConfig.spare_repls), side by side on the peers bench's stand-in.
+"""lean_server with and without a spare REPL (LeanServerConfig.spare_workers), side by side on the peers bench's stand-in.
 
-At a batch long enough for REPLs to reach `max_uses_per_repl`, each retirement without a spare leaves its slot idle
+At a batch long enough for REPLs to reach `max_uses_per_worker`, each retirement without a spare leaves its slot idle
 for a header load; with one, the replacement has loaded ahead. Rounds alternate the order of the two, so machine load
 falls on both alike. Usage:
 
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> None:
         stand_in = StandIn(Path(scratch), flags)
         drivers = {
             spares: LeanServerDriver(
-                stand_in, args.workers, MINIF2F_HEADER, label=f"spare_repls={spares}", spare_repls=spares
+                stand_in, args.workers, MINIF2F_HEADER, label=f"spare_workers={spares}", spare_workers=spares
             )
             for spares in (0, 1)
         }
@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
             kill_stand_ins(scratch)
     for spares in drivers:
         print(
-            f"spare_repls={spares}: proofs/s {' / '.join(f'{r:.1f}' for r in rates[spares])} "
+            f"spare_workers={spares}: proofs/s {' / '.join(f'{r:.1f}' for r in rates[spares])} "
             f"(median {statistics.median(rates[spares]):.1f}; ideal {args.workers / args.latency:.0f}), "
             f"REPLs retired {retired[spares]}"
         )

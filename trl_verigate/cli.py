@@ -91,7 +91,7 @@ def _check_coq_doctor_flags(parser: argparse.ArgumentParser, args: argparse.Name
     from trl_verigate.coq.config import CoqServerConfig
 
     try:
-        CoqServerConfig(workers=1, spare_repls=0, header=args.header, sandbox=args.sandbox, recheck=args.recheck)
+        CoqServerConfig(workers=1, spare_workers=0, header=args.header, sandbox=args.sandbox, recheck=args.recheck)
     except ValueError as error:
         subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
         subparsers.choices["coq-doctor"].error(f"--header: {error}")

@@ -19,5 +19,5 @@ def coq_server():
     """One long-lived server for the session: two workers, a 5 s timeout, the coqchk recheck on."""
     from trl_verigate.coq.server import CoqServer
 
-    with CoqServer(CoqServerConfig(workers=2, timeout=5.0, spare_repls=0)) as server:
+    with CoqServer(CoqServerConfig(workers=2, timeout=5.0, spare_workers=0)) as server:
         yield server

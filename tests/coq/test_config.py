@@ -20,7 +20,7 @@ from trl_verigate.coq.config import CoqServerConfig
         ({"workers": 0}, ValueError, ["CoqServerConfig.workers", ">= 1"]),
         ({"timeout": -1}, ValueError, ["CoqServerConfig.timeout", "> 0"]),
         ({"memory_limit_mb": 0}, ValueError, ["memory_limit_mb", ">= 1"]),
-        ({"spare_repls": -1}, ValueError, ["spare_repls", ">= 0"]),
+        ({"spare_workers": -1}, ValueError, ["spare_workers", ">= 0"]),
         ({"axiom_whitelist": "classic"}, TypeError, ["axiom_whitelist", "list of axiom names"]),
         ({"extra_tactics": "my_tac"}, TypeError, ["extra_tactics", "list of tactic names"]),
         ({"seed": "0"}, TypeError, ["CoqServerConfig.seed", "int"]),

@@ -9,7 +9,7 @@ import pytest
 from trl_verigate.coq import process as process_module
 from trl_verigate.coq.config import CoqServerConfig
 from trl_verigate.coq.process import CoqProcess
-from trl_verigate.prover_pool.worker import ReplCompromised, ReplCrashed, ReplStartError
+from trl_verigate.prover_pool.worker import WorkerCompromised, WorkerCrashed, WorkerStartError
 
 from .helpers import job
 
@@ -83,7 +83,7 @@ def test_an_answer_nobody_asked_for_is_a_breach(loop):
             process._process.stdin.write(b'<call val="Goal"><unit/></call>\n')
             await process._process.stdin.drain()
             await asyncio.sleep(0.5)
-            with pytest.raises(ReplCompromised) as error:
+            with pytest.raises(WorkerCompromised) as error:
                 await process.run_code(job(["intros n.", "auto."]), 10)
             assert not error.value.request_sent
         finally:
@@ -98,7 +98,7 @@ def test_a_memory_blow_up_under_rlimit_as_crashes_only_that_worker(loop):
         await process.start("Require Import Arith.")
         try:
             blow_up = "let x := eval vm_compute in (List.length (List.repeat 0 200000000)) in idtac x."
-            with pytest.raises(ReplCrashed) as error:
+            with pytest.raises(WorkerCrashed) as error:
                 await process.run_code(job(["intros n.", blow_up]), 60)
             assert "out of memory" in str(error.value)
         finally:
@@ -110,7 +110,7 @@ def test_a_memory_blow_up_under_rlimit_as_crashes_only_that_worker(loop):
 def test_a_protocol_version_it_does_not_speak_is_refused(loop, monkeypatch):
     monkeypatch.setattr(process_module, "SUPPORTED_PROTOCOLS", ("19990101",))
     process = CoqProcess(CoqServerConfig(workers=1))
-    with pytest.raises(ReplStartError) as error:
+    with pytest.raises(WorkerStartError) as error:
         loop.run_until_complete(process.start("Require Import Arith."))
     message = str(error.value)
     assert "Coq 8.16.1 speaking XML protocol 20220205" in message and "19990101" in message
@@ -119,14 +119,14 @@ def test_a_protocol_version_it_does_not_speak_is_refused(loop, monkeypatch):
 
 def test_a_missing_coqidetop_names_the_install_command(loop):
     process = CoqProcess(CoqServerConfig(workers=1, coqidetop_command=["no-such-coqidetop"]))
-    with pytest.raises(ReplStartError) as error:
+    with pytest.raises(WorkerStartError) as error:
         loop.run_until_complete(process.start("Require Import Arith."))
     assert "apt-get install -y --no-install-recommends coq" in str(error.value)
 
 
 def test_a_header_coq_cannot_load_is_a_start_error(loop):
     process = CoqProcess(CoqServerConfig(workers=1))
-    with pytest.raises(ReplStartError) as error:
+    with pytest.raises(WorkerStartError) as error:
         loop.run_until_complete(process.start("Require Import NoSuchLibrary."))
     assert "NoSuchLibrary" in str(error.value) and "CoqServerConfig.header" in str(error.value)
 

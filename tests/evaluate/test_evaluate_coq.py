@@ -46,7 +46,7 @@ def tiny_rows(*names: str) -> list[dict]:
 def score(tmp_path, completions, names=("add_zero_r", "succ_pos")):
     problem_set = coq_problems(tiny_rows(*names))
     n = len(completions)
-    config = CoqServerConfig(workers=2, spare_repls=0, timeout=10.0, header="Require Import Arith Lia.\n")
+    config = CoqServerConfig(workers=2, spare_workers=0, timeout=10.0, header="Require Import Arith Lia.\n")
     with CoqServer(config) as server:
         evaluation = Evaluation("coq", problem_set, CoqScorer(server, 10.0, concurrency=2), n, sorted({1, n}))
         summary = evaluate(evaluation, FixedBackend(completions), str(tmp_path / "out"), False, lambda text: None)

@@ -1,4 +1,4 @@
-"""ReplProcess and ReplPool driven with raw REPL commands against the stand-in REPL."""
+"""ReplProcess and WorkerPool driven with raw REPL commands against the stand-in REPL."""
 
 import asyncio
 import os
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import read_log, stand_in_config
-from trl_verigate.lean_server.repl.process import ReplCrashed, ReplProcess, ReplStartError, ReplTimeout
+from trl_verigate.lean_server.repl.process import WorkerCrashed, ReplProcess, WorkerStartError, WorkerTimeout
 from trl_verigate.lean_server.core.types import LeanServerConfig
-from trl_verigate.prover_pool.pool import ReplPool
+from trl_verigate.prover_pool.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,7 +37,7 @@ def pids(tmp_path: Path) -> set:
 
 
 async def with_pool(config: LeanServerConfig, body):
-    pool = ReplPool(config, ReplProcess)
+    pool = WorkerPool(config, ReplProcess)
     try:
         return await body(pool)
     finally:
@@ -63,7 +63,7 @@ def test_recycling_after_max_uses_starts_fresh_processes_each_loading_the_header
             assert axioms_text(response) == f"'t{i}' depends on axioms: [propext]"
         return dict(pool.counters)
 
-    counters = asyncio.run(with_pool(stand_in_config(tmp_path, max_uses_per_repl=3), body))
+    counters = asyncio.run(with_pool(stand_in_config(tmp_path, max_uses_per_worker=3), body))
     per_pid = headers_per_pid(tmp_path)
     assert len(per_pid) >= 4
     assert set(per_pid.values()) == {1}
@@ -76,7 +76,7 @@ def test_recycling_after_max_uses_starts_fresh_processes_each_loading_the_header
 def test_a_broken_repl_fails_only_its_request_and_is_replaced(tmp_path, behaviour):
     async def body(pool):
         first, _ = await pool.run(HEADER, theorem("before"), 5.0)
-        with pytest.raises(ReplCrashed) as crashed:
+        with pytest.raises(WorkerCrashed) as crashed:
             await pool.run(HEADER, "theorem BREAK : 1 = 1 := by rfl", 5.0)
         after, _ = await pool.run(HEADER, theorem("after"), 5.0)
         return first, crashed.value, after
@@ -91,7 +91,7 @@ def test_a_broken_repl_fails_only_its_request_and_is_replaced(tmp_path, behaviou
 def test_early_exit_is_a_crash_with_the_exit_status_and_stderr_in_the_reason(tmp_path):
     async def body(pool):
         await pool.run(HEADER, theorem("one"), 5.0)
-        with pytest.raises(ReplCrashed) as crashed:
+        with pytest.raises(WorkerCrashed) as crashed:
             await pool.run(HEADER, theorem("two"), 5.0)
         response, _ = await pool.run(HEADER, theorem("three"), 5.0)
         return str(crashed.value), response
@@ -104,7 +104,7 @@ def test_early_exit_is_a_crash_with_the_exit_status_and_stderr_in_the_reason(tmp
 
 def test_a_hanging_command_times_out_and_its_process_group_is_killed(tmp_path):
     async def body(pool):
-        with pytest.raises(ReplTimeout) as timed_out:
+        with pytest.raises(WorkerTimeout) as timed_out:
             await pool.run(HEADER, "theorem HANG : 1 = 1 := by rfl", 0.5)
         response, _ = await pool.run(HEADER, theorem("after"), 5.0)
         return timed_out.value, response
@@ -119,7 +119,7 @@ def test_a_hanging_command_times_out_and_its_process_group_is_killed(tmp_path):
 
 def test_rlimit_as_stops_a_runaway_allocation(tmp_path):
     async def body(pool):
-        with pytest.raises(ReplCrashed) as crashed:
+        with pytest.raises(WorkerCrashed) as crashed:
             await pool.run(HEADER, "theorem OOM : 1 = 1 := by rfl", 20.0)
         return str(crashed.value)
 
@@ -188,7 +188,7 @@ def test_a_missing_executable_is_a_start_error_that_says_what_to_configure(tmp_p
     config = LeanServerConfig(repl_command=["no-such-lean-repl-binary"], project_dir=str(tmp_path))
 
     async def body(pool):
-        with pytest.raises(ReplStartError) as failed:
+        with pytest.raises(WorkerStartError) as failed:
             await pool.run(HEADER, theorem("t"), 5.0)
         return failed.value
 
@@ -207,7 +207,7 @@ def test_a_slow_start_is_bounded_by_startup_timeout_and_then_fails_fast(tmp_path
         errors, times = [], []
         for i in range(4):
             started = time.monotonic()
-            with pytest.raises(ReplStartError) as failed:
+            with pytest.raises(WorkerStartError) as failed:
                 await pool.run(HEADER, theorem(f"t{i}"), 5.0)
             times.append(time.monotonic() - started)
             errors.append(str(failed.value))
@@ -229,7 +229,7 @@ def test_a_header_with_errors_is_a_start_error(tmp_path):
     config = stand_in_config(tmp_path, script=[{"match": "DoesNotExist", "response": response}])
 
     async def body(pool):
-        with pytest.raises(ReplStartError) as failed:
+        with pytest.raises(WorkerStartError) as failed:
             await pool.run(bad_header, theorem("t"), 5.0)
         good, _ = await pool.run(HEADER, theorem("t"), 5.0)
         return str(failed.value), good
@@ -254,7 +254,7 @@ def test_a_batch_spreads_over_all_workers_and_never_exceeds_them(tmp_path):
 
 
 def test_headers_get_their_own_workers_and_idle_ones_are_evicted_at_capacity(tmp_path):
-    config = stand_in_config(tmp_path, workers=1, spare_repls=0)  # a spare would be a second process by design
+    config = stand_in_config(tmp_path, workers=1, spare_workers=0)  # a spare would be a second process by design
 
     async def body(pool):
         for header in (HEADER, HEADER, OTHER_HEADER, OTHER_HEADER, HEADER):
@@ -299,14 +299,14 @@ def test_close_kills_every_process_even_mid_request(tmp_path):
     config = stand_in_config(tmp_path, script=[{"match": "HANG", "behaviour": "hang"}], workers=2)
 
     async def main():
-        pool = ReplPool(config, ReplProcess)
+        pool = WorkerPool(config, ReplProcess)
         hanging = asyncio.ensure_future(pool.run(HEADER, "theorem HANG : 1 = 1 := by rfl", 60.0))
         await pool.run(HEADER, theorem("t"), 5.0)
         while not any("HANG" in row["request"].get("cmd", "") for row in read_log(tmp_path / "repl.log")):
             await asyncio.sleep(0.02)
         live = pool.live_pids()
         await pool.close()
-        with pytest.raises(ReplCrashed):
+        with pytest.raises(WorkerCrashed):
             await hanging
         with pytest.raises(RuntimeError, match="closed"):
             await pool.run(HEADER, theorem("t"), 5.0)
@@ -325,7 +325,7 @@ def test_interleaved_headers_settle_on_their_own_processes_instead_of_reimportin
     """The peers bench's header-reuse line: 64 requests alternating two headers on 4 workers."""
     # No spares: a spare is a header load by design (started ahead of a retirement), not a re-import.
     config = stand_in_config(
-        tmp_path, "--latency", "0.01", "--import-latency", "3.0", workers=4, spare_repls=0, timeout=20.0
+        tmp_path, "--latency", "0.01", "--import-latency", "3.0", workers=4, spare_workers=0, timeout=20.0
     )
 
     async def body(pool):
@@ -346,7 +346,7 @@ def test_interleaved_headers_settle_on_their_own_processes_instead_of_reimportin
 @pytest.mark.slow  # waits out queued stand-in proofs: ~10 s
 def test_a_header_without_a_process_still_gets_one_while_another_header_has_waiters(tmp_path):
     config = stand_in_config(
-        tmp_path, "--latency", "0.2", "--import-latency", "4.0", workers=2, spare_repls=0, timeout=10.0
+        tmp_path, "--latency", "0.2", "--import-latency", "4.0", workers=2, spare_workers=0, timeout=10.0
     )
 
     async def body(pool):
@@ -393,10 +393,10 @@ def max_overlapping_processes(log_path: Path) -> int:
     return max(sum(first[pid] <= i <= last[pid] for pid in first) for i in range(len(rows)))
 
 
-@pytest.mark.parametrize("spare_repls", [0, 1])
-def test_a_spare_loads_before_its_predecessor_retires_and_bounds_the_processes(tmp_path, spare_repls):
+@pytest.mark.parametrize("spare_workers", [0, 1])
+def test_a_spare_loads_before_its_predecessor_retires_and_bounds_the_processes(tmp_path, spare_workers):
     config = stand_in_config(
-        tmp_path, "--latency", "0.03", workers=2, max_uses_per_repl=20, spare_repls=spare_repls, timeout=10.0
+        tmp_path, "--latency", "0.03", workers=2, max_uses_per_worker=20, spare_workers=spare_workers, timeout=10.0
     )
 
     async def body(pool):
@@ -411,20 +411,20 @@ def test_a_spare_loads_before_its_predecessor_retires_and_bounds_the_processes(t
     assert counters["recycled"] >= 3
     # With a spare, a replacement has loaded its header while its predecessor still ran proofs: 3 processes overlap
     # (never more: one spare). Without, a replacement starts only once its predecessor retired.
-    assert max_overlapping_processes(tmp_path / "repl.log") == 2 + spare_repls
+    assert max_overlapping_processes(tmp_path / "repl.log") == 2 + spare_workers
 
 
-def test_spare_repls_must_be_a_non_negative_int(tmp_path):
+def test_spare_workers_must_be_a_non_negative_int(tmp_path):
     for bad in (-1, 1.5, True, "1"):
-        with pytest.raises(ValueError, match="spare_repls"):
-            LeanServerConfig(spare_repls=bad)
+        with pytest.raises(ValueError, match="spare_workers"):
+            LeanServerConfig(spare_workers=bad)
 
 
 def test_a_process_still_loading_its_header_counts_as_its_headers_process(tmp_path):
     """While B's first process loads (3 s), A's quick one serves: B's waiters must wait for their loading process,
     not evict A's (B has a process, only not yet loaded), which made A evict back and the two thrash."""
     quick_header = "set_option maxHeartbeats 400000"  # no import: the stand-in answers it at once
-    config = stand_in_config(tmp_path, "--latency", "0.02", "--import-latency", "3.0", workers=2, spare_repls=0)
+    config = stand_in_config(tmp_path, "--latency", "0.02", "--import-latency", "3.0", workers=2, spare_workers=0)
 
     async def body(pool):
         first = [(quick_header, "a0"), (HEADER, "b0")]
@@ -450,7 +450,7 @@ def test_faults_and_a_cancellation_among_queued_requests_of_two_headers_cross_or
         {"match": "CANCELLED", "behaviour": "sleep:30"},
     ]
     config = stand_in_config(
-        tmp_path, "--latency", "0.02", script=script, workers=2, max_uses_per_repl=4, memory_limit_mb=512
+        tmp_path, "--latency", "0.02", script=script, workers=2, max_uses_per_worker=4, memory_limit_mb=512
     )
     faults = {5: "HANG", 9: "CRASH", 13: "GARBAGE", 17: "OOM", 21: "CANCELLED"}
     names = [faults.get(i, f"t{i}") for i in range(30)]
@@ -467,9 +467,9 @@ def test_faults_and_a_cancellation_among_queued_requests_of_two_headers_cross_or
     outcomes = asyncio.run(with_pool(config, body))
     for i, (name, outcome) in enumerate(zip(names, outcomes, strict=True)):
         if name == "HANG":
-            assert isinstance(outcome, ReplTimeout), outcome
+            assert isinstance(outcome, WorkerTimeout), outcome
         elif name in ("CRASH", "GARBAGE", "OOM"):
-            assert isinstance(outcome, ReplCrashed), (name, outcome)
+            assert isinstance(outcome, WorkerCrashed), (name, outcome)
         elif name == "CANCELLED":
             assert isinstance(outcome, asyncio.CancelledError)
         else:
@@ -485,7 +485,7 @@ def test_faults_and_a_cancellation_among_queued_requests_of_two_headers_cross_or
 
 
 def test_a_request_cancelled_just_as_it_is_handed_a_process_gives_the_process_back(tmp_path):
-    config = stand_in_config(tmp_path, "--latency", "0.2", workers=1, spare_repls=0)
+    config = stand_in_config(tmp_path, "--latency", "0.2", workers=1, spare_workers=0)
 
     async def body(pool):
         first = asyncio.ensure_future(pool.run(HEADER, theorem("first"), 5.0))

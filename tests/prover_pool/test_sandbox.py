@@ -22,10 +22,10 @@ import pytest
 from tests.fake_repl import CHILD_MARKER, DEFAULT_TRANSCRIPTS, stand_in_config, write_script
 from tests.launch import REPO_ROOT, TESTS_DIR
 from trl_verigate.lean_server.repl import process as process_module
-from trl_verigate.lean_server.repl.process import ReplProcess, ReplStartError
+from trl_verigate.lean_server.repl.process import ReplProcess, WorkerStartError
 from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.prover_pool import procfs, sandbox
-from trl_verigate.prover_pool.pool import ReplPool
+from trl_verigate.prover_pool.pool import WorkerPool
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -251,7 +251,7 @@ def test_without_the_sandbox_another_workers_stdout_is_written(tmp_path):
     (report,) = reports(attack)
     assert report.startswith("attack escape:fd: wrote") and "bytes" in report, report
     # The forged bytes landed in the victim's pipe; the framing checks then refuse the victim's answer.
-    assert isinstance(victim, process_module.ReplCompromised), victim
+    assert isinstance(victim, process_module.WorkerCompromised), victim
 
 
 SECRET = "verigate-secret-4f1c"
@@ -260,12 +260,12 @@ import asyncio, json, sys
 sys.path.insert(0, {repo!r})
 from tests.fake_repl import stand_in_config
 from trl_verigate.lean_server.repl.process import ReplProcess
-from trl_verigate.prover_pool.pool import ReplPool
+from trl_verigate.prover_pool.pool import WorkerPool
 
 config = stand_in_config({tmp!r}, script=[{{"match": "escape_env", "behaviour": "escape:environ"}}], sandbox={mode!r})
 
 async def main():
-    pool = ReplPool(config, ReplProcess)
+    pool = WorkerPool(config, ReplProcess)
     try:
         response, _ = await pool.run(config.header, "theorem escape_env : 1 = 1 := rfl", 10.0)
     finally:
@@ -335,7 +335,7 @@ def test_a_child_in_its_own_session_dies_with_the_sandbox(tmp_path, monkeypatch,
 def test_sandbox_bwrap_without_bubblewrap_fails_the_start_with_the_fix(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     config = stand_in_config(tmp_path, sandbox="bwrap")
-    with pytest.raises(ReplStartError) as failed:
+    with pytest.raises(WorkerStartError) as failed:
         asyncio.run(started(config))
     assert "apt-get install bubblewrap" in str(failed.value) and "sandbox='none'" in str(failed.value)
 
@@ -346,7 +346,7 @@ def test_sandbox_bwrap_with_a_bubblewrap_that_cannot_run_names_its_error(tmp_pat
     fake.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
-    with pytest.raises(ReplStartError) as failed:
+    with pytest.raises(WorkerStartError) as failed:
         asyncio.run(started(stand_in_config(tmp_path, sandbox="bwrap")))
     assert "No permissions to create new namespace" in str(failed.value)
     assert "apt-get install bubblewrap" in str(failed.value)
@@ -358,7 +358,7 @@ def test_sandbox_auto_without_bubblewrap_runs_unsandboxed_and_says_so_once(tmp_p
     config = stand_in_config(tmp_path, sandbox="auto", workers=2)
 
     async def body():
-        pool = ReplPool(config, ReplProcess)
+        pool = WorkerPool(config, ReplProcess)
         try:
             await asyncio.gather(*(pool.run(HEADER, f"theorem t{i} : 1 = 1 := rfl", 5.0) for i in range(4)))
             return [p.sandboxed for p in pool._processes]

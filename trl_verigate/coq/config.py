@@ -12,6 +12,7 @@ from typing import Literal, get_args
 
 from trl_verigate.coq.sentences import split_sentences
 from trl_verigate.prover_pool import settings
+from trl_verigate.prover_pool.config import ProverPoolConfig
 
 OWNER = "CoqServerConfig"
 DEFAULT_HEADER = "Require Import Arith Lia."
@@ -27,8 +28,6 @@ PRINT_ASSUMPTIONS: tuple[str, ...] = get_args(PrintAssumptions)
 # "coqchk": the passes of each verify() call are compiled with coqc and checked by coqchk (`coq.recheck`).
 Recheck = Literal["coqchk", "none"]
 RECHECKS: tuple[str, ...] = get_args(Recheck)
-Sandbox = Literal["auto", "bwrap", "none"]
-SANDBOXES: tuple[str, ...] = get_args(Sandbox)
 
 # The sentences a trusted header may hold: loading libraries and opening scopes, nothing that declares anything.
 _HEADER_SENTENCE = re.compile(
@@ -62,22 +61,19 @@ def header_problem(header) -> str | None:
 
 
 @dataclass
-class CoqServerConfig:
-    """How to start and police the coqidetop workers (`coq.server.CoqServer`)."""
+class CoqServerConfig(ProverPoolConfig):
+    """How to start and police the coqidetop workers (`coq.server.CoqServer`): the pool's settings
+    (`ProverPoolConfig`, here with Coq's defaults) and Coq's own."""
 
+    timeout: float = 10.0
+    memory_limit_mb: int | None = 2048
+    max_uses_per_worker: int = 500
+    startup_timeout: float = 60.0
     coqidetop_command: list[str] = field(default_factory=default_coqidetop_command)
     coqc_command: list[str] = field(default_factory=lambda: ["coqc"])
     coqchk_command: list[str] = field(default_factory=lambda: ["coqchk"])
-    project_dir: str | None = None
     # Trusted: loaded once per worker; every statement and proof runs after it.
     header: str = DEFAULT_HEADER
-    workers: int = field(default_factory=settings.default_workers)
-    timeout: float = 10.0
-    memory_limit_mb: int | None = 2048
-    max_uses_per_repl: int = 500
-    spare_repls: int = 1
-    startup_timeout: float = 60.0
-    sandbox: Sandbox = "auto"
     print_assumptions: PrintAssumptions = "always"
     print_assumptions_fraction: float = 0.1
     seed: int = 0
@@ -87,35 +83,20 @@ class CoqServerConfig:
     extra_tactics: tuple[str, ...] = ()
     # Axioms a pass may depend on, by the name `Print Assumptions` gives (e.g. "classic"); none by default.
     axiom_whitelist: tuple[str, ...] = ()
-    # UTF-8 bytes of one request (statement + proof + header) and of one verify() batch.
-    max_request_bytes: int = 64 << 10
-    max_batch_bytes: int = 64 << 20
 
     def __post_init__(self):
+        super().__post_init__()
         example = repr(default_coqidetop_command())
         self.coqidetop_command = settings.check_argv(OWNER, "coqidetop_command", self.coqidetop_command, example)
         self.coqc_command = settings.check_argv(OWNER, "coqc_command", self.coqc_command, "['coqc']")
         self.coqchk_command = settings.check_argv(OWNER, "coqchk_command", self.coqchk_command, "['coqchk']")
-        self.project_dir = settings.check_project_dir(OWNER, self.project_dir)
         problem = header_problem(self.header)
         if problem is not None:
             raise ValueError(f"{OWNER}.header {problem}")
-        settings.check_choice(OWNER, "sandbox", self.sandbox, SANDBOXES)
         settings.check_choice(OWNER, "print_assumptions", self.print_assumptions, PRINT_ASSUMPTIONS)
         settings.check_choice(OWNER, "recheck", self.recheck, RECHECKS)
-        for name in ("timeout", "startup_timeout", "recheck_timeout"):
-            settings.check_positive_number(OWNER, name, getattr(self, name), "seconds")
+        settings.check_positive_number(OWNER, "recheck_timeout", self.recheck_timeout, "seconds")
         settings.check_fraction(OWNER, "print_assumptions_fraction", self.print_assumptions_fraction)
-        for name, unit in (
-            ("workers", "coqidetop processes"),
-            ("max_uses_per_repl", "proofs"),
-            ("max_request_bytes", "bytes"),
-            ("max_batch_bytes", "bytes"),
-        ):
-            settings.check_positive_int(OWNER, name, getattr(self, name), unit)
-        settings.check_spare_repls(OWNER, self.spare_repls)
-        if self.memory_limit_mb is not None:
-            settings.check_positive_int(OWNER, "memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"{OWNER}.seed must be an int, got {self.seed!r}")
         self.extra_tactics = settings.check_names(

@@ -72,7 +72,7 @@ def add_parser(subparsers) -> None:
 def _run_coq_doctor(args: argparse.Namespace) -> int:
     try:
         config = CoqServerConfig(
-            workers=1, spare_repls=0, header=args.header, sandbox=args.sandbox, recheck=args.recheck
+            workers=1, spare_workers=0, header=args.header, sandbox=args.sandbox, recheck=args.recheck
         )
     except ValueError as error:
         print(f"✗ config: {error}")

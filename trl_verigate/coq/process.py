@@ -10,12 +10,12 @@ run as queries on the final state. The statement's own `Check` (with `Admitted.`
 once per statement and kept, for the judge to compare with.
 
 Framing: coqidetop answers every call with feedback and then exactly one `<value>`; a `<value>` nobody asked for
-means the output can no longer be matched to calls, and the worker is killed (ReplCompromised). A proof cannot
+means the output can no longer be matched to calls, and the worker is killed (WorkerCompromised). A proof cannot
 print one: Coq escapes what it prints (`coq.protocol`).
 
 Timeout: at the deadline the process gets SIGINT; Coq answers "User interrupt." at the running sentence and the
 worker stays (the run comes back with `timeout` set). If it does not answer within INTERRUPT_GRACE_S it is
-killed (ReplTimeout) and the pool replaces it.
+killed (WorkerTimeout) and the pool replaces it.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from trl_verigate.coq.precheck import CoqJob
 from trl_verigate.coq.sentences import split_sentences
 from trl_verigate.coq.toolchain import CoqToolProcess
 from trl_verigate.prover_pool import procfs
-from trl_verigate.prover_pool.worker import ReplCompromised, ReplCrashed, ReplStartError, ReplTimeout
+from trl_verigate.prover_pool.worker import WorkerCompromised, WorkerCrashed, WorkerStartError, WorkerTimeout
 
 SUPPORTED_PROTOCOLS = (protocol.PROTOCOL_VERSION,)
 INTERRUPT_GRACE_S = 2.0
@@ -57,55 +57,32 @@ class CoqProcess(CoqToolProcess):
         self.header: str | None = None
         self.header_state: int | None = None
         self.coq_version: str | None = None
-        self.startup_s: float | None = None
         self.header_loads = 0
         self._frames = protocol.FrameReader()
         self._nodes: asyncio.Queue = asyncio.Queue()
-        self._stdout_task: asyncio.Task | None = None
         # Answers owed: calls written whose <value> the reader has not seen yet.
         self._due = 0
         self._output_bytes = 0  # what coqidetop printed during the current run (`run_code`)
         self._breach: str | None = None
         self._references: collections.OrderedDict[str, dict] = collections.OrderedDict()
 
-    def reader_tasks(self) -> list[asyncio.Task]:
-        return super().reader_tasks() + [task for task in (self._stdout_task,) if task is not None]
-
     # ------------------------------------------------------------ start
 
     async def start(self, header: str) -> None:
-        """Spawn coqidetop, check its protocol (`About`), `Init`, and load `header`; ReplStartError on any failure."""
-        config = self.config
-        await self.spawn(list(config.coqidetop_command))
-        self._stdout_task = asyncio.ensure_future(self._read_stdout())
-        started = time.monotonic()
-        try:
-            await asyncio.wait_for(self._load(header), config.startup_timeout)
-        except asyncio.TimeoutError:
-            await self.close()
-            raise ReplStartError(
-                f"coqidetop did not load the header within startup_timeout={config.startup_timeout:g} s: raise "
-                "CoqServerConfig.startup_timeout or check the header's libraries are compiled (.vo files)"
-            ) from None
-        except ReplStartError:
-            await self.close()
-            raise
-        except (protocol.ProtocolError, ReplCompromised, BrokenPipeError, ConnectionResetError) as error:
-            await self._kill()
-            detail = self.describe_exit()
-            await self.close()
-            raise ReplStartError(
-                f"coqidetop failed at start ({error}; {detail}): check CoqServerConfig.coqidetop_command "
-                "(`trl-verigate coq-doctor`)"
-            ) from None
-        self.startup_s = time.monotonic() - started
+        """Spawn coqidetop, check its protocol (`About`), `Init`, and load `header`; WorkerStartError on any failure."""
+        await self.start_and_load(
+            list(self.config.coqidetop_command),
+            lambda: self._load(header),
+            "check the header's libraries are compiled (.vo files)",
+            "check CoqServerConfig.coqidetop_command (`trl-verigate coq-doctor`)",
+        )
 
     async def _load(self, header: str) -> None:
         answer, _ = await self._call(protocol.about())
         version, protocol_version = protocol.read_coq_info(answer)
         self.coq_version = version
         if protocol_version not in SUPPORTED_PROTOCOLS:
-            raise ReplStartError(
+            raise WorkerStartError(
                 f"coqidetop is Coq {version} speaking XML protocol {protocol_version}; this server speaks "
                 f"{', '.join(SUPPORTED_PROTOCOLS)} (Coq 8.16): install Coq 8.16 (`{INSTALL_COMMAND}` on Debian 12) "
                 "or point CoqServerConfig.coqidetop_command at it"
@@ -115,7 +92,7 @@ class CoqProcess(CoqToolProcess):
         for sentence in split_sentences(header):
             answer, _ = await self._call(protocol.add(sentence.text(header), state))
             if not answer.good:
-                raise ReplStartError(
+                raise WorkerStartError(
                     f"coqidetop refused the header sentence {sentence.text(header)!r}: {answer.message}; fix "
                     "CoqServerConfig.header (or the request's header) or install the libraries it requires"
                 )
@@ -123,7 +100,7 @@ class CoqProcess(CoqToolProcess):
         answer, feedback = await self._call(protocol.status())
         if not answer.good:
             errors = [f.text for f in feedback if f.level == "error"] or [answer.message]
-            raise ReplStartError(
+            raise WorkerStartError(
                 f"coqidetop could not load the header {header[:200]!r}: {'; '.join(errors)}; fix "
                 "CoqServerConfig.header (or the request's header) or install the libraries it requires"
             )
@@ -135,7 +112,7 @@ class CoqProcess(CoqToolProcess):
     async def run_code(self, job: CoqJob, timeout: float) -> dict:
         """Coq's account of `job` (see the module docstring): a dict the judge reads."""
         if not self.alive:
-            raise ReplCrashed(f"coqidetop is not running ({self.describe_exit()})")
+            raise WorkerCrashed(f"coqidetop is not running ({self.describe_exit()})")
         self.uses += 1
         self._output_bytes = 0
         started = time.monotonic()
@@ -248,9 +225,9 @@ class CoqProcess(CoqToolProcess):
                             os.kill(pid, signal.SIGINT)
                 await asyncio.wait_for(self._answer(), INTERRUPT_GRACE_S)
             await asyncio.wait_for(self._back_to_header(), INTERRUPT_GRACE_S)
-        except (asyncio.TimeoutError, protocol.ProtocolError, ReplCompromised, BrokenPipeError, ConnectionResetError):
+        except (asyncio.TimeoutError, protocol.ProtocolError, WorkerCompromised, BrokenPipeError, ConnectionResetError):
             await self._kill()
-            raise ReplTimeout(
+            raise WorkerTimeout(
                 "no answer within the timeout, nor after SIGINT; coqidetop was killed", time.monotonic() - started
             ) from None
         response["timeout"] = True
@@ -260,7 +237,7 @@ class CoqProcess(CoqToolProcess):
     async def _call(self, data: bytes) -> tuple[protocol.Answer, list[protocol.Feedback]]:
         """Send one call; its answer and the feedback that came with it."""
         if self._breach is not None:
-            raise ReplCompromised(self._breach, request_sent=False)
+            raise WorkerCompromised(self._breach, request_sent=False)
         if self._process.returncode is not None:
             raise protocol.ProtocolError("eof", f"coqidetop exited ({self.describe_exit()})")
         self._due += 1

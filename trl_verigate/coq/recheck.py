@@ -41,7 +41,7 @@ from trl_verigate.coq.judge import read_assumptions, whitelisted
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.toolchain import CoqToolProcess
 from trl_verigate.prover_pool.results import VerificationResult
-from trl_verigate.prover_pool.worker import ReplError
+from trl_verigate.prover_pool.worker import WorkerError
 
 LIBRARY = "VG"
 MODULE = "Batch"
@@ -94,7 +94,7 @@ class CoqTool(CoqToolProcess):
             return output, written.read_bytes() if written is not None and written.is_file() else None
         except asyncio.TimeoutError:
             raise CheckerFailure(f"{argv[0]} took longer than CoqServerConfig.recheck_timeout={timeout:g} s") from None
-        except ReplError as error:
+        except WorkerError as error:
             raise CheckerFailure(str(error)) from None
         finally:
             await self.close()

@@ -17,6 +17,10 @@ class CoqToolProcess(WorkerProcess):
 
     ENV_PREFIXES = ("COQ", "OCAML")
     SETTINGS_NAME = "CoqServerConfig"
+    NOT_FOUND_FIX = (
+        f"install Coq 8.16 (`{INSTALL_COMMAND}`) or set the CoqServerConfig command that names it; "
+        "`trl-verigate coq-doctor` checks the setup"
+    )
 
     def scratch_env(self, scratch: Path) -> dict[str, str]:
         env = super().scratch_env(scratch)
@@ -25,10 +29,3 @@ class CoqToolProcess(WorkerProcess):
         if "OCAMLFIND_CONF" not in env and os.path.isfile(OCAMLFIND_CONF):
             env["OCAMLFIND_CONF"] = OCAMLFIND_CONF
         return env
-
-    def not_found_message(self, program: str, env: dict[str, str], cwd: str) -> str:
-        return (
-            f"Coq program {program!r} not found (PATH={env.get('PATH', '')!r}): install Coq 8.16 "
-            f"(`{INSTALL_COMMAND}`) or set the CoqServerConfig command that names it; `trl-verigate coq-doctor` "
-            "checks the setup"
-        )

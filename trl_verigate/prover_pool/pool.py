@@ -5,7 +5,7 @@
   without a trace (its own answers forged) therefore never answers for another caller. Below, a "header" is the pair
   (header, owner) a process was started for.
 
-- At most `config.workers` processes serve requests (plus `spare_repls` spares loading ahead, below); a request
+- At most `config.workers` processes serve requests (plus `spare_workers` spares loading ahead, below); a request
   needs one idle process whose header is its own; when none is idle, a free slot gets a new process, else the least
   recently used idle process of another header is evicted. A batch therefore spreads over all slots.
 - Requests wait in arrival order, but one whose header already has a process evicts another header's idle
@@ -17,19 +17,19 @@
   Otherwise it waits for its own processes. So interleaved headers settle on processes of each instead of
   re-importing (a Mathlib import takes seconds, a proof often less), while a header with no process at all still
   gets one at once.
-- A process is retired after `max_uses_per_repl` commands (every command adds an env, so memory
+- A process is retired after `max_uses_per_worker` commands (every command adds an env, so memory
   only grows). Its replacement starts ahead, as a spare, and takes over as soon as it has loaded the header, so a
-  retirement costs no idle time. At most `spare_repls` spares live at once, so the pool holds at most
-  `workers + spare_repls` processes (plus ones being killed): slots near their limit take turns at the spare, so a
-  slot asks for one when it has `workers / spare_repls` header loads' worth of commands left (load time over the
+  retirement costs no idle time. At most `spare_workers` spares live at once, so the pool holds at most
+  `workers + spare_workers` processes (plus ones being killed): slots near their limit take turns at the spare, so a
+  slot asks for one when it has `workers / spare_workers` header loads' worth of commands left (load time over the
   mean proof time; at most half its uses), and its turn comes before its limit. A process is also retired after a
   timeout, after a crash and when its output breaks the framing rules
-  (`process.ReplCompromised`, counted as "compromised"; a request that found its REPL already
+  (`process.WorkerCompromised`, counted as "compromised"; a request that found its worker already
   compromised by an earlier one runs again on the replacement). Its slot immediately starts a
   replacement in the background, so the restart overlaps whatever the caller does next.
 - A failed start fails only the request that waited for it. After two consecutive failed starts
   for a header, requests for it fail fast with the same reason for a growing back-off (2 s to
-  60 s), so a misconfigured REPL cannot stall a batch for `startup_timeout` per request.
+  60 s), so a misconfigured worker cannot stall a batch for `startup_timeout` per request.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from trl_verigate.prover_pool.worker import ReplCompromised, ReplError, ReplStartError
+from trl_verigate.prover_pool.worker import WorkerCompromised, WorkerError, WorkerStartError
 
 MAX_START_BACKOFF_S = 60.0
 
@@ -80,10 +80,10 @@ class _StartFailures:
     retry_at: float = 0.0
 
 
-class ReplPool:
+class WorkerPool:
     """Runs commands in the header's env of pooled prover processes. Create and use it on one event loop.
 
-    `config` holds `workers`, `spare_repls` and `max_uses_per_repl`; `worker_factory(config)` makes an unstarted
+    `config` holds `workers`, `spare_workers` and `max_uses_per_worker`; `worker_factory(config)` makes an unstarted
     worker with `start(header)`, `run_code(code, timeout)`, `uses`, `alive`, `pid`, `close()`, `kill_now()` and
     `remove_scratch()` (`lean_server.repl.process.ReplProcess`, `coq.process.CoqProcess`).
     """
@@ -123,9 +123,9 @@ class ReplPool:
         """The response of one of `owner`'s processes for `header` to `code` run in the header's env, and the
         seconds it took.
 
-        The time and the timeout cover only the REPL's work, not waiting for a free process.
+        The time and the timeout cover only the worker's work, not waiting for a free process.
 
-        Raises ReplTimeout, ReplCrashed, ReplCompromised or ReplStartError (subclasses of ReplError, each with the
+        Raises WorkerTimeout, WorkerCrashed, WorkerCompromised or WorkerStartError (subclasses of WorkerError, each with the
         `status` its request gets); the pool stays usable either way.
         """
         self._check_open()
@@ -133,10 +133,10 @@ class ReplPool:
         try:
             try:
                 return await self._run_in(slot, code, timeout)
-            except ReplCompromised as error:
+            except WorkerCompromised as error:
                 if error.request_sent:
                     raise
-            # The REPL was compromised by an earlier request before this one was written: this one is
+            # The worker was compromised by an earlier request before this one was written: this one is
             # innocent, so it runs on the replacement.
             return await self._run_in(slot, code, timeout)
         finally:
@@ -187,8 +187,8 @@ class ReplPool:
         started = time.monotonic()
         try:
             response = await process.run_code(code, timeout)
-        except ReplError as error:
-            if isinstance(error, ReplCompromised):
+        except WorkerError as error:
+            if isinstance(error, WorkerCompromised):
                 self.counters["compromised"] += 1
             else:
                 self.counters["timeouts" if error.status == "timeout" else "crashes"] += 1
@@ -199,11 +199,11 @@ class ReplPool:
             raise
         seconds = time.monotonic() - started
         self._proof_seconds = seconds if self._proof_seconds is None else 0.9 * self._proof_seconds + 0.1 * seconds
-        if process.uses >= self.config.max_uses_per_repl or self._spare_loaded(slot):
+        if process.uses >= self.config.max_uses_per_worker or self._spare_loaded(slot):
             self.counters["recycled"] += 1
             self._replace(slot)
-        elif slot.successor is None and process.uses >= self.config.max_uses_per_repl - self._spare_lead(slot.header):
-            if sum(s.successor is not None for s in self._slots) < self.config.spare_repls:
+        elif slot.successor is None and process.uses >= self.config.max_uses_per_worker - self._spare_lead(slot.header):
+            if sum(s.successor is not None for s in self._slots) < self.config.spare_workers:
                 slot.successor = self._start_in_background(slot.header)
         return response, seconds
 
@@ -225,15 +225,15 @@ class ReplPool:
             commands_per_load = 1
         else:
             commands_per_load = int(self._load_seconds[header] / max(self._proof_seconds, 1e-6)) + 1
-        turns = -(-self.config.workers // max(self.config.spare_repls, 1))
-        return min(self.config.max_uses_per_repl // 2, commands_per_load * turns)
+        turns = -(-self.config.workers // max(self.config.spare_workers, 1))
+        return min(self.config.max_uses_per_worker // 2, commands_per_load * turns)
 
     def live_pids(self) -> list[int]:
         return sorted(p.pid for p in self._processes if p.alive and p.pid is not None)
 
     def _check_open(self) -> None:
         if self._closed:
-            raise RuntimeError("the REPL pool is closed; start a new LeanServer")
+            raise RuntimeError("the worker pool is closed; start a new server")
 
     def _claim(self, header: Key) -> _Slot | None:
         """Pick and mark busy a slot for a request of `header`, or None when it should wait; synchronous, so no other
@@ -294,7 +294,7 @@ class ReplPool:
         return sum(s.header == header and s.serves for s in self._slots)
 
     def _drain_seconds(self, header: Key, processes: int) -> float:
-        """Seconds `processes` REPLs of `header` take to run the requests waiting for it (at the measured proof time)."""
+        """Seconds `processes` workers of `header` take to run the requests waiting for it (at the measured proof time)."""
         return len(self._waiting.get(header, ())) * self._proof_seconds / processes
 
     async def _ready(self, slot: _Slot):
@@ -315,13 +315,13 @@ class ReplPool:
         failures = self._start_failures.get(header)
         now = time.monotonic()
         if failures is not None and failures.count >= 2 and now < failures.retry_at:
-            raise ReplStartError(f"{failures.reason} (not retried for another {failures.retry_at - now:.0f} s)")
+            raise WorkerStartError(f"{failures.reason} (not retried for another {failures.retry_at - now:.0f} s)")
         process = self._worker_factory(self.config)
         self._processes.add(process)
         loading = time.monotonic()
         try:
             await process.start(header[0])
-        except ReplStartError as error:
+        except WorkerStartError as error:
             self._processes.discard(process)
             self.counters["start_failures"] += 1
             failures = self._start_failures.setdefault(header, _StartFailures())
@@ -374,7 +374,7 @@ class ReplPool:
             pending.cancel()
             try:
                 started = await pending
-            except (asyncio.CancelledError, ReplError):
+            except (asyncio.CancelledError, WorkerError):
                 started = None
             if started is not None:
                 process = process or started
@@ -393,7 +393,7 @@ class ReplPool:
         for queue in self._waiting.values():
             for _, waiter in queue:
                 if not waiter.done():
-                    waiter.set_exception(RuntimeError("the REPL pool was closed while this request waited"))
+                    waiter.set_exception(RuntimeError("the worker pool was closed while this request waited"))
         self._waiting.clear()
         for slot in self._slots:
             self._discard(slot)

@@ -18,7 +18,7 @@ class Position:
 
 @dataclass(frozen=True)
 class Message:
-    """A Lean message, positioned relative to the submitted source (the header is not counted).
+    """A prover message, positioned relative to the submitted source (the header is not counted).
 
     For a `ProofRequest` the submitted source is `statement + "\\n" + proof`; for a `str`
     request it is the file as given. `end` is exclusive and may be None.
@@ -56,7 +56,7 @@ class VerificationResult:
     axioms: list[str] = field(default_factory=list)
     time_s: float = 0.0
     reason: str | None = None
-    # A REPL pass that an independent checker confirmed (still "passed") or overturned ("failed"/"error").
+    # A worker pass that an independent checker confirmed (still "passed") or overturned ("failed"/"error").
     rechecked: bool = False
     # The goals open before the first failing tactic (or left at the end of an incomplete proof), as the prover
     # prints them; empty when the prover does not report them (the Lean REPL) or nothing failed.

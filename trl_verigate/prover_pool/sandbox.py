@@ -1,5 +1,4 @@
-"""The bubblewrap sandbox every prover process runs in (the `sandbox` setting of `LeanServerConfig` and
-`CoqServerConfig`).
+"""The bubblewrap sandbox every prover process runs in (`ProverPoolConfig.sandbox`).
 
 What the process sees inside, and why (the Lean REPL's case; a Coq worker sees the same with its own toolchain):
 
@@ -13,7 +12,7 @@ What the process sees inside, and why (the Lean REPL's case; a Coq worker sees t
   `alternatives` (targets of `/usr/bin` links), `localtime`, `passwd` and `group` (name lookups of
   tools such as git; no secrets, `shadow` is not there); the Lean toolchain (`ELAN_HOME`, else
   `~/.elan`); absolute paths named by the inherited toolchain variables (`LEAN*`/`LAKE*`/`ELAN*`, `COQ*`); every
-  argument of `repl_command` that is an existing absolute path (and `repl_command[0]` as found on
+  argument of the worker's command that is an existing absolute path (and its program as found on
   `PATH`), with its target when it is a link, and for a program in a `bin/` directory the
   installation above it, where its libraries live (a Python's standard library, a build's `lib/`);
   the Lean project directory, with its `.lake` build and `.olean` files;
@@ -105,7 +104,7 @@ def _with_install_prefix(path: str) -> list[str]:
 
 
 def read_only_paths(
-    repl_command: Sequence[str],
+    command: Sequence[str],
     program: str,
     project_dir: str,
     env: Mapping[str, str],
@@ -113,7 +112,7 @@ def read_only_paths(
 ) -> list[str]:
     """The host paths bound read-only for this process: toolchain, project, the command's paths; outermost only.
 
-    `program` is `repl_command[0]` as found on PATH; `env_path_prefixes`: the toolchain variables whose absolute
+    `program` is `command[0]` as found on PATH; `env_path_prefixes`: the toolchain variables whose absolute
     paths are bound.
     """
     candidates: list[str] = [project_dir]
@@ -123,7 +122,7 @@ def read_only_paths(
     for name, value in env.items():
         if name.startswith(env_path_prefixes):
             candidates += [part for part in value.split(os.pathsep) if os.path.isabs(part)]
-    for argument in [program, *repl_command[1:]]:
+    for argument in [program, *command[1:]]:
         if not os.path.isabs(argument):
             continue
         candidates += _with_install_prefix(argument)
@@ -147,14 +146,14 @@ def read_only_paths(
 
 def bwrap_argv(
     bwrap: str,
-    repl_argv: Sequence[str],
+    worker_argv: Sequence[str],
     *,
     read_only: Iterable[str],
     writable: str,
     cwd: str,
     env: Mapping[str, str],
 ) -> list[str]:
-    """The bubblewrap command line that runs `repl_argv` with `cwd` as working directory (see the module docstring)."""
+    """The bubblewrap command line that runs `worker_argv` with `cwd` as working directory (see the module docstring)."""
     argv = [bwrap, *namespace_flags()]
     for name, value in sorted(env.items()):
         argv += ["--setenv", name, value]
@@ -163,7 +162,7 @@ def bwrap_argv(
         argv += ["--ro-bind", path, path]
     # Last, so it is writable even inside a read-only bind; then everything else is made read-only.
     argv += ["--bind", writable, writable, *READ_ONLY_REST, "--chdir", cwd, "--"]
-    return argv + list(repl_argv)
+    return argv + list(worker_argv)
 
 
 def probe(bwrap: str) -> str | None:
@@ -183,7 +182,7 @@ def probe(bwrap: str) -> str | None:
     return _probe_results[bwrap]
 
 
-def choose(mode: str, setting: str = "LeanServerConfig.sandbox") -> str | None:
+def choose(mode: str, setting: str = "ProverPoolConfig.sandbox") -> str | None:
     """The bubblewrap executable processes run under for `sandbox=mode`, or None for no sandbox; `setting` names the
     setting in messages.
 

@@ -2,7 +2,7 @@
 
 `verify(requests)` returns exactly one `VerificationResult` per request, in request order, whatever happens to the
 workers. Each request is prepared (the precheck: what is sent to the prover, or a refusal), run on a worker of the
-pool (`pool.ReplPool`) under the per-request timeout, and its answer judged. The pool lives on an asyncio loop in a
+pool (`pool.WorkerPool`) under the per-request timeout, and its answer judged. The pool lives on an asyncio loop in a
 background thread, so `verify` works from any thread and `averify` from the caller's own loop. Prechecks and
 judging run on a `FairScheduler`'s threads, each `verify` call a caller of its own, so neither a slow precheck nor
 a flood of messages stalls the loop, and one call's large batch cannot hold back another's small one.
@@ -22,9 +22,9 @@ import weakref
 from collections.abc import Sequence
 
 from trl_verigate.prover_pool.fair import FairScheduler
-from trl_verigate.prover_pool.pool import DEFAULT_OWNER, ReplPool
+from trl_verigate.prover_pool.pool import DEFAULT_OWNER, WorkerPool
 from trl_verigate.prover_pool.results import VerificationResult
-from trl_verigate.prover_pool.worker import ReplError
+from trl_verigate.prover_pool.worker import WorkerError
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 PROGRESS_MIN_REQUESTS = 64
 CLOSE_TIMEOUT_S = 30.0
 # A precheck that leaves the prover less than this of the per-proof timeout is a timeout: it could not answer.
-MIN_REPL_SECONDS = 0.01
+MIN_WORKER_SECONDS = 0.01
 # Threads for the precheck and for judging answers; both hold the GIL, so more would not check faster, only keep
 # more hostile ones alive.
 PRECHECK_THREADS = 4
@@ -49,7 +49,7 @@ def progress_bar(progress: bool | None, total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="proof")
 
 
-def _stop_abandoned(pool: ReplPool, loop: asyncio.AbstractEventLoop) -> None:
+def _stop_abandoned(pool: WorkerPool, loop: asyncio.AbstractEventLoop) -> None:
     # Runs when a started server is garbage-collected or the interpreter exits without close(): the workers live in
     # their own sessions, so nothing else would ever kill them.
     pool.kill_now()
@@ -58,7 +58,7 @@ def _stop_abandoned(pool: ReplPool, loop: asyncio.AbstractEventLoop) -> None:
 
 
 class PooledVerifier:
-    """See the module docstring. `config` holds the pool's settings (`workers`, `spare_repls`, `max_uses_per_repl`)
+    """See the module docstring. `config` holds the pool's settings (`workers`, `spare_workers`, `max_uses_per_worker`)
     and `timeout`, `max_request_bytes`, `max_batch_bytes`."""
 
     worker_factory: type
@@ -68,7 +68,7 @@ class PooledVerifier:
         self.config = config
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._pool: ReplPool | None = None
+        self._pool: WorkerPool | None = None
         self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
         self._scheduler: FairScheduler | None = None
@@ -123,7 +123,7 @@ class PooledVerifier:
             loop = asyncio.new_event_loop()
             thread = threading.Thread(target=loop.run_forever, name=f"{self.progress_desc}-loop", daemon=True)
             thread.start()
-            pool = ReplPool(self.config, type(self).worker_factory)
+            pool = WorkerPool(self.config, type(self).worker_factory)
 
             async def prewarm() -> None:
                 pool.prewarm(self.prewarm_header())
@@ -156,7 +156,7 @@ class PooledVerifier:
                 self._scheduler.shutdown()
                 self._scheduler = None
 
-    def _require_started(self) -> ReplPool:
+    def _require_started(self) -> WorkerPool:
         pool = self._pool
         if pool is None:
             name = type(self).__name__
@@ -224,7 +224,7 @@ class PooledVerifier:
             future.add_done_callback(lambda _: bar.close())
         return future
 
-    async def _verify_all(self, pool: ReplPool, requests: list, batch: _Batch) -> list[tuple]:
+    async def _verify_all(self, pool: WorkerPool, requests: list, batch: _Batch) -> list[tuple]:
         # Prechecks run at once in threads, but requests enter the pool in request order: turn i is set once request
         # i has entered the pool or will not.
         turns = [asyncio.Event() for _ in requests]
@@ -246,7 +246,7 @@ class PooledVerifier:
         return [(result, response) for result, (_, response, _) in zip(results, triples, strict=True)]
 
     async def _verify_one(
-        self, pool: ReplPool, request, batch: _Batch, previous_turn: asyncio.Event | None, my_turn: asyncio.Event
+        self, pool: WorkerPool, request, batch: _Batch, previous_turn: asyncio.Event | None, my_turn: asyncio.Event
     ) -> tuple:
         """(the verdict, the worker's response when asked for, what the worker ran or None).
 
@@ -273,7 +273,7 @@ class PooledVerifier:
             try:
                 # The timeout covers the precheck too: the worker gets what is left of it.
                 response, time_s = await pool.run(prepared.header, prepared.code, timeout - precheck_s, batch.owner)
-            except ReplError as error:
+            except WorkerError as error:
                 reason = str(error)
                 if error.status == "timeout":
                     reason += (
@@ -301,7 +301,7 @@ class PooledVerifier:
     async def _in_thread(self, batch: _Batch, timeout: float, function, request) -> tuple[object, float]:
         """`function(request)` on a scheduler thread and its seconds, timed from when it starts (the wait for a
         thread is not the request's); a "timeout" result past `timeout`, or when it leaves the worker less than
-        `MIN_REPL_SECONDS` of it."""
+        `MIN_WORKER_SECONDS` of it."""
         loop = asyncio.get_running_loop()
         began = asyncio.Event()
 
@@ -319,7 +319,9 @@ class PooledVerifier:
         except asyncio.TimeoutError:
             prepared = None
         elapsed = time.monotonic() - started
-        if prepared is None or (not isinstance(prepared, VerificationResult) and timeout - elapsed < MIN_REPL_SECONDS):
+        if prepared is None or (
+            not isinstance(prepared, VerificationResult) and timeout - elapsed < MIN_WORKER_SECONDS
+        ):
             reason = f"the precheck took {elapsed:.1f} s of the {timeout:g} s timeout; the prover did not run"
             return VerificationResult(status="timeout", reason=reason, time_s=elapsed), elapsed
         return prepared, elapsed

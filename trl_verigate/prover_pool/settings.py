@@ -52,10 +52,10 @@ def check_fraction(owner: str, name: str, value) -> None:
         raise ValueError(f"{owner}.{name} must be in (0, 1], got {value}")
 
 
-def check_spare_repls(owner: str, value) -> None:
+def check_spare_workers(owner: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(
-            f"{owner}.spare_repls must be an int >= 0 (replacement REPLs started ahead of a retirement; "
+            f"{owner}.spare_workers must be an int >= 0 (replacement workers started ahead of a retirement; "
             f"0 for none), got {value!r}"
         )
 

@@ -55,7 +55,7 @@ except OSError as error:
 """
 
 
-class ReplError(Exception):
+class WorkerError(Exception):
     """The prover could not answer a request; `status` is the verdict the request gets."""
 
     status = "crashed"
@@ -65,23 +65,23 @@ class ReplError(Exception):
         self.time_s = time_s
 
 
-class ReplStartError(ReplError):
+class WorkerStartError(WorkerError):
     """The prover did not start or did not load the header: a setup problem, not the proof's fault."""
 
     status = "error"
 
 
-class ReplTimeout(ReplError):
+class WorkerTimeout(WorkerError):
     status = "timeout"
 
 
-class ReplCrashed(ReplError):
+class WorkerCrashed(WorkerError):
     """The prover exited early, or wrote garbage or a truncated response."""
 
     status = "crashed"
 
 
-class ReplCompromised(ReplError):
+class WorkerCompromised(WorkerError):
     """The prover's output broke its protocol's framing rules: it was killed, no answer is trusted.
 
     `request_sent` is False when the breach showed before the request was written: the request itself is innocent.
@@ -112,6 +112,8 @@ class WorkerProcess:
     SETTINGS_NAME = "config"
     # How messages name the process ("the REPL", "coqidetop") and the protocol errors its reader raises.
     PROGRAM = "the prover"
+    # What a missing program's message tells the user to set or install.
+    NOT_FOUND_FIX = "set the command that names it"
     PROTOCOL_ERRORS: tuple[type[Exception], ...] = ()
 
     def __init__(self, settings):
@@ -125,6 +127,8 @@ class WorkerProcess:
         self._stderr_tail: collections.deque[bytes] = collections.deque()
         self._stderr_size = 0
         self._stderr_task: asyncio.Task | None = None
+        self._stdout_task: asyncio.Task | None = None
+        self.startup_s: float | None = None
         self._dead = False
 
     @property
@@ -132,18 +136,18 @@ class WorkerProcess:
         return self._process is not None and not self._dead and self._process.returncode is None
 
     async def spawn(self, argv: list[str]) -> None:
-        """Start `argv` isolated (see the module docstring), with stdin, stdout and stderr piped; ReplStartError
+        """Start `argv` isolated (see the module docstring), with stdin, stdout and stderr piped; WorkerStartError
         when it cannot start."""
         settings = self.settings
         cwd = settings.project_dir or os.getcwd()
         if not Path(cwd).is_dir():
-            raise ReplStartError(
+            raise WorkerStartError(
                 f"{self.SETTINGS_NAME}.project_dir {cwd!r} is not a directory: set it to the project the prover runs in"
             )
         try:
             bwrap = sandbox.choose(settings.sandbox, f"{self.SETTINGS_NAME}.sandbox")
         except sandbox.SandboxUnavailable as error:
-            raise ReplStartError(str(error)) from None
+            raise WorkerStartError(str(error)) from None
         self._scratch = Path(tempfile.mkdtemp(prefix="prover-"))
         (self._scratch / "tmp").mkdir()
         argv = self.prepare_scratch(self._scratch, argv)
@@ -151,7 +155,7 @@ class WorkerProcess:
         found = resolve_executable(argv[0], cwd, env)
         if found is None:
             self.remove_scratch()
-            raise ReplStartError(self.not_found_message(argv[0], env, cwd))
+            raise WorkerStartError(self.not_found_message(argv[0], env, cwd))
         if bwrap is not None:
             read_only = sandbox.read_only_paths(argv, os.path.abspath(found), cwd, env, self.ENV_PREFIXES)
             argv = sandbox.bwrap_argv(bwrap, argv, read_only=read_only, writable=str(self._scratch), cwd=cwd, env=env)
@@ -176,32 +180,32 @@ class WorkerProcess:
             )
         except OSError as error:
             self.remove_scratch()
-            raise ReplStartError(f"cannot start {argv!r}: {error}") from None
+            raise WorkerStartError(f"cannot start {argv!r}: {error}") from None
         self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
     async def answer_or_kill(self, work, started: float):
         """Await `work` (one request's exchange); when the process breaks its protocol or its framing, closes its
-        input, or the request is cancelled, kill it and raise the ReplError the request gets. Timeouts are the
+        input, or the request is cancelled, kill it and raise the WorkerError the request gets. Timeouts are the
         caller's."""
         try:
             return await work
         except self.PROTOCOL_ERRORS as error:
             await self._kill()
-            raise ReplCrashed(
+            raise WorkerCrashed(
                 f"{self.PROGRAM} output {error.kind}: {error.detail} ({self.describe_exit()})",
                 time.monotonic() - started,
             ) from None
-        except ReplCompromised as error:
+        except WorkerCompromised as error:
             await self._kill()
-            raise ReplCompromised(
+            raise WorkerCompromised(
                 f"{self.PROGRAM} is compromised: {error}; it was killed and its answer discarded",
                 time.monotonic() - started,
                 error.request_sent,
             ) from None
         except (BrokenPipeError, ConnectionResetError):
             await self._kill()
-            raise ReplCrashed(
+            raise WorkerCrashed(
                 f"{self.PROGRAM} closed its input ({self.describe_exit()})", time.monotonic() - started
             ) from None
         except asyncio.CancelledError:
@@ -215,7 +219,47 @@ class WorkerProcess:
         return argv
 
     def not_found_message(self, program: str, env: dict[str, str], cwd: str) -> str:
-        return f"executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r})"
+        return f"executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r}): {self.NOT_FOUND_FIX}"
+
+    async def start_and_load(self, argv: list[str], loading, timeout_fix: str, setup_fix: str):
+        """Spawn `argv`, read its stdout (`_read_stdout`), and await `loading()` (the header load) within the
+        settings' `startup_timeout`; returns what it returns. Past the timeout, or when the process breaks its
+        protocol or closes its input, the process is stopped and WorkerStartError says what to do: raise the
+        timeout or `timeout_fix`, or `setup_fix`."""
+        await self.spawn(argv)
+        self._stdout_task = asyncio.ensure_future(self._read_stdout())
+        started = time.monotonic()
+        limit = self.settings.startup_timeout
+        try:
+            answer = await asyncio.wait_for(loading(), limit)
+        except asyncio.TimeoutError:
+            await self.close()
+            raise WorkerStartError(
+                f"{self.PROGRAM} did not load the header within startup_timeout={limit:g} s: raise "
+                f"{self.SETTINGS_NAME}.startup_timeout or {timeout_fix}"
+            ) from None
+        except WorkerStartError:
+            await self.close()
+            raise
+        except (*self.PROTOCOL_ERRORS, WorkerCompromised, BrokenPipeError, ConnectionResetError) as error:
+            await self._kill()
+            detail = self.describe_exit()
+            await self.close()
+            if isinstance(error, self.PROTOCOL_ERRORS):
+                problem = f"{error.kind}: {error.detail}"
+            elif isinstance(error, WorkerCompromised):
+                problem = str(error)
+            else:
+                problem = "it closed its input"
+            raise WorkerStartError(
+                f"{self.PROGRAM} failed while loading the header ({problem}; {detail}): {setup_fix}"
+            ) from None
+        self.startup_s = time.monotonic() - started
+        return answer
+
+    async def _read_stdout(self) -> None:
+        """Read the process's answers for as long as it runs (the prover's protocol)."""
+        raise NotImplementedError
 
     def scratch_env(self, scratch: Path) -> dict[str, str]:
         """The environment the process gets: PATH, locale, the toolchain variables, and the scratch HOME/TMPDIR."""
@@ -263,8 +307,8 @@ class WorkerProcess:
                     os.kill(pid, signal.SIGKILL)
 
     def reader_tasks(self) -> list[asyncio.Task]:
-        """The tasks reading the process's pipes, for `_kill` to wait on; a subclass adds its stdout reader."""
-        return [task for task in (self._stderr_task,) if task is not None]
+        """The tasks reading the process's pipes, for `_kill` to wait on."""
+        return [task for task in (self._stderr_task, self._stdout_task) if task is not None]
 
     async def _kill(self) -> None:
         self.kill_now()

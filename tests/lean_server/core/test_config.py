@@ -24,7 +24,7 @@ from trl_verigate.lean_server.core.types import LeanServerConfig
         ({"startup_timeout": -1}, ValueError, ["startup_timeout", "> 0"]),
         ({"recheck_timeout": None}, TypeError, ["recheck_timeout", "number"]),
         ({"memory_limit_mb": -5}, ValueError, ["memory_limit_mb", ">= 1"]),
-        ({"max_uses_per_repl": 0}, ValueError, ["max_uses_per_repl", ">= 1"]),
+        ({"max_uses_per_worker": 0}, ValueError, ["max_uses_per_worker", ">= 1"]),
         ({"max_request_bytes": True}, TypeError, ["max_request_bytes", "whole number"]),
         ({"max_batch_bytes": 0}, ValueError, ["max_batch_bytes", ">= 1"]),
         ({"recheck_fraction": 0}, ValueError, ["recheck_fraction"]),

@@ -261,7 +261,7 @@ def test_health_is_not_ok_while_no_repl_can_start(tmp_path):
         project_dir=str(tmp_path),
         header=HEADER,
         workers=1,
-        spare_repls=0,
+        spare_workers=0,
         startup_timeout=5.0,
     )
     with LeanServer(config) as server, serving(create_app(server)) as base_url:

@@ -13,7 +13,7 @@ import pytest
 from tests.fake_repl import FakeRepl, parse_args, read_log
 from tests.launch import REPO_ROOT
 from trl_verigate.lean_server.repl.process import ReplProcess
-from trl_verigate.prover_pool.pool import ReplPool
+from trl_verigate.prover_pool.pool import WorkerPool
 
 HEADER = "import Mathlib"
 OTHER_HEADER = "import Mathlib.Tactic"
@@ -24,7 +24,7 @@ def theorem(name: str) -> str:
 
 
 async def with_pool(config, body):
-    pool = ReplPool(config, ReplProcess)
+    pool = WorkerPool(config, ReplProcess)
     try:
         return await body(pool)
     finally:

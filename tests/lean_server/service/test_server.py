@@ -122,7 +122,7 @@ def test_an_early_exit_gives_crashed_and_only_that_request_is_affected(tmp_path)
 
 
 def test_recycling_after_max_uses_shows_fresh_processes_each_loading_the_header_once(tmp_path):
-    with LeanServer(fake_config(tmp_path, max_uses_per_repl=3)) as server:
+    with LeanServer(fake_config(tmp_path, max_uses_per_worker=3)) as server:
         results = [server.verify([proof(f"t{i}")])[0] for i in range(10)]
     assert [r.status for r in results] == ["passed"] * 10
     per_pid = Counter(pid for pid, _ in headers_sent(tmp_path))

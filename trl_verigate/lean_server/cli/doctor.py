@@ -27,7 +27,7 @@ from trl_verigate.lean_server.cli.options import (
 from trl_verigate.lean_server.core import LeanServerConfig, ProofRequest, VerificationResult
 from trl_verigate.lean_server.precheck import TrustedHeader, policy_for, prepare
 from trl_verigate.lean_server.recheck import HONEST, checker_key, record_verified, run_self_test
-from trl_verigate.lean_server.repl import ReplError, ReplProcess, ReplStartError
+from trl_verigate.lean_server.repl import ReplProcess, WorkerError, WorkerStartError
 from trl_verigate.lean_server.verdict import judge
 from trl_verigate.prover_pool.checks import Check, tool_version
 
@@ -226,9 +226,7 @@ def _recheck_check(
         )
     started = time.monotonic()
     test = asyncio.run(
-        run_self_test(
-            recheck_command, header, LeanServerConfig.axiom_whitelist, recheck_timeout, str(project_dir)
-        )
+        run_self_test(recheck_command, header, LeanServerConfig.axiom_whitelist, recheck_timeout, str(project_dir))
     )
     if not test.ok:
         return Check(
@@ -288,7 +286,7 @@ async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
         try:
             # What LeanServer loads: the header's imports (its other lines travel with each command).
             await process.start(TrustedHeader.parse(config.header).imports)
-        except ReplStartError as exc:
+        except WorkerStartError as exc:
             message = _DOCTOR_HINT.sub("", str(exc))
             return [
                 Check("header", False, message, _header_fix(message)),
@@ -330,7 +328,7 @@ async def _doctor_proof(process: ReplProcess, config: LeanServerConfig) -> Verif
     started = time.monotonic()
     try:
         response = await process.run({"cmd": prepared.code, "env": process.header_env}, config.timeout)
-    except ReplError as error:
+    except WorkerError as error:
         return VerificationResult(status=error.status, reason=str(error), time_s=error.time_s)
     return judge(prepared, response, config, time.monotonic() - started)
 

@@ -9,8 +9,9 @@ import shlex
 import shutil
 from pathlib import Path
 
-from trl_verigate.lean_server.core import MINIF2F_HEADER, RECHECKS, SANDBOXES, LeanServerConfig
+from trl_verigate.lean_server.core import MINIF2F_HEADER, RECHECKS, LeanServerConfig
 from trl_verigate.prover_pool.checks import program_problem
+from trl_verigate.prover_pool.config import SANDBOXES
 
 REPL_ENV = "TRL_VERIGATE_LEAN_REPL"
 PROJECT_ENV = "TRL_VERIGATE_LEAN_PROJECT"

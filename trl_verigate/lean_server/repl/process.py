@@ -15,7 +15,7 @@ Framing integrity: an answer is taken as the REPL's answer to the request only i
   left running could answer a later request first).
 Where the stdin thread cannot be found (no such /proc files, an unknown architecture, a REPL that
 polls), a fixed RESPONSE_GRACE_S after each answer replaces the two thread checks.
-Otherwise the REPL is compromised: it is killed and its request gets "error" (ReplCompromised);
+Otherwise the REPL is compromised: it is killed and its request gets "error" (WorkerCompromised);
 when the breach shows before a request is written, that request is innocent and the pool runs it
 on a fresh REPL.
 
@@ -41,15 +41,15 @@ from trl_verigate.lean_server.repl.protocol import ProtocolError, encode_request
 from trl_verigate.prover_pool import procfs
 from trl_verigate.prover_pool.worker import (
     POLL_S,
-    ReplCompromised,
-    ReplCrashed,
-    ReplError,
-    ReplStartError,
-    ReplTimeout,
+    WorkerCompromised,
+    WorkerCrashed,
+    WorkerError,
     WorkerProcess,
+    WorkerStartError,
+    WorkerTimeout,
 )
 
-__all__ = ["ReplCompromised", "ReplCrashed", "ReplError", "ReplProcess", "ReplStartError", "ReplTimeout"]
+__all__ = ["WorkerCompromised", "WorkerCrashed", "WorkerError", "ReplProcess", "WorkerStartError", "WorkerTimeout"]
 
 # Generous: a real REPL may free a large answer before it reads again, and a false alarm costs a Mathlib reload.
 READY_WAIT_S = 5.0
@@ -69,6 +69,11 @@ class ReplProcess(WorkerProcess):
     ENV_PREFIXES = ("LEAN", "LAKE", "ELAN")
     SETTINGS_NAME = "LeanServerConfig"
     PROGRAM = "the REPL"
+    NOT_FOUND_FIX = (
+        "set LeanServerConfig.repl_command to the REPL's argv, e.g. ['lake', 'env', "
+        "'/path/to/repl/.lake/build/bin/repl'], with project_dir the Lean project; `trl-verigate lean-doctor` checks "
+        "the setup"
+    )
     PROTOCOL_ERRORS = (ProtocolError,)
 
     def __init__(self, config: LeanServerConfig):
@@ -76,7 +81,6 @@ class ReplProcess(WorkerProcess):
         self.config = config
         self.header: str | None = None
         self.header_env: int | None = None
-        self._stdout_task: asyncio.Task | None = None
         # The request in flight waits on this; the stdout reader resolves it with the next framed answer.
         self._answer: asyncio.Future | None = None
         # Why the REPL's output can no longer be trusted (bytes nobody asked for, stdout closed), or None.
@@ -85,7 +89,6 @@ class ReplProcess(WorkerProcess):
         self._watch: procfs.ProcessWatch | None = None
         # The (pid, tid) blocked reading stdin between requests, found after the header load; None if not found.
         self._stdin_reader: tuple[int, int] | None = None
-        self.startup_s: float | None = None
 
     def scratch_env(self, scratch: Path) -> dict[str, str]:
         env = super().scratch_env(scratch)
@@ -95,51 +98,20 @@ class ReplProcess(WorkerProcess):
             env["ELAN_HOME"] = str(real_elan)
         return env
 
-    def not_found_message(self, program: str, env: dict[str, str], cwd: str) -> str:
-        return (
-            f"REPL executable {program!r} not found (PATH={env.get('PATH', '')!r}, cwd={cwd!r}): set "
-            "LeanServerConfig.repl_command to the REPL's argv, e.g. "
-            "['lake', 'env', '/path/to/repl/.lake/build/bin/repl'], with project_dir the Lean project; "
-            "`trl-verigate lean-doctor` checks the setup"
-        )
-
-    def reader_tasks(self) -> list[asyncio.Task]:
-        return super().reader_tasks() + [task for task in (self._stdout_task,) if task is not None]
-
     async def start(self, header: str) -> None:
-        """Spawn the REPL and load `header` in a fresh env; ReplStartError on any failure."""
-        config = self.config
-        await self.spawn(list(config.repl_command))
-        self._stdout_task = asyncio.ensure_future(self._read_stdout())
-        started = time.monotonic()
-        try:
-            response = await asyncio.wait_for(self._exchange({"cmd": header}), config.startup_timeout)
-        except asyncio.TimeoutError:
-            await self.close()
-            raise ReplStartError(
-                f"the REPL did not load the header within startup_timeout={config.startup_timeout:g} s: "
-                "raise LeanServerConfig.startup_timeout (importing Mathlib takes minutes on a cold cache) "
-                "or check that the project's oleans are built (`lake build` in project_dir)"
-            ) from None
-        except (ProtocolError, ReplCompromised, BrokenPipeError, ConnectionResetError) as error:
-            await self._kill()
-            detail = self.describe_exit()
-            await self.close()
-            if isinstance(error, ProtocolError):
-                problem = f"{error.kind}: {error.detail}"
-            elif isinstance(error, ReplCompromised):
-                problem = str(error)
-            else:
-                problem = "it closed its input"
-            raise ReplStartError(
-                f"the REPL failed while loading the header ({problem}; {detail}): "
-                "check LeanServerConfig.repl_command and project_dir (`trl-verigate lean-doctor`)"
-            ) from None
+        """Spawn the REPL and load `header` in a fresh env; WorkerStartError on any failure."""
+        response = await self.start_and_load(
+            list(self.config.repl_command),
+            lambda: self._exchange({"cmd": header}),
+            "check that the project's oleans are built (`lake build` in project_dir; importing Mathlib takes "
+            "minutes on a cold cache)",
+            "check LeanServerConfig.repl_command and project_dir (`trl-verigate lean-doctor`)",
+        )
         errors = [m.get("data", "") for m in response.get("messages", []) if m.get("severity") == "error"]
         if type(response.get("env")) is not int or errors:
             await self.close()
             problem = "; ".join(errors) or response.get("message") or f"unexpected response {response!r}"
-            raise ReplStartError(
+            raise WorkerStartError(
                 f"the REPL rejected the header {header[:200]!r}: {problem}; fix the header's imports/options "
                 "or build the missing modules in project_dir"
             )
@@ -148,7 +120,6 @@ class ReplProcess(WorkerProcess):
         self._next_env = response["env"] + 1
         self._watch = procfs.ProcessWatch(self.pid)
         self._stdin_reader = await self._find_stdin_reader()
-        self.startup_s = time.monotonic() - started
 
     async def run_code(self, code: str, timeout: float) -> dict:
         """The REPL's response to `code` run in the header's env (`run` of `{"cmd": code, "env": header_env}`)."""
@@ -157,26 +128,26 @@ class ReplProcess(WorkerProcess):
     async def run(self, request: dict, timeout: float) -> dict:
         """Send one request and return the REPL's response.
 
-        ReplTimeout after `timeout` seconds (the process group is killed), ReplCrashed on early
-        exit, garbage or truncated output, ReplCompromised when the answer breaks the framing rules
+        WorkerTimeout after `timeout` seconds (the process group is killed), WorkerCrashed on early
+        exit, garbage or truncated output, WorkerCompromised when the answer breaks the framing rules
         (the process is killed). Either way the process is dead.
         """
         if not self.alive:
-            raise ReplCrashed(f"the REPL is not running ({self.describe_exit()})")
+            raise WorkerCrashed(f"the REPL is not running ({self.describe_exit()})")
         self.uses += 1
         started = time.monotonic()
         try:
             return await self.answer_or_kill(asyncio.wait_for(self._exchange(request), timeout), started)
         except asyncio.TimeoutError:
             await self._kill()
-            raise ReplTimeout(
+            raise WorkerTimeout(
                 f"no answer within {timeout:g} s; the REPL was killed", time.monotonic() - started
             ) from None
 
     async def _exchange(self, request: dict) -> dict:
         problem = self._idle_breach()
         if problem is not None:
-            raise ReplCompromised(problem, request_sent=False)
+            raise WorkerCompromised(problem, request_sent=False)
         data = encode_request(request)
         read_before = procfs.bytes_read(self._stdin_reader) if self._stdin_reader is not None else None
         answer = self._answer = asyncio.get_running_loop().create_future()
@@ -185,7 +156,7 @@ class ReplProcess(WorkerProcess):
         response = await answer
         problem = await self._wait_until_reading() or self._answer_breach(response, read_before, len(data))
         if problem is not None:
-            raise ReplCompromised(problem)
+            raise WorkerCompromised(problem)
         return response
 
     async def _wait_until_reading(self) -> str | None:

@@ -1,0 +1,59 @@
+"""`ProverPoolConfig`: the settings of a pool of prover workers, which `LeanServerConfig` and `CoqServerConfig` extend
+with their prover's own; each is checked when the config is made, with one line naming `<Config>.<field>`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, get_args
+
+from trl_verigate.prover_pool import settings
+
+# "bwrap": every worker in a bubblewrap sandbox (fails to start without it); "auto": bwrap when it works here,
+# otherwise none, said once in the log; "none": only the session, RLIMIT_AS and scratch HOME.
+Sandbox = Literal["auto", "bwrap", "none"]
+SANDBOXES: tuple[str, ...] = get_args(Sandbox)
+
+
+@dataclass
+class ProverPoolConfig:
+    """How the pool starts and polices its worker processes; a prover's config adds how to run its worker.
+
+    `project_dir` is the workers' cwd. Each request runs within `timeout` seconds on a worker limited to
+    `memory_limit_mb` (None: no limit); a worker retires after `max_uses_per_worker` requests, and up to
+    `spare_workers` replacements may start (and load their header, within `startup_timeout`) before the worker they
+    replace retires, so a retirement costs no idle time (0: each replacement starts only when its predecessor
+    retires). `max_request_bytes` bounds one request in UTF-8 bytes, `max_batch_bytes` one verify() call.
+    """
+
+    project_dir: str | None = None
+    workers: int = field(default_factory=settings.default_workers)
+    timeout: float = 15.0
+    memory_limit_mb: int | None = 8192
+    max_uses_per_worker: int = 200
+    spare_workers: int = 1
+    startup_timeout: float = 300.0
+    sandbox: Sandbox = "auto"
+    max_request_bytes: int = 64 << 10
+    max_batch_bytes: int = 64 << 20
+
+    @property
+    def owner(self) -> str:
+        """How messages name this config's fields: `<owner>.<field>`."""
+        return type(self).__name__
+
+    def __post_init__(self):
+        owner = self.owner
+        self.project_dir = settings.check_project_dir(owner, self.project_dir)
+        settings.check_choice(owner, "sandbox", self.sandbox, SANDBOXES)
+        for name in ("timeout", "startup_timeout"):
+            settings.check_positive_number(owner, name, getattr(self, name), "seconds")
+        for name, unit in (
+            ("workers", "worker processes"),
+            ("max_uses_per_worker", "requests"),
+            ("max_request_bytes", "bytes"),
+            ("max_batch_bytes", "bytes"),
+        ):
+            settings.check_positive_int(owner, name, getattr(self, name), unit)
+        settings.check_spare_workers(owner, self.spare_workers)
+        if self.memory_limit_mb is not None:
+            settings.check_positive_int(owner, "memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")
