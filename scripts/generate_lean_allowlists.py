@@ -18,6 +18,10 @@ Exclusions, by rule:
 2. Native evaluation (NATIVE): trusts compiled code; the precheck adds these back with `allow_native_decide`.
 3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx`.
 4. Wall-clock waiting (WAITS): sleeps outside the heartbeat limit.
+5. Options (`options.txt`): a `Bool` option a source declares (`register_option`, `register_builtin_option`) may be
+   set, unless a component of its name is one of DENIED_OPTION_PARTS (debugging switches such as
+   `debug.skipKernelTC`, compiler and interpreter internals, output floods, linters that run more tactics). A number
+   may be set only up to its bound in OPTION_BOUNDS, a policy; every other option is refused.
 `local` syntax (reachable only inside its own file) and syntax under test, archive and script folders are not read.
 Tactic configuration (`(config := …)`, `+opt`) is data the precheck's rules check; it excludes no tactic here.
 
@@ -34,13 +38,13 @@ quotes those declarations, and the core ones that take code, from src/.
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from lean_sources import Source, git, lex, lit, open_source, tokenize
 
 OUT_DIR = Path(__file__).resolve().parent.parent / "trl_verigate" / "lean_server" / "precheck" / "allowlists"
 # Folders (any path component) whose files no proof can import: tests, archives, scripts, docs, build output.
@@ -88,6 +92,43 @@ syntax (name := cutsat) "cutsat" optConfig : tactic
 """
 # Manual entries naming a syntax kind whose name does not spell its leading atom.
 KIND_HEADS = {"traceMessage": "trace", "bvTraceMacro": "bv_decide?", "mintroMacro": "mintro", "convTactic": "conv"}
+OPTION_DECLARATION = re.compile(
+    r"^[ \t]*(?:@\[[^\]\n]*\]\s*)?(?:public\s+)?register_(?:builtin_)?option\s+(?P<name>[^\s:]+)\s*:\s*(?P<type>\w+)",
+    re.MULTILINE,
+)
+DENIED_OPTION_PARTS = frozenset(
+    "debug dev trace compiler interpreter bootstrap profiler diagnostics tacticAnalysis unsafe".split()
+)
+# The largest value a proof may give each number-valued option; `config`: LeanServerConfig.max_heartbeats.
+OPTION_BOUNDS = {
+    "maxHeartbeats": "config",
+    "synthInstance.maxHeartbeats": "config",
+    "maxRecDepth": 10000,
+    "exponentiation.threshold": 4096,
+    "synthInstance.maxSize": 1024,
+}
+# Core `Bool` options, for a run with --refman (src/ unread): each named by the manual's {option} roles or used by
+# core's own tactics (`unhygienic` sets tactic.hygienic), with the type core declares it with.
+CORE_OPTIONS = """
+register_builtin_option autoImplicit : Bool
+register_builtin_option relaxedAutoImplicit : Bool
+register_builtin_option tactic.hygienic : Bool
+register_builtin_option tactic.skipAssignedInstances : Bool
+register_builtin_option tactic.customEliminators : Bool
+register_builtin_option pp.all : Bool
+register_builtin_option pp.proofs : Bool
+register_builtin_option pp.explicit : Bool
+register_builtin_option pp.coercions : Bool
+register_builtin_option pp.numericTypes : Bool
+register_builtin_option pp.funBinderTypes : Bool
+register_builtin_option pp.fieldNotation : Bool
+register_builtin_option pp.notation : Bool
+register_builtin_option pp.match : Bool
+register_builtin_option pp.mvars : Bool
+register_builtin_option pp.piBinderNames : Bool
+register_builtin_option linter.unusedVariables : Bool
+register_builtin_option linter.unnecessarySimpa : Bool
+"""
 POLICY = {
     "native_decide": "NATIVE",
     "bv_decide": "NATIVE",
@@ -114,150 +155,19 @@ def code_reason(syntax: str, file_evaluates: re.Match | None) -> str:
     return ""
 
 
-@dataclass
-class Source:
-    name: str
-    path: str
-    is_git: bool
-    commit: str = ""
-
-    def texts(self, keep=lambda rel: True):
-        """(path, text) of every kept .lean file; one `git cat-file --batch` for a git source."""
-        if not self.is_git:
-            root = Path(self.path)
-            for path in sorted(root.rglob("*.lean")):
-                if keep(rel := str(path.relative_to(root))):
-                    yield rel, path.read_text(encoding="utf-8", errors="replace")
-            return
-        rows = [line.split("\t", 1) for line in git(self.path, "ls-tree", "-r", self.commit).splitlines()]
-        wanted_rows = [(meta.split()[2], rel) for meta, rel in rows if rel.endswith(".lean") and keep(rel)]
-        proc = subprocess.run(
-            ["git", f"--git-dir={self.path}", "cat-file", "--batch"],
-            check=True,
-            input="".join(f"{oid}\n" for oid, _ in wanted_rows).encode(),
-            capture_output=True,
-        )
-        data, pos = proc.stdout, 0
-        for _, rel in wanted_rows:
-            nl = data.index(b"\n", pos)
-            size = int(data[pos:nl].split()[2])
-            yield rel, data[nl + 1 : nl + 1 + size].decode("utf-8", errors="replace")
-            pos = nl + 1 + size + 1
-
-
-def git(gitdir: str, *args: str) -> str:
-    command = ["git", f"--git-dir={gitdir}", *args]
-    return subprocess.run(command, check=True, capture_output=True, text=True, errors="replace").stdout
-
-
-def open_source(spec: str, default_name: str = "") -> Source:
-    name, _, rest = spec.partition("=") if "=" in spec.split("@")[0] else (default_name, "", spec)
-    path, _, rev = rest.partition("@")
-    path = os.path.abspath(os.path.expanduser(path))
-    bare = os.path.isfile(os.path.join(path, "HEAD")) and os.path.isdir(os.path.join(path, "objects"))
-    gitdir = path if bare else os.path.join(path, ".git") if os.path.isdir(os.path.join(path, ".git")) else None
-    if gitdir:
-        commit = git(gitdir, "rev-parse", f"{rev or 'HEAD'}^{{commit}}").strip()
-        return Source(name or Path(path).name, gitdir, True, commit)
-    if rev:
-        raise SystemExit(f"{spec}: a revision needs a git dir")
-    return Source(name or Path(path).name, path, False)
-
-
 def wanted(rel: str) -> bool:
     parts = rel.split("/")
     return not any(p in SKIP_DIRS for p in parts[:-1]) and parts[-1] not in ("lakefile.lean",)
 
 
-def lex(text: str) -> tuple[str, str]:
-    """(text with comments blanked, the same with string/char literal contents blanked too); newlines are kept."""
-    out: list[str] = []
-    masked: list[str] = []
-
-    def blank(s: str) -> str:
-        return "".join(ch if ch == "\n" else " " for ch in s)
-
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith(("--", "/-"), i):
-            j = comment_end(text, i)
-            out.append(blank(text[i:j]))
-            masked.append(blank(text[i:j]))
-            i = j
-            continue
-        lit_end = None
-        if c == "r" and re.match(r'r#*"', text[i : i + 8]) and (i == 0 or not is_ident_char(text[i - 1])):
-            m = re.match(r'r(#*)"', text[i:])
-            hashes = m.group(1)
-            end = text.find('"' + hashes, i + len(m.group(0)))
-            lit_end = n if end < 0 else end + 1 + len(hashes)
-        elif c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            lit_end = min(j + 1, n)
-        elif c == "'" and (i == 0 or not is_ident_char(text[i - 1])):
-            m = re.match(r"'(\\(?:x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)|[^\\'\n])'", text[i:])
-            if m:
-                lit_end = i + len(m.group(0))
-        if lit_end is not None:
-            out.append(text[i:lit_end])
-            masked.append(text[i] + blank(text[i + 1 : lit_end - 1]) + text[lit_end - 1])
-            i = lit_end
-            continue
-        out.append(c)
-        masked.append(c)
-        i += 1
-    return "".join(out), "".join(masked)
-
-
-def comment_end(text: str, i: int) -> int:
-    """Where the line comment or (nested) block comment starting at `i` ends."""
-    if text.startswith("--", i):
-        j = text.find("\n", i)
-        return len(text) if j < 0 else j
-    depth, j = 1, i + 2
-    while j < len(text) and depth:
-        step = 1 if text.startswith("/-", j) else -1 if text.startswith("-/", j) else 0
-        depth, j = depth + step, j + (2 if step else 1)
-    return j
-
-
-def is_ident_char(ch: str) -> bool:
-    return ch.isalnum() or ch in "_'!?.»"
-
-
-TOKEN = re.compile(
-    r"""
-    (?P<str>"(?:\\.|[^"\\])*")
-  | (?P<nb>&"(?:\\.|[^"\\])*")
-  | (?P<op>:=|=>|<=|<\|>|[()\[\]{},:|$%`@])
-  | (?P<id>[^\W\d][\w'!?.]*|«[^»]*»)
-  | (?P<num>\d+)
-  | (?P<other>\S)
-""",
-    re.VERBOSE | re.UNICODE,
-)
-
-
-def tokenize(s: str) -> list[tuple[str, str]]:
-    return [(m.lastgroup, m.group(m.lastgroup)) for m in TOKEN.finditer(s)]
-
-
-def lit(tok: str) -> str:
-    body = tok[1:-1] if tok.startswith('"') else tok[2:-1]
-    return body.encode("utf-8").decode("unicode_escape").encode("latin-1").decode("utf-8") if "\\" in body else body
-
-
 DECL_START = re.compile(
-    r"^(?P<indent>[ \t]*)(?P<mods>(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|scoped|local|noncomputable)\s+|"
+    r"^(?P<indent>[ \t]*)(?P<mods>(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|public|meta|scoped|local|noncomputable)\s+|"
     r"scoped\[[^\]\n]*\]\s+|set_option\s+\S+\s+\S+\s+in\s+|open\s[^\n]*?\sin\s+)*)"
     r"(?P<kw>syntax|macro|elab|declare_simp_like_tactic)\b(?!_)",
     re.MULTILINE,
 )
 # Cheap pre-filter: a file that declares a tactic/conv parser mentions one of these.
-MAY_DECLARE = re.compile(r":\s*(?:tactic|conv)\b|_parser\b|declare_simp_like_tactic")
+MAY_DECLARE = re.compile(r":\s*(?:tactic|conv)\b|_parser\b|declare_simp_like_tactic|register_(?:builtin_)?option")
 PARSER_ATTR = re.compile(r"@\[[^\]]*\b(?:builtin_)?(?P<cat>tactic|conv)_parser\b[^\]]*\]")
 FIRST_ATOM_IN_PARSER = re.compile(r'(?:nonReservedSymbol\s*|symbol\s*|&\s*)?("(?:\\.|[^"\\])*")')
 
@@ -271,6 +181,7 @@ class Found:
     unresolved: list[str] = field(default_factory=list)
     local: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     symbols: set[str] = field(default_factory=set)
+    options: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def add(self, cat: str, atom: str, where: str, code: str = "") -> None:
         atom = atom.strip()
@@ -408,6 +319,10 @@ def match_paren(tokens: list[tuple[str, str]], i: int) -> int:
 def scan_text(text: str, where: str, found: Found) -> None:
     clean, masked = lex(text)
     evaluates = EVALUATES.search(clean)
+    for m in OPTION_DECLARATION.finditer(clean):
+        found.options.setdefault(
+            m.group("name"), (m.group("type"), f"{where}:{clean.count(chr(10), 0, m.start()) + 1}")
+        )
     for m in DECL_START.finditer(masked):
         kw = m.group("kw")
         chunk = chunk_at(masked, m.start("kw"), len(m.group("indent")))
@@ -508,6 +423,7 @@ def scan_refman(src: Source, found: Found) -> None:
                 continue  # a tactic the manual's own example declares
             found.add(m.group("cat"), head_of_kind(word, m.group("cat")) if "." in word else word, f"refman:{rel}")
     scan_text(CORE_DECLARATIONS, "core (CORE_DECLARATIONS)", found)
+    scan_text(CORE_OPTIONS, "core (CORE_OPTIONS)", found)
 
 
 def exclusions(found: Found) -> dict[tuple[str, str], str]:
@@ -520,6 +436,17 @@ def exclusions(found: Found) -> dict[tuple[str, str], str]:
             elif head in POLICY:
                 excluded[cat, head] = f"{POLICY[head]}: {POLICY_REASONS[POLICY[head]]} ({sorted(where)[0]})"
     return excluded
+
+
+def settable_options(found: Found) -> list[str]:
+    """`name bound` lines of options.txt: the declared Bool options rule 5 allows, and the bounded numbers."""
+    allowed = {
+        name: "bool"
+        for name, (kind, _) in found.options.items()
+        if kind == "Bool" and not DENIED_OPTION_PARTS & set(name.split("."))
+    }
+    allowed |= {name: str(bound) for name, bound in OPTION_BOUNDS.items()}
+    return [f"{name} {bound}" for name, bound in sorted(allowed.items())]
 
 
 def provenance(sources: list[Source], refman: Source | None) -> list[str]:
@@ -549,6 +476,11 @@ def write_lists(found: Found, out_dir: Path, sources: list[Source], refman: Sour
             "# Conv-mode tactics (inside `conv … => …`): the declared conv heads minus tactic_exclusions.txt.",
             "# `tactic => …` returns to tactic mode, whose tactics are held to tactics.txt.",
             sorted(h for h in found.keywords["conv"] if ("conv", h) not in excluded),
+        ),
+        "options.txt": (
+            "# Options a proof (`set_option … in`) or a file header may set: `bool`, or the largest number allowed",
+            '# (`config`: LeanServerConfig.max_heartbeats; 0, Lean\'s "no limit", is read as that bound). Rule 5.',
+            settable_options(found),
         ),
         "tactic_exclusions.txt": (
             "# Declared tactic/conv heads kept off the allow-lists: category, head, rule (and where it was read).",

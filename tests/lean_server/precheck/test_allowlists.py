@@ -56,6 +56,13 @@ syntax "noterm" : tactic
 elab_rules : tactic | `(tactic| evalit $e) => do let _ ← unsafe evalExpr Nat (mkConst ``Nat) e
 """,
     "Test/Skipped.lean": 'syntax "testonly" : tactic\n',
+    "Lib/Options.lean": """
+register_option my.flag : Bool := { defValue := false }
+public register_option linter.myStyle : Bool := { defValue := true }
+register_option my.debug.skipChecks : Bool := { defValue := false }
+register_builtin_option trace.my : Bool := { defValue := false }
+register_option my.limit : Nat := { defValue := 5 }
+""",
 }
 
 
@@ -97,6 +104,21 @@ def test_generator_reads_heads_and_excludes_by_rule(generated):
         ("tactic", "sorry"): "INCOMPLETE",
     }
     assert "doSeq" in dict(((h, r) for _, h, r in rows))["runit"]
+
+
+def test_generator_allows_declared_bool_options_by_rule(generated):
+    # By hand: the Bool options without a denied component (`debug`, `trace`), then the script's number bounds;
+    # `my.limit` is a number without a bound.
+    words = data_words(generated / "options.txt")
+    assert [w for w in words if w.endswith(" bool")] == ["linter.myStyle bool", "my.flag bool"]
+    assert not [w for w in words if w.startswith("my.limit")]
+    assert "maxRecDepth 10000" in words and "maxHeartbeats config" in words
+
+
+def test_shipped_options_allow_harmless_switches_only():
+    options = policy().options
+    assert options["tactic.hygienic"] == "bool" and options["linter.unusedTactic"] == "bool"
+    assert not {"debug.skipKernelTC", "trace.profiler", "compiler.extract_closed"} & set(options)
 
 
 def test_generator_records_its_sources(generated, tmp_path):
