@@ -2,7 +2,8 @@
 
 For each shape of tests/precheck_shapes.py (long lines, many lines, deep nesting, one token kind repeated,
 comments, literals, `;`, `<;>`, bullets, `have … := by` blocks, long names, Unicode, configuration items, complete
-files, and two shapes refused at their end) this prints the time of `prepare` at sizes n, 2n, 4n, … up to
+files, the nested shapes of issue 26 30 levels deep: `(disch := …)`, `aesop (add … (by …))`, configuration braces,
+and shapes refused at their end, among them the same nested 60 deep, past the bound of 32) this prints the time of `prepare` at sizes n, 2n, 4n, … up to
 --max-size (64 KiB by default, the server's default request limit), each the best of --repeats runs taken in interleaved rounds over all sizes so that
 machine load falls on every size alike, the ratio time(2n)/time(n) (about 2 for linear work, 4 for quadratic), and
 the largest request's tokens (as the precheck's tokenizer reads them) with its time per token: every check walks the

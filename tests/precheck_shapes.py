@@ -17,6 +17,11 @@ def repeated(unit: str, size: int, prefix: str = "", suffix: str = "", separator
     return prefix + separator.join([unit] * copies) + suffix
 
 
+def _nested(opening: str, closing: str, depth: int) -> str:
+    """`opening` `depth` times, `rfl`, `closing` as often: one tactic nested `depth` deep."""
+    return "  " + opening * depth + "rfl" + closing * depth
+
+
 def _proof(body: str) -> ProofRequest:
     return ProofRequest(STATEMENT, body)
 
@@ -26,7 +31,7 @@ def _file(body: str) -> str:
 
 
 def _nested_haves(depth: int) -> str:
-    """`have … := by` blocks nested `depth` deep (MAX_NESTING is 64), then the tactic closing the goal."""
+    """`have … := by` blocks nested `depth` deep (brackets.MAX_NESTING is 32), then the tactic closing the goal."""
     lines = ["  " * (level + 1) + f"have h{level} : a = b := by" for level in range(depth)]
     return "\n".join([*lines, "  " * (depth + 1) + "exact h", "  exact h", ""])
 
@@ -38,8 +43,15 @@ SHAPES: dict[str, Callable[[int], Request]] = {
     "one_line_term_list": lambda n: _proof(repeated("sq_nonneg (a - b)", n, "  nlinarith [", "]", ", ")),
     "aesop_unsafe_rules": lambda n: _proof(repeated("unsafe apply h", n, "  aesop (add ", ")", ", ")),
     "many_lines": lambda n: _proof(repeated("  rw [h]\n  simp\n  ring_nf\n", n)),
-    "nested_have_by": lambda n: _proof(repeated(_nested_haves(60), n)),
-    "nested_brackets": lambda n: _proof(repeated("  exact " + "(" * 60 + "h" + ")" * 60 + "\n", n)),
+    "nested_have_by": lambda n: _proof(repeated(_nested_haves(30), n)),
+    "nested_brackets": lambda n: _proof(repeated("  exact " + "(" * 30 + "h" + ")" * 30 + "\n", n)),
+    # The nested shapes of issue 26, 30 levels deep (just within MAX_NESTING): each level a tactic block or a
+    # configuration read again by the rules of the level around it.
+    "nested_dischargers": lambda n: _proof(repeated(_nested("simp (disch := ", ")", 30) + "\n", n)),
+    "nested_aesop_by": lambda n: _proof(repeated(_nested("aesop (add safe apply (by ", "))", 15) + "\n", n)),
+    "nested_config_braces": lambda n: _proof(
+        repeated("  simp (config := " + "{ a := " * 30 + "1" + " }" * 30 + ")\n", n)
+    ),
     "line_comments": lambda n: _proof(repeated("  -- a comment about the next step\n  simp\n", n)),
     "one_block_comment": lambda n: _proof(repeated("x", n, "  /- ", " -/\n  simp")),
     "many_block_comments": lambda n: _proof(repeated("  /- c /- d -/ -/ simp\n", n)),
@@ -65,10 +77,22 @@ SHAPES: dict[str, Callable[[int], Request]] = {
     # Whitespace after the last token: a scan that searched on from each blank would be quadratic.
     "trailing_whitespace": lambda n: _proof(repeated(" \n", n, "  simp")),
 }
-# Shapes refused at their end, after the whole proof was read: the rejection's position and corrected form.
+# Shapes refused at their end, after the whole proof was read: the rejection's position and corrected form. The
+# `too_deep_*` ones end in the same shape nested 60 deep, past MAX_NESTING.
 REJECTED_SHAPES: dict[str, Callable[[int], Request]] = {
     "refused_at_the_end": lambda n: _proof(repeated("  simp\n", n, "", "  sorry")),
     "dedented_at_the_end": lambda n: _proof(repeated("simp", n, "  ", "\nsimp", "; ")),
+    "too_deep_dischargers": lambda n: _proof(
+        repeated(_nested("simp (disch := ", ")", 30) + "\n", n, "", _nested("simp (disch := ", ")", 60))
+    ),
+    "too_deep_aesop_by": lambda n: _proof(
+        repeated(_nested("aesop (add safe apply (by ", "))", 15) + "\n", n, "", _nested("aesop (by ", ")", 60))
+    ),
+    "too_deep_config_braces": lambda n: _proof(
+        repeated(
+            "  simp (config := { a := 1 })\n", n, "", "  simp (config := " + "{ a := " * 60 + "1" + " }" * 60 + ")"
+        )
+    ),
 }
 
 

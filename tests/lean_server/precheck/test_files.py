@@ -105,7 +105,7 @@ NOT_OPEN_HEADER_LINES = [
     ("open Lean Elab Tactic", "`Lean`"),
     ("open Qq", "`Qq`"),
     ("open IO.FS", "`IO.FS`"),
-    ("open Finset.Nat", "allow-list"),
+    ("open Mathlib", "it holds `Mathlib.Tactic`"),
 ]
 
 
@@ -373,12 +373,25 @@ def test_helper_defs_are_sent_noncomputable_with_their_columns_and_positions_kep
         "def Linarith.LinarithConfig.evil : Linarith.LinarithConfig := {}",
         "def Nat.foo (n : ℕ) : ℕ := n",
         "protected def Foo.f : ℕ := 1",
-        "theorem _root_.Linarith.x : True := trivial",
+        "def _root_.Linarith.x : ℕ := 1",
     ],
 )
-def test_helper_names_have_no_namespace(helper):
+def test_helper_defs_have_no_namespace(helper):
+    # A `def` inside a namespace is what a configuration's `.name` value would find there.
     reason = _refused(prepare(f"import Mathlib\n{helper}\ntheorem t : True := by\n  trivial", MINIF2F_HEADER))
     assert "has a namespace" in reason, reason
+
+
+@pytest.mark.parametrize(
+    "helper",
+    ["theorem Nat.two_pos' : 0 < 2 := by norm_num", "lemma _root_.Linarith.x : True := trivial"],
+)
+def test_helper_theorems_may_have_a_namespace(helper):
+    file_text = f"import Mathlib\n{helper}\ntheorem t : True := by\n  trivial"
+    assert isinstance(prepare(file_text, MINIF2F_HEADER), Prepared)
+    namespaced_main = "import Mathlib\ntheorem Nat.my_main : (2 : ℕ) + 2 = 4 := by\n  norm_num"
+    prepared = prepare(namespaced_main, MINIF2F_HEADER)
+    assert isinstance(prepared, Prepared) and prepared.code.endswith("#print axioms Nat.my_main")
 
 
 @pytest.mark.parametrize(
@@ -387,7 +400,7 @@ def test_helper_names_have_no_namespace(helper):
         ("have : (0:ℚ) < 1 := by linarith (discharger := evil)", "tactic `evil`"),
         ("nlinarith (discharger := _root_.evil)", "tactic `_root_.evil`"),
         ("simp (disch := evil.aux)", "tactic `evil.aux`"),
-        ("open evil in\n  nlinarith", "`open evil`"),
+        ("nlinarith (discharger := .evil)", "also starts a term"),
         ("aesop (add safe tactic evil)", "`tactic` rule builder"),
     ],
 )

@@ -11,9 +11,10 @@ A file is header lines, then declarations.
 * Declarations start at column 0: helper `theorem`/`lemma`/`def` declarations, then the main theorem (the last one),
   proved with `:= by`. Each may carry allowed attributes, the modifiers `private`/`protected`/`noncomputable`/
   `nonrec` and `open … in`/`set_option … in` prefixes. Every token is held to the proof rules; every tactic block
-  (the proofs, and any `by` in a signature or a term value) to the tactic allow-list. Helper names are plain and
-  distinct, and every helper `def` is sent as `noncomputable def` (inserted with a line break, so every token keeps
-  its column): no configuration or discharger can run code the file defined.
+  (the proofs, and any `by` in a signature or a term value) to the tactic allow-list. Declaration names are
+  distinct; a theorem's may have a namespace (`theorem Nat.foo`), a `def`'s is plain, and every helper `def` is sent
+  as `noncomputable def` (inserted with a line break, so every token keeps its column): no configuration or
+  discharger can run code the file defined.
 
 A plain `str` is its own claim: a pass certifies what its main theorem states under its own `open` lines. A
 `FileRequest` with a trusted `statement` (or `header`) is read in the trusted header's scope: the main theorem must
@@ -29,7 +30,8 @@ from functools import lru_cache
 
 from trl_verigate.lean_server.core import Tactic
 from trl_verigate.lean_server.precheck import rules
-from trl_verigate.lean_server.precheck.layout import CLOSERS, OPENERS, SUFFIX_WORDS, LayoutParser, ProofLayout
+from trl_verigate.lean_server.precheck.brackets import CLOSERS, OPENERS, bracket_pairs
+from trl_verigate.lean_server.precheck.layout import SUFFIX_WORDS, LayoutParser, Node, ProofLayout
 from trl_verigate.lean_server.precheck.policy import Policy
 from trl_verigate.lean_server.precheck.prepared import (
     Prepared,
@@ -38,6 +40,7 @@ from trl_verigate.lean_server.precheck.prepared import (
     located_at,
     trusted_statement_tokens,
 )
+from trl_verigate.lean_server.precheck.scopes import Scopes, bound_names, read_scopes
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, check_characters, tokenize
 
 MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
@@ -120,19 +123,17 @@ def prepare_file(
     if trusted_scope:
         # The trusted preamble, then the file's option lines (its `open` lines open nothing the trusted one does not).
         options = [line for line in header_lines if line.startswith("set_option")]
-        preamble, allowed_opens = "\n".join(filter(None, [trusted.preamble, *options])), trusted.opens
+        preamble = "\n".join(filter(None, [trusted.preamble, *options]))
     else:
-        preamble, allowed_opens = "\n".join(header_lines), frozenset()
+        preamble = "\n".join(header_lines)
     with located_at(body_start):
         tokens = tokenize(body)
         declarations = _declarations(tokens, policy)
         *helpers, main = declarations
         # Names the trusted statement binds may be written although they are tactic keywords (a hypothesis `stop`).
-        trusted_names = (
-            frozenset(rules.bound_names(statement_tokens, signature=True)) if statement_tokens else frozenset()
-        )
+        trusted_names = frozenset(bound_names(statement_tokens, signature=True)) if statement_tokens else frozenset()
         for declaration in declarations:
-            _check_declaration(tokens, declaration, declaration is main, policy, allowed_opens, trusted_names)
+            _check_declaration(tokens, declaration, declaration is main, policy, trusted_names)
         _check_names(tokens, helpers, main)
         if statement_tokens is not None:
             _check_against_statement(tokens, main, helpers, statement_tokens)
@@ -226,7 +227,7 @@ def _check_open_line(line: list[Token], policy: Policy, trusted: TrustedHeader, 
                 f"({', '.join(sorted(trusted.opens)) or 'none'})",
             )
         return
-    rules.check_code(line, policy, set(), prefixes_need_in=False)
+    rules.check_code(line, policy, Scopes(), prefixes_need_in=False)
 
 
 # ---------------------------------------------------------------- declarations
@@ -237,6 +238,7 @@ def _declarations(tokens: list[Token], policy: Policy) -> list[_Declaration]:
     if not tokens:
         raise PrecheckError("the file declares no theorem: expected `theorem NAME … := by` after the imports")
     declarations: list[_Declaration] = []
+    closers = bracket_pairs(tokens)
     k = 0
     while k < len(tokens):
         first = k
@@ -244,7 +246,7 @@ def _declarations(tokens: list[Token], policy: Policy) -> list[_Declaration]:
         k = _skip_modifiers(tokens, attributes_end)
         keyword = tokens[min(k, len(tokens) - 1)]
         if keyword.text not in HELPER_KEYWORDS | MAIN_KEYWORDS:
-            rules.check_code(tokens[first : k + 2], policy, set())  # a command's own reason, where it has one
+            rules.check_code(tokens[first : k + 2], policy, Scopes())  # a command's own reason, where it has one
             raise PrecheckError(
                 f"`{keyword.text}`",
                 keyword.start,
@@ -255,23 +257,7 @@ def _declarations(tokens: list[Token], policy: Policy) -> list[_Declaration]:
             raise PrecheckError(f"`{keyword.text}`", keyword.start, " has no name")
         end = _declaration_end(tokens, k, policy)
         assign = _signature_end(tokens, k, end)
-        # The signature and a term value are terms (their `by` blocks are tactic blocks); Lean checks no column in
-        # them against the declaration's (block column -1), and a `:= by` block ends the declaration but for its
-        # suffix (`where`, `termination_by`, `decreasing_by`).
-        signature, _ = LayoutParser(tokens, assign).operand(k, -1, False, False, "tactic", term=True)
-        parser = LayoutParser(tokens, end)
-        if assign + 1 < end and tokens[assign + 1].text == "by":
-            value, i = parser.sequence(assign + 2, -1, False, False, "tactic")
-        elif assign + 1 < end:
-            node, i = parser.operand(assign + 1, -1, False, False, "tactic", term=True)
-            value = node.children
-        else:
-            raise PrecheckError(f"the `{keyword.text}`", keyword.start, " has no value after `:=`")
-        layout = ProofLayout(tokens, signature.children + value, i)
-        if i < end and tokens[i].text in SUFFIX_WORDS:
-            layout.suffix_tactics, i = parser.declaration_suffix(i)
-        layout.clause_keywords = set(parser.clause_keywords)
-        layout.definition_names = parser.definition_names
+        layout, value, i = _declaration_layout(tokens, k, assign, end, closers)
         if i < end:
             raise PrecheckError(
                 f"`{tokens[i].text}`",
@@ -282,6 +268,33 @@ def _declarations(tokens: list[Token], policy: Policy) -> list[_Declaration]:
         declarations.append(_Declaration(first, attributes_end, k, assign, end, layout, proof))
         k = end
     return declarations
+
+
+def _declaration_layout(
+    tokens: list[Token], keyword: int, assign: int, end: int, closers: list[int]
+) -> tuple[ProofLayout, list[Node], int]:
+    """The tactic blocks of the declaration at `keyword`, those of its value, and the index after its value and
+    suffix.
+
+    The signature and a term value are terms (their `by` blocks are tactic blocks); Lean checks no column in them
+    against the declaration's (block column -1), and a `:= by` block ends the declaration but for its suffix
+    (`where`, `termination_by`, `decreasing_by`)."""
+    signature_parser = LayoutParser(tokens, assign)
+    signature, _ = signature_parser.operand(keyword, -1, False, False, "tactic", term=True)
+    parser = LayoutParser(tokens, end)
+    if assign + 1 < end and tokens[assign + 1].text == "by":
+        value, i = parser.sequence(assign + 2, -1, False, False, "tactic")
+    elif assign + 1 < end:
+        node, i = parser.operand(assign + 1, -1, False, False, "tactic", term=True)
+        value = node.children
+    else:
+        raise PrecheckError(f"the `{tokens[keyword].text}`", tokens[keyword].start, " has no value after `:=`")
+    layout = ProofLayout(tokens, signature.children + value, i, closers=closers)
+    if i < end and tokens[i].text in SUFFIX_WORDS:
+        layout.suffix_tactics, i = parser.declaration_suffix(i)
+    parser.record_in(layout)
+    layout.arrow_ends.update(signature_parser.arrow_ends)
+    return layout, value, i
 
 
 def _declaration_end(tokens: list[Token], keyword: int, policy: Policy) -> int:
@@ -355,7 +368,6 @@ def _check_declaration(
     declaration: _Declaration,
     is_main: bool,
     policy: Policy,
-    allowed_opens: frozenset[str],
     trusted_names: frozenset[str],
 ) -> None:
     keyword = tokens[declaration.keyword]
@@ -367,32 +379,25 @@ def _check_declaration(
     if is_main and keyword.text == "def":
         raise PrecheckError("`def`", keyword.start, ": the file's last declaration is the main theorem")
     name = declaration.name(tokens)
-    if name is not None and len(_root_stripped(name)) > 1:
+    if keyword.text == "def" and len(_root_stripped(name)) > 1:
+        # A definition inside a namespace could be what a configuration's `.name` value finds there.
         raise PrecheckError(
-            f"the name `{name.text}`", name.start, " has a namespace: declarations of a file are named plainly"
+            f"the `def` `{name.text}`", name.start, " has a namespace: a file's `def`s are named plainly"
         )
     rules.check_tactics(declaration.layout, policy)
     rules.check_local_definitions(declaration.layout, declaration.first, declaration.end)
-    declared = tokens[declaration.first : declaration.end]
-    signature = tokens[declaration.keyword : declaration.assign]
-    locals_ = rules.bound_names(signature, signature=True) | rules.bound_names(declared)
+    signature = frozenset(bound_names(tokens[declaration.keyword : declaration.assign], signature=True))
+    scopes = read_scopes(declaration.layout, policy.bindable, signature, declaration.first, declaration.end)
     # The modifiers and prefixes before the keyword; then everything after it, where no command word may stand.
     rules.check_code(
         tokens[declaration.attributes_end : declaration.keyword],
         policy,
-        locals_,
+        scopes,
         allowed_words=MODIFIERS,
-        allowed_opens=allowed_opens,
         trusted_names=trusted_names,
     )
     after = declaration.keyword + 1
-    rules.check_code(
-        tokens[after : declaration.end],
-        policy,
-        locals_,
-        allowed_opens=allowed_opens,
-        trusted_names=trusted_names,
-    )
+    rules.check_code(tokens[after : declaration.end], policy, scopes, trusted_names=trusted_names)
 
 
 def _main_by(tokens: list[Token], main: _Declaration) -> int:

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
 from trl_verigate.lean_server.core import GRANULARITIES, Tactic
+from trl_verigate.lean_server.precheck.brackets import CLOSERS, MAX_NESTING, NESTING_HINT, OPENERS, bracket_pairs
+from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
 
-OPENERS = frozenset("([{⟨⦃⟦‹⌊⌈⟪")
-CLOSERS = frozenset(")]}⟩⦄⟧›⌋⌉⟫")
 TERMINATION_WORDS = frozenset({"termination_by", "termination_by?", "decreasing_by"})
 # A declaration's suffix (Lean's `Termination.suffix` and `whereDecls`): no tactic or term contains these words, so
 # wherever they stand the tactic block has ended.
@@ -52,6 +51,8 @@ ARROW_HEADS = {
 }  # fmt: skip
 # Heads with `| pattern => tactics` alternatives.
 ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
+# Terms whose value may end in `;` before their body (`let x := v; body`): that `;` ends no tactic.
+TERM_BINDINGS = frozenset({"let", "have", "letI", "haveI"})
 # Heads in which `|` separates patterns rather than ending an enclosing alternative.
 PATTERN_HEADS = frozenset({"rcases", "obtain", "rintro", "cases'", "induction'", "case", "case'"})
 # Infix combinators of two tactics.
@@ -102,8 +103,6 @@ BLOCK_ENDING_WORDS = frozenset(
     }
 )  # fmt: skip
 _MAY_END_BLOCK = CLOSERS | BLOCK_ENDING_WORDS | SUFFIX_WORDS | {",", "|"}
-# Nested deeper than this, a proof is refused: the parser recurses once per level.
-MAX_NESTING = 64
 
 
 @dataclass
@@ -117,6 +116,8 @@ class Node:
     mode: str
     kind: str = "tactic"
     children: list[Node] = field(default_factory=list)
+    # The index after the tactic block this tactic stands in: a name it binds is in scope up to there.
+    block_end: int = -1
 
 
 @dataclass
@@ -134,6 +135,10 @@ class ProofLayout:
     suffix_tactics: list[Node] = field(default_factory=list)
     # Token indices of the names the `where` declarations declare.
     definition_names: list[int] = field(default_factory=list)
+    # The index of each `=>` that opens a tactic block (`case … =>`, `| p =>`) -> the index after that block.
+    arrow_ends: dict[int, int] = field(default_factory=dict)
+    # `brackets.bracket_pairs(tokens)`, read once for all the rules.
+    closers: list[int] = field(default_factory=list)
 
     def span(self, node: Node) -> tuple[int, int]:
         """The `[start, end)` character span of a node in the text the tokens came from."""
@@ -151,14 +156,14 @@ class ProofLayout:
 def parse_proof(tokens: list[Token]) -> ProofLayout:
     """The layout of a proof body's tokens (`tokenize(body, start_column)`); the body's block must be indented past
     column 0."""
+    closers = bracket_pairs(tokens)
     parser = LayoutParser(tokens)
     nodes, end = parser.sequence(0, 0, False, False, "tactic")
-    layout = ProofLayout(tokens, nodes, end)
+    layout = ProofLayout(tokens, nodes, end, closers=closers)
     if nodes and end < len(tokens) and tokens[end].text in SUFFIX_WORDS:
         layout.suffix_tactics, suffix_end = parser.declaration_suffix(end)
         layout.suffix = (end, suffix_end)
-    layout.clause_keywords = set(parser.clause_keywords)
-    layout.definition_names = parser.definition_names
+    parser.record_in(layout)
     return layout
 
 
@@ -192,6 +197,38 @@ def walk(nodes: list[Node]):
         stack.extend(reversed(node.children))
 
 
+@dataclass
+class _Reading:
+    """What `LayoutParser.operand` keeps track of while it reads one tactic."""
+
+    first: int
+    head: str | None  # None for a declaration's term, whose first token is read like the rest
+    block_column: int
+    in_brackets: bool
+    in_alternative: bool
+    mode: str
+    term: bool
+    children: list[Node] = field(default_factory=list)
+    depth: int = 0  # brackets open within the tactic
+    line_column: int = -1  # the column of the line being read (`calc` steps compare with it)
+    in_calc: bool = False
+    calc_first_column: int | None = None
+    calc_step_column: int | None = None
+    in_lambda: bool = False
+    seen_alternative: bool = False
+    term_bindings: int = 0  # `let`/`have` terms read whose `;` is still to come
+
+    def __post_init__(self):
+        self.line_column = self.block_column
+
+    def start_calc(self, parser: LayoutParser, calc: int | None) -> None:
+        """A `calc` at token index `calc` (None: not one): its steps may start at its first step's column."""
+        self.in_calc = calc is not None
+        following = None if calc is None else calc + 1
+        self.calc_first_column = parser.tokens[following].column if self.in_calc and following < parser.n else None
+        self.calc_step_column = None
+
+
 class LayoutParser:
     """Recursive descent over the tokens; every loop consumes at least one token, so it always terminates."""
 
@@ -203,9 +240,26 @@ class LayoutParser:
         self.nesting = 0
         self.clause_keywords: list[int] = []
         self.definition_names: list[int] = []  # the names of `where` declarations
+        self.arrow_ends: dict[int, int] = {}  # the index of each `=>` that opens a block -> the index after it
+
+    def record_in(self, layout: ProofLayout) -> None:
+        """Give `layout` what this parser read besides the tactics: suffix keywords, definition names, arrows."""
+        layout.clause_keywords = set(self.clause_keywords)
+        layout.definition_names = self.definition_names
+        layout.arrow_ends = self.arrow_ends
 
     def _adjacent(self, i: int, j: int) -> bool:
         return self.tokens[i].end == self.tokens[j].start
+
+    def _hole(self, i: int) -> bool:
+        """Whether a hole (`_`, `?_`, `?name`) stands at token i: an alternative's right-hand side may be one."""
+        if i >= self.n:
+            return False
+        if self.text[i] == "_":
+            return True
+        return (
+            self.text[i] == "?" and i + 1 < self.n and self._adjacent(i, i + 1) and self.tokens[i + 1].kind == "ident"
+        )
 
     def _is_bar(self, i: int) -> bool:
         """A `|` separating alternatives has space on both sides; `|x|` (abs) is written without it."""
@@ -235,9 +289,17 @@ class LayoutParser:
         )
 
     def sequence(
-        self, i: int, parent_column: int | None, in_brackets: bool, in_alternative: bool, mode: str
+        self,
+        i: int,
+        parent_column: int | None,
+        in_brackets: bool,
+        in_alternative: bool,
+        mode: str,
+        positional: bool = True,
     ) -> tuple[list[Node], int]:
-        """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation."""
+        """A tactic block starting at token i; `parent_column` is None where Lean checks no indentation. Not
+        `positional`: tactics separated by `;` whatever their columns (Batteries' `t <;> [t1; t2]` is
+        `sepBy(tactic, "; ")`, not an indented block)."""
         tokens, text, n = self.tokens, self.text, self.n
         if i >= n or self._ends_block(i, in_brackets, in_alternative):
             return [], i
@@ -245,7 +307,7 @@ class LayoutParser:
         if parent_column is not None and block_column <= parent_column:
             return [], i
         if self.nesting >= MAX_NESTING:
-            raise PrecheckError(f"tactic blocks nested more than {MAX_NESTING} deep", tokens[i].start)
+            raise PrecheckError(f"tactic blocks nested more than {MAX_NESTING} deep", tokens[i].start, NESTING_HINT)
         nodes: list[Node] = []
         self.nesting += 1
         while True:
@@ -266,7 +328,7 @@ class LayoutParser:
                 if (
                     i < n
                     and not self._ends_block(i, in_brackets, in_alternative)
-                    and not (tokens[i].line_start and tokens[i].column < block_column)
+                    and not (positional and tokens[i].line_start and tokens[i].column < block_column)
                     and not self._no_tactic_starts(i)
                 ):
                     continue
@@ -280,6 +342,8 @@ class LayoutParser:
                 continue
             break
         self.nesting -= 1
+        for node in nodes:
+            node.block_end = i
         return nodes, i
 
     def operand(
@@ -289,143 +353,154 @@ class LayoutParser:
 
         `term`: the tokens are a declaration's term, where `;` continues a `let`/`have` rather than ending a tactic.
         """
+        reading = _Reading(i, None if term else self.text[i], block_column, in_brackets, in_alternative, mode, term)
+        i = self._head(reading)
+        reading.start_calc(self, i - 1 if reading.head == "calc" else None)
+        while i < self.n:
+            if self.tokens[i].line_start and self._line_ends_tactic(reading, i):
+                break
+            following = self._step(reading, i)
+            if following is None:
+                break
+            i = following
+        if reading.head == "let" and reading.first + 1 < self.n and self.text[reading.first + 1] == "rec":
+            # `let rec f … := … termination_by … decreasing_by …`: the hints belong to the `let rec`.
+            kids, i = self.termination_suffix(i, block_column)
+            reading.children += kids
+        return Node(reading.first, i, mode, "tactic", reading.children), i
+
+    def _head(self, reading: _Reading) -> int:
+        """Read the head of the tactic at `reading.first` and the blocks it opens; returns the index after them."""
         tokens, text, n = self.tokens, self.text, self.n
-        first = i
-        head = None if term else text[i]  # a term has no head: its first token is scanned like the rest
-        children: list[Node] = []
-        if term:
-            pass
-        elif head == "·" or (head == "." and (i + 1 >= n or not self._adjacent(i, i + 1))):
-            kids, i = self.sequence(i + 1, tokens[first].column, in_brackets, in_alternative, mode)
-            children += kids
+        i, head, mode = reading.first, reading.head, reading.mode
+        if reading.term:
+            return i
+        if head == "·" or (head == "." and (i + 1 >= n or not self._adjacent(i, i + 1))):
+            kids, i = self.sequence(i + 1, tokens[i].column, reading.in_brackets, reading.in_alternative, mode)
         elif head in SEQUENCE_PREFIXES:
             i += 1
             if head == "iterate" and i < n and tokens[i].kind == "number":
                 i += 1
-            kids, i = self.sequence(i, None, in_brackets, in_alternative, mode)
-            children += kids
+            kids, i = self.sequence(i, None, reading.in_brackets, reading.in_alternative, mode)
         elif head in TACTIC_BRACKETS:
-            kids, i = self.sequence(i + 1, None, True, False, mode)
-            children += kids
+            kids, i = self.sequence(i + 1, None, True, False, mode, positional=head != "[")
             if i < n and text[i] == TACTIC_BRACKETS[head]:
                 i += 1
         else:
-            i += 1
+            return i + 1
+        reading.children += kids
+        return i
 
-        depth = 0
-        line_column = block_column  # column of the line being read (calc steps compare with it)
-        in_calc = head == "calc"
-        calc_first_column = tokens[first + 1].column if in_calc and first + 1 < n else None
-        calc_step_column = None
-        in_lambda = False
-        seen_alternative = False
-        while i < n:
-            token = text[i]
-            if tokens[i].line_start:
-                line_column = tokens[i].column
-                calc_step = False
-                if depth == 0 and in_calc and text[i - 1] != "calc" and self._calc_step(i):
-                    lowest = calc_step_column
-                    if lowest is None:
-                        lowest = block_column if calc_first_column is None else min(block_column, calc_first_column)
-                    # At or left of the block column, only a line that starts the way no tactic does: Lean reads a
-                    # line there that starts with a keyword as the next tactic, and a name cannot be told from one.
-                    calc_step = line_column >= lowest and (
-                        line_column > block_column or token in CALC_STEP_STARTS or tokens[i].kind == "number"
-                    )
-                    if calc_step and calc_step_column is None:
-                        calc_step_column = line_column
-                if depth == 0 and line_column <= block_column and not calc_step:
-                    # Left of the block column Lean has ended the block; at it, only an unfinished tactic or a line
-                    # starting with an infix continuation goes on.
-                    if token in BLOCK_ENDING_WORDS:
-                        break
-                    if token not in CONTINUATIONS:
-                        previous = text[i - 1]
-                        if line_column < block_column:
-                            if previous != "calc":
-                                break
-                        elif not (self._expects_more(i - 1) or (previous == "only" and token == "[")):
-                            break
-            if token in OPENERS:
-                if (
-                    depth == 0
-                    and token == "("
-                    and i + 2 < n
-                    and text[i + 1] in TACTIC_VALUED_ITEMS
-                    and text[i + 2] == ":="
-                ):
+    def _line_ends_tactic(self, reading: _Reading, i: int) -> bool:
+        """Whether the line starting at token i ends the tactic: at or left of the block column, unless a `calc`
+        step, an infix continuation, or the previous token's required operand goes on there."""
+        tokens, text = self.tokens, self.text
+        token, block_column = text[i], reading.block_column
+        reading.line_column = line_column = tokens[i].column
+        calc_step = False
+        if reading.depth == 0 and reading.in_calc and text[i - 1] != "calc" and self._calc_step(i):
+            lowest = reading.calc_step_column
+            if lowest is None:
+                first = reading.calc_first_column
+                lowest = block_column if first is None else min(block_column, first)
+            # At or left of the block column, only a line that starts the way no tactic does: Lean reads a line
+            # there that starts with a keyword as the next tactic, and a name cannot be told from one.
+            calc_step = line_column >= lowest and (
+                line_column > block_column or token in CALC_STEP_STARTS or tokens[i].kind == "number"
+            )
+            if calc_step and reading.calc_step_column is None:
+                reading.calc_step_column = line_column
+        if reading.depth or line_column > block_column or calc_step:
+            return False
+        # Left of the block column Lean has ended the block; at it, only an unfinished tactic or a line starting with
+        # an infix continuation goes on.
+        if token in BLOCK_ENDING_WORDS:
+            return True
+        if token in CONTINUATIONS:
+            return False
+        previous = text[i - 1]
+        if line_column < block_column:
+            return previous != "calc"
+        return not (self._expects_more(i - 1) or (previous == "only" and token == "["))
+
+    def _step(self, reading: _Reading, i: int) -> int | None:
+        """Read token i of a tactic: the index to read next, or None where the tactic ends before it."""
+        token, n = self.text[i], self.n
+        if token in OPENERS:
+            if reading.depth == 0 and token == "(" and i + 2 < n and self.text[i + 1] in TACTIC_VALUED_ITEMS:
+                if self.text[i + 2] == ":=":
                     kids, i = self.sequence(i + 3, None, True, False, "tactic")
-                    children += kids
-                    if i < n and text[i] == ")":
-                        i += 1
-                    continue
-                depth += 1
-                i += 1
-                continue
-            if token in CLOSERS and depth:
-                depth -= 1
-                i += 1
-                continue
-            if depth == 0:
-                if (
-                    (token == ";" and not term)
-                    or token in INFIX_COMBINATORS
-                    or token in CLOSERS
-                    or (in_brackets and token == ",")
-                ):
-                    break
-                if token in SUFFIX_WORDS:
-                    break
-                if token == "|" and self._is_bar(i):
-                    if head == "first":
-                        kids, i = self.sequence(i + 1, None, in_brackets, True, mode)
-                        children += kids
-                        continue
-                    if head in ALTERNATIVE_HEADS:
-                        seen_alternative, in_lambda = True, False
-                    elif in_alternative and head not in PATTERN_HEADS:
-                        break
-                elif (
-                    token == "=>"
-                    and not in_lambda
-                    and (head in ARROW_HEADS or (head in ALTERNATIVE_HEADS and seen_alternative))
-                ):
-                    arrow_mode = ARROW_HEADS.get(head, "same")
-                    kids, i = self.sequence(
-                        i + 1,
-                        None,
-                        in_brackets,
-                        head in ALTERNATIVE_HEADS,
-                        mode if arrow_mode == "same" else arrow_mode,
-                    )
-                    children += kids
-                    continue
-                elif token == "in" and head in IN_PREFIXES:
-                    kids, i = self.sequence(i + 1, None, in_brackets, in_alternative, mode)
-                    children += kids
-                    continue
-                elif token in ("fun", "λ") or (token == "match" and i != first):
-                    in_lambda = True
-                elif token == "calc":
-                    in_calc = True
-                    calc_first_column = tokens[i + 1].column if i + 1 < n else None
-                    calc_step_column = None
-            if token == "by":
-                if depth == 0:
-                    kids, i = self.sequence(
-                        i + 1, min(block_column, line_column), in_brackets, in_alternative, "tactic"
-                    )
-                else:
-                    kids, i = self.sequence(i + 1, None, True, False, "tactic")
-                children += kids
-                continue
-            i += 1
-        if head == "let" and first + 1 < n and text[first + 1] == "rec":
-            # `let rec f … := … termination_by … decreasing_by …`: the hints belong to the `let rec`.
-            kids, i = self.termination_suffix(i, block_column)
-            children += kids
-        return Node(first, i, mode, "tactic", children), i
+                    reading.children += kids
+                    return i + 1 if i < n and self.text[i] == ")" else i
+            reading.depth += 1
+            return i + 1
+        if token in CLOSERS and reading.depth:
+            reading.depth -= 1
+            return i + 1
+        if reading.depth == 0:
+            return self._top_level_step(reading, i)
+        return self._by_block(reading, i) if token == "by" else i + 1
+
+    def _top_level_step(self, reading: _Reading, i: int) -> int | None:
+        """Read token i outside the tactic's brackets, where separators end it and `|`, `=>`, `in` open blocks."""
+        token, head, mode = self.text[i], reading.head, reading.mode
+        if token == ";" and reading.term_bindings:  # `let x := v; body`: the term's own `;`
+            reading.term_bindings -= 1
+            return i + 1
+        if (
+            (token == ";" and not reading.term)
+            or token in INFIX_COMBINATORS
+            or token in CLOSERS
+            or (reading.in_brackets and token == ",")
+            or token in SUFFIX_WORDS
+        ):
+            return None
+        if token == "|" and self._is_bar(i):
+            if head == "first":
+                kids, i = self.sequence(i + 1, None, reading.in_brackets, True, mode)
+                reading.children += kids
+                return i
+            if head in ALTERNATIVE_HEADS:
+                reading.seen_alternative, reading.in_lambda = True, False
+            elif reading.in_alternative and head not in PATTERN_HEADS:
+                return None
+        elif (
+            token == "=>"
+            and not reading.in_lambda
+            and (head in ARROW_HEADS or (head in ALTERNATIVE_HEADS and reading.seen_alternative))
+        ):
+            if head in ALTERNATIVE_HEADS and self._hole(i + 1):  # `| succ n => _`: the goal is left as it is
+                return i + 2 if self.text[i + 1] == "_" else i + 3
+            arrow_mode = ARROW_HEADS.get(head, "same")
+            block_mode = mode if arrow_mode == "same" else arrow_mode
+            kids, end = self.sequence(i + 1, None, reading.in_brackets, head in ALTERNATIVE_HEADS, block_mode)
+            self.arrow_ends[i] = end
+            reading.children += kids
+            return end
+        elif token == "in" and head in IN_PREFIXES:
+            kids, i = self.sequence(i + 1, None, reading.in_brackets, reading.in_alternative, mode)
+            reading.children += kids
+            return i
+        elif token in ("fun", "λ") or (token == "match" and i != reading.first):
+            reading.in_lambda = True
+        elif token == "calc":
+            reading.start_calc(self, i)
+        elif token in TERM_BINDINGS and i != reading.first:
+            reading.term_bindings += 1
+        if token == "by":
+            return self._by_block(reading, i)
+        return i + 1
+
+    def _by_block(self, reading: _Reading, i: int) -> int:
+        """The tactic block of the term `by` at token i: in brackets Lean checks no column; outside them the block is
+        indented past the enclosing tactic's line."""
+        if reading.depth == 0:
+            parent_column = min(reading.block_column, reading.line_column)
+            kids, i = self.sequence(i + 1, parent_column, reading.in_brackets, reading.in_alternative, "tactic")
+        else:
+            kids, i = self.sequence(i + 1, None, True, False, "tactic")
+        reading.children += kids
+        return i
 
     def termination_suffix(self, i: int, anchor_column: int) -> tuple[list[Node], int]:
         """`[termination_by MEASURE] [decreasing_by TACTICS]` at token i (Lean's `Termination.suffix`), if there.

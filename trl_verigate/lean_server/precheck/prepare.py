@@ -19,6 +19,7 @@ from trl_verigate.lean_server.precheck.prepared import (
     located_at,
     trusted_statement_tokens,
 )
+from trl_verigate.lean_server.precheck.scopes import bound_names, read_scopes
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, check_characters, tokenize
 
 
@@ -59,9 +60,7 @@ def _submitted_source(request: Request) -> str:
     return request.statement + "\n" + request.proof
 
 
-def check_proof_body(
-    proof: str, policy: Policy, start_column: int, statement_tokens: list[Token], allowed_opens: frozenset[str]
-) -> list:
+def check_proof_body(proof: str, policy: Policy, start_column: int, statement_tokens: list[Token]) -> list:
     """Hold an untrusted proof body (the text after `:= by`) to the boundary; returns its outermost tactics."""
     if not proof.strip():
         raise PrecheckError("empty proof body")
@@ -69,9 +68,9 @@ def check_proof_body(
     tokens = tokenize(proof, start_column)
     layout = parse_proof(tokens)
     rules.check_tactics(layout, policy)
-    trusted_names = frozenset(rules.bound_names(statement_tokens, signature=True))
-    locals_ = trusted_names | rules.bound_names(tokens)
-    rules.check_code(tokens, policy, locals_, allowed_opens=allowed_opens, trusted_names=trusted_names)
+    trusted_names = frozenset(bound_names(statement_tokens, signature=True))
+    scopes = read_scopes(layout, policy.bindable, trusted_names)
+    rules.check_code(tokens, policy, scopes, trusted_names=trusted_names)
     rules.check_local_definitions(layout)
     rules.check_extent(layout, proof)
     return layout.outermost_tactics(proof)
@@ -90,7 +89,7 @@ def _prepare_proof_request(request: ProofRequest, default_header: str, policy: P
     tokens = trusted_statement_tokens(request.statement)
     keyword, name = declaration(tokens, "statement")
     with located_at(len(request.statement) + 1):
-        tactics = check_proof_body(request.proof, policy, 0, tokens, trusted.opens)
+        tactics = check_proof_body(request.proof, policy, 0, tokens)
     prepared = assemble(
         trusted.imports,
         request.statement,

@@ -271,9 +271,10 @@ def _raw_string_end(text: str, i: int) -> int:
 
 
 def _quote(text: str, i: int, tokens: list[Token]) -> tuple[str, int]:
-    """A `'` at a token start: a character literal, or the symbol `'` (`∑'`, `f ''` are Mathlib notation)."""
+    """A `'` at a token start: a character literal, or the symbol `'` (`∑'`, `f ''` are Mathlib notation; `xs[i]'h`
+    is Lean's token `]'`, after which `'p'` is the name `p'`)."""
     character = _CHARACTER.match(text, i)
-    if character is None:
+    if character is None or (i > 0 and text[i - 1] == "]" and tokens and tokens[-1].end == i):
         return "symbol", i + 1
     glued = i > 0 and text[i - 1] not in _BEFORE_CHARACTER and (not tokens or tokens[-1].end == i)
     if glued:
