@@ -222,3 +222,44 @@ def test_every_tokenizer_loads_the_same_way_through_auto_and_raw_tokenizers(tiny
     auto = AutoTokenizer.from_pretrained(tiny_models[name])
     raw = Tokenizer.from_file(str(Path(tiny_models[name]) / "tokenizer.json"))
     assert auto.encode(text, add_special_tokens=False) == raw.encode(text, add_special_tokens=False).ids
+
+
+def test_midsize_config_has_qwen2_5_0_5b_parameter_count():
+    """494,032,768 parameters, counted by hand from Qwen2.5-0.5B's shape: tied 151936 x 896 embedding, 24 layers of
+    q (896 x 896 + bias), k and v (896 x 128 + bias each: 2 KV heads of 64), o (896 x 896), gate/up/down
+    (3 x 896 x 4864) and two norms, plus the final norm."""
+    from transformers import Qwen2ForCausalLM
+
+    from trl_verigate.tiny import _padded_tokenizer, midsize_policy_config
+
+    hidden, kv, inner = 896, 128, 4864
+    layer = (hidden * hidden + hidden) + 2 * (hidden * kv + kv) + hidden * hidden + 3 * hidden * inner + 2 * hidden
+    by_hand = 151936 * hidden + 24 * layer + hidden
+    assert by_hand == 494_032_768
+    tokenizer = _padded_tokenizer(151936)
+    with torch.device("meta"):
+        model = Qwen2ForCausalLM(midsize_policy_config(tokenizer))
+    assert sum(param.numel() for param in model.parameters()) == by_hand
+
+
+@pytest.mark.slow  # one 0.5B-wide layer and the 151936-token embedding: ~10 s
+def test_midsize_policy_builds_offline_and_every_sampled_id_decodes(tmp_path, tiny_models):
+    from trl_verigate.tiny import build_midsize_policy
+
+    path = build_midsize_policy(tmp_path, num_hidden_layers=1)
+    assert build_midsize_policy(tmp_path, num_hidden_layers=1) == path  # reused, not rebuilt
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    assert model.config.vocab_size == len(tokenizer) == 151936 and model.dtype == torch.bfloat16
+    assert model.config.hidden_size == 896 and model.config.num_hidden_layers == 1
+    # Text tokenizes as with the tiny policy's tokenizer; the fillers only make high ids decodable.
+    tiny = AutoTokenizer.from_pretrained(tiny_models["policy"])
+    text = "Natalia sold 48/2 = 24 clips in May. √49 = 7"
+    assert tokenizer(text)["input_ids"] == tiny(text)["input_ids"]
+    assert tokenizer.decode([151935, 1030]) == "<fill151935><fill1030>"
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "2 + 2?"}], tokenize=False, add_generation_prompt=True
+    )
+    ids = tokenizer(chat)["input_ids"]
+    out = model.generate(torch.tensor([ids]), max_new_tokens=4, do_sample=True)
+    assert len(tokenizer.decode(out[0, len(ids) :])) > 0

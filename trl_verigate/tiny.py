@@ -14,6 +14,10 @@ The other tokenizers are a byte-level BPE trained on the spot on a small built-i
 and multi-byte characters the way Qwen's tokenizer does, while staying small (about 1k tokens). Weights are random
 (seeded), so the models say nothing meaningful; they exercise shapes, special tokens and code paths.
 Command line: ``python -m trl_verigate.tiny DIR`` prints the paths as JSON.
+
+`build_midsize_policy(out_dir)` writes ``policy_0.5b``: a random ``Qwen2ForCausalLM`` of Qwen2.5-0.5B's shape
+(494M parameters, 151936-token vocabulary: the tiny tokenizer padded with filler pieces), built locally, for
+timings (`python -m trl_verigate.gpu_check`) that need a model of a real size but no download.
 """
 
 from __future__ import annotations
@@ -177,6 +181,70 @@ def _qwen2_config(tokenizer, **overrides):
     return Qwen2Config(**settings)
 
 
+# Qwen/Qwen2.5-0.5B-Instruct's config.json: the shape, not the weights.
+MIDSIZE_SHAPE = {
+    "vocab_size": 151936,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "rope_theta": 1000000.0,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": True,
+    "initializer_range": 0.02,
+}
+
+
+def _padded_tokenizer(vocab_size: int):
+    """The tiny policy's tokenizer with filler pieces ``<fillN>`` appended to its BPE vocabulary up to `vocab_size`
+    ids, so every id a model with that vocabulary samples decodes (no merge makes a filler, so text tokenizes as
+    with the tiny tokenizer)."""
+    from tokenizers import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    tiny = _train_tokenizer([], [])
+    state = json.loads(tiny.backend_tokenizer.to_str())
+    vocab = state["model"]["vocab"]
+    taken = len(tiny)
+    vocab.update({f"<fill{index}>": index for index in range(taken, vocab_size)})
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)),
+        eos_token=IM_END,
+        pad_token=ENDOFTEXT,
+        unk_token=None,
+        bos_token=None,
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=MIDSIZE_SHAPE["max_position_embeddings"],
+        padding_side="left",
+        clean_up_tokenization_spaces=False,
+    )
+
+
+def midsize_policy_config(tokenizer, **overrides):
+    """Qwen2.5-0.5B's shape (`MIDSIZE_SHAPE`) with `tokenizer`'s special tokens; `overrides` change any field."""
+    return _qwen2_config(tokenizer, **{**MIDSIZE_SHAPE, **overrides})
+
+
+def build_midsize_policy(out_dir: str | os.PathLike, dtype: str = "bfloat16", **overrides) -> str:
+    """Build (or reuse) ``out_dir/policy_0.5b``, a random policy of Qwen2.5-0.5B's shape in `dtype`; its path.
+
+    `overrides` change the shape (tests build one layer); the folder is then ``policy_0.5b-<fields>``.
+    """
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    def build(target: Path) -> None:
+        tokenizer = _padded_tokenizer(MIDSIZE_SHAPE["vocab_size"])
+        torch.manual_seed(SEED + 4)
+        model = Qwen2ForCausalLM(midsize_policy_config(tokenizer, **overrides))
+        _save(model.to(getattr(torch, dtype)), tokenizer, target)
+
+    suffix = "".join(f"-{key}{value}" for key, value in sorted(overrides.items()))
+    return _build_once(Path(out_dir).expanduser().resolve(), f"policy_0.5b{suffix}-{dtype}", build)
+
+
 def _save(model, tokenizer, target: Path) -> None:
     from transformers import GenerationConfig
 
@@ -288,35 +356,37 @@ def _is_complete(target: Path) -> bool:
     return marker.is_file() and marker.read_text().strip() == BUILD_VERSION
 
 
-def build_tiny_models(out_dir: str | os.PathLike) -> dict[str, str]:
-    """Build (or reuse) the tiny models under `out_dir`; return {name: absolute path}.
+def _build_once(out: Path, name: str, builder) -> str:
+    """``out/name`` built by `builder(folder)` unless a complete build is there; its path.
 
-    Each model is written to a temporary folder and renamed into place only when complete, so an interrupted
-    build or two concurrent builds never leave a half-written checkpoint that a later call would reuse.
+    The model is written to a temporary folder and renamed into place only when complete, so an interrupted build or
+    two concurrent builds never leave a half-written checkpoint that a later call would reuse.
     """
-    out = Path(out_dir).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, builder in _BUILDERS.items():
-        target = out / name
-        if not _is_complete(target):
-            staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out))
-            staging.chmod(0o755)  # mkdtemp makes it private; the checkpoint should be readable like any other.
+    target = out / name
+    if not _is_complete(target):
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out))
+        staging.chmod(0o755)  # mkdtemp makes it private; the checkpoint should be readable like any other.
+        try:
+            builder(staging)
+            (staging / COMPLETE_MARKER).write_text(BUILD_VERSION + "\n")
+            if target.exists():
+                shutil.rmtree(target)
             try:
-                builder(staging)
-                (staging / COMPLETE_MARKER).write_text(BUILD_VERSION + "\n")
-                if target.exists():
-                    shutil.rmtree(target)
-                try:
-                    staging.rename(target)
-                except OSError:
-                    # Another process finished the same model first; its copy is equivalent (seeded build).
-                    if not _is_complete(target):
-                        raise
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
-        paths[name] = str(target)
-    return paths
+                staging.rename(target)
+            except OSError:
+                # Another process finished the same model first; its copy is equivalent (seeded build).
+                if not _is_complete(target):
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return str(target)
+
+
+def build_tiny_models(out_dir: str | os.PathLike) -> dict[str, str]:
+    """Build (or reuse) the tiny models under `out_dir`; return {name: absolute path} (see `_build_once`)."""
+    out = Path(out_dir).expanduser().resolve()
+    return {name: _build_once(out, name, builder) for name, builder in _BUILDERS.items()}
 
 
 def main(argv: list[str] | None = None) -> None:
