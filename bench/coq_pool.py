@@ -9,6 +9,9 @@
 - Latency: the same batch with one looping proof, each request timed from the batch's start; the p99 of the others
   against the batch without it. Target: not delayed past one timeout.
 - Costs: Print Assumptions on every pass (mostly `lia` proofs), and the coqchk recheck per verify() call.
+- Heavy recheck: one pass that coqchk needs seconds for (a `vm_compute` step; coqchk has no VM) among 12 honest
+  passes. The rechecks run side by side, so the call takes about the slowest single recheck plus the rest of the
+  batch, not their sum. Target: mixed call <= 1.5 x heavy recheck alone + the honest call alone.
 
 Prints ratios; no timed asserts.
 
@@ -141,15 +144,55 @@ def p99(values: list[float]) -> float:
     return sorted(values)[max(0, int(round(0.99 * len(values))) - 1)]
 
 
+# coqidetop runs this in well under a second in its VM; coqchk, which has no VM, needs seconds for 2^22 steps.
+HEAVY_PROOF = (
+    "assert (BinPos.Pos.iter negb true (BinPos.Pos.pow (BinNums.xO BinNums.xH) (BinPos.Pos.of_nat 22)) = true) "
+    "by (vm_compute; reflexivity). clear H. intros n. lia."
+)
+TARGET_HEAVY_RATIO = 1.5
+
+
+def heavy_recheck(config: CoqServerConfig, rounds: int) -> None:
+    """The mixed call (heavy + 12 honest) against the heavy pass alone and the honest ones alone, interleaved."""
+    honest = [CoqProofRequest(f"Theorem honest_{k} : forall n : nat, n + 0 = n.", PROOF_STYLES[k % 3]) for k in range(12)]
+    heavy = CoqProofRequest("Theorem heavy : forall n : nat, n + 0 = n.", HEAVY_PROOF)
+    heavy_rechecks, rest_calls, mixed_calls = [], [], []
+    with CoqServer(config) as server:
+        server.verify(honest[:WORKERS])
+        for _ in range(rounds):
+            before = server.metrics()["coq/recheck_seconds"]
+            seconds, passed = pool_run(server, [heavy])
+            assert passed == 1, "the heavy pass must pass and be confirmed"
+            heavy_rechecks.append(server.metrics()["coq/recheck_seconds"] - before)
+            rest_calls.append(pool_run(server, honest)[0])
+            seconds, passed = pool_run(server, [heavy, *honest])
+            assert passed == 13, f"{passed} of 13 passed"
+            mixed_calls.append(seconds)
+    heavy_s, rest_s, mixed_s = (statistics.median(v) for v in (heavy_rechecks, rest_calls, mixed_calls))
+    ratio = mixed_s / (heavy_s + rest_s)
+    print(f"[heavy recheck] 1 heavy pass + 12 honest, {WORKERS} workers, median of {rounds} interleaved rounds")
+    print(f"  heavy pass's recheck alone      : {heavy_s:6.2f} s")
+    print(f"  the 12 honest passes alone      : {rest_s:6.2f} s (a whole verify call)")
+    print(f"  mixed call                      : {mixed_s:6.2f} s")
+    print(
+        f"  mixed / (heavy recheck + rest)  : {ratio:.2f}  target <= {TARGET_HEAVY_RATIO}: "
+        f"{'PASS' if ratio <= TARGET_HEAVY_RATIO else 'FAIL'}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of each side (default: 3)")
     parser.add_argument("--timeout", type=float, default=2.0, help="per-proof timeout of the latency run (s)")
+    parser.add_argument("--only-heavy", action="store_true", help="run only the heavy-recheck case")
     args = parser.parse_args()
     requests = workload()
     plain = CoqServerConfig(
         workers=WORKERS, spare_workers=0, sandbox="none", print_assumptions="never", recheck="none", header=HEADER
     )
+    heavy_recheck(CoqServerConfig(**{**plain.__dict__, "recheck": "coqchk"}), args.rounds)
+    if args.only_heavy:
+        return
 
     started = time.perf_counter()
     bare = [BareCoq() for _ in range(WORKERS)]

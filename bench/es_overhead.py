@@ -4,16 +4,16 @@ Every ratio compares timings taken in turn (a, b, a, b, ...) and keeps the faste
 shared machine hits both sides. [2]-[6] run on `--intra-op-threads` torch threads (default 1, generation and ES
 alike; see its help).
 
-1. Noise throughput: `es_noise` elements per second (its C kernel on the CPU) as a fraction of a same-size fp32
-   `torch.clone` (target >= 0.2), both on one intra-op thread, on a tensor larger than the L3 cache; and the torch ops
-   (the definition, used without a C compiler and on CUDA) beside them.
+1. Noise throughput: `es_noise` elements per second (torch ops, the one implementation on every device) as a
+   fraction of a same-size fp32 `torch.clone`, both on one intra-op thread, on a tensor larger than the L3 cache.
 2. Flat iteration cost: perturb + restore + update at iteration 1 (fresh master) and at iteration N (the master after
    N - 1 incremental updates; target <= 1.2x), against rebuilding the master by replaying the history from the base.
 3. Population throughput: members per second of an ES iteration (tiny policy, HF generate) as a fraction of pure
-   generation of the same completions without perturbation (target >= 0.9), with the perturb, sync, restore, update,
-   generate and reward-wait shares of the iteration.
+   generation of the same completions without perturbation (target >= 0.9; below 0.85 on the CPU, noise generation
+   would need a faster CPU path than torch ops), with the perturb, sync, restore, update, generate and reward-wait
+   shares of the iteration.
 4. Memory above the model's weights: the fp32 master, plus the largest transient of perturb and update (computed from
-   the parameter sizes and which noise path runs), and the process's peak RSS.
+   the parameter sizes and the noise's chunk buffers), and the process's peak RSS.
 5. Verification overlapped with generation: with the Lean reward on the stand-in REPL (sleeping a fixed latency per
    proof, calibrated against the measured generation time), and with a pure-latency verifier, iteration time /
    max(total generation, total verification) with async rewards (target <= 1.15) and with the same reward awaited
@@ -85,31 +85,18 @@ def intra_op_threads(count: int):
 
 def noise_throughput(numel: int, rounds: int) -> None:
     source = torch.randn(numel)
-    key = noise_module.noise_key(1, "bench.weight")
-
-    def torch_ops():  # the generator's definition, and its path without a C compiler or off the CPU
-        noise_module._fill_noise_ops(torch.empty(numel), 0, key)
-
-    functions = {
-        "clone": lambda: source.clone(),
-        "noise": lambda: es_noise(1, "bench.weight", (numel,)),
-        "torch ops": torch_ops,
-    }
-    # One intra-op thread for all: es_noise's kernel and the torch ops' chunks run in the calling thread by design
-    # (see noise.CHUNK_ELEMENTS), and clone's second OpenMP thread on this shared 2-core machine mostly waits for a
-    # core. Wall time and this process's CPU time (which a time slice given to another process does not inflate).
-    kernel = (
-        "C kernel" if noise_module.noise_kernel.load_kernel() is not None else "torch ops: the C kernel did not build"
-    )
+    functions = {"clone": lambda: source.clone(), "noise": lambda: es_noise(1, "bench.weight", (numel,))}
+    # One intra-op thread for both: es_noise's chunks run in the calling thread by design (see noise.CHUNK_ELEMENTS),
+    # and clone's second OpenMP thread on this shared 2-core machine mostly waits for a core. Wall time and this
+    # process's CPU time (which a time slice given to another process does not inflate).
     with intra_op_threads(1):
         wall = interleaved_minimums(functions, rounds)
         cpu = interleaved_minimums(functions, rounds, clock=time.process_time)
     print(
         f"[1] noise ({numel} elements = {numel * 4 / 2**20:.0f} MiB fp32, 1 intra-op thread, fastest of {rounds} "
-        f"interleaved; {kernel}): {numel / wall['noise'] / 1e6:.1f} M elements/s, clone "
-        f"{numel / wall['clone'] / 1e6:.0f} M/s; noise / clone throughput = {wall['clone'] / wall['noise']:.3f} wall "
-        f"time, {cpu['clone'] / cpu['noise']:.3f} CPU time (target >= 0.2); the torch ops alone "
-        f"{numel / wall['torch ops'] / 1e6:.1f} M/s = {wall['clone'] / wall['torch ops']:.3f} of clone"
+        f"interleaved): {numel / wall['noise'] / 1e6:.1f} M elements/s, clone {numel / wall['clone'] / 1e6:.0f} M/s; "
+        f"noise / clone throughput = {wall['clone'] / wall['noise']:.3f} wall time, "
+        f"{cpu['clone'] / cpu['noise']:.3f} CPU time"
     )
 
 
@@ -246,16 +233,11 @@ def population_throughput(policy, folder, population, rounds) -> None:
     params = runner.trainer._es_parameters()
     master_bytes = sum(p.numel() * 4 for p in params.values())
     largest = max(p.numel() * 4 for p in params.values())
-    if noise_module.noise_kernel.load_kernel() is not None:
-        # The kernel writes θ + σ·ε straight into an fp32 parameter, else into one fp32 tensor; the update holds one
-        # accumulator and no noise tensor.
-        indirect = [p.numel() * 4 for p in params.values() if p.dtype != torch.float32 or not p.is_contiguous()]
-        transient = {"perturb": max(indirect, default=0), "update": largest}
-    else:
-        # The torch ops: one tensor's noise and the chunk buffers (7 int32/float32 buffers, noise._Buffers); the
-        # update's accumulator beside that noise.
-        buffers = 7 * 4 * min(largest // 4, noise_module.CHUNK_ELEMENTS)
-        transient = {"perturb": largest + buffers, "update": 2 * largest + buffers}
+    # perturb writes θ + σ·ε straight into a contiguous fp32 parameter, else into one fp32 tensor; the update holds
+    # one accumulator. Both hold the noise's chunk buffers (noise._Buffers), never a tensor-sized noise.
+    buffers = noise_module._Buffers(min(largest // 4, noise_module.CHUNK_ELEMENTS), "cpu").nbytes()
+    indirect = [p.numel() * 4 for p in params.values() if p.dtype != torch.float32 or not p.is_contiguous()]
+    transient = {"perturb": max(indirect, default=0) + buffers, "update": largest + buffers}
     print(
         f"[4] memory above the model: fp32 master {master_bytes / 2**20:.2f} MiB + at most "
         f"{max(transient.values()) / 2**20:.2f} MiB at a time ("
@@ -447,7 +429,7 @@ def vllm_importable() -> bool:
 def member_cost(model: str, backend: str, folder: Path, population: int, rounds: int, tokens: int) -> None:
     """[6]: (perturb + sync) / generate, both summed over one iteration's P members (so per member as well)."""
     on_gpu = torch.cuda.is_available()
-    trainer = es_trainer(  # its first iteration is the warm-up: CUDA graphs, the kernel build, allocator growth
+    trainer = es_trainer(  # its first iteration is the warm-up: CUDA graphs, allocator growth
         model,
         folder / "member_cost",
         letter_reward,

@@ -1,6 +1,7 @@
 """Build bench/data/published_proofs.jsonl.gz, the false-rejection corpus, from git dirs of its sources.
 
-Every row is one `theorem`/`lemma`/`example` (compfiles: `problem`) whose body is a tactic proof (`:= by`), taken
+Every row is one `theorem`/`lemma`/`example` (compfiles: `problem`) whose body is a tactic proof (its first `:=`
+outside brackets is followed by `by`), taken
 from a file its authors publish as Lean-checked: the statement (up to and including `:= by`), the proof (the lines
 after it up to the next line at column 0) and the file's header (its `import`, `open` and `set_option` lines at
 column 0, not `… in`). A declaration whose proof says `sorry` or `admit` is left out (an unfinished proof is no
@@ -32,6 +33,7 @@ DECLARATION = re.compile(
     re.MULTILINE,
 )
 BY = re.compile(r":=\s*by\b")
+WHERE = re.compile(r"(?<![\w.'])where\b")
 HEADER_LINE = re.compile(r"^(?:import|open|set_option)\s(?!.*\sin\s*$)[^\n]*$", re.MULTILINE)
 LOCAL_TACTIC = re.compile(
     r'^\s*(?:(?:local|scoped)\s+)?(?:syntax|macro|elab)\b[^\n"]*"([^"\s]+)[^\n]*:\s*tactic', re.MULTILINE
@@ -42,6 +44,22 @@ BLOCK_COMMENT = re.compile(r"/-.*?-/", re.DOTALL)
 
 def git(gitdir: str, *args: str) -> bytes:
     return subprocess.run(["git", f"--git-dir={gitdir}", *args], check=True, capture_output=True).stdout
+
+
+def body_by(code: str, start: int, end: int) -> re.Match | None:
+    """The `:= by` that starts the declaration's body: its first `:=` outside brackets, when `by` follows it. None
+    for a term body, equations (`|`) or a structure body (`where`)."""
+    depth = 0
+    for i in range(start, end):
+        c = code[i]
+        depth += (c in "([{⟨") - (c in ")]}⟩")
+        if depth:
+            continue
+        if code.startswith(":=", i):
+            return BY.match(code, i)
+        if c == "|" and code[code.rfind("\n", 0, i) + 1 : i].strip() == "" or WHERE.match(code, i):
+            return None
+    return None
 
 
 def proofs_of(text: str, only_name: str | None = None):
@@ -55,7 +73,7 @@ def proofs_of(text: str, only_name: str | None = None):
             continue
         next_top = re.compile(r"^\S", re.MULTILINE).search(code, code.find("\n", m.end()) + 1)
         end = next_top.start() if next_top else len(code)
-        by = BY.search(code, m.end(), end)
+        by = body_by(code, m.end(), end)
         if by is None:
             continue
         statement, proof = text[m.start() : by.end()], text[by.end() : end].rstrip()
