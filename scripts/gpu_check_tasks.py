@@ -1,8 +1,8 @@
 """The checks `make gpu-check` runs (scripts/gpu_check.py), one per process: `python scripts/gpu_check_tasks.py TASK`.
 
 Each task writes {"rows": [{"check", "status": PASS|FAIL|SKIP, "figures", "data"}]} to --json. On --device cpu they run on
-the CPU (noise: the torch ops against the C kernel; ES and VeriGate with vLLM need --fake-vllm, the stand-in of
-tests/fake_vllm.py), which is how tests/test_gpu_check.py rehearses them on a machine without a GPU.
+the CPU (noise: es_noise against a second computation through its chunk seam; ES and VeriGate with vLLM need
+--fake-vllm, the stand-in of tests/fake_vllm.py), which is how tests/test_gpu_check.py rehearses them on a machine without a GPU.
 
     noise           ε on the device bit-equal to ε on the CPU for the same (seed, name, shape), past 2^31 elements
     es_vllm         member weights reach the vLLM engine; the es/seconds_* split; one member twice, one seed, the
@@ -36,13 +36,18 @@ def row(check: str, passed: bool | None, figures: str, **data) -> dict:
     return {"check": check, "status": status, "figures": figures, "data": data}
 
 
-def cpu_reference_noise(seed: int, name: str, counters):
-    """ε at arbitrary element counters, on the CPU through the torch ops (the generator's definition)."""
+def cpu_reference_noise(seed: int, name: str, runs: list[tuple[int, int]]):
+    """ε at the element counters of each (first counter, length) run, concatenated, computed on the CPU."""
     import torch
 
     from trl_verigate.es import noise
 
-    return noise._normal_from_counters(torch.as_tensor(counters, dtype=torch.int64), noise.noise_key(seed, name))
+    out = torch.empty(sum(length for _, length in runs))
+    offset = 0
+    for first, length in runs:
+        noise._fill_noise(out[offset : offset + length], first, noise.noise_key(seed, name))
+        offset += length
+    return out
 
 
 def task_noise(args) -> list[dict]:
@@ -51,9 +56,9 @@ def task_noise(args) -> list[dict]:
     from trl_verigate.es import noise
 
     def device_noise(seed, name, shape):
-        if args.device == "cpu":  # the torch ops, as off the CPU, against the kernel es_noise uses here
+        if args.device == "cpu":  # a second computation through the chunk seam, as the CUDA comparison reads it
             out = torch.empty(shape, dtype=torch.float32)
-            noise._fill_noise_ops(out.view(-1), 0, noise.noise_key(seed, name))
+            noise._fill_noise(out.view(-1), 0, noise.noise_key(seed, name))
             return out
         return noise.es_noise(seed, name, shape, device=args.device)
 
@@ -85,17 +90,12 @@ def task_noise(args) -> list[dict]:
     torch.cuda.synchronize()
     seconds = time.perf_counter() - started
     generator = torch.Generator().manual_seed(0)
-    counters = torch.cat(
-        [
-            torch.arange(0, 65536),
-            torch.arange(2**31 - 32768, 2**31 + 32768),
-            torch.arange(big - 65536, big),
-            torch.randint(0, big, (65536,), generator=generator),
-        ]
-    )
+    random_starts = torch.randint(0, big - 4096, (16,), generator=generator).tolist()
+    runs = [(0, 65536), (2**31 - 32768, 65536), (big - 65536, 65536), *[(start, 4096) for start in random_starts]]
+    counters = torch.cat([torch.arange(first, first + length) for first, length in runs])
     picked = tensor[counters.to(args.device)].cpu()
     del tensor
-    reference = cpu_reference_noise(3, "big", counters)
+    reference = cpu_reference_noise(3, "big", runs)
     big_differing = int((picked.view(torch.int32) != reference.view(torch.int32)).sum())
     figures += (
         f"; {big}-element tensor: {counters.numel()} elements (at 0, around 2^31, at the end, random) compared, "

@@ -59,41 +59,6 @@ def transcripts_dir():
 
 
 @pytest.fixture
-def kernel_cache(monkeypatch, tmp_path):
-    """A fresh load of es_noise's CPU kernel with its cache under tmp_path (the yielded directory holds the built
-    libraries); afterwards the kernel is forgotten (the next test loads the real one) and denormals are kept again in
-    this thread, should a test's kernel have switched flush-to-zero on."""
-    import torch
-
-    from trl_verigate.es import noise_kernel
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    noise_kernel.forget_kernel()
-    yield tmp_path / "cache" / "trl_verigate" / "es_noise"
-    noise_kernel.forget_kernel()
-    torch.set_flush_denormal(False)
-
-
-@pytest.fixture
-def kernel_builds(monkeypatch):
-    """The kernel build commands (those with -shared) run from here on."""
-    import subprocess
-
-    from trl_verigate.es import noise_kernel
-
-    commands = []
-    real_run = subprocess.run
-
-    def recording_run(command, *args, **kwargs):
-        if "-shared" in command:
-            commands.append(command)
-        return real_run(command, *args, **kwargs)
-
-    monkeypatch.setattr(noise_kernel.subprocess, "run", recording_run)
-    return commands
-
-
-@pytest.fixture
 def no_model_load(monkeypatch):
     """Fails the test if `trl-verigate evaluate` loads a model; the list of the loads tried (empty is good)."""
     from trl_verigate.evaluate.generation import HFBackend

@@ -1,4 +1,4 @@
-"""Counter-based Gaussian noise: the same float32 values for a (seed, name, index) on every device.
+"""Counter-based Gaussian noise: the same float32 values for a (seed, name, index) on every device, from torch ops.
 
 CPU and CUDA random streams differ for the same seed, so noise drawn from `torch.Generator` cannot be replayed on
 another device. Here every element is a pure function of (seed, parameter name, element index):
@@ -18,35 +18,25 @@ reason: libm's `log`/`cos` differ between CPU and CUDA in the last bit, and torc
 rounded (it differs from numpy's in the last bit for ~15% of float32 inputs). A BLAKE2b key per (seed, name) makes
 tensors of equal shape independent, unlike reseeding one generator with the same seed per tensor.
 
-How it is computed (the values above are the definition; this is only how they are reached quickly):
+How it is computed (the values above are the definition; this is only how torch reaches them on any device):
 
-- On the CPU, `noise_kernel.c` (built on first use with the system C compiler, see `noise_kernel`) performs the torch
-  ops' float32 operations below in the same order, one pass per element (no fused multiply-add, no reassociation);
-  tests compare it with the torch ops and the numpy twin bit for bit, its float stages on every possible input, and
-  each process checks it against the torch ops when it loads. Without a compiler, or if that check fails, the torch
-  ops run on the CPU too (one warning). Elsewhere (CUDA) the torch ops run:
-- Chunks of `CHUNK_ELEMENTS` run through 7 preallocated int32/float32 buffers with in-place ops and 0-dim constant
-  operands, so the ~115 elementwise steps per chunk stay in the CPU's L2 cache, allocate nothing and convert no
-  Python number (6-13x the throughput, measured under load, of the int64, allocate-per-step form this replaced, same bits).
+- Chunks of `CHUNK_ELEMENTS` (CPU) or `ACCELERATOR_CHUNK_ELEMENTS` run through preallocated int32/float32 buffers
+  with in-place ops and 0-dim constant operands, so the ~115 elementwise steps of a chunk stay in the CPU's L2 cache,
+  allocate nothing and convert no Python number per op.
 - The hash runs on int32 words: products wrap mod 2^32 in two's complement, logical right shifts are arithmetic
   shifts masked to the shifted width.
 - The float stages read exponents and mantissas from the bits instead of `frexp`/`where`: the decompositions
-  `_box_muller_radius` defines are unique, so any exact way of reaching them gives the same bits. The radius depends
-  on the 23 bits behind u1 only and the cosine on the 24 bits of u2, so tests compare both stages with an independent
-  numpy twin on every possible input (and whole tensors, including counters past 2^31 and 2^32, bit for bit).
+  `_box_muller_radius` defines are unique, so any exact way of reaching them gives the same bits.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import math
 import struct
 
 import torch
-
-from trl_verigate.es import noise_kernel
 
 # Bump when any value above changes: an es_state.json records it, and a replay with another version is refused.
 NOISE_VERSION = "es-noise-v1"
@@ -57,10 +47,10 @@ LOWBIAS_MUL_2 = 0x846CA68B
 # Elements per chunk on the CPU: torch's parallel grain (32768 elements), so every op of a chunk runs in one thread
 # (torch splits an op into ceil(elements / grain) tasks). A parallel op waits at a barrier for its second thread, and
 # on a shared or oversubscribed CPU that wait (a scheduler time slice) costs more than the op: measured 2 M vs 17 M
-# elements/s at 2^16 vs 2^15 with 2 threads under load. The 7 chunk buffers (0.9 MiB) stay in L2 and each op is long
+# elements/s at 2^16 vs 2^15 with 2 threads under load. The chunk buffers (1 MiB) stay in L2 and each op is long
 # enough that dispatch is a small part of it.
 CHUNK_ELEMENTS = 1 << 15
-# On an accelerator each op is a kernel launch: larger chunks (7 buffers of 16 MiB, 112 MiB) keep the launches few.
+# On an accelerator each op is a kernel launch: larger chunks (8 buffers of 16 MiB, 128 MiB) keep the launches few.
 ACCELERATOR_CHUNK_ELEMENTS = 1 << 22
 
 
@@ -91,14 +81,6 @@ _TWO_PI_OVER_2_24 = _f32(TWO_PI) * 2.0**-24
 _SQRT_CHORD_SLOPE_F32 = _f32(SQRT_CHORD_SLOPE)
 _SQRT_HALF_BITS = _f32_bits(SQRT_HALF)
 _HALF_BITS = _f32_bits(0.5)
-# The CPU kernel's constant operands, in noise_kernel.c's order: the same float32 values the torch ops use.
-KERNEL_CONSTANTS = (
-    (ctypes.c_float * 16)(
-        *_LOG_SERIES_F32, *_SIN_SERIES_F32, -_TWO_PI_OVER_2_24, _MINUS_TWO_LN2_F32, _SQRT_CHORD_SLOPE_F32
-    ),
-    _SQRT_HALF_BITS,
-    _HALF_BITS,
-)
 
 
 def noise_key(seed: int, name: str) -> tuple[int, int, int, int]:
@@ -118,22 +100,25 @@ def _signed32(word: int) -> int:
 @functools.lru_cache(maxsize=None, typed=True)
 def _constant(value: int | float, device: torch.device) -> torch.Tensor:
     """A 0-dim int32 (for an int) or float32 (for a float) operand on `device`: a Python number costs a conversion
-    per op, which at ~120 ops per chunk is most of the time for small chunks."""
+    per op, which at ~120 ops per chunk is most of the time for small chunks. Only the module's fixed constants go
+    through here (the cache never grows with seeds or scales)."""
     return torch.tensor(value, dtype=torch.int32 if isinstance(value, int) else torch.float32, device=device)
 
 
 class _Buffers:
     """Chunk-sized scratch tensors: `counters` (0, 1, ..., size − 1), three int32 (the hash state, a second hash,
-    exponents and shift temporaries) and three float32 (each also read as int32 bits where a step works on a float's
-    exponent and mantissa, and the other way)."""
+    exponents and shift temporaries), three float32 (each also read as int32 bits where a step works on a float's
+    exponent and mantissa, and the other way) and `noise`, where a chunk's ε lands when it is not written straight
+    into its destination."""
 
     def __init__(self, size: int, device):
         self.counters = torch.arange(size, dtype=torch.int32, device=device)
         self.ints = [torch.empty(size, dtype=torch.int32, device=device) for _ in range(3)]
         self.floats = [torch.empty(size, dtype=torch.float32, device=device) for _ in range(3)]
+        self.noise = torch.empty(size, dtype=torch.float32, device=device)
 
-    def take(self, count: int):
-        return [t[:count] for t in self.ints], [t[:count] for t in self.floats]
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.counters, *self.ints, *self.floats, self.noise))
 
 
 def _shift_right_logical_xor_(x: torch.Tensor, shift: int, scratch: torch.Tensor) -> None:
@@ -143,14 +128,12 @@ def _shift_right_logical_xor_(x: torch.Tensor, shift: int, scratch: torch.Tensor
     x.bitwise_xor_(scratch)
 
 
-def _mix32_(x: torch.Tensor, scratch: torch.Tensor, first_shift_done: bool = False) -> None:
+def _mix32_(x: torch.Tensor, scratch: torch.Tensor) -> None:
     """Wellons' lowbias32 in place: x ^= x>>16; x *= 0x7feb352d; x ^= x>>15; x *= 0x846ca68b; x ^= x>>16 (mod 2^32).
 
     The products are int32 products with the constants' int32 bit patterns: they wrap mod 2^32 (two's complement)
-    in torch's CPU and CUDA kernels, which the numpy twin in tests (native uint32 arithmetic) checks.
-    `first_shift_done`: x already holds x ^ (x >>> 16)."""
-    if not first_shift_done:
-        _shift_right_logical_xor_(x, 16, scratch)
+    in torch's CPU and CUDA kernels."""
+    _shift_right_logical_xor_(x, 16, scratch)
     x.mul_(_constant(_signed32(LOWBIAS_MUL_1), x.device))
     _shift_right_logical_xor_(x, 15, scratch)
     x.mul_(_constant(_signed32(LOWBIAS_MUL_2), x.device))
@@ -237,19 +220,14 @@ def _box_muller_radius(hashed: torch.Tensor, exponent: torch.Tensor, a: torch.Te
     return y
 
 
-def _normal_(
-    buffers: _Buffers, count: int, high, key: tuple[int, int, int, int], out: torch.Tensor, first_shift_done=False
-) -> None:
-    """out ← ε for `count` counters whose low words, xor k0, are in the first int buffer (as int32 bits; with
-    `first_shift_done`, already xor'ed with themselves >>> 16), and whose high word is the int `high` or an int32
-    tensor of them."""
-    _, k1, k2, k3 = key
-    (x, hashed, scratch), (a, b, c) = buffers.take(count)
-    _mix32_(x, scratch, first_shift_done)
-    if isinstance(high, int):
-        x.bitwise_xor_(_signed32(high ^ k1))
-    else:
-        x.bitwise_xor_(high).bitwise_xor_(_signed32(k1))
+def _normal_(buffers: _Buffers, start: int, count: int, key: tuple[int, int, int, int], out: torch.Tensor) -> None:
+    """out ← ε of the element counters start, ..., start + count − 1, which lie within one multiple of 2^31: their
+    low words are one int32 range (no wrap-around when the offsets are added) and their high word is one int."""
+    k0, k1, k2, k3 = key
+    (x, hashed, scratch), (a, b, c) = ([t[:count] for t in group] for group in (buffers.ints, buffers.floats))
+    torch.add(buffers.counters[:count], _signed32(start & MASK32), out=x).bitwise_xor_(_signed32(k0))
+    _mix32_(x, scratch)
+    x.bitwise_xor_(_signed32((start >> 32) ^ k1))
     _mix32_(x, scratch)
     torch.bitwise_xor(x, _signed32(k3), out=hashed)
     _mix32_(hashed, scratch)
@@ -260,17 +238,27 @@ def _normal_(
     torch.mul(radius, cosine, out=out)
 
 
-def _normal_from_counters(counters: torch.Tensor, key: tuple[int, int, int, int]) -> torch.Tensor:
-    """ε for arbitrary int64 element counters (any values in [0, 2^63)), one float32 per counter."""
-    counters = counters.flatten()
-    buffers = _Buffers(len(counters), counters.device)
-    # The uint32 halves of each counter as int32 bits: v − 2^32 when v ≥ 2^31 (exact in int64, then narrowed).
-    buffers.ints[0].copy_(((counters & MASK32) ^ (1 << 31)) - (1 << 31))
-    buffers.ints[0].bitwise_xor_(_signed32(key[0]))
-    high_words = ((((counters >> 32) & MASK32) ^ (1 << 31)) - (1 << 31)).to(torch.int32)
-    out = torch.empty(len(counters), dtype=torch.float32, device=counters.device)
-    _normal_(buffers, len(counters), high_words, key, out)
-    return out
+def _chunks(count: int, first: int, chunk_size: int):
+    """(offset, length) pieces of counters first, ..., first + count − 1: at most `chunk_size` long, and never across
+    a multiple of 2^31 (the int32 sign of a low word, and every change of the high word)."""
+    offset = 0
+    while offset < count:
+        start = first + offset
+        length = min(chunk_size, count - offset, (((start >> 31) + 1) << 31) - start)
+        yield offset, length
+        offset += length
+
+
+def _buffers_for(count: int, device: torch.device) -> tuple[_Buffers, int]:
+    chunk_size = CHUNK_ELEMENTS if device.type == "cpu" else ACCELERATOR_CHUNK_ELEMENTS
+    return _Buffers(max(min(count, chunk_size), 1), device), chunk_size
+
+
+def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
+    """flat[j] ← ε of element counter first + j (`flat`: a 1-d float32 tensor, any device)."""
+    buffers, chunk_size = _buffers_for(len(flat), flat.device)
+    for offset, length in _chunks(len(flat), first, chunk_size):
+        _normal_(buffers, first + offset, length, key, flat[offset : offset + length])
 
 
 def es_noise(seed: int, name: str, shape, device=None, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -296,60 +284,23 @@ def add_scaled_noise(out: torch.Tensor, addend: torch.Tensor, seed: int, name: s
     """out ← addend + f32(scale)·ε(seed, name), returns `out`.
 
     Two float32 roundings per element, the product then the sum: the values of `es_noise(...) * f32(scale)` followed
-    by `+ addend` in float32 torch ops (which is how it runs off the CPU or without the kernel). On the CPU the kernel
-    does it in one pass, without materializing the noise. `out` and `addend` are float32 tensors of one shape on one
-    device; `out` may be `addend` (an accumulator).
+    by `+ addend` in float32, computed chunk by chunk so that no tensor-sized noise is held. `out` (contiguous) and
+    `addend` are float32 tensors of one shape on one device; `out` may be `addend` (an accumulator).
     """
     if out.dtype != torch.float32 or addend.dtype != torch.float32 or out.shape != addend.shape:
         raise ValueError(
             f"add_scaled_noise needs float32 `out` and `addend` of one shape, got {out.dtype} {tuple(out.shape)} and "
             f"{addend.dtype} {tuple(addend.shape)}"
         )
-    on_cpu = out.device.type == addend.device.type == "cpu"
-    kernel = noise_kernel.load_kernel() if on_cpu and out.is_contiguous() and addend.is_contiguous() else None
-    if kernel is None:
-        noise = es_noise(seed, name, addend.shape, device=addend.device)
-        noise.mul_(torch.tensor(scale, dtype=torch.float32, device=addend.device))
-        return torch.add(addend, noise, out=out)
+    if not out.is_contiguous():
+        raise ValueError("add_scaled_noise needs a contiguous `out` (its elements are written in row-major order)")
     key = noise_key(seed, name)
-    kernel.es_noise_scaled_add(out.data_ptr(), addend.data_ptr(), addend.numel(), *key, scale, *KERNEL_CONSTANTS)
+    flat_out, flat_addend = out.view(-1), addend.reshape(-1)
+    scale_f32 = torch.tensor(scale, dtype=torch.float32, device=out.device)
+    buffers, chunk_size = _buffers_for(len(flat_out), out.device)
+    for offset, length in _chunks(len(flat_out), 0, chunk_size):
+        noise = buffers.noise[:length]
+        _normal_(buffers, offset, length, key, noise)
+        piece = slice(offset, offset + length)
+        torch.add(flat_addend[piece], noise.mul_(scale_f32), out=flat_out[piece])
     return out
-
-
-def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
-    """flat[j] ← ε of element counter first + j: the C kernel on the CPU when it builds (`noise_kernel`), else the
-    torch ops."""
-    kernel = noise_kernel.load_kernel() if flat.device.type == "cpu" else None
-    if kernel is None:
-        _fill_noise_ops(flat, first, key)
-    else:
-        if flat.dtype != torch.float32 or not flat.is_contiguous():  # the kernel writes len(flat) floats at data_ptr
-            raise ValueError(f"_fill_noise needs a contiguous float32 tensor, got {flat.dtype}")
-        kernel.es_noise_fill(flat.data_ptr(), len(flat), first, *key, *KERNEL_CONSTANTS)
-
-
-def _fill_noise_ops(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
-    """flat[j] ← ε of element counter first + j with torch ops, chunk by chunk (the definition; any device)."""
-    count_total = len(flat)
-    chunk = CHUNK_ELEMENTS if flat.device.type == "cpu" else ACCELERATOR_CHUNK_ELEMENTS
-    buffers = _Buffers(min(count_total, chunk), flat.device)
-    done = 0
-    while done < count_total:
-        start = first + done
-        # A chunk never crosses a multiple of 2^31: its low words are one int32 range and its high word is one int.
-        count = min(chunk, count_total - done, (((start >> 31) + 1) << 31) - start)
-        low_words, offsets = buffers.ints[0][:count], buffers.counters[:count]
-        low_start = start & MASK32
-        first_shift_done = False
-        if low_start % (1 << (count - 1).bit_length()) == 0:
-            # The offsets' bits lie below low_start's lowest set bit: low_start + j = low_start | j = low_start ^ j.
-            word = low_start ^ key[0]
-            if count <= 1 << 16:
-                # Then w ^ j >>> 16 = w >>> 16 for every j: mix32's first step, w ^ j ^ (w >>> 16), is one xor.
-                word ^= word >> 16
-                first_shift_done = True
-            torch.bitwise_xor(offsets, _signed32(word), out=low_words)
-        else:
-            torch.add(offsets, _signed32(low_start), out=low_words).bitwise_xor_(_signed32(key[0]))
-        _normal_(buffers, count, start >> 32, key, flat[done : done + count], first_shift_done)
-        done += count

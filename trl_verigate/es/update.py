@@ -27,10 +27,10 @@ def _f32(value: float, device) -> torch.Tensor:
 def _one_intra_op_thread(function):
     """Run `function` with one intra-op thread when its first argument (a dict of tensors) is on the CPU.
 
-    Perturb, restore and update are memory-bound passes beside the noise kernel, which runs in the calling thread,
-    so a second thread saves them little; but every op split over threads (above torch's grain of 32768 elements)
-    waits at a barrier for all of them, and on a shared, loaded CPU a descheduled thread turns that wait into a
-    scheduler time slice per op. Measured on this project's 2 loaded cores, tiny policy: update 45-97 ms with two
+    Perturb, restore and update are memory-bound passes beside the noise ops, whose chunks run in one thread each
+    (`noise.CHUNK_ELEMENTS`), so a second thread saves them little; but every op split over threads (above torch's
+    grain of 32768 elements) waits at a barrier for all of them, and on a shared, loaded CPU a descheduled thread
+    turns that wait into a scheduler time slice per op. Measured on this project's 2 loaded cores, tiny policy: update 45-97 ms with two
     threads, 1.5 ms with one; restore 5-10 ms vs 0.07 ms. The values are the same either way (elementwise ops).
     """
 
@@ -51,9 +51,9 @@ def _one_intra_op_thread(function):
 def make_master(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """θ: a contiguous float32 copy of each parameter, on the parameter's device.
 
-    Contiguous whatever the parameter's strides, so that perturb and es_update reach the CPU noise kernel (which
-    needs contiguous tensors) for a transposed or strided parameter too; `param.copy_(θ)` writes it back through the
-    parameter's strides."""
+    Contiguous whatever the parameter's strides, so that perturb and es_update write noise into it in row-major
+    order (`add_scaled_noise` needs a contiguous `out`) for a transposed or strided parameter too; `param.copy_(θ)`
+    writes it back through the parameter's strides."""
     return {
         name: param.detach().to(torch.float32, copy=True, memory_format=torch.contiguous_format)
         for name, param in params.items()
@@ -71,10 +71,10 @@ def write_master(params: dict[str, torch.Tensor], master: dict[str, torch.Tensor
 @torch.no_grad()
 @_one_intra_op_thread
 def perturb(params: dict[str, torch.Tensor], master: dict[str, torch.Tensor], seed: int, sign: int, sigma: float):
-    """Model ← round(θ + f32(σ·sign)·ε(seed)), ε keyed per parameter name; at most one tensor's noise alive at a time.
+    """Model ← round(θ + f32(σ·sign)·ε(seed)), ε keyed per parameter name, never held whole.
 
-    θ + f32(σ·sign)·ε is rounded to float32 (`add_scaled_noise`), then to the parameter's dtype. A contiguous fp32
-    parameter receives it directly (on the CPU in one pass, no noise tensor); others through one fp32 tensor.
+    θ + f32(σ·sign)·ε is rounded to float32 (`add_scaled_noise`, chunk by chunk), then to the parameter's dtype. A
+    contiguous fp32 parameter receives it directly; others through one fp32 tensor.
     """
     for name, param in params.items():
         theta = master[name]
