@@ -15,7 +15,12 @@ What is checked, and where vLLM checks it (vLLM 0.31):
 - Sampling as model runner V2 does it: a request with a seed samples from (seed, position) whatever the batch; a
   request without one gets a seed drawn from numpy's global RNG when it is added (colocate: this process; a server:
   its own process, so a trainer's numpy state cannot reach it). `n > 1` fans out into child requests with seeds
-  seed + i (`ParentRequest`). Greedy takes the argmax.
+  seed + i (`ParentRequest`). Greedy takes the argmax. A seed must be a Python int within int64: V2 keeps it in an
+  int64 array (`SamplingStates.seeds`; a larger int overflows) and the engine core's msgspec serialization cannot
+  encode a numpy integer (TypeError).
+- KV-cache pressure (`LLM.preempt`): a preempted request is removed from the model runner and added again once the
+  next request has been added, so an unseeded one draws a second seed, and every later unseeded request's draw moves
+  by one (`SamplingStates.add_request` on the re-added request).
 - Server: `FakeVLLMClient` is TRL's real `VLLMClient` with the HTTP layer replaced by `VLLMServer`, which answers
   `/v1/completions` from the request body TRL's client builds (unknown fields refused) and records which process
   pushed weights (`update_named_params`, TRL's server sync).
@@ -26,6 +31,7 @@ definitions on the tiny HF model, one request at a time.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import sys
@@ -137,11 +143,24 @@ class SamplingParams:
         if self.logprobs is not None and self.logprobs != -1 and self.logprobs < 0:
             raise VLLMValidationError(f"logprobs must be non-negative or -1, got {self.logprobs}.")
 
-    def child_seeds(self, draw_seed) -> list[int]:
-        """The seeds of the n child requests (ParentRequest): seed + i, or one drawn per child when unseeded."""
-        if self.seed is not None:
-            return [self.seed + index for index in range(self.n)]
-        return [draw_seed() for _ in range(self.n)]
+    def clone(self) -> SamplingParams:
+        """A deep copy (vLLM's `SamplingParams.clone`)."""
+        return copy.deepcopy(self)
+
+    def child_seeds(self) -> list[int | None]:
+        """The seeds of the n child requests (`ParentRequest`): seed + i, or None (drawn when added) when unseeded."""
+        if self.seed is None:
+            return [None] * self.n
+        return [self.seed + index for index in range(self.n)]
+
+
+def checked_seed(seed: int) -> int:
+    """`seed` as the engine stores it, or the error vLLM raises for it (see the module docstring)."""
+    if type(seed) is not int:
+        raise TypeError(f"Encoding objects of type {type(seed).__name__} is unsupported")
+    if not NP_INT64_MIN <= seed <= NP_INT64_MAX:
+        raise OverflowError(f"Python int too large to convert to C long: seed {seed}")
+    return seed
 
 
 @dataclasses.dataclass
@@ -310,6 +329,9 @@ class LLM:
             model_config=types.SimpleNamespace(max_model_len=kwargs.get("max_model_len") or 2048),
         )
         self.requests: list[tuple[list[int], int]] = []  # (prompt ids, seed) of every child request, in order
+        # KV-cache pressure: generate call number (0-based) -> positions of the child requests preempted once in it.
+        self.preempt: dict[int, set[int]] = {}
+        self.generate_calls = 0
         self.sleeping = False
         LLM.instances.append(self)
 
@@ -333,7 +355,10 @@ class LLM:
         elif len(sampling_params) != len(prompts):
             raise ValueError("The lengths of prompts and sampling_params must be the same.")
         ids = [prompt["prompt_token_ids"] if isinstance(prompt, dict) else self._tokenize(prompt) for prompt in prompts]
-        seeds = [params.child_seeds(self.draw_seed) for params in sampling_params]  # at add_request, in order
+        requested = [seed for params in sampling_params for seed in params.child_seeds()]
+        added = iter(self._add_requests(requested, self.preempt.get(self.generate_calls, set())))
+        self.generate_calls += 1
+        seeds = [[next(added) for _ in range(params.n)] for params in sampling_params]
         self._check_identical_requests_in_tp_group(ids, seeds)
         self.requests.extend((list(p), s) for p, child_seeds in zip(ids, seeds, strict=True) for s in child_seeds)
         self.engine_prepare()
@@ -344,6 +369,25 @@ class LLM:
                 output.index = index
             results.append(RequestOutput(list(prompt_ids), outputs))
         return results
+
+    def _add_requests(self, requested: list[int | None], preempted: set[int]) -> list[int]:
+        """The seed each child request samples with: its own, or one drawn when it is added (a preempted request is
+        added again after the next one, and samples with the seed of its last add)."""
+        seeds: list[int] = [0] * len(requested)
+
+        def add(position: int) -> None:
+            seed = requested[position]
+            seeds[position] = checked_seed(seed) if seed is not None else self.draw_seed()
+
+        waiting: list[int] = []
+        for position in range(len(requested)):
+            add(position)
+            for resumed in waiting:
+                add(resumed)
+            waiting = [position] if position in preempted else []
+        for resumed in waiting:
+            add(resumed)
+        return seeds
 
     def engine_prepare(self) -> None:
         self.engine.assemble_shards()
@@ -398,7 +442,8 @@ class VLLMServer:
         params = SamplingParams(**{name: value for name, value in body.items() if name in SAMPLING_FIELDS})
         choices = []
         for prompt_index, prompt_ids in enumerate(body["prompt"]):
-            for child, seed in enumerate(params.child_seeds(self.draw_seed)):
+            child_seeds = [self.draw_seed() if seed is None else checked_seed(seed) for seed in params.child_seeds()]
+            for child, seed in enumerate(child_seeds):
                 output = self.engine.complete(prompt_ids, params, seed)
                 logprobs = None
                 if output.logprobs is not None:

@@ -1,8 +1,11 @@
 """ESTrainer through TRL's real `VLLMGeneration` over the vLLM stand-ins of fake_vllm.py: each member's weights reach
-the engine, members share their sampling noise in colocate and server mode (copies of a prompt still differ), the
-PEFT base survives every merge/unmerge, the layouts that cannot work are refused before any model loads, and a TP
-group evaluates one member at a time (test_es_multiprocess.py)."""
+the engine, members share their sampling noise in colocate mode (also when a request is preempted) and server mode
+(copies of a prompt still differ), the PEFT base survives every merge/unmerge, the layouts that cannot work are
+refused before any model loads, and a TP group evaluates one member at a time (test_es_multiprocess.py)."""
 
+import hashlib
+
+import numpy as np
 import pytest
 import torch
 
@@ -80,19 +83,53 @@ def test_colocate_engine_generates_each_member_with_its_own_weights(colocate, ti
             assert torch.equal(engine[name], value), name
 
 
-def test_colocate_members_share_their_sampling_noise_and_copies_of_a_prompt_differ(colocate, tiny_models, tmp_path):
+def expected_request_seed(iteration_seed: int, index: int) -> int:
+    """The documented per-request seed, written out: the first 62 bits of BLAKE2b-64("es-request:{seed}:{j}")."""
+    digest = hashlib.blake2b(f"es-request:{iteration_seed}:{index}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % 2**62
+
+
+def test_colocate_members_share_their_sampling_noise_when_a_request_is_preempted(colocate, tiny_models, tmp_path):
     """With σ = 1e-6 the members' weights are all but equal, so with common random numbers their completions are
-    the same token for token; the engine draws each request's seed from numpy, which must restart per member."""
+    the same token for token. The third member's second request is preempted (KV-cache pressure) and added again,
+    which would draw it, and every later unseeded request, another seed; each request carries its own seed, a
+    function of the iteration and its place in the batch only, so nothing moves."""
     trainer = es_trainer(tiny_models, tmp_path, sigma=1e-6)
     calls = record_completions(trainer)
+    (llm,) = fake_vllm.LLM.instances
+    llm.preempt = {2: {1}}
     trainer.train()
-    assert len(calls) == 4
+    assert llm.generate_calls == 4 and len(calls) == 4
     assert all(call == calls[0] for call in calls), "members sampled with different noise"
     # num_generations = 2: completions 0 and 1 answer the same prompt, with seeds of their own.
     assert calls[0][0] != calls[0][1]
-    (llm,) = fake_vllm.LLM.instances
     seeds = [seed for _, seed in llm.requests]
-    assert seeds[:4] == seeds[4:8] == seeds[8:12] == seeds[12:] and len(set(seeds[:4])) == 4
+    expected = [expected_request_seed(generation_seed(0, 0), index) for index in range(4)]
+    assert seeds == expected * 4
+
+
+def test_the_fake_engine_redraws_a_preempted_unseeded_request_and_keeps_explicit_seeds(tiny_models, monkeypatch):
+    """What the test above guards against, on the stand-in engine: a preempted unseeded request is added again with
+    a fresh draw, and the later requests' draws move; explicit seeds stay. Seeds of other types are refused."""
+    fake_vllm.install(monkeypatch)
+    llm = fake_vllm.LLM(tiny_models["policy"])
+    prompts = [{"prompt_token_ids": [1, 2, 3]}] * 4
+
+    def seeds_with(preempted: set[int], sampling_params) -> list[int]:
+        llm.requests, llm.preempt = [], {llm.generate_calls: preempted}
+        np.random.seed(5)
+        llm.generate(prompts, sampling_params, use_tqdm=False)
+        return [seed for _, seed in llm.requests]
+
+    unseeded = fake_vllm.SamplingParams(max_tokens=1)
+    calm, pressed = seeds_with(set(), unseeded), seeds_with({1}, unseeded)
+    assert pressed[0] == calm[0] and pressed[1] != calm[1] and pressed[3] != calm[3]
+    seeded = [fake_vllm.SamplingParams(max_tokens=1, seed=seed) for seed in (11, 12, 13, 2**63 - 1)]
+    assert seeds_with(set(), seeded) == seeds_with({1}, seeded) == [11, 12, 13, 2**63 - 1]
+    with pytest.raises(TypeError, match="Encoding objects of type int64"):
+        llm.generate(prompts[:1], fake_vllm.SamplingParams(max_tokens=1, seed=np.int64(3)))
+    with pytest.raises(OverflowError):
+        llm.generate(prompts[:1], fake_vllm.SamplingParams(max_tokens=1, seed=2**63))
 
 
 @pytest.fixture

@@ -4,16 +4,19 @@ Sampling (common random numbers): every member of iteration t samples with the s
 so members differ by their weights, not by their sampling noise. Where that seed has to go depends on the engine:
 
 - HF `generate`: torch's generators (`torch.manual_seed`, CPU and CUDA).
-- vLLM colocate: the engine runs in this process. vLLM 0.31's model runner V2 gives a request without a seed of its
-  own one drawn from numpy's global RNG when the request is added (`SamplingStates.add_request`), and then samples
-  from (that seed, position) whatever the batch; the older V1 runner samples unseeded requests from torch's CUDA
-  generator. Both are reset per member (`numpy.random.seed`, `torch.manual_seed`), so member i's k-th request gets
-  the same seed as member j's. A seed in `generation_kwargs` would not do: TRL sends colocate prompts as `n=1`
-  duplicates, so every copy of a prompt would sample the same completion (ESConfig refuses it).
-- vLLM server: the engine runs in another process, out of reach of this process's RNGs, so the seed travels in the
-  request (`generation_kwargs["seed"]`, one per member generation). TRL sends each prompt once with
-  `n=num_generations`, and vLLM gives the copies seeds `seed + copy index` (`ParentRequest`), so copies differ and
-  member i's copy c samples with member j's copy c's seed.
+- vLLM colocate: TRL sends each copy of a prompt as its own `n=1` request under one `SamplingParams`, and vLLM
+  samples a request with a seed of its own from (that seed, position) whatever the batch. A request without one gets
+  a seed drawn from an RNG when it is added, and a request preempted under KV-cache pressure is added again, with a
+  fresh draw that shifts the seed of every later request: members' sampling noise would then depend on their
+  completion lengths. So every request carries its own seed (`SeededRequests`), a function of the iteration's seed
+  and the request's place in the batch (prompt index × copies + copy, the same for every member) and of nothing the
+  engine does: preemption or re-queuing cannot move it. The member is deliberately not part of it: members of one
+  iteration share their sampling noise. A seed in `generation_kwargs` would not do: it would give every copy of a
+  prompt the same completion (ESConfig refuses it).
+- vLLM server: the engine runs in another process, so the seed travels in the request
+  (`generation_kwargs["seed"]`, one per member generation). TRL sends each prompt once with `n=num_generations`, and
+  vLLM gives the copies seeds `seed + copy index` (`ParentRequest`), so copies differ and member i's copy c samples
+  with member j's copy c's seed.
 
 Weights: vLLM holds its own copy, so each member's weights are pushed into it (`VLLMGeneration.sync_weights`; TRL
 itself only syncs when the step changes). With PEFT that sync merges the adapters into the base weights and unmerges
@@ -31,14 +34,51 @@ from __future__ import annotations
 
 import hashlib
 
-import numpy as np
 import torch
+
+# vLLM keeps a request's seed in an int64 and gives the copies of an n > 1 request seed + copy index: 62 bits leave
+# room for both.
+REQUEST_SEED_BITS = 62
 
 
 def generation_seed(base_seed: int, iteration: int) -> int:
     """The sampling seed of iteration t, shared by all its members (common random numbers); 31 bits."""
     digest = hashlib.blake2b(f"es-generation:{base_seed}:{iteration}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & 0x7FFFFFFF
+
+
+def request_seeds(iteration_seed: int, count: int) -> list[int]:
+    """The sampling seeds of the `count` requests of one member generation in vLLM colocate mode: request j gets the
+    first 62 bits of BLAKE2b-64("es-request:{iteration_seed}:{j}"), the same for every member."""
+    seeds = []
+    for index in range(count):
+        digest = hashlib.blake2b(f"es-request:{iteration_seed}:{index}".encode(), digest_size=8).digest()
+        seeds.append(int.from_bytes(digest, "little") & ((1 << REQUEST_SEED_BITS) - 1))
+    return seeds
+
+
+class SeededRequests:
+    """Stands in for a colocate engine's `LLM.generate`: every request of a call gets its own seed,
+    `request_seeds(iteration_seed, number of prompts)[j]` for the call's j-th prompt, on a clone of its
+    `SamplingParams` (TRL passes one for all). In a TP group the prompts are the group's, gathered in process order,
+    so every process of the group adds the same seeded requests."""
+
+    def __init__(self, generate):
+        self.generate = generate
+        self.iteration_seed: int | None = None
+
+    def __call__(self, prompts, sampling_params=None, **kwargs):
+        if self.iteration_seed is None:
+            raise RuntimeError("SeededRequests: no iteration seed set before generation (MemberGeneration.seed)")
+        prompts = list(prompts)
+        if not isinstance(sampling_params, (list, tuple)):
+            sampling_params = [sampling_params] * len(prompts)
+        seeded = []
+        for params, seed in zip(sampling_params, request_seeds(self.iteration_seed, len(prompts)), strict=True):
+            params = params.clone()
+            params.seed = seed
+            seeded.append(params)
+        return self.generate(prompts, sampling_params=seeded, **kwargs)
 
 
 def generation_group_size(args) -> int:
@@ -82,6 +122,10 @@ class MemberGeneration:
         self.vllm = trainer.vllm_generation if trainer.use_vllm else None
         self.server = self.vllm is not None and trainer.vllm_mode == "server"
         self.base_generation_kwargs = dict(self.vllm.generation_kwargs) if self.vllm is not None else {}
+        self.seeded_requests = None
+        if self.vllm is not None and not self.server:
+            self.seeded_requests = SeededRequests(self.vllm.llm.generate)
+            self.vllm.llm.generate = self.seeded_requests
         model = trainer.accelerator.unwrap_model(trainer.model)
         # The weights PEFT merges adapters into: LoRA-wrapped layers keep them under `base_layer`.
         self.merged_into = (
@@ -94,9 +138,10 @@ class MemberGeneration:
     def seed(self, seed: int) -> None:
         """Every source of sampling noise of the next generation starts from `seed`."""
         torch.manual_seed(seed)
-        np.random.seed(seed)
         if self.server:
             self.vllm.generation_kwargs = {**self.base_generation_kwargs, "seed": seed}
+        elif self.seeded_requests is not None:
+            self.seeded_requests.iteration_seed = seed
 
     @torch.no_grad()
     def sync(self) -> None:
