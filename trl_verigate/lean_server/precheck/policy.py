@@ -1,9 +1,9 @@
 """The precheck's lists, read from the data files in `allowlists/`, and the settings that extend them.
 
-Allow-lists, for the open-ended spaces: tactics, conv tactics, namespaces a proof may `open`, options it may set (with
-their bounds) and attributes a helper declaration may carry. Two closed lists of names that may appear nowhere: the
-metaprogramming namespaces and root-level code runners (`meta_names.txt`), and the command keywords
-(`commands.txt`), since Lean parses a command wherever its parser stops.
+Allow-lists, for the open-ended spaces: tactics, conv tactics, options a proof may set (with their bounds) and
+attributes a helper declaration may carry. Two closed lists of names that may appear nowhere: the metaprogramming
+namespaces and root-level code runners (`meta_names.txt`; a proof may `open` any namespace but these), and the
+command keywords (`commands.txt`), since Lean parses a command wherever its parser stops.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ class Policy:
     tactics: frozenset[str]
     keywords: frozenset[str]
     conv_tactics: frozenset[str]
-    namespaces: frozenset[str]
     options: dict[str, int | str]
     attributes: frozenset[str]
     meta_namespaces: tuple[tuple[str, ...], ...]
@@ -77,10 +76,9 @@ def policy(
     allow_native_decide: bool = False,
     max_heartbeats: int = 1_000_000,
     extra_tactics: tuple[str, ...] = (),
-    extra_namespaces: tuple[str, ...] = (),
 ) -> Policy:
     """The lists with the settings applied (`LeanServerConfig.allow_native_decide`, `.max_heartbeats`,
-    `.extra_tactics`, `.extra_namespaces`)."""
+    `.extra_tactics`)."""
     tactics = set(_words("tactics.txt")) | set(extra_tactics)
     if allow_native_decide:
         tactics |= NATIVE_TACTICS
@@ -94,7 +92,6 @@ def policy(
         tactics=frozenset(tactics),
         keywords=frozenset(_words("tactic_keywords.txt")),
         conv_tactics=frozenset(_words("conv_tactics.txt")),
-        namespaces=frozenset(_words("namespaces.txt")) | frozenset(extra_namespaces),
         options=options,
         attributes=frozenset(_words("attributes.txt")),
         meta_namespaces=tuple(tuple(n.split(".")) for n in meta["namespaces"]),
@@ -112,5 +109,4 @@ def policy_for(config) -> Policy:
         config.allow_native_decide,
         config.max_heartbeats,
         tuple(sorted(config.extra_tactics)),
-        tuple(sorted(config.extra_namespaces)),
     )

@@ -31,6 +31,8 @@ BINDER_INTRODUCERS = frozenset(
 )  # fmt: skip
 _TERM_BINDERS = {"fun": ("=>", "↦"), "λ": ("=>", "↦"), "∀": (",",), "∃": (",",), "∃!": (",",)}
 _BINDER_RUN = frozenset({"_", "⟨", "⟩", ",", "(", ")", "|"})
+# Tokens that end a binder's body at its own depth: what follows is outside the binder.
+_BODY_ENDS = (",", ";", "|", ":=", "then", "else", "with", "from", "at", "using", "<;>")
 # How far a look for a binder's introducer, or for the `=>`/`,` that starts its scope, reaches: the work stays linear.
 _REACH = 16
 
@@ -122,9 +124,9 @@ class _ScopeReader:
         node = self._innermost(introducer)
         term_end = self._term_end(node, introducer)
         starts = _TERM_BINDERS.get(self.tokens[introducer].text)
-        if starts:  # `fun x => body`, `∀ x, body`
+        if starts:  # `fun x => body`, `∀ x, body`: the body ends at a separator (`(fun x => a, b)`)
             found, at = self._scan(introducer + 1, term_end, starts)
-            return (at + 1, term_end) if found else None
+            return (at + 1, self._scan(at + 1, term_end, _BODY_ENDS)[1]) if found else None
         found, arrow = self._scan(k + 1, term_end, ("=>",), stop_at=(":=", ";", "|"))
         if found:  # a pattern: the block after its `=>`, or a term `match` alternative up to the next one
             if arrow in self.layout.arrow_ends:
