@@ -1,6 +1,7 @@
 """The corpus of published, Lean-verified prover outputs (tests/data/published) and how a row is read: its request,
 its code without comments, whether it uses native evaluation, and the precheck's rejection of it. Used by
-tests/lean_server/precheck/test_published_proofs.py and bench/false_rejections.py."""
+tests/lean_server/precheck/test_published_proofs.py; bench/false_rejections.py measures on other sources
+(bench/data), since the allow-lists were once built from these rows."""
 
 from __future__ import annotations
 
