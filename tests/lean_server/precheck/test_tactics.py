@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import DEFAULT_TRANSCRIPTS as TRANSCRIPTS
-from trl_verigate.lean_server.verdict.judging import first_error_tactic_of as first_error_tactic
-from trl_verigate.lean_server.precheck.layout import BLOCK_ENDING_WORDS, parse_proof, split_tactics
-from trl_verigate.lean_server.precheck.tokens import PrecheckError, tokenize
 from trl_verigate.lean_server.core.types import Tactic
+from trl_verigate.lean_server.precheck.grammar import BLOCK_ENDING_WORDS
+from trl_verigate.lean_server.precheck.layout import parse_proof, split_tactics
+from trl_verigate.lean_server.precheck.tokens import PrecheckError, tokenize
+from trl_verigate.lean_server.verdict.judging import first_error_tactic_of as first_error_tactic
 
 COMMAND_WORDS = BLOCK_ENDING_WORDS - {"#"}
 

@@ -1,8 +1,10 @@
 """Tier 1, the precheck: what is sent to Lean for a request, or why it is refused before Lean runs.
 
-Layered so that imports run one way: `tokens` (the one tokenizer) → `layout` (where each tactic starts and ends, at
-every nesting level) → `policy` (the allow-lists, data in `allowlists/`) → `rules` (the boundary: a proof is
-object-level mathematics; it may not metaprogram) → `prepared`, `files` → `prepare`.
+Layered so that imports run one way: `tokens` (the one tokenizer) → `brackets` (matching brackets, the nesting
+bound) → `grammar`, `layout` (where each tactic starts and ends, at every nesting level) → `policy` (the allow-lists,
+data in `allowlists/`) → `scopes` (where the proof's own names are bound), `configuration` (configuration is data) →
+`rules` (the boundary: a proof is object-level mathematics; it may not metaprogram) → `prepared`, `files` →
+`prepare`.
 """
 
 from trl_verigate.lean_server.precheck.files import TrustedHeader

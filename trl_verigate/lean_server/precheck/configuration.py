@@ -17,7 +17,8 @@ discharger reads the item as a configuration field, a term Lean would run.
 from __future__ import annotations
 
 from trl_verigate.lean_server.precheck.brackets import MAX_NESTING, OPENERS
-from trl_verigate.lean_server.precheck.layout import TACTIC_BRACKETS, TACTIC_VALUED_ITEMS, Node, ProofLayout
+from trl_verigate.lean_server.precheck.grammar import TACTIC_BRACKETS, TACTIC_VALUED_ITEMS
+from trl_verigate.lean_server.precheck.layout import Node, ProofLayout
 from trl_verigate.lean_server.precheck.policy import Policy
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token
 

@@ -31,7 +31,8 @@ from functools import lru_cache
 from trl_verigate.lean_server.core import Tactic
 from trl_verigate.lean_server.precheck import rules
 from trl_verigate.lean_server.precheck.brackets import CLOSERS, OPENERS, bracket_pairs
-from trl_verigate.lean_server.precheck.layout import SUFFIX_WORDS, LayoutParser, Node, ProofLayout
+from trl_verigate.lean_server.precheck.grammar import SUFFIX_WORDS
+from trl_verigate.lean_server.precheck.layout import LayoutParser, Node, ProofLayout
 from trl_verigate.lean_server.precheck.policy import Policy
 from trl_verigate.lean_server.precheck.prepared import (
     Prepared,

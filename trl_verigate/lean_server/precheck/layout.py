@@ -16,6 +16,10 @@ tactic spans the Lean REPL reports with `"allTactics": true` (checked against re
   `repeat`, `all_goals`, …, `set_option … in`, `open … in`), `( … )`/`{ … }` blocks, Batteries' split focus
   `t <;> [t1; t2]`, and the tactic-valued items `(disch := …)`, `(discharger := …)`, `(norm := …)`.
 * `t1 <;> t2`, `t1 <|> t2` and `t1 says t2` are one tactic at the outer level, with `t1` and `t2` inside.
+* An alternative's right-hand side may be a hole (`| succ n => _`); a term `let x := v; body` takes its own `;`; the
+  items of a split focus are separated by `;` whatever their columns (Batteries' `sepBy(tactic, "; ")`).
+
+The token sets these rules read, with the grammar fact behind each, are in `grammar`.
 
 Each node knows its mode: "tactic", or "conv" inside `conv … =>` (where `tactic =>` returns to tactic mode), so the
 precheck can hold the first token of every tactic to the right allow-list.
@@ -27,82 +31,26 @@ from dataclasses import dataclass, field
 
 from trl_verigate.lean_server.core import GRANULARITIES, Tactic
 from trl_verigate.lean_server.precheck.brackets import CLOSERS, MAX_NESTING, NESTING_HINT, OPENERS, bracket_pairs
+from trl_verigate.lean_server.precheck.grammar import (
+    ALTERNATIVE_HEADS,
+    ARROW_HEADS,
+    BLOCK_ENDING_WORDS,
+    CALC_STEP_STARTS,
+    COMPLETE_ENDINGS,
+    CONTINUATIONS,
+    EXPECTS_MORE,
+    IN_PREFIXES,
+    INFIX_COMBINATORS,
+    MAY_END_BLOCK,
+    NOT_CALC_STEP,
+    PATTERN_HEADS,
+    SEQUENCE_PREFIXES,
+    SUFFIX_WORDS,
+    TACTIC_BRACKETS,
+    TACTIC_VALUED_ITEMS,
+    TERM_BINDINGS,
+)
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
-
-TERMINATION_WORDS = frozenset({"termination_by", "termination_by?", "decreasing_by"})
-# A declaration's suffix (Lean's `Termination.suffix` and `whereDecls`): no tactic or term contains these words, so
-# wherever they stand the tactic block has ended.
-SUFFIX_WORDS = TERMINATION_WORDS | {"where"}
-# Combinators whose argument is a whole tactic sequence (Lean: `"try " tacticSeq`), so `try simp; ring` tries both.
-SEQUENCE_PREFIXES = frozenset(
-    {
-        "try", "repeat", "repeat'", "repeat1", "iterate", "all_goals", "any_goals", "focus", "classical",
-        "fail_if_success", "fail_if_no_progress", "with_reducible", "with_reducible_and_instances",
-        "with_unfolding_all", "unhygienic",
-    }
-)  # fmt: skip
-# Prefixes whose sequence follows `in`: `set_option maxRecDepth 1000 in simp`.
-IN_PREFIXES = frozenset({"set_option", "open"})
-TACTIC_BRACKETS = {"(": ")", "{": "}", "[": "]"}
-# Heads whose `=>` opens a tactic sequence, and the mode of that sequence ("same": the enclosing block's).
-ARROW_HEADS = {
-    "case": "same", "case'": "same", "next": "same", "on_goal": "same", "conv": "conv", "conv_lhs": "conv",
-    "conv_rhs": "conv", "tactic": "tactic", "tactic'": "tactic",
-}  # fmt: skip
-# Heads with `| pattern => tactics` alternatives.
-ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
-# Terms whose value may end in `;` before their body (`let x := v; body`): that `;` ends no tactic.
-TERM_BINDINGS = frozenset({"let", "have", "letI", "haveI"})
-# Heads in which `|` separates patterns rather than ending an enclosing alternative.
-PATTERN_HEADS = frozenset({"rcases", "obtain", "rintro", "cases'", "induction'", "case", "case'"})
-# Infix combinators of two tactics.
-INFIX_COMBINATORS = frozenset({"<;>", "<|>", "says"})
-# `(NAME := …)` items whose value is a tactic sequence: `simp (disch := positivity)`, `linear_combination (norm :=
-# ring_nf) e`.
-TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})
-# Tokens that start a term and no tactic (or, for `(`, that Lean reads as a term first): a `calc` step at the block
-# column must start with one of these or a number.
-CALC_STEP_STARTS = frozenset({"_", "(", "⟨", "|", "↑", "-", "√", "∑", "∏", "¬"})
-# Heads that cannot be a `calc` step even though they contain `:=`.
-NOT_CALC_STEP = frozenset({"have", "let", "obtain", "set", "show", "suffices", "replace", "haveI", "letI", "calc"})
-# Tokens that continue the previous line's tactic when they start a line: infix operators and keywords no tactic
-# starts with.
-CONTINUATIONS = frozenset(
-    {
-        "$", "%", "*", "+", "-", "->", "/", ":=", "<", "<->", "<;>", "<|>", "<|", "=", "=>", ">", "^", "at", "else",
-        "from", "generalizing", "then", "using", "with", "|", "|>", "|>.", "×", "•", "→", "↔", "∈", "∉", "∘", "∣",
-        "∧", "∨", "∩", "∪", "≠", "≡", "≤", "≥", "⊂", "⊆", "▸", "<=", ">=", "says",
-    }
-)  # fmt: skip
-# A continuation token that may also end a tactic (`congr! with`, `convert e with`: the patterns are optional).
-_OPTIONALLY_FOLLOWED = frozenset({"with"})
-# (token, the token before it) pairs that end a tactic: `simp at *`, `clear *`, `clear * -`.
-_COMPLETE_ENDINGS = frozenset({("*", "at"), ("*", "clear"), ("-", "*")})
-# Tokens after which a tactic is unfinished: Lean's parser requires an operand, so it takes the next token whatever its
-# column. Only tokens whose operand Lean *requires* belong here. A line the layout reads as a continuation is never
-# held to the tactic allow-list, so a token whose operand is optional (`obtain`, `rcases`, Mathlib's `have`, `let`,
-# `suffices`, `replace`) would let the next line's tactic through unchecked: Lean parses the optional operand as
-# empty and reads that line as a new tactic. Missing a token here only refuses an honest proof that breaks a line
-# right after it.
-EXPECTS_MORE = (CONTINUATIONS - _OPTIONALLY_FOLLOWED) | frozenset(
-    {
-        "apply", "by_cases", "calc", "case", "case'", "cases", "change", "convert", "convert_to", "erw", "exact",
-        "exacts", "exists", "existsi", "first", "fun", "generalize", "if", "in", "induction", "injection", "match",
-        "next", "nth_rewrite", "nth_rw", "on_goal", "refine", "refine'", "rewrite", "rw", "rwa", "set", "show",
-        "simp_rw", "specialize", "use", "λ",
-        ",", ":", "<-", "@", "¬", "←", "↑", "∀", "∃", "∏", "∑", "√",
-    }
-)  # fmt: skip
-# Words that start a command: a tactic block never continues past one that starts a line.
-BLOCK_ENDING_WORDS = frozenset(
-    {
-        "theorem", "lemma", "def", "abbrev", "instance", "structure", "class", "inductive", "example", "namespace",
-        "section", "end", "mutual", "import", "axiom", "opaque", "macro", "macro_rules", "syntax", "elab",
-        "elab_rules", "notation", "infix", "infixl", "infixr", "prefix", "postfix", "attribute", "variable",
-        "universe", "noncomputable", "partial", "unsafe", "private", "protected", "initialize", "#",
-    }
-)  # fmt: skip
-_MAY_END_BLOCK = CLOSERS | BLOCK_ENDING_WORDS | SUFFIX_WORDS | {",", "|"}
 
 
 @dataclass
@@ -278,7 +226,7 @@ class LayoutParser:
 
     def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
         text = self.text[i]
-        if text not in _MAY_END_BLOCK:
+        if text not in MAY_END_BLOCK:
             return False
         return (
             text in CLOSERS
@@ -588,7 +536,7 @@ class LayoutParser:
 
     def _expects_more(self, j: int) -> bool:
         """Whether token j leaves its tactic unfinished."""
-        return self.text[j] in EXPECTS_MORE and (self.text[j], self.text[j - 1] if j else None) not in _COMPLETE_ENDINGS
+        return self.text[j] in EXPECTS_MORE and (self.text[j], self.text[j - 1] if j else None) not in COMPLETE_ENDINGS
 
     def _calc_step(self, i: int) -> bool:
         """Whether the line starting at token i reads as a `calc` step (`_ = b := proof` or `a = b := proof`)."""

@@ -26,7 +26,8 @@ import json
 
 from trl_verigate.lean_server.precheck.brackets import CLOSERS, OPENERS, enclosing_openers
 from trl_verigate.lean_server.precheck.configuration import LITERAL_WORDS, check_configuration, natural
-from trl_verigate.lean_server.precheck.layout import IN_PREFIXES, SUFFIX_WORDS, TACTIC_BRACKETS, ProofLayout, walk
+from trl_verigate.lean_server.precheck.grammar import IN_PREFIXES, SUFFIX_WORDS, TACTIC_BRACKETS
+from trl_verigate.lean_server.precheck.layout import ProofLayout, walk
 from trl_verigate.lean_server.precheck.policy import NATIVE_TACTICS, Policy
 from trl_verigate.lean_server.precheck.scopes import BINDER_INTRODUCERS, Scopes
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token
