@@ -270,3 +270,11 @@ def test_honest_shapes_once_misread_pass(proof):
 )
 def test_the_fixed_readings_still_refuse_their_attacks(proof, refusal):
     assert refusal in reason(proof), reason(proof)
+
+
+@pytest.mark.parametrize("proof", ["  grind on_failure (pure ())", "  grind? only [h] on_failure fallback"])
+def test_an_argument_that_is_code_is_refused_outside_a_configuration_too(proof):
+    # Lean core: `"grind" optConfig (&" only")? (" [" grindParam,* "]")? (&" on_failure " term)?`, and
+    # Elab/Tactic/Grind's `elabFallback` compiles the term and runs it with `evalConst`.
+    assert "compiles and runs" in reason(proof)
+    assert isinstance(verdict("  grind only [h]"), Prepared)

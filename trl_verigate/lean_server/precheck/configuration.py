@@ -9,9 +9,10 @@ term (`exact foo (x := fun n => n)`), which Lean elaborates and never runs. The 
 (`{ maxSteps := 100000 }`) of those. Anything else (a name, an application, a field's code: `proc`, `preprocessors`,
 `s.env.addDeclCore`, …) is refused.
 
-`(disch := …)`, `(discharger := …)` and `(norm := …)` hold tactic blocks, held to the tactic allow-list. Each of their
-tactics starts with a word that starts no term as well (not `show`, `have`, `fun`, …): a tactic whose syntax takes no
-discharger reads the item as a configuration field, a term Lean would run.
+An allow-listed tactic's argument that is code outside its configuration (`grind … on_failure e`,
+`CODE_ARGUMENTS`) is refused too. `(disch := …)`, `(discharger := …)` and `(norm := …)` hold tactic blocks, held to
+the tactic allow-list. Each of their tactics starts with a word that starts no term as well (not `show`, `have`,
+`fun`, …): a tactic whose syntax takes no discharger reads the item as a configuration field, a term Lean would run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from trl_verigate.lean_server.precheck.policy import Policy
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token
 
 LITERAL_WORDS = frozenset({"true", "false"})
+# Keywords of allow-listed tactics whose argument is code Lean runs, outside any configuration: refused wherever they
+# stand, with the reason.
+CODE_ARGUMENTS = {
+    "on_failure": "`grind … on_failure e` compiles and runs `e` (Lean's Elab/Tactic/Grind: `elabFallback`, "
+    "`evalConst`), so a proof may not give one",
+}
 # Tactics that are also terms: as a configuration field's value (the reading of a tactic without a discharger) they
 # build a value Lean would run.
 _TERM_HEADS = frozenset(

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 
 from trl_verigate.lean_server.precheck.brackets import CLOSERS, OPENERS, enclosing_openers
-from trl_verigate.lean_server.precheck.configuration import LITERAL_WORDS, check_configuration, natural
+from trl_verigate.lean_server.precheck.configuration import CODE_ARGUMENTS, LITERAL_WORDS, check_configuration, natural
 from trl_verigate.lean_server.precheck.grammar import IN_PREFIXES, SUFFIX_WORDS, TACTIC_BRACKETS
 from trl_verigate.lean_server.precheck.layout import ProofLayout, walk
 from trl_verigate.lean_server.precheck.policy import NATIVE_TACTICS, Policy
@@ -159,6 +159,8 @@ def _check_word(tokens: list[Token], k: int, policy: Policy, scopes: Scopes, enc
         raise PrecheckError(f"command `{text}`", token.start, ": a proof holds no commands")
     if text == "do" or text.startswith("by_elab"):
         raise PrecheckError(f"`{text}`", token.start, ": it runs a metaprogram")
+    if text in CODE_ARGUMENTS:
+        raise PrecheckError(f"`{text}`", token.start, f": {CODE_ARGUMENTS[text]}")
     if token.components in (("sorry",), ("admit",)):
         raise PrecheckError(f"`{text}`", token.start, ": the proof is incomplete")
     if _glued(tokens, k):
