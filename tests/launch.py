@@ -110,7 +110,6 @@ def lean_server_processes(run_dir: Path, count: int = 1, *flags: str) -> Iterato
     to every command line (a later `--port` overrides the 0). The servers are stopped with SIGTERM at exit.
     """
     from tests.fake_repl import repl_command
-    from trl_verigate.lean_server.service.http import wait_for_port_file
 
     servers, processes = [], []
     try:
@@ -295,3 +294,22 @@ def rollout_of_texts(tokenizer, prompts: list[str], texts: list[str]) -> dict:
         ],
         "logprobs": None,
     }
+
+
+def wait_for_port_file(port_file: str | os.PathLike, process: subprocess.Popen, timeout_s: float) -> int:
+    """The port a `trl-verigate lean-server --port-file PORT_FILE` child reports once it accepts connections.
+
+    PORT_FILE must be a path no earlier server left behind (e.g. in a fresh temporary directory): a file already
+    there is taken for the report. Raises RuntimeError when the child exits first (with its
+    exit status: 3 is uvicorn's failure to bind) or when `timeout_s` passes without a report.
+    """
+    port_file = Path(port_file)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process.poll() is not None:
+            raise RuntimeError(f"trl-verigate lean-server exited with status {process.returncode} before listening")
+        with contextlib.suppress(FileNotFoundError):  # not written yet
+            return int(port_file.read_text())
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"trl-verigate lean-server reported no port in {port_file} within {timeout_s:g} s")
+        time.sleep(0.05)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import read_log, stand_in_config
-from trl_verigate.lean_server.repl.process import WorkerCrashed, ReplProcess, WorkerStartError, WorkerTimeout
 from trl_verigate.lean_server.core.types import LeanServerConfig
+from trl_verigate.lean_server.repl.process import ReplProcess, WorkerCrashed, WorkerStartError, WorkerTimeout
 from trl_verigate.prover_pool.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(60)

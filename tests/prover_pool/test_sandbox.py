@@ -21,9 +21,9 @@ import pytest
 
 from tests.fake_repl import CHILD_MARKER, DEFAULT_TRANSCRIPTS, stand_in_config, write_script
 from tests.launch import REPO_ROOT, TESTS_DIR
+from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.lean_server.repl import process as process_module
 from trl_verigate.lean_server.repl.process import ReplProcess, WorkerStartError
-from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.prover_pool import procfs, sandbox
 from trl_verigate.prover_pool.pool import WorkerPool
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import CHILD_MARKER, read_log, stand_in_config
+from trl_verigate.lean_server.core.types import ProofRequest
 from trl_verigate.lean_server.repl.process import ReplProcess
 from trl_verigate.lean_server.service.server import LeanServer
-from trl_verigate.lean_server.core.types import ProofRequest
 from trl_verigate.prover_pool import procfs
 from trl_verigate.prover_pool.procfs import ProcessWatch
 

@@ -15,10 +15,10 @@ import pytest
 from tests.adversarial import fake_repl_script, is_file_row, lean_response, load_corpus, load_raw_corpus, request_of
 from tests.fake_repl import read_log, repl_command, write_script
 from tests.lean_helpers import prepare
-from trl_verigate.lean_server.verdict.judging import is_axioms_answer, judge, parse_axioms_message
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
 from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.service.server import LeanServer
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, LeanServerConfig, VerificationResult
+from trl_verigate.lean_server.verdict.judging import is_axioms_answer, judge, parse_axioms_message
 
 ROWS = load_corpus()
 CONFIG = LeanServerConfig()

@@ -272,11 +272,45 @@ def test_bad_arguments_name_the_fix(tmp_path):
     with LeanServer(fake_config(tmp_path)) as server:
         with pytest.raises(TypeError, match="wrap a single request in a list"):
             server.verify(proof("single"))
-        with pytest.raises(TypeError, match=r"requests\[1\]"):
-            server.verify([proof("ok"), {"statement": "x"}])
         with pytest.raises(ValueError, match="timeout"):
             server.verify([proof("ok")], timeout=0)
         assert server.verify([]) == []
+
+
+# Each bad item with what its reason must name; derived from the inputs by hand, not from the server's output.
+UNRUNNABLE = [
+    (
+        ProofRequest("theorem s : 1 + 1 = 2 := by", "  rfl \ud800"),
+        "the proof holds U+D800 at offset 6, a lone surrogate",
+    ),
+    (ProofRequest("theorem s\udfff : 1 + 1 = 2 := by", "  rfl"), "the statement holds U+DFFF at offset 9"),
+    (ProofRequest("theorem s : 1 + 1 = 2 := by", "  rfl", header="import Mathlib\ud800"), "the header holds U+D800"),
+    (FileRequest(f"{HEADER}\ntheorem s : 1 = 1 := by rfl\ud800"), "the file holds U+D800"),
+    ("theorem s : 1 = 1 := by\n  rfl " + b"\xff".decode("utf-8", "surrogateescape"), "the file holds U+DCFF"),
+    (ProofRequest("theorem s : 1 + 1 = 2 := by", "  rfl\x00"), "U+0000"),
+    # 32768 combining acute accents are 65536 UTF-8 bytes: with the statement, over the 64 KiB request limit.
+    (ProofRequest("theorem s : 1 + 1 = 2 := by", "  rfl " + "\u0301" * 32768), "request too large"),
+    (ProofRequest("theorem s : 1 + 1 = 2 := by", None), "the proof must be a str, got NoneType"),
+    (FileRequest(b"theorem s : 1 = 1 := by rfl"), "the file must be a str, got bytes"),
+    (42, "a int is not a request"),
+    ({"statement": "x", "proof": "y"}, "a dict is not a request"),
+]
+
+
+@pytest.mark.parametrize(("bad", "named"), UNRUNNABLE, ids=[named[:30] for _, named in UNRUNNABLE])
+def test_no_input_costs_another_request_its_result(tmp_path, bad, named):
+    with LeanServer(fake_config(tmp_path)) as server:
+        results = server.verify([proof("before"), bad, proof("after")])
+    assert [result.status for result in results] == ["passed", "rejected", "passed"]
+    assert named in results[1].reason
+
+
+def test_every_unrunnable_item_of_one_batch_gets_its_own_reason(tmp_path):
+    with LeanServer(fake_config(tmp_path)) as server:
+        results = server.verify([proof("first"), *[bad for bad, _ in UNRUNNABLE], proof("last")])
+    assert [result.status for result in results] == ["passed"] + ["rejected"] * len(UNRUNNABLE) + ["passed"]
+    for (_, named), result in zip(UNRUNNABLE, results[1:-1], strict=True):
+        assert named in result.reason
 
 
 def position(line: int, column: int) -> dict:

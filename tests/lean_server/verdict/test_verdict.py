@@ -5,9 +5,6 @@ import json
 import pytest
 
 from tests.lean_helpers import FILE, prepare
-from trl_verigate.lean_server.verdict import judging
-from trl_verigate.lean_server.verdict.judging import is_axioms_answer, judge, parse_axioms_message
-from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
 from trl_verigate.lean_server.core.types import (
     MINIF2F_HEADER,
     FileRequest,
@@ -16,6 +13,9 @@ from trl_verigate.lean_server.core.types import (
     ProofRequest,
     VerificationResult,
 )
+from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
+from trl_verigate.lean_server.verdict import judging
+from trl_verigate.lean_server.verdict.judging import is_axioms_answer, judge, parse_axioms_message
 
 CONFIG = LeanServerConfig()
 # The header's imports only: no preamble lines before the statement, so a REPL line is the submitted line.

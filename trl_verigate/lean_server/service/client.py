@@ -29,7 +29,7 @@ import httpx
 
 from trl_verigate.lean_server.core import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
 from trl_verigate.lean_server.precheck import policy_for, prepare
-from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME, request_bytes
+from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME, request_bytes, request_problem
 from trl_verigate.lean_server.verdict import judge
 from trl_verigate.prover_pool.service import progress_bar
 
@@ -70,19 +70,14 @@ class _Endpoint:
     max_batch_bytes: int | None = None
 
 
-def _encode_request(index: int, request: Request):
-    """A request as the native `{"requests": [...]}` form of `POST /check` takes it."""
+def _encode_request(request: Request):
+    """A request (one `request_problem` accepts) as the native `{"requests": [...]}` form of `POST /check` takes it."""
     if isinstance(request, ProofRequest):
         return {"statement": request.statement, "proof": request.proof, "header": request.header}
     if isinstance(request, FileRequest):
         fields = {"file": request.file, "statement": request.statement, "header": request.header}
         return {key: value for key, value in fields.items() if value is not None}
-    if isinstance(request, str):
-        return request
-    raise TypeError(
-        f"requests[{index}] must be a ProofRequest, a FileRequest or a str (a complete Lean file), "
-        f"got {type(request).__name__}"
-    )
+    return request
 
 
 def _json_bytes(payload) -> bytes:
@@ -235,7 +230,11 @@ class LeanClient:
         results: list[VerificationResult | None] = [None] * len(requests)
         sendable, wire_sizes = [], []
         for index, request in enumerate(requests):
-            wire_size = len(_json_bytes(_encode_request(index, request)))
+            problem = request_problem(request)
+            if problem is not None:
+                results[index] = VerificationResult(status="rejected", reason=f"requests[{index}]: {problem}; not sent")
+                continue
+            wire_size = len(_json_bytes(_encode_request(request)))
             refusal = self._size_refusal(index, request, wire_size)
             if refusal is not None:
                 results[index] = VerificationResult(status="rejected", reason=refusal)
@@ -388,7 +387,7 @@ class LeanClient:
     async def _send_verigate(
         self, http: httpx.AsyncClient, endpoint: _Endpoint, requests: list[Request], timeout: float | None
     ) -> list[VerificationResult]:
-        items = [_encode_request(i, r) for i, r in enumerate(requests)]
+        items = [_encode_request(request) for request in requests]
         if endpoint.max_batch_bytes is None:
             return await self._post_verigate(http, endpoint, requests, items, timeout)
         # The server's limit is below config.max_batch_bytes: re-split the batch to fit it, in order.

@@ -27,18 +27,17 @@ Size limits (`LeanServerConfig.max_batch_bytes` / `max_request_bytes`, flags `--
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import socket
-import subprocess
 import time
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -134,24 +133,19 @@ async def _refuse_body(send, limit: int, size: int, complete: bool) -> None:
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
+# `code` and `proof` are taken as sent: one that is no text gets its own `rejected` result from `LeanServer`.
 class KiminaSnippet(BaseModel):
     id: str
-    code: str
+    code: Any = None
 
 
 class KiminaCode(BaseModel):
     custom_id: str | int
-    proof: str | None = None
-    code: str | None = None
-
-    @model_validator(mode="after")
-    def _has_content(self) -> KiminaCode:
-        if self.proof is None and self.code is None:
-            raise ValueError(f"codes entry {self.custom_id!r} needs 'proof' (or 'code') holding the Lean file")
-        return self
+    proof: Any = None
+    code: Any = None
 
     @property
-    def content(self) -> str:
+    def content(self):
         return self.proof if self.proof is not None else self.code
 
 
@@ -172,18 +166,29 @@ class NativeFile(BaseModel):
 NATIVE_FORMS = "{statement, proof, header?} | {file, statement?, header?} | file text"
 
 
+@dataclass(frozen=True)
+class RefusedItem:
+    """A native request item that is none of the request forms: it gets a `rejected` result with `reason`, and the
+    other items of its batch run."""
+
+    reason: str
+
+
 def _native_item(index: int, item):
     """A native request item as the form its keys choose (a `file` key: a file request; else a proof request), so a
-    missing field is reported once, for that form, not once per form of the union."""
-    if not isinstance(item, dict):
+    missing field is reported once, for that form, not once per form of the union; a `RefusedItem` when it is
+    none."""
+    if isinstance(item, str):
         return item
+    if not isinstance(item, dict):
+        return RefusedItem(f"requests[{index}] is a JSON {type(item).__name__}; a request is {NATIVE_FORMS}")
     form = NativeFile if "file" in item else NativeProof
     try:
         return form.model_validate(item)
     except ValidationError as error:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        raise ValueError(f"requests[{index}].{where}: {first['msg']} (a request is {NATIVE_FORMS})") from None
+        return RefusedItem(f"requests[{index}].{where}: {first['msg']} (a request is {NATIVE_FORMS})")
 
 
 class CheckBody(BaseModel):
@@ -191,7 +196,7 @@ class CheckBody(BaseModel):
 
     snippets: list[KiminaSnippet] | None = None
     codes: list[KiminaCode] | None = None
-    requests: list[NativeProof | NativeFile | str] | None = None
+    requests: list[Any] | None = None
     timeout: float | None = Field(None, gt=0, description="seconds per proof; default: the server's")
     # Accepted for kimina compatibility: REPL reuse is always on (each proof runs in a fresh env branched
     # off the header's), and debug diagnostics do not exist here.
@@ -240,7 +245,7 @@ def _kimina_fields(result: VerificationResult, response: dict | None, timeout: f
     return fields
 
 
-def _native_request(item: NativeProof | NativeFile | str):
+def _native_request(item: NativeProof | NativeFile | str | RefusedItem):
     if isinstance(item, NativeProof):
         return ProofRequest(**item.model_dump())
     if isinstance(item, NativeFile):
@@ -273,9 +278,135 @@ def caller_of(raw: Request) -> str:
     return "host:" + (raw.client.host if raw.client is not None else "unknown")
 
 
+class TextSafeJSONResponse(JSONResponse):
+    """JSON as UTF-8, or with every non-ASCII character escaped when some string is no Unicode text (a lone surrogate
+    in a REPL's answer): one item's text never turns the whole batch's answer into an error."""
+
+    def render(self, content) -> bytes:
+        try:
+            return super().render(content)
+        except UnicodeEncodeError:
+            return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode("ascii")
+
+
+@dataclass
+class ServiceState:
+    """What the routes share: the server and the counters `/health` reports."""
+
+    server: LeanServer
+    in_flight: int = 0
+    proofs_total: int = 0
+    started_at: float = field(default_factory=time.time)
+
+
+def service_state(raw: Request) -> ServiceState:
+    return raw.app.state.service
+
+
+check_router = APIRouter()
+health_router = APIRouter()
+
+
+async def verify_until_disconnect(state: ServiceState, raw: Request, requests: list, timeout: float):
+    """(verdict, REPL response) pairs, or None when the client hung up first. `RefusedItem`s are answered here."""
+    refused = {index: item.reason for index, item in enumerate(requests) if isinstance(item, RefusedItem)}
+    runnable = [item for item in requests if not isinstance(item, RefusedItem)]
+    state.in_flight += len(runnable)
+    task = asyncio.ensure_future(
+        state.server.averify_with_responses(runnable, timeout=timeout, progress=False, caller=caller_of(raw))
+    )
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                state.proofs_total += len(runnable)
+                pairs = iter(task.result())
+                return [
+                    (VerificationResult(status="rejected", reason=refused[index]), None)
+                    if index in refused
+                    else next(pairs)
+                    for index in range(len(requests))
+                ]
+            if await raw.is_disconnected():
+                # Nobody will read the answer (e.g. a client that timed out and retries elsewhere): cancelling kills
+                # the REPLs working on it instead of finishing useless proofs.
+                task.cancel()
+                return None
+    finally:
+        state.in_flight -= len(runnable)
+
+
+def _kimina_codes_payload(codes: list[KiminaCode], pairs: list, timeout: float) -> list[dict]:
+    payload = []
+    for code, (result, response) in zip(codes, pairs, strict=True):
+        kimina = _kimina_fields(result, response, timeout)
+        # The older form puts the time inside the response and always has an `error` key.
+        if "response" in kimina:
+            kimina["response"]["time"] = kimina["time"]
+        payload.append(
+            {"custom_id": code.custom_id, "error": kimina.get("error"), "response": kimina.get("response")}
+            | result.to_dict()
+        )
+    return payload
+
+
+@check_router.post("/check")
+@check_router.post("/api/check")
+@check_router.post("/verify")
+@check_router.post("/one_pass_verify_batch")
+async def check(body: CheckBody, raw: Request) -> Response:
+    state = service_state(raw)
+    timeout = body.timeout if body.timeout is not None else state.server.config.timeout
+    if body.snippets is not None:
+        requests = [s.code for s in body.snippets]
+    elif body.codes is not None:
+        requests = [c.content for c in body.codes]
+    else:
+        requests = [_native_request(r) for r in body.requests]
+    pairs = await verify_until_disconnect(state, raw, requests, timeout)
+    if pairs is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    if body.snippets is not None:
+        payload = [
+            {"id": snippet.id, **_kimina_fields(result, response, timeout), **result.to_dict()}
+            for snippet, (result, response) in zip(body.snippets, pairs, strict=True)
+        ]
+    elif body.codes is not None:
+        payload = _kimina_codes_payload(body.codes, pairs, timeout)
+    else:
+        payload = [result.to_dict() for result, _ in pairs]
+    return TextSafeJSONResponse({"results": payload})
+
+
+@health_router.get("/health")
+async def health(raw: Request) -> dict:
+    state = service_state(raw)
+    server, in_flight = state.server, state.in_flight
+    pool = server.stats() if server.started else {}
+    alive = len(pool.get("live_pids", []))
+    return {
+        "status": health_status(server.started, alive, pool.get("start_failures", 0)),
+        "service": SERVICE_NAME,
+        "workers": server.config.workers,
+        "alive": alive,
+        "in_flight": in_flight,
+        "queued": max(0, in_flight - server.config.workers),
+        "proofs_total": state.proofs_total,
+        "uptime_s": time.time() - state.started_at,
+        "timeout": server.config.timeout,
+        "max_request_bytes": server.config.max_request_bytes,
+        "max_batch_bytes": server.config.max_batch_bytes,
+        "pool": {k: v for k, v in pool.items() if k != "live_pids"},
+    }
+
+
+async def bad_request(request: Request, error: RequestValidationError) -> JSONResponse:
+    # FastAPI answers 422 with every error of every union branch; a client needs one line to fix its request.
+    return JSONResponse({"detail": bad_request_detail(list(error.errors()))}, status_code=BAD_REQUEST)
+
+
 def create_app(server: LeanServer) -> FastAPI:
     """The FastAPI app serving `server`; starts it if needed, and leaves closing it to its owner."""
-    stats = {"in_flight": 0, "proofs_total": 0, "started_at": time.time()}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -283,90 +414,12 @@ def create_app(server: LeanServer) -> FastAPI:
         yield
 
     app = FastAPI(title="trl-verigate Lean server", lifespan=lifespan)
+    app.state.service = ServiceState(server)
     # Read at each request, so the limit is the served config's.
     app.add_middleware(BodySizeLimit, max_bytes=lambda: server.config.max_batch_bytes)
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_request(request: Request, error: RequestValidationError) -> JSONResponse:
-        # FastAPI answers 422 with every error of every union branch; a client needs one line to fix its request.
-        return JSONResponse({"detail": bad_request_detail(list(error.errors()))}, status_code=BAD_REQUEST)
-
-    async def verify_until_disconnect(raw: Request, requests: list, timeout: float | None):
-        """(verdict, REPL response) pairs, or None when the client hung up first."""
-        stats["in_flight"] += len(requests)
-        caller = caller_of(raw)
-        task = asyncio.ensure_future(
-            server.averify_with_responses(requests, timeout=timeout, progress=False, caller=caller)
-        )
-        try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-                if done:
-                    stats["proofs_total"] += len(requests)
-                    return task.result()
-                if await raw.is_disconnected():
-                    # Nobody will read the answer (e.g. a client that timed out and retries elsewhere):
-                    # cancelling kills the REPLs working on it instead of finishing useless proofs.
-                    task.cancel()
-                    return None
-        finally:
-            stats["in_flight"] -= len(requests)
-
-    @app.post("/check")
-    @app.post("/api/check")
-    @app.post("/verify")
-    @app.post("/one_pass_verify_batch")
-    async def check(body: CheckBody, raw: Request) -> Response:
-        timeout = body.timeout if body.timeout is not None else server.config.timeout
-        if body.snippets is not None:
-            requests = [s.code for s in body.snippets]
-        elif body.codes is not None:
-            requests = [c.content for c in body.codes]
-        else:
-            requests = [_native_request(r) for r in body.requests]
-        pairs = await verify_until_disconnect(raw, requests, timeout)
-        if pairs is None:
-            return Response(status_code=CLIENT_CLOSED_REQUEST)
-        if body.snippets is not None:
-            payload = [
-                {"id": snippet.id, **_kimina_fields(result, response, timeout), **result.to_dict()}
-                for snippet, (result, response) in zip(body.snippets, pairs, strict=True)
-            ]
-        elif body.codes is not None:
-            payload = []
-            for code, (result, response) in zip(body.codes, pairs, strict=True):
-                kimina = _kimina_fields(result, response, timeout)
-                # The older form puts the time inside the response and always has an `error` key.
-                if "response" in kimina:
-                    kimina["response"]["time"] = kimina["time"]
-                payload.append(
-                    {"custom_id": code.custom_id, "error": kimina.get("error"), "response": kimina.get("response")}
-                    | result.to_dict()
-                )
-        else:
-            payload = [result.to_dict() for result, _ in pairs]
-        return JSONResponse({"results": payload})
-
-    @app.get("/health")
-    async def health() -> dict:
-        in_flight = stats["in_flight"]
-        pool = server.stats() if server.started else {}
-        alive = len(pool.get("live_pids", []))
-        return {
-            "status": health_status(server.started, alive, pool.get("start_failures", 0)),
-            "service": SERVICE_NAME,
-            "workers": server.config.workers,
-            "alive": alive,
-            "in_flight": in_flight,
-            "queued": max(0, in_flight - server.config.workers),
-            "proofs_total": stats["proofs_total"],
-            "uptime_s": time.time() - stats["started_at"],
-            "timeout": server.config.timeout,
-            "max_request_bytes": server.config.max_request_bytes,
-            "max_batch_bytes": server.config.max_batch_bytes,
-            "pool": {k: v for k, v in pool.items() if k != "live_pids"},
-        }
-
+    app.add_exception_handler(RequestValidationError, bad_request)
+    app.include_router(check_router)
+    app.include_router(health_router)
     return app
 
 
@@ -437,22 +490,3 @@ def serve(
     with LeanServer(config) as server:
         uvicorn_config = uvicorn.Config(create_app(server), host=host, port=port, log_level=log_level)
         ReportingServer(uvicorn_config, port_file=port_file).run()
-
-
-def wait_for_port_file(port_file: str | os.PathLike, process: subprocess.Popen, timeout_s: float) -> int:
-    """The port a `trl-verigate lean-server --port-file PORT_FILE` child reports once it accepts connections.
-
-    PORT_FILE must be a path no earlier server left behind (e.g. in a fresh temporary directory): a file already
-    there is taken for the report. Raises RuntimeError when the child exits first (with its
-    exit status: 3 is uvicorn's failure to bind) or when `timeout_s` passes without a report.
-    """
-    port_file = Path(port_file)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"trl-verigate lean-server exited with status {process.returncode} before listening")
-        with contextlib.suppress(FileNotFoundError):  # not written yet
-            return int(port_file.read_text())
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"trl-verigate lean-server reported no port in {port_file} within {timeout_s:g} s")
-        time.sleep(0.05)

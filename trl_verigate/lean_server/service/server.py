@@ -17,7 +17,7 @@ from trl_verigate.lean_server.core import LeanServerConfig, Request, Verificatio
 from trl_verigate.lean_server.precheck import Prepared, TrustedHeader, policy_for, prepare
 from trl_verigate.lean_server.recheck import Rechecker, effective_recheck
 from trl_verigate.lean_server.repl import ReplProcess
-from trl_verigate.lean_server.service.wire import checked_requests, request_bytes
+from trl_verigate.lean_server.service.wire import checked_requests, request_bytes, request_problem
 from trl_verigate.lean_server.verdict import is_axioms_answer, judge, repl_position
 from trl_verigate.prover_pool.service import PooledVerifier
 
@@ -77,6 +77,9 @@ class LeanServer(PooledVerifier):
         return checked_requests(requests)
 
     def prepare(self, request: Request):
+        problem = request_problem(request)
+        if problem is not None:
+            return VerificationResult(status="rejected", reason=problem)
         return prepare(request, self.config.header, self._policy)
 
     def judged(self, prepared: Prepared, response: dict, time_s: float, with_response: bool):
