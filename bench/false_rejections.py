@@ -3,8 +3,10 @@
 Every row is a tactic proof its authors publish as Lean-checked (bench/data/SOURCES.md: Mathlib's Archive,
 compfiles, Seed-Prover's miniF2F and miniCTX-v2 outputs; none of them among tests/data/published, from which
 nothing here is derived either). Each goes through `prepare`, the precheck `LeanServer.verify` runs before the REPL,
-as a `ProofRequest` (trusted header and statement, checked proof). A refusal is a policy refusal when the README's
-policy explains it: native evaluation (the row passes with allow_native_decide=True), or a tactic that
+as a `ProofRequest` (trusted header and statement, checked proof); Seed-Prover's miniF2F files also go whole, as a
+file request. A refusal is a policy refusal when the documented
+policy explains it: native evaluation (the row passes with allow_native_decide=True), `#print axioms` in a file
+(the file passes without those lines), or a tactic that
 allowlists/tactic_exclusions.txt keeps out by rule (code, `sorry`-like, waiting). Every other refusal is a wrong
 refusal. Per source this prints rows, accepted, policy and wrong refusals and the wrong rate (target: <= 1% of each
 source); then the wrong refusals grouped by reason (positions left out), most first, with an example each, and
@@ -33,6 +35,7 @@ CORPUS = REPO / "bench" / "data" / "published_proofs.jsonl.gz"
 EXCLUSIONS = REPO / "trl_verigate" / "lean_server" / "precheck" / "allowlists" / "tactic_exclusions.txt"
 POLICIES = {allowed: policy(allow_native_decide=allowed) for allowed in (False, True)}
 _POSITION = re.compile(r"line \d+, column \d+")
+_PRINT_AXIOMS = re.compile(r"^#print axioms[^\n]*$", re.MULTILINE)
 
 
 def load_rows(source: str | None = None) -> list[dict]:
@@ -46,19 +49,27 @@ def excluded_heads() -> set[str]:
     return {line.split("\t")[1] for line in lines if line and not line.startswith("#")}
 
 
-def refusal(row: dict, allow_native_decide: bool) -> VerificationResult | None:
-    request = ProofRequest(row["statement"], row["proof"], row["header"])
+def refusal(row: dict, allow_native_decide: bool, text: str | None = None) -> VerificationResult | None:
+    """The refusal `prepare` gives a proof row (a `ProofRequest`) or a file row (its text, or `text`), or None."""
+    if row["kind"] == "file":
+        request = row["text"] if text is None else text
+    else:
+        request = ProofRequest(row["statement"], row["proof"], row["header"])
     prepared = prepare(request, row["header"], POLICIES[allow_native_decide])
     return prepared if isinstance(prepared, VerificationResult) else None
 
 
 def classify(row: dict, excluded: set[str]) -> tuple[str, str]:
-    """("accepted" | "policy" | "wrong", the refusal's reason)."""
+    """("accepted" | "policy" | "wrong", the refusal's reason). A file's `#print axioms` lines are policy (the
+    server prints the axioms itself): a file refused for them is judged again without them."""
     refused = refusal(row, allow_native_decide=False)
     if refused is None:
         return "accepted", ""
     if refusal(row, allow_native_decide=True) is None:
         return "policy", "native evaluation"
+    if row["kind"] == "file" and _PRINT_AXIOMS.search(row["text"]):
+        verdict, reason = classify({**row, "text": _PRINT_AXIOMS.sub("", row["text"])}, excluded)
+        return ("policy", "#print axioms") if verdict == "accepted" else (verdict, reason)
     named = set(re.findall(r"`([^`\s]+)`", refused.reason))
     return ("policy" if named & excluded else "wrong"), refused.reason
 

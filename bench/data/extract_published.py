@@ -5,7 +5,8 @@ outside brackets is followed by `by`), taken
 from a file its authors publish as Lean-checked: the statement (up to and including `:= by`), the proof (the lines
 after it up to the next line at column 0) and the file's header (its `import`, `open` and `set_option` lines at
 column 0, not `… in`). A declaration whose proof says `sorry` or `admit` is left out (an unfinished proof is no
-honest one), and so is one using a tactic its own file declares. See SOURCES.md for the sources, commits and licences.
+honest one), and so is one using a tactic its own file declares. Seed-Prover's miniF2F files are also kept whole,
+as file rows (`kind: "file"`, `text`). See SOURCES.md for the sources, commits and licences.
 
     python bench/data/extract_published.py --mathlib <git dir> --compfiles <git dir> --seed-prover <git dir>
 """
@@ -120,7 +121,19 @@ def seed_minif2f_rows(gitdir: str) -> list[dict]:
     archive = zipfile.ZipFile(io.BytesIO(git(gitdir, "show", f"{commit}:SeedProver/MiniF2F.zip")))
     for path in sorted(n for n in archive.namelist() if n.endswith(".lean") and not n.startswith("__MACOSX")):
         origin = f"github.com/ByteDance-Seed/Seed-Prover@{commit}:SeedProver/MiniF2F.zip:{path}"
-        rows += rows_of_file("seed-prover-minif2f", origin, "Apache-2.0", archive.read(path).decode("utf-8"))
+        text = archive.read(path).decode("utf-8")
+        rows += rows_of_file("seed-prover-minif2f", origin, "Apache-2.0", text)
+        rows.append(
+            {
+                "id": f"seed-prover-minif2f-files/{path}",
+                "source": "seed-prover-minif2f-files",
+                "kind": "file",
+                "header": "\n".join(HEADER_LINE.findall(text)),
+                "text": text,
+                "origin": origin,
+                "licence": "Apache-2.0",
+            }
+        )
     return rows
 
 
