@@ -278,3 +278,15 @@ def test_an_argument_that_is_code_is_refused_outside_a_configuration_too(proof):
     # Elab/Tactic/Grind's `elabFallback` compiles the term and runs it with `evalConst`.
     assert "compiles and runs" in reason(proof)
     assert isinstance(verdict("  grind only [h]"), Prepared)
+
+
+@pytest.mark.parametrize(
+    "proof,accepted",
+    [("  constructor\n  map_tacs [rfl, rfl]", True), ("  constructor\n  map_tacs [rfl, run_tac pure ()]", False)],
+)
+def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
+    # Mathlib: `"map_tacs " "[" tactic,* "]"`: its items are tactics, not the terms of a `simp [...]` list.
+    result = verdict(proof, "theorem t : True ∧ True := by")
+    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
+    if not accepted:
+        assert "tactic `run_tac`" in result.reason

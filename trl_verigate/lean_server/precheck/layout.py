@@ -47,6 +47,7 @@ from trl_verigate.lean_server.precheck.grammar import (
     SEQUENCE_PREFIXES,
     SUFFIX_WORDS,
     TACTIC_BRACKETS,
+    TACTIC_LIST_HEADS,
     TACTIC_VALUED_ITEMS,
     TERM_BINDINGS,
 )
@@ -334,10 +335,23 @@ class LayoutParser:
             kids, i = self.sequence(i + 1, None, True, False, mode, positional=head != "[")
             if i < n and text[i] == TACTIC_BRACKETS[head]:
                 i += 1
+        elif head in TACTIC_LIST_HEADS and i + 1 < n and text[i + 1] == "[":
+            kids, i = self._tactic_list(i + 2, mode)
         else:
             return i + 1
         reading.children += kids
         return i
+
+    def _tactic_list(self, i: int, mode: str) -> tuple[list[Node], int]:
+        """The tactics of `[t1, t2, …]` from token i (after the `[`), and the index after the `]`."""
+        kids: list[Node] = []
+        while i < self.n:
+            items, i = self.sequence(i, None, True, False, mode)
+            kids += items
+            if i >= self.n or self.text[i] != ",":
+                break
+            i += 1
+        return kids, i + 1 if i < self.n and self.text[i] == "]" else i
 
     def _line_ends_tactic(self, reading: _Reading, i: int) -> bool:
         """Whether the line starting at token i ends the tactic: at or left of the block column, unless a `calc`
