@@ -1,8 +1,9 @@
 """Process-verified GRPO on Coq (the method of Kim & Yun, ICLR 2026, with Coq's sentences as the tactics).
 
-    accelerate launch recipes/coq_process_grpo.py --config recipes/coq_process_grpo.yaml [--any_field value ...]
     accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/coq_process_grpo.py \
-        --config recipes/coq_process_grpo.yaml
+        --config recipes/coq_process_grpo.yaml [--any_field value ...]
+
+(ZeRO-2 keeps the fp32 master of the YAML's bf16 weights; without DeepSpeed or FSDP pass `--dtype float32`.)
 
 Rows with `formal_statement` (`Theorem name : T.`) and an optional `header` (`Require Import …`), from the hub or a
 local .json/.jsonl file. Every field of `ProcessScriptArguments`, `CoqProcessConfig` and TRL's `ModelConfig` can be

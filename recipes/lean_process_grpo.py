@@ -1,8 +1,9 @@
 """Process-verified GRPO on Lean 4 (Kim & Yun, ICLR 2026): Lean's verdict as outcome reward and tactic-level credit.
 
-    accelerate launch recipes/lean_process_grpo.py --config recipes/lean_process_grpo.yaml [--any_field value ...]
     accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/lean_process_grpo.py \
-        --config recipes/lean_process_grpo.yaml
+        --config recipes/lean_process_grpo.yaml [--any_field value ...]
+
+(ZeRO-2 keeps the fp32 master of the YAML's bf16 weights; without DeepSpeed or FSDP pass `--dtype float32`.)
 
 Rows in DeepSeek-Prover-V1.5's format (`name`, `split`, `informal_prefix`, `formal_statement`, `goal`, `header`), from
 the hub or a local .json/.jsonl file. Every field of `ProcessScriptArguments`, `LeanProcessConfig` and TRL's

@@ -17,8 +17,6 @@ class CoqProcessConfig(ProcessVerifiedConfig):
     this one is Coq's alone (`lean_repl_command` and `lean_server_urls` are refused):
 
     Parameters:
-        > Parameters of the Coq verifier
-
         coq_command (`list[str]` or `None`, *optional*, defaults to `None`):
             Argv of coqidetop with its options, run in `prover_project_dir`; `None`: `coqidetop.opt` or `coqidetop`
             from PATH.

@@ -24,8 +24,6 @@ class ESConfig(GRPOConfig):
     `beta`, DeepSpeed and FSDP do not apply to ES and are refused.
 
     Parameters:
-        > Parameters of the population
-
         population_size (`int`, *optional*, defaults to `30`):
             P, members per iteration; even with `antithetic`.
         sigma (`float`, *optional*, defaults to `1e-3`):
@@ -36,8 +34,6 @@ class ESConfig(GRPOConfig):
             How member rewards become fitness: `"zscore"`, `"centered_rank"` or `"none"` (the rewards themselves).
         es_param_regex (`str` or `None`, *optional*, defaults to `None`):
             Perturb only trainable parameters whose name matches this regex; `None`: every trainable parameter.
-
-        > Parameters of each member's evaluation
 
         prompts_per_iteration (`int`, *optional*, defaults to `8`):
             Prompts every member of an iteration answers, each `num_generations` times.

@@ -16,8 +16,6 @@ class LeanProcessConfig(ProcessVerifiedConfig):
     `lean_server`. Of the prover parameters, these are Lean's (`coq_command` is unused):
 
     Parameters:
-        > Parameters of the Lean verifier
-
         lean_repl_command (`list[str]` or `None`, *optional*, defaults to `None`):
             Argv of one Lean REPL; starts a local `LeanServer` pool in `prover_project_dir`.
         lean_server_urls (`list[str]` or `None`, *optional*, defaults to `None`):

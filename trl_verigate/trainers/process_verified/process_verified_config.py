@@ -21,8 +21,6 @@ class ProcessVerifiedConfig(GRPOConfig):
     class with `prover` fixed.
 
     Parameters:
-        > Parameters that choose and run the prover
-
         prover (`str`, *optional*, defaults to `"lean"`):
             The proof assistant that verifies: `"lean"` (lean_server) or `"coq"` (coqidetop).
         lean_repl_command (`list[str]` or `None`, *optional*, defaults to `None`):
@@ -42,16 +40,12 @@ class ProcessVerifiedConfig(GRPOConfig):
         prover_memory_limit_mb (`int` or `None`, *optional*, defaults to `8192`):
             Address-space limit of each local prover process, MiB; `None`: no limit.
 
-        > Parameters that read the dataset and the completions
-
         completion_format (`str`, *optional*, defaults to `"auto"`):
             Where a Lean completion's proof is: `"proof_body"`, `"fenced_block"` or `"auto"`.
         statement_field (`str`, *optional*, defaults to `"formal_statement"`):
             Dataset column of the trusted statement.
         header_field (`str`, *optional*, defaults to `"header"`):
             Dataset column of the trusted header.
-
-        > Parameters that turn verdicts into advantages
 
         tactic_granularity (`str`, *optional*, defaults to `"outermost"`):
             Lean tactics credited: `"outermost"` (the paper) or `"all"`; Coq credits each sentence.
@@ -65,8 +59,6 @@ class ProcessVerifiedConfig(GRPOConfig):
             Tokens that get a tactic's process advantage: `"first"` (the paper), `"all"` or `"last"`.
         process_advantage_coef (`float`, *optional*, defaults to `1.0`):
             Multiplies A_proc: `1.0` is the paper, `0.0` is outcome-only GRPO.
-
-        > Parameters that overlap verification with training
 
         generation_chunks (`int`, *optional*, defaults to `1`):
             Generate each batch in this many chunks (transformers generation) and verify each as soon as it is decoded.

@@ -19,8 +19,6 @@ class VeriGateConfig(GRPOConfig):
     Every [`trl.GRPOConfig`] parameter plus the ones below (their `help` metadata says more).
 
     Parameters:
-        > Parameters that choose the gated groups and their advantages
-
         gate (`str`, *optional*, defaults to `"all_zero"`):
             Groups that fall back to the PRM: `"all_zero"` (the paper), `"all_equal"` or `"none"` (plain GRPO, no PRM).
         gate_reward_funcs (`list[str]` or `None`, *optional*, defaults to `None`):
@@ -34,15 +32,11 @@ class VeriGateConfig(GRPOConfig):
         prm_audit_fraction (`float`, *optional*, defaults to `0.0`):
             Share of non-gated groups also scored by the PRM, to log `verigate/prm_verifier_agreement`.
 
-        > Parameters that split completions into steps
-
         step_separator (`str`, *optional*, defaults to `"\n\n"`):
             String that separates reasoning steps in a completion.
         max_steps_per_completion (`int` or `None`, *optional*, defaults to `32`):
             Most steps per completion sent to the PRM; the rest merges into the last step. Not `max_steps`, which
             `transformers.TrainingArguments` already uses for optimizer steps.
-
-        > Parameters that load the process reward model
 
         prm_type (`str`, *optional*, defaults to `"qwen_math"`):
             PRM built when the trainer gets no `process_reward_model`: `"qwen_math"`, `"math_shepherd"`,
