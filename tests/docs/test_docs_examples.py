@@ -424,7 +424,7 @@ def documented_owners() -> dict[str, type]:
 
     owners = {name: getattr(trl_verigate, name) for name in trl_verigate.__all__}
     owners["CoqServerConfig"] = CoqServerConfig
-    for recipe in ("verigate_math", "process_verified_grpo", "es"):
+    for recipe in ("verigate_math", "lean_process_grpo", "coq_process_grpo", "es"):
         module = load_recipe(recipe)
         owners.update({name: obj for name, obj in vars(module).items() if dataclasses.is_dataclass(obj)})
     return owners
