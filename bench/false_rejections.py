@@ -74,6 +74,21 @@ def classify(row: dict, excluded: set[str]) -> tuple[str, str]:
     return ("policy" if named & excluded else "wrong"), refused.reason
 
 
+# Which precheck rule a refusal's reason comes from, for the summary: (pattern, rule).
+RULES = [
+    (re.compile(r"names `[^`]+`, metaprogramming"), "meta name (meta_names.txt)"),
+    (re.compile(r"closes the `by` block"), "layout: block end"),
+    (re.compile(r"is not on the allow-list"), "tactic not on tactics.txt"),
+    (re.compile(r"^command `"), "command word in a proof"),
+    (re.compile(r"set_option"), "option or its bound"),
+    (re.compile(r"elaborators run code"), "`%` elaborator"),
+]
+
+
+def rule_of(reason: str) -> str:
+    return next((rule for pattern, rule in RULES if pattern.search(reason)), "other")
+
+
 def summary_markdown(wrong: dict[str, list[tuple[str, str]]], counts: dict[str, Counter]) -> str:
     lines = ["# Precheck refusals of honest published proofs (bench/false_rejections.py)", ""]
     lines += ["| source | rows | accepted | policy | wrong | wrong rate |", "|---|---|---|---|---|---|"]
@@ -82,6 +97,11 @@ def summary_markdown(wrong: dict[str, list[tuple[str, str]]], counts: dict[str, 
             f"| {source} | {c['rows']} | {c['accepted']} | {c['policy']} | {c['wrong']} |"
             f" {c['wrong'] / c['rows']:.2%} |"
         )
+    by_rule = Counter()
+    for group, examples in wrong.items():
+        by_rule[rule_of(group)] += len(examples)
+    lines += ["", "## Wrong refusals by precheck rule", "", "| rule | refusals |", "|---|---|"]
+    lines += [f"| {rule} | {count} |" for rule, count in by_rule.most_common()]
     lines += ["", "## Wrong refusals by reason (most first)", ""]
     for group, examples in sorted(wrong.items(), key=lambda item: -len(item[1])):
         row_id, _ = examples[0]
