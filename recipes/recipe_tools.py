@@ -18,6 +18,7 @@ import yaml
 from trl import TrlParser
 
 from trl_verigate.cli_parser import OneLineErrors, exit_with_usage_error, one_line
+from trl_verigate.master_weights import keeps_fp32_master, load_dtype
 from trl_verigate.prover_pool.checks import program_problem
 
 LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
@@ -160,46 +161,27 @@ def check_command(value: list[str] | None, field: str, example: str) -> None:
         raise ValueError(f"`{field}` {problem}; give an argv whose program exists and is executable, e.g. {example}")
 
 
-LOW_PRECISION_DTYPES = ("bfloat16", "float16")
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "false").lower() == "true"
-
-
-def _checkpoint_dtype(model_name_or_path: str) -> str | None:
-    """The dtype a checkpoint's config.json records (what dtype `auto` loads), or None when it cannot be read here."""
-    try:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(model_name_or_path)
-    except (OSError, ValueError):
-        return None
-    dtype = getattr(config, "dtype", None) or getattr(config, "torch_dtype", None)
-    return None if dtype is None else str(dtype).removeprefix("torch.")
-
-
 def check_policy_dtype(training_args, model_args) -> None:
     """Refuse bf16/fp16 policy weights that train with no fp32 master copy; before anything loads.
 
-    Under plain DDP (recipes/accelerate/ddp.yaml) or one process, the optimizer steps the weights in the dtype they
-    were loaded in, and `bf16: true` only autocasts the compute: an AdamW step of lr 1e-6 rounds away in bf16 for
-    most weights (1.9% of them changed in 10 steps, measured on CPU). DeepSpeed ZeRO and FSDP keep an fp32 master
-    themselves, and PEFT trains fp32 adapters over a frozen base, so those are left alone.
+    The dtype is the one the policy will load in, from the kwargs `set_model_init_kwargs` builds (`--dtype` under
+    explicit `model_init_kwargs`, which win) read as transformers reads them: `dtype` unless None, else its older
+    alias `torch_dtype`; `auto` is the checkpoint's own (`trl_verigate.master_weights.load_dtype`). DeepSpeed ZeRO
+    and FSDP keep an fp32 master themselves, and PEFT trains fp32 adapters over a frozen base, so those pass.
     """
-    dtype = str(model_args.dtype).removeprefix("torch.")
-    if dtype == "auto":
-        dtype = _checkpoint_dtype(model_args.model_name_or_path) or dtype
-    if dtype not in LOW_PRECISION_DTYPES or model_args.use_peft:
+    if model_args.use_peft or keeps_fp32_master(training_args):
         return
-    if training_args.deepspeed or training_args.fsdp or _env_flag("ACCELERATE_USE_DEEPSPEED"):
-        return
-    if _env_flag("ACCELERATE_USE_FSDP"):
+    explicit = getattr(training_args, "model_init_kwargs", None) or {}
+    dtype, setting = load_dtype(model_args.model_name_or_path, {"dtype": model_args.dtype, **explicit})
+    if explicit.get("dtype") is None and model_args.dtype is not None:
+        setting = f"dtype={str(model_args.dtype).removeprefix('torch.')}"  # --dtype decides
+    if dtype not in ("bfloat16", "float16"):
         return
     raise ValueError(
-        f"dtype={model_args.dtype} without DeepSpeed or FSDP trains {dtype} weights with no fp32 master copy (most "
-        f"AdamW updates at learning_rate {training_args.learning_rate:g} round away); set --dtype float32 (bf16: true "
-        "still computes in bf16) or launch with recipes/accelerate/zero2.yaml, which keeps an fp32 master"
+        f"{setting} without DeepSpeed or FSDP trains {dtype} weights with no fp32 master copy (most "
+        f"AdamW updates at learning_rate {training_args.learning_rate:g} round away); set --dtype float32 (and "
+        "model_init_kwargs dtype: float32 where set; bf16: true still computes in bf16) or launch with "
+        "recipes/accelerate/zero2.yaml, which keeps an fp32 master"
     )
 
 

@@ -22,6 +22,8 @@ from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import pad
 
 from trl_verigate.advantages import sequence_mean_advantages
+from trl_verigate.master_weights import check_master_weights
+from trl_verigate.peft_sync import keep_base_exact_across_syncs
 
 # Metrics TRL's `_generate` assigns instead of appending: num_tokens, the running total of tokens generated. A batch
 # generated ahead assigns its value again when it is scored, so the log shows the total up to the batch trained.
@@ -84,6 +86,14 @@ class ProcessGRPOTrainer(GRPOTrainer):
     # Pipelined generation: the batch generated ahead for the next step, and the one being scored now.
     _pipeline_pending: GeneratedBatch | None = None
     _replayed_batch: GeneratedBatch | None = None
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        check_master_weights(
+            self.accelerator.unwrap_model(self.model), self.args, has_own_optimizer=self.optimizer is not None
+        )
+        # With PEFT and vLLM each weight sync merges the adapters into the frozen base and unmerges them.
+        self._frozen_base = keep_base_exact_across_syncs(self)
 
     def _pipelines_generation(self) -> bool:
         """Whether training steps train on the batch generated at the step before (one-step off-policy); off here."""

@@ -25,6 +25,7 @@ from trl_verigate.advantages import (
     step_advantages_to_tokens,
 )
 from trl_verigate.rewards.prm import as_step_scorer
+from trl_verigate.rewards.prm_placement import check_dtype_under_zero3
 from trl_verigate.rewards.prm_setup import check_prm_checkpoint, load_step_scorer, prm_device_for_process
 from trl_verigate.steps import model_text_step_token_ids
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
@@ -133,6 +134,7 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
         if builds_model_prm:
             # Before the policy loads: a wrong PRM path should fail in a second with one message.
             check_prm_checkpoint(args.prm_model_name_or_path, args.prm_type)
+            check_dtype_under_zero3(args.prm_torch_dtype)
         super().__init__(model, reward_funcs, args, *trainer_args, **trainer_kwargs)
 
         self._gate_func_indices = self._resolve_gate_reward_funcs(args.gate_reward_funcs)
