@@ -36,6 +36,7 @@ ES_LEARNING_SESOI = 0.02  # ES - warm start, held-out faithful
 # differently, or the propagation claim is untestable.
 MIN_PROPAGATION_DIFFERENCE = 0.20
 
+QUICK_NOTICE = "--quick is a smoke test of the plumbing: it decides nothing"
 SUPPORTED, INCONCLUSIVE, REFUTED = 1, 0, -1
 VERDICTS = {SUPPORTED: "supported", INCONCLUSIVE: "inconclusive", REFUTED: "refuted"}
 HELD_OUT, HARD = "sampled_faithful", "hard_sampled_faithful"
@@ -106,7 +107,7 @@ def _decide(row: dict, verdict_of, blocked: str | None) -> None:
 def decisions(results: dict) -> list[dict]:
     """Design 3's five decisions, each with its per-seed differences, bounds and verdict."""
     summary, start = results["summary"], results["start_eval"]
-    quick = "not decided: --quick is a smoke test of the plumbing" if results["config"].get("quick") else None
+    quick = f"not decided: {QUICK_NOTICE}" if results["config"].get("quick") else None
     sanity = _row("GRPO learns", "held-out faithful, GRPO - warm start", SANITY_SESOI,
                   {"gain": paired(summary, "grpo", None, HELD_OUT, start)})  # fmt: skip
     _decide(sanity, lambda d: rule(d, SANITY_SESOI), quick)

@@ -91,7 +91,7 @@ def main(argv=None) -> None:
     parser.add_argument("policy", help="a policy directory (the warm start, or any tiny policy: weights do not matter)")
     parser.add_argument("--output", default="outputs/experiments/toy_arithmetic/credit_check")
     args = parser.parse_args(argv)
-    for method in ("grpo", "verigate", "process", "process_coef0"):
+    for method in ("grpo", "verigate", "process", "process_noprop", "process_coef0"):
         print(f"== {method}")
         for row in hand_made_advantages(method, args.policy, f"{args.output}/{method}"):
             print(f"group {row['group']} {row['name']}:")

@@ -1,4 +1,5 @@
-"""What is measured on a policy: held-out metrics, the warm-start calibration, the checkpoint rule, rescue rate.
+"""What is measured on a policy: held-out metrics, the warm-start calibration, the checkpoint rule, the screening
+of hard prompts, rescue rate.
 
 Every sampled evaluation runs under its own fixed seed inside `torch.random.fork_rng`, so two policies are compared
 on the same sampling noise and an evaluation during training leaves the training's random stream untouched.
@@ -15,6 +16,7 @@ from experiments.toy_arithmetic.policy import generate
 from experiments.toy_arithmetic.task import Problem
 
 EVAL_SEED = 20_261  # the sampling seed of every held-out and calibration evaluation
+SCREEN_SEED = 20_262  # the sampling seed of the screening, so the hard set is not picked on its own start evaluation
 
 # The checkpoint rule of issue 21, fixed before any RL run (docs/experiments.md, "Warm start"): among checkpoints
 # with at least MIN_ALL_ZERO of all-zero groups and at most MAX_SPURIOUS spurious share, the one whose sampled
@@ -51,30 +53,59 @@ def sampled_metrics(reports: list[ChainReport], samples: int) -> dict:
     }
 
 
+def sample_reports(model, tokenizer, problems, samples, max_new_tokens, oracle, seed: int = EVAL_SEED) -> list:
+    """Goal-tracking reports of ``samples`` completions per problem (temperature 1) under the sampling ``seed``."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        texts = generate(model, tokenizer, [p.prompt for p in problems], max_new_tokens, samples, 256, temperature=1.0)
+    return read(problems, texts, samples, oracle), texts
+
+
 @torch.no_grad()
 def evaluate_policy(
     model,
     tokenizer,
-    hard: list[Problem],
+    held_out: list[Problem],
     easy: list[Problem],
     samples: int,
     max_new_tokens: int,
     oracle: ArithmeticProcessOracle,
+    hard: list[Problem] | None = None,
 ) -> dict:
-    """Held-out metrics: on ``hard``, ``samples`` sampled completions per prompt (temperature 1) and one greedy; on
-    ``easy``, the greedy pass rate."""
-    with torch.random.fork_rng():
-        torch.manual_seed(EVAL_SEED)
-        sampled = generate(model, tokenizer, [p.prompt for p in hard], max_new_tokens, samples, 256, temperature=1.0)
-    greedy = read(hard, generate(model, tokenizer, [p.prompt for p in hard], max_new_tokens, 1, 256), 1, oracle)
+    """Held-out metrics: on ``held_out``, ``samples`` sampled completions per prompt (temperature 1) and one greedy;
+    on ``easy``, the greedy pass rate; on ``hard`` (when given), ``samples`` sampled completions per prompt."""
+    reports, sampled = sample_reports(model, tokenizer, held_out, samples, max_new_tokens, oracle)
+    greedy = read(held_out, generate(model, tokenizer, [p.prompt for p in held_out], max_new_tokens, 1, 256), 1, oracle)
     greedy_easy = read(easy, generate(model, tokenizer, [p.prompt for p in easy], max_new_tokens, 1, 256), 1, oracle)
-    return {
-        **{f"sampled_{k}": v for k, v in sampled_metrics(read(hard, sampled, samples, oracle), samples).items()},
+    metrics = {
+        **{f"sampled_{k}": v for k, v in sampled_metrics(reports, samples).items()},
         "greedy_pass": _mean(r.outcome for r in greedy),
         "greedy_faithful": _mean(r.faithful for r in greedy),
         "easy_greedy_pass": _mean(r.outcome for r in greedy_easy),
         "example": sampled[0],
     }
+    if hard:
+        hard_reports = sample_reports(model, tokenizer, hard, samples, max_new_tokens, oracle)[0]
+        metrics |= {f"hard_sampled_{k}": v for k, v in sampled_metrics(hard_reports, samples).items()}
+    return metrics
+
+
+@torch.no_grad()
+def screen(model, tokenizer, problems: list[Problem], samples: int, max_new_tokens: int, oracle) -> list[int]:
+    """Faithful completions of ``samples`` per problem, under the screening seed."""
+    reports = sample_reports(model, tokenizer, problems, samples, max_new_tokens, oracle, SCREEN_SEED)[0]
+    return sampled_metrics(reports, samples)["faithful_counts"]
+
+
+def keep_hard(counts: list[int], max_faithful: int, size: int | None = None) -> dict:
+    """The indices of the screened problems with at most ``max_faithful`` faithful completions, in order, the first
+    ``size`` of them (all when None). When fewer qualify, the ``size`` with the fewest (the earlier on a tie), with
+    ``rule_met`` False."""
+    qualifying = [index for index, count in enumerate(counts) if count <= max_faithful]
+    if size is None or len(qualifying) >= size:
+        return {"indices": qualifying[:size], "qualifying": len(qualifying), "rule_met": True}
+    fewest = sorted(range(len(counts)), key=lambda index: (counts[index], index))[:size]
+    return {"indices": sorted(fewest), "qualifying": len(qualifying), "rule_met": False}
 
 
 @torch.no_grad()
@@ -83,10 +114,7 @@ def calibrate(
 ) -> dict:
     """The checkpoint rule's inputs on the calibration prompts: sampled faithful rate, all-zero group fraction and
     spurious share, with ``samples`` completions per prompt (GRPO's G)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(EVAL_SEED)
-        texts = generate(model, tokenizer, [p.prompt for p in problems], max_new_tokens, samples, 256, temperature=1.0)
-    metrics = sampled_metrics(read(problems, texts, samples, oracle), samples)
+    metrics = sampled_metrics(sample_reports(model, tokenizer, problems, samples, max_new_tokens, oracle)[0], samples)
     del metrics["faithful_counts"]
     return metrics
 

@@ -5,8 +5,9 @@ without replacement by TRL's sampler (seeded by the run's seed, so two methods o
 the same order). GRPO-like methods sample G completions per prompt at temperature 1 and take
 ``completions // (prompts_per_step * G)`` optimizer steps (lr constant, `max_grad_norm` 1, beta 0,
 `num_iterations` 1); ES decodes greedily, one completion per prompt, and takes ``completions // (P * es_prompts)``
-iterations. The trainers are the project's, through their public APIs; `MeasuredVeriGate` only reads what VeriGate
-computed, to check its mechanism.
+iterations, perturbing only the norm weights (`ES_PARAM_REGEX`). Every arm's outcome reward is the faithful pass;
+the control arm ``prm_outcome`` is GRPO with VeriGate's noisy PRM as its outcome reward. The trainers are the
+project's, through their public APIs; `MeasuredVeriGate` only reads what VeriGate computed, to check its mechanism.
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from experiments.toy_arithmetic.evaluation import evaluate_policy
-from experiments.toy_arithmetic.oracle import ArithmeticProcessOracle, ChainStepScorer
+from experiments.toy_arithmetic.oracle import (
+    ArithmeticProcessOracle,
+    FaithfulPassReward,
+    NoisyChainStepScorer,
+    PRMOutcomeReward,
+)
 from experiments.toy_arithmetic.task import Problem
 from trl_verigate import (
     ESConfig,
@@ -30,10 +36,13 @@ from trl_verigate import (
     VeriGateConfig,
     VeriGateGRPOTrainer,
 )
-from trl_verigate.rewards.math import MathAccuracyReward
 
-# The arms of the comparison, then the control and ablation arms, then the coefficient-0 check's arm.
-METHODS = ("grpo", "verigate", "process", "es", "verigate_arith", "process_noprop", "process_coef0")
+# The arms of the comparison (the ablation and the control among them), then the coefficient-0 check's arm.
+METHODS = ("grpo", "verigate", "process", "process_noprop", "es", "prm_outcome", "process_coef0")
+PROCESS_METHODS = ("process", "process_noprop", "process_coef0")
+PRM_FLIP_SHARE = 0.2  # the share of VeriGate's PRM labels flipped
+ES_PARAM_REGEX = r"norm\.weight$"  # ES perturbs the RMSNorm weights only (1,152 of the policy's parameters)
+DEFAULT_PROCESS = {"d1": -0.05, "d2": -0.1}  # the trainer's defaults, for runs outside the d1/d2 grid
 # Logged metrics kept per step (whichever the method logs).
 KEPT_METRICS = (
     "loss",
@@ -69,10 +78,10 @@ class Budget:
 
 
 class HeldOutEvaluation(TrainerCallback):
-    """`evaluation.evaluate_policy` at the middle step and the last step of a run."""
+    """`evaluation.evaluate_policy` at the middle step and the last step of a run, the hard set at the last only."""
 
-    def __init__(self, easy: list[Problem], hard: list[Problem], budget: Budget, per_step: int):
-        self.easy, self.hard, self.budget, self.per_step = easy, hard, budget, per_step
+    def __init__(self, sets: dict[str, list[Problem]], budget: Budget, per_step: int):
+        self.sets, self.budget, self.per_step = sets, budget, per_step
         self.oracle = ArithmeticProcessOracle()
         self.history: list[dict] = []
 
@@ -83,11 +92,12 @@ class HeldOutEvaluation(TrainerCallback):
         metrics = evaluate_policy(
             kwargs["model"],
             kwargs["processing_class"],
-            self.hard,
-            self.easy,
+            self.sets["held_out"],
+            self.sets["eval_easy"],
             self.budget.eval_samples,
             self.budget.max_completion_length,
             self.oracle,
+            self.sets["hard"] if step == state.max_steps else None,
         )
         self.history.append({"step": step, "completions": step * self.per_step, **metrics})
 
@@ -164,10 +174,11 @@ def prompts_per_step(method: str, budget: Budget) -> int:
 
 
 def build_trainer(
-    method: str, policy: str, dataset: Dataset, output_dir: str, seed: int, budget: Budget, es: dict | None = None
+    method: str, policy: str, dataset: Dataset, output_dir: str, seed: int, budget: Budget, setting: dict | None = None
 ):
-    """The trainer of ``method`` (``es``: {"sigma", "learning_rate"} for ES)."""
-    accuracy = MathAccuracyReward()
+    """The trainer of ``method``; ``setting`` is the grid point: {"sigma", "learning_rate"} for ES, {"d1", "d2"} for
+    the process trainers (default `DEFAULT_PROCESS`)."""
+    faithful = FaithfulPassReward()
     steps, _ = steps_of(method, budget)
     if method == "es":
         args = ESConfig(
@@ -184,34 +195,36 @@ def build_trainer(
             antithetic=True,
             population_size=budget.es_population,
             prompts_per_iteration=budget.es_prompts,
-            sigma=float(es["sigma"]),
-            learning_rate=float(es["learning_rate"]),
+            sigma=float(setting["sigma"]),
+            learning_rate=float(setting["learning_rate"]),
+            es_param_regex=ES_PARAM_REGEX,
         )
-        return ESTrainer(model=policy, reward_funcs=[accuracy], args=args, train_dataset=dataset)
+        return ESTrainer(model=policy, reward_funcs=[faithful], args=args, train_dataset=dataset)
     common = _grpo_common(output_dir, seed, budget, steps)
-    if method == "grpo":
-        return GRPOTrainer(model=policy, reward_funcs=[accuracy], args=GRPOConfig(**common), train_dataset=dataset)
-    if method in ("verigate", "verigate_arith"):
-        arithmetic_only = method == "verigate_arith"
+    if method in ("grpo", "prm_outcome"):
+        reward = faithful if method == "grpo" else PRMOutcomeReward(NoisyChainStepScorer(PRM_FLIP_SHARE))
+        return GRPOTrainer(model=policy, reward_funcs=[reward], args=GRPOConfig(**common), train_dataset=dataset)
+    if method == "verigate":
         args = VeriGateConfig(**common, gate="all_zero", prm_type="symbolic", step_separator="\n")
         return MeasuredVeriGate(
             model=policy,
-            reward_funcs=[accuracy],
+            reward_funcs=[faithful],
             args=args,
             train_dataset=dataset,
-            process_reward_model=None if arithmetic_only else ChainStepScorer(),
+            process_reward_model=NoisyChainStepScorer(PRM_FLIP_SHARE),
         )
-    if method in ("process", "process_coef0", "process_noprop"):
+    if method in PROCESS_METHODS:
+        scores = setting or DEFAULT_PROCESS
         args = ProcessVerifiedConfig(
             **common,
-            partial_tactic_score=-0.05,
-            error_tactic_score=-0.1,
+            partial_tactic_score=float(scores["d1"]),
+            error_tactic_score=float(scores["d2"]),
             process_token_assignment="first",
             first_error_propagation=method != "process_noprop",
             process_advantage_coef=0.0 if method == "process_coef0" else 1.0,
         )
         return ProcessVerifiedGRPOTrainer(
-            model=policy, args=args, train_dataset=dataset, process_oracle=ArithmeticProcessOracle(accuracy=accuracy)
+            model=policy, args=args, train_dataset=dataset, process_oracle=ArithmeticProcessOracle()
         )
     raise ValueError(f"method={method!r} is not one of {METHODS}")
 
@@ -219,15 +232,15 @@ def build_trainer(
 def run_method(
     method: str,
     policy: str,
-    pool: list[Problem],
-    eval_easy: list[Problem],
-    eval_hard: list[Problem],
+    sets: dict[str, list[Problem]],
     output_dir: str,
     seed: int,
     budget: Budget,
-    es: dict | None = None,
+    setting: dict | None = None,
 ) -> dict:
-    """Train ``method`` once; returns its middle and end evaluations, per-step metrics and wall time."""
+    """Train ``method`` once on ``sets["pool"]``, evaluated on ``sets["held_out"]``, ``sets["eval_easy"]`` and (at
+    the end) ``sets["hard"]``; returns its evaluations, per-step metrics, grid point and wall time."""
+    pool = sets["pool"]
     steps, per_step = steps_of(method, budget)
     if steps < 1:
         raise ValueError(
@@ -236,8 +249,10 @@ def run_method(
         )
     if steps * prompts_per_step(method, budget) > len(pool):
         raise ValueError(f"{method} needs more prompts than the pool's {len(pool)}: raise --pool-problems")
-    trainer = build_trainer(method, policy, Dataset.from_list([p.row() for p in pool]), output_dir, seed, budget, es)
-    evaluation = HeldOutEvaluation(eval_easy, eval_hard, budget, per_step)
+    trainer = build_trainer(
+        method, policy, Dataset.from_list([p.row() for p in pool]), output_dir, seed, budget, setting
+    )
+    evaluation = HeldOutEvaluation(sets, budget, per_step)
     trainer.add_callback(evaluation)
     started = time.perf_counter()
     trainer.train()
@@ -256,7 +271,7 @@ def run_method(
         "wall_seconds": wall,
         "eval": evaluation.history,
         "metrics": metrics,
-        "es": es if method == "es" else None,
+        "setting": setting,
     }
 
 

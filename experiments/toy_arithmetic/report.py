@@ -1,8 +1,7 @@
-"""Tables, the pre-registered decisions and the plots of a results JSON written by `launch`.
+"""Tables, the decisions and the plots of a results JSON written by `launch`.
 
 ``python -m experiments.toy_arithmetic.report RESULTS.json`` rewrites results.md and the PNGs next to the JSON.
-The decision rules are those of docs/experiments.md ("Decision rules"), written there before the runs; the
-thresholds below are those numbers.
+The decisions are `analysis`'s (design 3's rules, docs/experiments/design3.md).
 """
 
 from __future__ import annotations
@@ -12,26 +11,19 @@ import json
 import statistics
 from pathlib import Path
 
+from experiments.toy_arithmetic import analysis
 from experiments.toy_arithmetic.evaluation import rescue_rate
 
 ZERO_STD_KEYS = {
     "grpo": "frac_reward_zero_std",
     "verigate": "verigate/frac_zero_std_outcome",
-    "verigate_arith": "verigate/frac_zero_std_outcome",
+    "prm_outcome": "frac_reward_zero_std",
     "process": "lean/frac_zero_std_outcome",
     "process_noprop": "lean/frac_zero_std_outcome",
 }
-# Pre-registered thresholds (docs/experiments.md, "Decision rules").
-GRPO_SANITY_GAIN = 0.04  # GRPO's held-out faithful minus the warm start's
-VERIGATE_RESCUE_GAIN = 0.05  # VeriGate's rescue rate minus GRPO's
-VERIGATE_FAITHFUL_LOSS = 0.02  # the most VeriGate's held-out faithful may fall below GRPO's
-VERIGATE_MIN_GATE_RATE = 0.10
-VERIGATE_MIN_CONCORDANCE = 0.75
-PROCESS_FAITHFUL_GAIN = 0.03  # process's held-out faithful minus GRPO's
-ES_GREEDY_GAIN = 0.04  # ES's held-out greedy pass minus the warm start's
-ES_EASY_LOSS = 0.05  # the most ES's easy greedy pass may fall below the warm start's
 END_KEYS = ("sampled_faithful", "sampled_pass", "greedy_pass", "greedy_faithful", "sampled_spurious_share",
             "sampled_valid_prefix", "easy_greedy_pass")  # fmt: skip
+HARD_KEYS = ("hard_sampled_faithful", "hard_sampled_pass")
 
 
 def _mean(values) -> float:
@@ -52,7 +44,12 @@ def run_summary(run: dict, start: dict) -> dict:
     return {
         **{key: end[key] for key in END_KEYS},
         **{f"middle_{key}": middle[key] for key in END_KEYS},
-        "rescue_rate": rescue_rate(start["sampled_faithful_counts"], end["sampled_faithful_counts"]),
+        **{key: end.get(key, float("nan")) for key in HARD_KEYS},
+        "hard_rescue_rate": (
+            rescue_rate(start["hard_sampled_faithful_counts"], end["hard_sampled_faithful_counts"])
+            if "hard_sampled_faithful_counts" in end and "hard_sampled_faithful_counts" in start
+            else float("nan")
+        ),
         "zero_std_fraction": _mean(_steps(run, ZERO_STD_KEYS.get(run["method"], ""))),
         "gate_rate": _mean(_steps(run, "verigate/gate_rate")),
         # ES never backpropagates (TRL logs its grad_norm as 0), so only the gradient methods have zero-gradient steps.
@@ -67,112 +64,27 @@ def run_summary(run: dict, start: dict) -> dict:
         "es_iterations": len(updates) if updates else float("nan"),
         "wall_seconds": run["wall_seconds"],
         "completions": run["completions"],
+        "setting": run.get("setting"),
     }
 
 
 def summarize(results: dict) -> dict:
-    """{method: {seed: run_summary}} for every finished run (ES grid points other than the chosen one excluded)."""
+    """{method: {seed: run_summary}} for every finished run (grid points other than the chosen ones excluded)."""
     summary: dict = {}
     for run in results["runs"]:
         summary.setdefault(run["method"], {})[str(run["seed"])] = run_summary(run, results["start_eval"])
     return summary
 
 
-def _paired(summary: dict, first: str, second: str | None, key: str, start: dict | None = None) -> dict[str, float]:
-    """Per seed, ``first``'s ``key`` minus ``second``'s (or minus the warm start's ``start[key]``)."""
-    if first not in summary or (second is not None and second not in summary):
-        return {}
-    seeds = sorted(set(summary[first]) & (set(summary[second]) if second else set(summary[first])), key=int)
-    return {seed: summary[first][seed][key] - (summary[second][seed][key] if second else start[key]) for seed in seeds}
-
-
-def _holds(deltas: dict[str, float], test) -> bool:
-    return bool(deltas) and all(value == value and test(value) for value in deltas.values())
-
-
-def decisions(results: dict) -> list[dict]:
-    """The four pre-registered decisions, paired by seed: each with its per-seed differences and verdict
-    ("supported", "not supported", or "untestable" when the GRPO sanity check fails)."""
-    summary = summarize(results)
-    start = {key: results["start_eval"][key] for key in END_KEYS}
-    seeds = len(results["config"]["seeds"])
-
-    def complete(deltas: dict) -> bool:
-        return len(deltas) == seeds
-
-    grpo_gain = _paired(summary, "grpo", None, "sampled_faithful", start)
-    sane = complete(grpo_gain) and _holds(grpo_gain, lambda d: d >= GRPO_SANITY_GAIN)
-    rows = [
-        {
-            "claim": "GRPO sanity",
-            "rule": f"GRPO held-out faithful - warm start >= {GRPO_SANITY_GAIN} in every seed",
-            "deltas": {"faithful": grpo_gain},
-            "verdict": "supported" if sane else "not supported",
-        }
-    ]
-    rescue = _paired(summary, "verigate", "grpo", "rescue_rate")
-    faithful = _paired(summary, "verigate", "grpo", "sampled_faithful")
-    gate_rates = [row["gate_rate"] for row in summary.get("verigate", {}).values()]
-    concordance = [row["gated_concordance"] for row in summary.get("verigate", {}).values()]
-    mechanism = (
-        bool(gate_rates)
-        and all(rate >= VERIGATE_MIN_GATE_RATE for rate in gate_rates)
-        and all(value >= VERIGATE_MIN_CONCORDANCE for value in concordance)
-    )
-    verigate = complete(rescue) and _holds(rescue, lambda d: d >= VERIGATE_RESCUE_GAIN)
-    verigate = verigate and _holds(faithful, lambda d: d >= -VERIGATE_FAITHFUL_LOSS)
-    rows.append(
-        {
-            "claim": "VeriGate vs GRPO",
-            "rule": f"rescue rate +{VERIGATE_RESCUE_GAIN} and faithful no more than {VERIGATE_FAITHFUL_LOSS} lower, "
-            f"every seed; mechanism: gate rate >= {VERIGATE_MIN_GATE_RATE}, concordance >= "
-            f"{VERIGATE_MIN_CONCORDANCE}",
-            "deltas": {"rescue": rescue, "faithful": faithful},
-            "mechanism": {"gate_rate": gate_rates, "concordance": concordance, "present": mechanism},
-            "verdict": "supported" if verigate else "not supported",
-        }
-    )
-    gain = _paired(summary, "process", "grpo", "sampled_faithful")
-    spurious = _paired(summary, "process", "grpo", "sampled_spurious_share")
-    process = complete(gain) and _holds(gain, lambda d: d >= PROCESS_FAITHFUL_GAIN)
-    process = process and _holds(spurious, lambda d: d <= 0.0)
-    rows.append(
-        {
-            "claim": "process vs outcome-only",
-            "rule": f"faithful +{PROCESS_FAITHFUL_GAIN} over GRPO and spurious share not higher, every seed",
-            "deltas": {"faithful": gain, "spurious": spurious},
-            "verdict": "supported" if process else "not supported",
-        }
-    )
-    greedy = _paired(summary, "es", None, "greedy_pass", start)
-    easy = _paired(summary, "es", None, "easy_greedy_pass", start)
-    es = complete(greedy) and _holds(greedy, lambda d: d >= ES_GREEDY_GAIN)
-    es = es and _holds(easy, lambda d: d >= -ES_EASY_LOSS)
-    rows.append(
-        {
-            "claim": "ES",
-            "rule": f"held-out greedy pass +{ES_GREEDY_GAIN} over the warm start, easy down by no more than "
-            f"{ES_EASY_LOSS}, every seed",
-            "deltas": {"greedy": greedy, "easy": easy},
-            "verdict": "supported" if es else "not supported",
-        }
-    )
-    if not sane:
-        for row in rows[1:]:
-            row["verdict"] = f"untestable (GRPO sanity failed; {row['verdict']} as measured)"
-    return rows
+NAN = float("nan")
 
 
 def _fmt(value: float) -> str:
     return "n/a" if value != value else f"{value:.3f}"
 
 
-def _deltas(deltas: dict[str, float]) -> str:
-    return ", ".join(f"{value:+.3f}" for _, value in sorted(deltas.items(), key=lambda item: int(item[0]))) or "n/a"
-
-
-def markdown(results: dict) -> str:
-    start, warm = results["start_eval"], results["warm_start"]
+def _warm_start_lines(results: dict) -> list[str]:
+    warm, screening, check = results["warm_start"], results["screening"], results["prerun_check"]
     lines = ["## Warm-start checkpoints (calibration prompts, sampled G per prompt)", ""]
     lines += ["| checkpoint | faithful | all-zero groups | spurious share | pass |", "|---|---|---|---|---|"]
     for name, row in warm["calibration"].items():
@@ -181,58 +93,80 @@ def markdown(results: dict) -> str:
             f"| {name}{mark} | {_fmt(row['faithful'])} | {_fmt(row['all_zero_groups'])} | "
             f"{_fmt(row['spurious_share'])} | {_fmt(row['pass'])} |"
         )
-    lines += ["", f"Rule: {warm['rule']}. Rule met: {warm['rule_met']}.", ""]
-    summary = summarize(results)
-    lines += ["## Held-out metrics at the end (per seed)", ""]
-    header = ("| method | seed | faithful | sampled pass | greedy pass | greedy faithful | spurious share | valid prefix "
-              "| easy greedy | rescue | zero-std | gate rate | zero-grad steps | wall s |")  # fmt: skip
-    lines += [header, "|" + "---|" * 14]
+    pool, hard = screening["pool"], screening["hard"]
+    prm = check["prm"]
+    return lines + [
+        "",
+        f"Rule: {warm['rule']}. Rule met: {warm['rule_met']}.",
+        "",
+        "## Hard prompts and the pre-run check",
+        "",
+        f"- RL pool: {len(pool['indices'])} of {len(screening['pool_counts'])} prompts kept (faithful at most the "
+        "threshold of the screening samples).",
+        f"- Hard set: {len(hard['indices'])} prompts; {hard['qualifying']} candidates qualified (rule met: "
+        f"{hard['rule_met']}).",
+        f"- Pre-run check: propagation on/off score {check['differing']} of {check['failed']} failed completions "
+        f"differently ({_fmt(check['differing_share'])}; needed {analysis.MIN_PROPAGATION_DIFFERENCE}).",
+        f"- VeriGate's PRM, measured on that batch ({prm['lines']} lines): accuracy {_fmt(prm['accuracy_vs_line_check'])}"
+        f" against the line-by-line check, {_fmt(prm['accuracy_vs_goal_tracking'])} against goal tracking.",
+        "",
+    ]
+
+
+def _held_out_lines(summary: dict, start: dict) -> list[str]:
+    lines = ["## Held-out metrics at the end (per seed)", ""]
+    header = ("| method | seed | faithful | hard-set faithful | sampled pass | greedy pass | greedy faithful | spurious "
+              "share | valid prefix | easy greedy | hard rescue | zero-std | gate rate | zero-grad steps | wall s |")  # fmt: skip
+    lines += [header, "|" + "---|" * 15]
     lines.append(
-        f"| warm start | - | {_fmt(start['sampled_faithful'])} | {_fmt(start['sampled_pass'])} | "
-        f"{_fmt(start['greedy_pass'])} | {_fmt(start['greedy_faithful'])} | {_fmt(start['sampled_spurious_share'])} "
-        f"| {_fmt(start['sampled_valid_prefix'])} | {_fmt(start['easy_greedy_pass'])} | - | - | - | - | - |"
+        f"| warm start | - | {_fmt(start['sampled_faithful'])} | {_fmt(start.get('hard_sampled_faithful', NAN))} | "
+        f"{_fmt(start['sampled_pass'])} | {_fmt(start['greedy_pass'])} | {_fmt(start['greedy_faithful'])} | "
+        f"{_fmt(start['sampled_spurious_share'])} | {_fmt(start['sampled_valid_prefix'])} | "
+        f"{_fmt(start['easy_greedy_pass'])} | - | - | - | - | - |"
     )
     for method, seeds in summary.items():
         for seed, row in sorted(seeds.items(), key=lambda item: int(item[0])):
             lines.append(
-                f"| {method} | {seed} | {_fmt(row['sampled_faithful'])} | {_fmt(row['sampled_pass'])} | "
-                f"{_fmt(row['greedy_pass'])} | {_fmt(row['greedy_faithful'])} | {_fmt(row['sampled_spurious_share'])} "
-                f"| {_fmt(row['sampled_valid_prefix'])} | {_fmt(row['easy_greedy_pass'])} | "
-                f"{_fmt(row['rescue_rate'])} | {_fmt(row['zero_std_fraction'])} | {_fmt(row['gate_rate'])} | "
-                f"{_fmt(row['zero_gradient_steps'])} | {row['wall_seconds']:.0f} |"
+                f"| {method} | {seed} | {_fmt(row['sampled_faithful'])} | {_fmt(row['hard_sampled_faithful'])} | "
+                f"{_fmt(row['sampled_pass'])} | {_fmt(row['greedy_pass'])} | {_fmt(row['greedy_faithful'])} | "
+                f"{_fmt(row['sampled_spurious_share'])} | {_fmt(row['sampled_valid_prefix'])} | "
+                f"{_fmt(row['easy_greedy_pass'])} | {_fmt(row['hard_rescue_rate'])} | "
+                f"{_fmt(row['zero_std_fraction'])} | {_fmt(row['gate_rate'])} | {_fmt(row['zero_gradient_steps'])} | "
+                f"{row['wall_seconds']:.0f} |"
             )
-    lines += ["", "## Training logs (per seed)", ""]
+    return lines
+
+
+def _training_lines(summary: dict) -> list[str]:
+    lines = ["", "## Training logs (per seed)", ""]
     lines += ["| method | seed | tactics per proof | empty fraction | gated concordance | ES reward std | ES zero "
               "updates / iterations |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for method, seeds in summary.items():
         for seed, row in sorted(seeds.items(), key=lambda item: int(item[0])):
-            zero = "n/a" if row["es_iterations"] != row["es_iterations"] else f"{row['es_zero_updates']} / "
-            zero += "" if row["es_iterations"] != row["es_iterations"] else f"{row['es_iterations']}"
+            iterations = row["es_iterations"]
+            zero = "n/a" if iterations != iterations else f"{row['es_zero_updates']} / {iterations}"
             lines.append(
                 f"| {method} | {seed} | {_fmt(row['tactics_per_proof'])} | {_fmt(row['empty_fraction'])} | "
                 f"{_fmt(row['gated_concordance'])} | {_fmt(row['es_reward_std'])} | {zero} |"
             )
-    if results.get("es_grid"):
-        lines += ["", "## ES grid (seed 0, training reward over the second half of the iterations)", ""]
-        lines += ["| σ | α | training reward |", "|---|---|---|"]
-        for point in results["es_grid"]:
-            chosen = results.get("es_chosen") == {"sigma": point["sigma"], "learning_rate": point["learning_rate"]}
-            lines.append(
-                f"| {point['sigma']:g} | {point['learning_rate']:g} | {point['train_reward']:.4f}"
-                f"{' (chosen)' if chosen else ''} |"
-            )
-    lines += ["", "## Decisions (pre-registered rules, paired by seed)", ""]
-    lines += ["| claim | rule | per-seed differences (seed 0, 1, 2) | verdict |", "|---|---|---|---|"]
-    for row in decisions(results):
-        cells = "; ".join(f"{name} {_deltas(values)}" for name, values in row["deltas"].items())
-        if "mechanism" in row:
-            mech = row["mechanism"]
-            cells += (
-                f"; gate rate {', '.join(_fmt(v) for v in mech['gate_rate'])}, concordance "
-                f"{', '.join(_fmt(v) for v in mech['concordance'])} (mechanism "
-                f"{'present' if mech['present'] else 'absent'})"
-            )
-        lines.append(f"| {row['claim']} | {row['rule']} | {cells} | **{row['verdict']}** |")
+    return lines
+
+
+def _grid_lines(results: dict) -> list[str]:
+    lines = []
+    for method, points in results.get("grids", {}).items():
+        keys = [key for key in points[0] if key != "train_reward"]
+        lines += ["", f"## {method} grid (first seed, training reward over the second half of the steps)", ""]
+        lines += [f"| {' | '.join(keys)} | training reward |", "|" + "---|" * (len(keys) + 1)]
+        for point in points:
+            chosen = results["chosen"].get(method) == {key: point[key] for key in keys}
+            values = " | ".join(f"{point[key]:g}" for key in keys)
+            lines.append(f"| {values} | {point['train_reward']:.4f}{' (chosen)' if chosen else ''} |")
+    return lines
+
+
+def _record_lines(results: dict) -> list[str]:
+    lines = []
     check = results.get("coef0_check")
     if check:
         lines += [
@@ -241,7 +175,25 @@ def markdown(results: dict) -> str:
             f"{check['same_completions']}, max |A_coef0 - A_GRPO| = {check['max_abs_diff_coef0_vs_grpo']:g}, "
             f"max |A_coef1 - A_GRPO| = {check['max_abs_diff_coef1_vs_grpo']:g}.",
         ]
-    return "\n".join(lines) + "\n"
+    lines += ["", "## Runs on record", "", "| method | seed | started (UTC) | ended (UTC) | git commit | code hash |"]
+    lines.append("|---|---|---|---|---|---|")
+    for run in results["runs"]:
+        commit = (run.get("git_commit") or "none")[:10] + (" (dirty)" if run.get("git_dirty") else "")
+        lines.append(
+            f"| {run['method']} | {run['seed']} | {run.get('started_at', 'n/a')} | {run.get('ended_at', 'n/a')} | "
+            f"{commit} | {run.get('code_hash', 'n/a')[:12]} |"
+        )
+    return lines
+
+
+def markdown(results: dict) -> str:
+    summary = summarize(results)
+    lines = [f"**{analysis.QUICK_NOTICE}.**", ""] if results["config"].get("quick") else []
+    lines += _warm_start_lines(results) + _held_out_lines(summary, results["start_eval"]) + _training_lines(summary)
+    lines += _grid_lines(results)
+    lines += ["", "## Decisions (design 3's rules, paired by seed)", "", analysis.markdown(analysis.decisions(results))]
+    lines += ["Reported without a verdict:", "", analysis.markdown(analysis.descriptive(results))]
+    return "\n".join(lines + _record_lines(results)) + "\n"
 
 
 def _by_method(results: dict) -> dict[str, list[dict]]:
@@ -341,36 +293,34 @@ def plot(results: dict, directory: Path) -> list[Path]:
     figure.savefig(training, dpi=100)
     plt.close(figure)
 
-    rows = decisions(results)
-    panels = [(row["claim"], name, deltas) for row in rows for name, deltas in row["deltas"].items()]
-    thresholds = {
-        ("GRPO sanity", "faithful"): GRPO_SANITY_GAIN,
-        ("VeriGate vs GRPO", "rescue"): VERIGATE_RESCUE_GAIN,
-        ("VeriGate vs GRPO", "faithful"): -VERIGATE_FAITHFUL_LOSS,
-        ("process vs outcome-only", "faithful"): PROCESS_FAITHFUL_GAIN,
-        ("process vs outcome-only", "spurious"): 0.0,
-        ("ES", "greedy"): ES_GREEDY_GAIN,
-        ("ES", "easy"): -ES_EASY_LOSS,
-    }
-    figure, axes = plt.subplots(1, len(panels), figsize=(2.6 * len(panels), 4.2), sharey=False)
-    for axis, (claim, name, deltas) in zip(axes, panels, strict=True):
-        seeds = sorted(deltas, key=int)
-        axis.scatter(range(len(seeds)), [deltas[s] for s in seeds], color="C0", zorder=3, label="seed difference")
-        axis.axhline(thresholds[(claim, name)], color="C3", linestyle="--", label="threshold")
+    return [held_out, training, _plot_decisions(results, directory, plt)]
+
+
+def _plot_decisions(results: dict, directory: Path, plt) -> Path:
+    """decisions.png: per claim and part, the per-seed differences, their mean and bounds, and the SESOI."""
+    panels = [(row, name, part) for row in analysis.decisions(results) for name, part in row["parts"].items()]
+    figure, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 4.4), squeeze=False)
+    for axis, (row, name, part) in zip(axes[0], panels, strict=True):
+        seeds = list(part["deltas"])
+        axis.scatter(range(len(seeds)), list(part["deltas"].values()), color="C0", zorder=3, label="seed difference")
+        if "mean" in part:
+            low, high = part["mean"] - part["lower"], part["upper"] - part["mean"]
+            axis.errorbar([len(seeds)], [part["mean"]], yerr=[[low], [high]], color="C1", marker="s", capsize=4,
+                          label="mean, one-sided 95% bounds")  # fmt: skip
+        line = -analysis.ES_MARGIN if name == "vs GRPO" else row["sesoi"]
+        axis.axhline(line, color="C3", linestyle="--", label="SESOI (ES: margin)")
         axis.axhline(0.0, color="grey", linewidth=0.8)
-        axis.set_xticks(range(len(seeds)), [f"seed {s}" for s in seeds])
-        axis.set_xlim(-0.5, max(len(seeds), 1) - 0.5)
-        sign = "≤" if (claim, name) == ("process vs outcome-only", "spurious") else "≥"
-        axis.set_title(f"{claim}:\n{name} (needs {sign} {thresholds[(claim, name)]:g})", fontsize=9)
+        axis.set_xticks(range(len(seeds) + 1), [f"s{seed}" for seed in seeds] + ["mean"])
+        axis.set_title(f"{row['claim']} ({name}):\n{row['verdict']}", fontsize=8)
         axis.set_ylabel("difference")
-    figure.suptitle("Pre-registered decisions: per-seed differences against their thresholds")
-    handles, labels = axes[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=2, frameon=False)
+    figure.suptitle("Decisions: per-seed differences, their mean and bounds, against the SESOI")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=3, frameon=False)
     figure.tight_layout(rect=(0, 0.08, 1, 0.93))
     decision_path = directory / "decisions.png"
     figure.savefig(decision_path, dpi=100)
     plt.close(figure)
-    return [held_out, training, decision_path]
+    return decision_path
 
 
 def write_report(results_path: Path) -> list[Path]:

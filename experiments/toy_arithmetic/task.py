@@ -130,16 +130,19 @@ def make_problems(
 class Splits:
     """The disjoint problem sets of the experiment.
 
-    ``sft``: the warm start's problems (with their reference completions). ``pool``: the RL training prompts, each
-    drawn at most once by a run. ``calibration``: the prompts the warm-start checkpoint is picked on. ``eval_hard``:
-    held-out prompts of the RL length. ``eval_easy``: held-out short prompts that measure forgetting.
+    ``sft``: the warm start's problems (with their reference completions). ``pool``: the candidate RL training
+    prompts (the warm start's screening keeps the hard ones), each drawn at most once by a run. ``calibration``: the
+    prompts the warm-start checkpoint is picked on. ``held_out``: held-out prompts of the RL length. ``eval_easy``:
+    held-out short prompts that measure forgetting. ``hard_candidates``: held-out prompts of the RL length the hard
+    set is screened from.
     """
 
     sft: list[Problem]
     pool: list[Problem]
     calibration: list[Problem]
-    eval_hard: list[Problem]
+    held_out: list[Problem]
     eval_easy: list[Problem]
+    hard_candidates: list[Problem]
 
 
 def make_splits(
@@ -150,14 +153,15 @@ def make_splits(
     sizes: dict[str, int],
     max_operand: int = MAX_OPERAND,
 ) -> Splits:
-    """Every set of `Splits`, ``sizes[name]`` problems each, drawn in the order sft, pool, calibration, eval_hard,
-    eval_easy, each excluding every prompt drawn before it (so no two sets share a prompt)."""
+    """Every set of `Splits`, ``sizes[name]`` problems each, drawn in the order sft, pool, calibration, held_out,
+    eval_easy, hard_candidates, each excluding every prompt drawn before it (so no two sets share a prompt)."""
     operations = {
         "sft": sft_operations,
         "pool": rl_operations,
         "calibration": rl_operations,
-        "eval_hard": rl_operations,
+        "held_out": rl_operations,
         "eval_easy": easy_operations,
+        "hard_candidates": rl_operations,
     }
     used: set[str] = set()
     drawn = {}

@@ -102,7 +102,7 @@ def test_decisions_on_synthetic_results_by_hand():
     assert no_gain["GRPO learns"] == "refuted"
     assert no_gain["process vs GRPO"] == "untestable: GRPO sanity is refuted"
     assert set(verdicts(synthetic(arms, quick=True)).values()) == {
-        "not decided: --quick is a smoke test of the plumbing"
+        "not decided: --quick is a smoke test of the plumbing: it decides nothing"
     }
     three = {arm: changes[:3] for arm, changes in arms.items()}
     assert verdicts(synthetic(three))["GRPO learns"] == "not decided: 3 paired seeds, the design needs 6"

@@ -1,18 +1,17 @@
-"""What the toy-arithmetic experiment measures and decides (experiments/toy_arithmetic/evaluation.py, methods.py,
-report.py, launch.py), against hand-made inputs: the checkpoint rule, rescue rate, VeriGate's gated concordance,
-the budgets, the ES grid criterion and the pre-registered decisions paired by seed."""
+"""What the toy-arithmetic experiment measures and records (experiments/toy_arithmetic/evaluation.py, methods.py,
+launch.py, preparation.py, provenance.py), against hand-made inputs: the checkpoint rule, rescue rate, VeriGate's
+gated concordance, the budgets, the grids' criterion, the hard-prompt screening, the warm-start cache and each run's
+provenance. The decisions are tested in test_experiment_analysis.py."""
 
 from __future__ import annotations
 
-import copy
 import math
 
 import pytest
 
-from experiments.toy_arithmetic.evaluation import pick_checkpoint, rescue_rate, sampled_metrics
+from experiments.toy_arithmetic.evaluation import keep_hard, pick_checkpoint, rescue_rate, sampled_metrics
 from experiments.toy_arithmetic.methods import Budget, gated_concordance, prompts_per_step, steps_of
 from experiments.toy_arithmetic.oracle import ChainReport
-from experiments.toy_arithmetic.report import decisions, markdown
 
 
 def calibration(faithful, all_zero, spurious):
@@ -90,85 +89,149 @@ def test_every_method_generates_the_same_completions():
     assert [steps_of(m, budget)[0] * prompts_per_step(m, budget) for m in ("grpo", "es")] == [640, 640]
 
 
-def test_es_grid_score_is_the_second_half_of_the_training_reward():
-    from experiments.toy_arithmetic.launch import es_grid_score
+def test_grid_score_is_the_second_half_of_the_training_reward():
+    from experiments.toy_arithmetic.launch import training_reward_score
 
-    run = {"metrics": [{"es/reward_mean": value} for value in (0.0, 0.1, 0.4, 0.6)] + [{"loss": 1.0}]}
-    assert es_grid_score(run) == pytest.approx(0.5)
-
-
-END = {"sampled_faithful": 0.30, "sampled_pass": 0.5, "greedy_pass": 0.5, "greedy_faithful": 0.3,
-       "sampled_spurious_share": 0.2, "sampled_valid_prefix": 2.0, "easy_greedy_pass": 0.8}  # fmt: skip
+    es = {"method": "es", "metrics": [{"es/reward_mean": value} for value in (0.0, 0.1, 0.4, 0.6)] + [{"loss": 1.0}]}
+    assert training_reward_score(es) == pytest.approx(0.5)
+    process = {"method": "process", "metrics": [{"reward": value} for value in (0.9, 0.2, 0.3, 0.5, 0.1)]}
+    assert training_reward_score(process) == pytest.approx((0.3 + 0.5 + 0.1) / 3)  # steps 3-5 of 5
 
 
-def make_results(ends: dict[tuple[str, int], dict], start_counts=(0, 0, 0, 0), end_counts=None):
-    """A results dict with the warm start at END and one run per (method, seed) ending at END updated with ends."""
+def test_keep_hard_keeps_the_screened_prompts_at_or_below_the_threshold():
+    counts = [0, 3, 1, 2, 0, 1, 4]
+    assert keep_hard(counts, 1) == {"indices": [0, 2, 4, 5], "qualifying": 4, "rule_met": True}
+    assert keep_hard(counts, 1, size=3) == {"indices": [0, 2, 4], "qualifying": 4, "rule_met": True}
+    # Six asked, four qualify: the six with the fewest (0, 0, 1, 1, 2, 3 at indices 0, 4, 2, 5, 3, 1), in order.
+    assert keep_hard(counts, 1, size=6) == {"indices": [0, 1, 2, 3, 4, 5], "qualifying": 4, "rule_met": False}
+
+
+def test_provenance_hashes_the_code_and_reads_the_commit(tmp_path):
+    import subprocess
+
+    from experiments.toy_arithmetic.provenance import code_hash, git_state, stamped
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "a.py").write_text("x = 1\n")
+    (tmp_path / "code" / "notes.md").write_text("not code")
+    first = code_hash(tmp_path, ("code",))
+    assert len(first) == 64 and first == code_hash(tmp_path, ("code",))
+    (tmp_path / "code" / "notes.md").write_text("still not code")
+    assert code_hash(tmp_path, ("code",)) == first  # only Python files count
+    (tmp_path / "code" / "a.py").write_text("x = 2\n")
+    assert code_hash(tmp_path, ("code",)) != first
+    assert git_state(tmp_path, ("code",)) == {"git_commit": None, "git_dirty": False}  # not a repository
+
+    def git(*args):
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+    git("init", "-q")
+    git("add", "code")
+    git("commit", "-q", "-m", "c")
+    assert git_state(tmp_path, ("code",)) == {"git_commit": git("rev-parse", "HEAD"), "git_dirty": False}
+    (tmp_path / "code" / "a.py").write_text("x = 3\n")
+    assert git_state(tmp_path, ("code",))["git_dirty"]
+    record = stamped(lambda: {"value": 1})()
+    assert record["value"] == 1 and record["started_at"] <= record["ended_at"]
+    assert record["started_at"].endswith("+00:00") and len(record["code_hash"]) == 64
+    assert {"git_commit", "git_dirty"} <= record.keys()
+
+
+def test_cache_refuses_other_flags_and_a_missing_file(tmp_path):
+    from experiments.toy_arithmetic.preparation import CACHE_FLAGS, load_cache, save_cache
+
+    flags = dict.fromkeys(CACHE_FLAGS, 1)
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_text("{}")
+    (tmp_path / "ckpt" / "optimizer.pt").write_text("not copied")
+    warm = {"policy": str(tmp_path / "ckpt"), "picked": "ckpt"}
+    prepared = {"screening": {"pool": 1}, "start_eval": {"x": 1}, "prerun_check": {"y": 2}}
+    save_cache(tmp_path / "cache", flags, warm, prepared)
+    assert sorted(p.name for p in (tmp_path / "cache" / "policy").iterdir()) == ["config.json"]
+    loaded_warm, loaded = load_cache(tmp_path / "cache", flags)
+    assert loaded == prepared and loaded_warm["policy"] == str((tmp_path / "cache" / "policy").resolve())
+    with pytest.raises(SystemExit, match="--eval-samples 1"):
+        load_cache(tmp_path / "cache", {**flags, "eval_samples": 16})
+    with pytest.raises(SystemExit, match="--save-warm-start"):
+        load_cache(tmp_path / "nowhere", flags)
+
+
+def full_results(quick: bool) -> dict:
+    """Results as `launch` writes them: six seeds of every arm, each run ending 0.01 x seed above the last."""
+    point = {"sampled_faithful": 0.4, "sampled_pass": 0.5, "greedy_pass": 0.5, "greedy_faithful": 0.4,
+             "sampled_spurious_share": 0.1, "sampled_valid_prefix": 2.0, "easy_greedy_pass": 0.8,
+             "sampled_faithful_counts": [1, 0], "hard_sampled_faithful": 0.1, "hard_sampled_pass": 0.1,
+             "hard_sampled_faithful_counts": [0, 1], "completions": 8}  # fmt: skip
     runs = []
-    for (method, seed), changes in ends.items():
-        counts = (end_counts or {}).get((method, seed), [0, 0, 0, 0])
-        point = {**END, **changes, "sampled_faithful_counts": counts, "completions": 5120}
-        metrics = [
-            {"step": 1, "verigate/gate_rate": 0.5, "mechanism/gated_pairs": 4.0, "mechanism/gated_concordant": 4.0}
-        ]
-        runs.append({"method": method, "seed": seed, "eval": [point, point], "metrics": metrics,
-                     "wall_seconds": 1.0, "completions": 5120})  # fmt: skip
-    return {
-        "config": {"seeds": [0, 1, 2]},
-        "start_eval": {**END, "sampled_faithful_counts": list(start_counts)},
+    for index, method in enumerate(("grpo", "verigate", "process", "process_noprop", "es", "prm_outcome")):
+        for seed in range(6):
+            end = {
+                **point,
+                "sampled_faithful": 0.5 + 0.01 * index + 0.002 * seed,
+                "hard_sampled_faithful_counts": [1, 1],
+            }
+            middle = {k: v for k, v in point.items() if not k.startswith("hard")}
+            runs.append({"method": method, "seed": seed, "eval": [middle, end], "wall_seconds": 2.0, "completions": 8,
+                         "metrics": [{"step": 1, "grad_norm": 0.5, "reward": 0.2, "es/reward_std": 0.1}],
+                         "setting": None, "started_at": "2026-12-07T00:00:00+00:00",
+                         "ended_at": "2026-12-07T00:01:00+00:00", "git_commit": "a" * 40, "git_dirty": True,
+                         "code_hash": "b" * 64})  # fmt: skip
+    results = {
+        "config": {"quick": quick, "seeds": list(range(6))},
         "warm_start": {
             "calibration": {"checkpoint-1": calibration(0.3, 0.2, 0.1)},
             "picked": "checkpoint-1",
             "rule": "r",
             "rule_met": True,
         },  # fmt: skip
+        "screening": {
+            "pool_counts": [0, 1, 3],
+            "pool": {"indices": [0, 1], "qualifying": 2, "rule_met": True},
+            "hard_counts": [0, 1],
+            "hard": {"indices": [0, 1], "qualifying": 2, "rule_met": True},
+        },  # fmt: skip
+        "prerun_check": {
+            "failed": 10,
+            "differing": 4,
+            "differing_share": 0.4,
+            "prm": {"lines": 40, "accuracy_vs_line_check": 0.8, "accuracy_vs_goal_tracking": 0.7},
+        },  # fmt: skip
+        "start_eval": point,
         "runs": runs,
+        "grids": {
+            "process": [{"d1": -0.05, "d2": -0.1, "train_reward": 0.3}, {"d1": 0.0, "d2": -0.5, "train_reward": 0.2}]
+        },
+        "chosen": {"process": {"d1": -0.05, "d2": -0.1}},
     }
+    from experiments.toy_arithmetic.report import summarize
+
+    results["summary"] = summarize(results)
+    return results
 
 
-def verdicts(results) -> dict[str, str]:
-    return {row["claim"]: row["verdict"] for row in decisions(results)}
+def test_report_tables_and_plots_of_a_full_result(tmp_path):
+    import matplotlib
 
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-def test_decisions_pair_by_seed_and_need_every_seed():
-    ends = {}
-    for seed in range(3):
-        ends["grpo", seed] = {"sampled_faithful": 0.36}  # +0.06 over the warm start
-        ends["verigate", seed] = {"sampled_faithful": 0.35}  # 0.01 below GRPO: allowed
-        ends["process", seed] = {"sampled_faithful": 0.40, "sampled_spurious_share": 0.1}  # +0.04, fewer spurious
-        ends["es", seed] = {"greedy_pass": 0.55, "easy_greedy_pass": 0.76}  # +0.05; easy -0.04
-    end_counts = {("verigate", s): [1, 0, 0, 0] for s in range(3)}  # rescue 1/4 vs GRPO's 0
-    results = make_results(ends, end_counts=end_counts)
-    assert verdicts(results) == {
-        "GRPO sanity": "supported",
-        "VeriGate vs GRPO": "supported",
-        "process vs outcome-only": "supported",
-        "ES": "supported",
-    }
-    rows = {row["claim"]: row for row in decisions(results)}
-    assert rows["VeriGate vs GRPO"]["deltas"]["rescue"] == {"0": 0.25, "1": 0.25, "2": 0.25}
-    assert rows["VeriGate vs GRPO"]["mechanism"]["present"]
-    assert rows["process vs outcome-only"]["deltas"]["faithful"]["1"] == pytest.approx(0.04)
-    assert "**supported**" in markdown(results)
+    from experiments.toy_arithmetic.report import markdown, plot
 
-    mixed = copy.deepcopy(ends)
-    mixed["process", 2] = {"sampled_faithful": 0.38, "sampled_spurious_share": 0.1}  # +0.02: inside the threshold
-    mixed["es", 1] = {"greedy_pass": 0.55, "easy_greedy_pass": 0.70}  # easy -0.10
-    assert verdicts(make_results(mixed, end_counts=end_counts)) == {
-        "GRPO sanity": "supported",
-        "VeriGate vs GRPO": "supported",
-        "process vs outcome-only": "not supported",
-        "ES": "not supported",
-    }
-    missing = {key: value for key, value in ends.items() if key != ("verigate", 2)}  # two seeds are not three
-    assert verdicts(make_results(missing, end_counts=end_counts))["VeriGate vs GRPO"] == "not supported"
-
-
-def test_a_failed_grpo_sanity_makes_the_other_claims_untestable():
-    ends = {("grpo", s): {"sampled_faithful": 0.33} for s in range(3)}  # +0.03 < 0.04
-    ends |= {("process", s): {"sampled_faithful": 0.40} for s in range(3)}
-    result = verdicts(make_results(ends))
-    assert result["GRPO sanity"] == "not supported"
+    table = markdown(full_results(quick=False))
+    # GRPO - warm start: 0.1 + 0.002 x seed, every seed: mean 0.105, lower bound far above 0.
+    assert "| GRPO learns | held-out faithful, GRPO - warm start | 0.02 |" in table and "**supported**" in table
     assert (
-        result["process vs outcome-only"].startswith("untestable")
-        and "supported as measured" in result["process vs outcome-only"]
+        "| grpo | 3 | 2026-12-07T00:00:00+00:00 | 2026-12-07T00:01:00+00:00 | aaaaaaaaaa (dirty) | bbbbbbbbbbbb |"
+        in table
     )
+    assert "| -0.05 | -0.1 | 0.3000 (chosen) |" in table
+    assert "score 4 of 10 failed completions" in table and "hard rescue" in table
+    assert not table.startswith("**--quick")
+    quick = markdown(full_results(quick=True))
+    assert quick.startswith("**--quick is a smoke test of the plumbing: it decides nothing.**")
+    assert "**supported**" not in quick
+    paths = plot(full_results(quick=False), tmp_path)
+    assert [path.name for path in paths] == ["held_out.png", "training.png", "decisions.png"]
+    assert all(path.stat().st_size > 10_000 for path in paths)
+    plt.close("all")
