@@ -49,6 +49,8 @@ syntax (name := myIf) ppRealGroup(ppRealFill(ppIndent("myif " term " then") ppSp
 syntax "myconv" : conv
 macro "sorry" : tactic => `(tactic| exact sorryAx _)
 syntax "·" tacticSeq : tactic
+@[builtin_tactic_parser] def nestedTac := leading_parser "nested_tac " Tactic.tacticSeq
+declare_simp_like_tactic (dsimp := false) simpAutoUnfold "simp_like! " fun (c : Lean.Meta.Simp.Config) => c
 """,
     "Lib/Eval.lean": """
 syntax "evalit " term : tactic
@@ -93,9 +95,24 @@ def test_generator_reads_heads_and_excludes_by_rule(generated):
     # Worked out by hand from SOURCE_FILES: every tactic head outside Test/, `local` and abbreviations; `·` is a
     # symbol; `runit` takes a doSeq, `evalit` a term its file evaluates, `sorry` is an incomplete proof.
     assert data_words(generated / "tactic_keywords.txt") == sorted(
-        ["foo", "bar!", "baz", "baz!", "runit", "myif", "myconv", "sorry", "evalit", "noterm"]
+        [
+            "foo",
+            "bar!",
+            "baz",
+            "baz!",
+            "runit",
+            "myif",
+            "myconv",
+            "sorry",
+            "evalit",
+            "noterm",
+            "nested_tac",
+            "simp_like!",
+        ]
     )
-    assert data_words(generated / "tactics.txt") == sorted(["foo", "bar!", "baz", "baz!", "myif", "noterm"])
+    assert data_words(generated / "tactics.txt") == sorted(
+        ["foo", "bar!", "baz", "baz!", "myif", "noterm", "nested_tac", "simp_like!"]
+    )
     assert data_words(generated / "conv_tactics.txt") == ["myconv"]
     rows = [line.split("\t") for line in data_words(generated / "tactic_exclusions.txt")]
     assert {(category, head): reason.split(":")[0] for category, head, reason in rows} == {
