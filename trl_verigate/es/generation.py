@@ -22,7 +22,7 @@ Weights: vLLM holds its own copy, so each member's weights are pushed into it (`
 itself only syncs when the step changes). With PEFT that sync merges the adapters into the base weights and unmerges
 them, in the base dtype: in bf16 `(w + d) - d` is not `w`, so the base would drift member after member, differently
 on every process. The weights the adapters merge into are therefore copied once, exactly, and written back after every
-sync (`MemberGeneration.sync`).
+sync (`trl_verigate.peft_sync`, which the GRPO trainers share).
 
 Tensor parallelism (vLLM colocate, `vllm_tensor_parallel_size` k > 1): the k processes of a TP group load one engine,
 each its own shard from its own model, so they must hold the same member. A group evaluates one member per slot, each
@@ -35,6 +35,8 @@ from __future__ import annotations
 import hashlib
 
 import torch
+
+from trl_verigate.peft_sync import keep_base_exact_across_syncs
 
 # vLLM keeps a request's seed in an int64 and gives the copies of an n > 1 request seed + copy index: 62 bits leave
 # room for both.
@@ -126,14 +128,8 @@ class MemberGeneration:
         if self.vllm is not None and not self.server:
             self.seeded_requests = SeededRequests(self.vllm.llm.generate)
             self.vllm.llm.generate = self.seeded_requests
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        # The weights PEFT merges adapters into: LoRA-wrapped layers keep them under `base_layer`.
-        self.merged_into = (
-            {name: param for name, param in model.named_parameters() if ".base_layer." in name}
-            if self.vllm is not None and hasattr(model, "peft_config")
-            else {}
-        )
-        self.merged_into_values = {name: param.detach().clone() for name, param in self.merged_into.items()}
+        # With PEFT each sync merges the adapters into the frozen base and unmerges them; peft_sync restores it.
+        keep_base_exact_across_syncs(trainer)
 
     def seed(self, seed: int) -> None:
         """Every source of sampling noise of the next generation starts from `seed`."""
@@ -149,5 +145,3 @@ class MemberGeneration:
         if self.vllm is None:
             return
         self.vllm.sync_weights()
-        for name, param in self.merged_into.items():
-            param.copy_(self.merged_into_values[name])
