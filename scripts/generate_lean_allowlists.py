@@ -16,7 +16,7 @@ Exclusions, by rule:
    `run_conv`), or the declaring file evaluates a term of the proof (`unsafe evalExpr`/`evalTerm`/`evalConst`,
    `Meta.evalExpr`, `IO.Process`) and the syntax takes a `term`.
 2. Native evaluation (NATIVE): trusts compiled code; the precheck adds these back with `allow_native_decide`.
-3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx`.
+3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx` (`sorry`, `admit`, `stop`, `sorry_if_sorry`).
 4. Wall-clock waiting (WAITS): sleeps outside the heartbeat limit.
 5. Options (`options.txt`): a `Bool` option a source declares (`register_option`, `register_builtin_option`) may be
    set, unless a component of its name is one of DENIED_OPTION_PARTS (debugging switches such as
@@ -137,6 +137,7 @@ POLICY = {
     "sorry": "INCOMPLETE",
     "admit": "INCOMPLETE",
     "stop": "INCOMPLETE",
+    "sorry_if_sorry": "INCOMPLETE",
     "sleep": "WAITS",
 }
 POLICY_REASONS = {
