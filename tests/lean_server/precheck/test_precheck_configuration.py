@@ -290,3 +290,29 @@ def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
     assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
     if not accepted:
         assert "tactic `run_tac`" in result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        # A binder notation's `,` ends no tactic inside brackets: `∀ t, p` is one term.
+        "  have := (by {\n    suffices ∀ t : ℕ, t = t by simp\n    intro t\n    rfl\n  } : True)\n  simp",
+        "  exact ⟨by exact fun _ => ∑ i ∈ Finset.range 3, i, rfl⟩",
+        # A `let` with its own match alternatives inside an induction alternative.
+        "  induction a with\n  | zero => simp\n  | succ m ih =>\n    let e : ℕ × ℕ → ℕ\n      | ⟨y, z⟩ => y + z\n    simp",
+    ],
+)
+def test_binder_commas_and_let_alternatives_are_read_as_terms(proof):
+    result = verdict(proof)
+    assert isinstance(result, Prepared), result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  exact ⟨by exact ∀ x : ℕ, x = x, by run_tac pure ()⟩",
+        "  induction a with\n  | zero => simp\n  | succ m ih =>\n    let e : ℕ → ℕ\n      | y => y\n  | _ => run_tac pure ()",
+    ],
+)
+def test_the_tactics_after_a_binder_or_a_let_alternative_are_still_checked(proof):
+    assert "`run_tac`" in reason(proof)

@@ -27,6 +27,8 @@ ARROW_HEADS = {
 }  # fmt: skip
 # Heads with `| pattern => tactics` alternatives.
 ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
+# Binder notations whose binders end at a `,` (`∀ x, p`, `∑ i ∈ s, f i`): that `,` ends no tactic in brackets.
+BINDER_SYMBOLS = frozenset({"∀", "∃", "∑", "∏", "⋃", "⋂", "⨆", "⨅", "∫", "∮", "Σ", "Π", "⨁", "∐"})
 # Terms whose value may end in `;` before their body (`let x := v; body`): that `;` ends no tactic.
 TERM_BINDINGS = frozenset({"let", "have", "letI", "haveI"})
 # Heads in which `|` separates patterns rather than ending an enclosing alternative.

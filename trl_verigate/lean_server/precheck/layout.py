@@ -34,6 +34,7 @@ from trl_verigate.lean_server.precheck.brackets import CLOSERS, MAX_NESTING, NES
 from trl_verigate.lean_server.precheck.grammar import (
     ALTERNATIVE_HEADS,
     ARROW_HEADS,
+    BINDER_SYMBOLS,
     BLOCK_ENDING_WORDS,
     CALC_STEP_STARTS,
     COMPLETE_ENDINGS,
@@ -166,6 +167,8 @@ class _Reading:
     in_lambda: bool = False
     seen_alternative: bool = False
     term_bindings: int = 0  # `let`/`have` terms read whose `;` is still to come
+    binders: int = 0  # binder notations read (`∀`, `∑`) whose `,` is still to come
+    assigned: bool = False  # a `:=` read
 
     def __post_init__(self):
         self.line_column = self.block_column
@@ -409,6 +412,11 @@ class LayoutParser:
         if token == ";" and reading.term_bindings:  # `let x := v; body`: the term's own `;`
             reading.term_bindings -= 1
             return i + 1
+        if token == "," and reading.binders:  # `∀ x, p`: the binder's own `,`
+            reading.binders -= 1
+            return i + 1
+        reading.binders += token in BINDER_SYMBOLS
+        reading.assigned = reading.assigned or token == ":="
         if (
             (token == ";" and not reading.term)
             or token in INFIX_COMBINATORS
@@ -424,6 +432,8 @@ class LayoutParser:
                 return i
             if head in ALTERNATIVE_HEADS:
                 reading.seen_alternative, reading.in_lambda = True, False
+            elif head in TERM_BINDINGS and not reading.assigned:
+                reading.in_lambda = True  # `let f : α → β | p => e`: the definition's own alternatives
             elif reading.in_alternative and head not in PATTERN_HEADS:
                 return None
         elif (
