@@ -16,6 +16,11 @@ def verdict(proof: str, statement: str = T):
     return prepare(ProofRequest(statement, proof), MINIF2F_HEADER)
 
 
+def assert_accepted(proof: str, statement: str = T) -> None:
+    result = verdict(proof, statement)
+    assert isinstance(result, Prepared), result.reason
+
+
 def reason(proof: str, statement: str = T) -> str:
     result = verdict(proof, statement)
     assert not isinstance(result, Prepared), f"sent to Lean: {proof!r}"
@@ -74,8 +79,7 @@ LITERAL_CONFIGURATIONS = [
 
 @pytest.mark.parametrize("proof", LITERAL_CONFIGURATIONS)
 def test_literal_configurations_pass_in_every_position(proof):
-    result = verdict(proof)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 @pytest.mark.parametrize(
@@ -116,8 +120,7 @@ def test_a_tactic_valued_item_starts_as_no_term_does(proof):
     ],
 )
 def test_dischargers_written_as_tactics_pass(proof):
-    result = verdict(proof)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 # ------------------------------------------------------------ names by scope
@@ -185,17 +188,15 @@ def test_every_branch_of_an_aesop_rule_names_a_builder(rules, accepted):
 
 @pytest.mark.parametrize("namespace", ["Affine", "Pi", "Finset.Nat", "EuclideanGeometry", "Polynomial"])
 def test_any_mathematical_namespace_may_be_opened(namespace):
-    result = verdict(f"  open {namespace} in\n  simp")
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(f"  open {namespace} in\n  simp")
 
 
 @pytest.mark.parametrize(
     "namespace", ["Lean", "Lean.Elab.Tactic", "IO", "IO.FS", "Qq", "Lake", "System", "System.FilePath", "Mathlib"]
 )
 def test_meta_namespaces_their_children_and_their_holders_may_not_be_opened(namespace):
-    assert "`open" in reason(f"  open {namespace} in\n  simp") or "metaprogramming" in reason(
-        f"  open {namespace} in\n  simp"
-    )
+    refusal = reason(f"  open {namespace} in\n  simp")
+    assert "metaprogramming" in refusal or "it holds `Mathlib.Tactic`" in refusal, refusal
 
 
 # ------------------------------------------------------------ the nesting bound
@@ -247,11 +248,15 @@ def test_the_nested_shapes_are_measured_and_refused_past_the_bound():
         '  have : "{".length = 1 := rfl\n  simp',
         # A harmless option on the options allow-list.
         "  set_option tactic.hygienic false in\n  simp",
+        # A binder notation's `,` ends no tactic inside brackets: `∀ t, p` is one term.
+        "  have := (by {\n    suffices ∀ t : ℕ, t = t by simp\n    intro t\n    rfl\n  } : True)\n  simp",
+        "  exact ⟨by exact fun _ => ∑ i ∈ Finset.range 3, i, rfl⟩",
+        # A `let` with its own match alternatives inside an induction alternative.
+        "  induction a with\n  | zero => simp\n  | succ m ih =>\n    let e : ℕ × ℕ → ℕ\n      | ⟨y, z⟩ => y + z\n    simp",
     ],
 )
 def test_honest_shapes_once_misread_pass(proof):
-    result = verdict(proof)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 @pytest.mark.parametrize(
@@ -266,6 +271,11 @@ def test_honest_shapes_once_misread_pass(proof):
         ("  constructor <;>\n    [exact h;\n   run_tac pure ()]", "`run_tac`"),
         ('  have := toString "{(1 : ℕ)}"', "brace in a string"),
         ("  simp [h] <;> [run_tac pure ()]", "`run_tac`"),
+        ("  exact ⟨by exact ∀ x : ℕ, x = x, by run_tac pure ()⟩", "`run_tac`"),
+        (
+            "  induction a with\n  | zero => simp\n  | succ m ih =>\n    let e : ℕ → ℕ\n      | y => y\n  | _ => run_tac pure ()",
+            "`run_tac`",
+        ),
     ],
 )
 def test_the_fixed_readings_still_refuse_their_attacks(proof, refusal):
@@ -290,29 +300,3 @@ def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
     assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
     if not accepted:
         assert "tactic `run_tac`" in result.reason
-
-
-@pytest.mark.parametrize(
-    "proof",
-    [
-        # A binder notation's `,` ends no tactic inside brackets: `∀ t, p` is one term.
-        "  have := (by {\n    suffices ∀ t : ℕ, t = t by simp\n    intro t\n    rfl\n  } : True)\n  simp",
-        "  exact ⟨by exact fun _ => ∑ i ∈ Finset.range 3, i, rfl⟩",
-        # A `let` with its own match alternatives inside an induction alternative.
-        "  induction a with\n  | zero => simp\n  | succ m ih =>\n    let e : ℕ × ℕ → ℕ\n      | ⟨y, z⟩ => y + z\n    simp",
-    ],
-)
-def test_binder_commas_and_let_alternatives_are_read_as_terms(proof):
-    result = verdict(proof)
-    assert isinstance(result, Prepared), result.reason
-
-
-@pytest.mark.parametrize(
-    "proof",
-    [
-        "  exact ⟨by exact ∀ x : ℕ, x = x, by run_tac pure ()⟩",
-        "  induction a with\n  | zero => simp\n  | succ m ih =>\n    let e : ℕ → ℕ\n      | y => y\n  | _ => run_tac pure ()",
-    ],
-)
-def test_the_tactics_after_a_binder_or_a_let_alternative_are_still_checked(proof):
-    assert "`run_tac`" in reason(proof)
