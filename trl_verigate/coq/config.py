@@ -25,7 +25,7 @@ INSTALL_COMMAND = "apt-get install -y --no-install-recommends coq"
 # print_assumptions_fraction of them; "never": none (the precheck and the coqchk recheck remain).
 PrintAssumptions = Literal["always", "sample", "never"]
 PRINT_ASSUMPTIONS: tuple[str, ...] = get_args(PrintAssumptions)
-# "coqchk": the passes of each verify() call are compiled with coqc and checked by coqchk (`coq.recheck`).
+# "coqchk": each pass of a verify() call is compiled with coqc and checked by coqchk (`coq.recheck`).
 Recheck = Literal["coqchk", "none"]
 RECHECKS: tuple[str, ...] = get_args(Recheck)
 
@@ -78,7 +78,11 @@ class CoqServerConfig(ProverPoolConfig):
     print_assumptions_fraction: float = 0.1
     seed: int = 0
     recheck: Recheck = "coqchk"
+    # Each pass is rechecked on its own (coqc, then coqchk), at most recheck_workers at a time (None: `workers`),
+    # each program run with these limits; a pass it cannot recheck within them fails ("recheck: ...").
     recheck_timeout: float = 120.0
+    recheck_memory_limit_mb: int | None = 2048
+    recheck_workers: int | None = None
     # Tactic names added to the precheck's allow-list (coq/allowlists/tactics.txt), e.g. a header library's own.
     extra_tactics: tuple[str, ...] = ()
     # Axioms a pass may depend on, by the name `Print Assumptions` gives (e.g. "classic"); none by default.
@@ -97,6 +101,12 @@ class CoqServerConfig(ProverPoolConfig):
         settings.check_choice(OWNER, "recheck", self.recheck, RECHECKS)
         settings.check_positive_number(OWNER, "recheck_timeout", self.recheck_timeout, "seconds")
         settings.check_fraction(OWNER, "print_assumptions_fraction", self.print_assumptions_fraction)
+        for name, unit in (
+            ("recheck_memory_limit_mb", "MiB (or None for no limit)"),
+            ("recheck_workers", "concurrent rechecks (or None for as many as workers)"),
+        ):
+            if getattr(self, name) is not None:
+                settings.check_positive_int(OWNER, name, getattr(self, name), unit)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise TypeError(f"{OWNER}.seed must be an int, got {self.seed!r}")
         self.extra_tactics = settings.check_names(

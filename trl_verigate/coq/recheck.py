@@ -1,30 +1,31 @@
-"""The coqchk recheck tier: the passes of one `CoqServer.verify` call compiled again outside coqidetop and checked
-by coqchk, Coq's independent kernel checker.
+"""The coqchk recheck tier: each pass of a `CoqServer.verify` call compiled again outside coqidetop and checked by
+coqchk, Coq's independent kernel checker.
 
-For each header, one file holds every pass of the batch, each in its own module::
+Each pass gets a file of its own::
 
     <trusted header>
-    Module VG_0.
     <trusted statement>
     Proof.
     <the proof's sentences, one per line>
     Qed.
-    Locate verigate_<nonce>_begin_0.  Check <name>.  Locate verigate_<nonce>_end_0.
-    End VG_0.
+    Locate verigate_<nonce>_begin.  Check <name>.  Locate verigate_<nonce>_middle.
+    [Print Assumptions <name>.]  Locate verigate_<nonce>_end.
 
 `coqc` compiles it (Coq's own parser splits the proof here, not ours), and `coqchk -o -norec` checks the compiled
-library with its own kernel and prints the context summary. A pass stays passed when its module compiled, its
-`Check` (between the two markers, whose random nonce a proof cannot know, so it cannot print a fake) is the
-trusted statement's, and the summary lists no axiom declared in the file and no constant relying on type-in-type,
-an unsafe (co)fixpoint or an assumed positivity. coqchk exits 0 whatever it reports, so the summary is parsed; no
+library with its own kernel and prints the context summary. A pass stays passed when it compiled, its `Check`
+(between two markers whose random nonce a proof cannot know, so it cannot print a fake) is the trusted
+statement's, and the summary lists no axiom declared in the file and no constant relying on type-in-type, an
+unsafe (co)fixpoint or an assumed positivity. coqchk exits 0 whatever it reports, so the summary is parsed; no
 summary is a checker failure. The summary covers every library loaded, so the axioms of the header's libraries
 are judged by `Print Assumptions` against `axiom_whitelist`: in coqidetop (`coq.judge`), or in this file for a pass
 whose coqidetop run skipped it (`print_assumptions` "sample" or "never").
 
-When the batch file fails to compile, its summary shows a problem, or the checkers fail on it, each pass is
-compiled on its own to find which: a refused pass becomes "failed" ("recheck: ..."), a pass the checkers fail on
-alone while they check the others is "failed" as too costly to check, and checkers that cannot check even one pass
-alone fail their candidates closed ("error"). coqc and coqchk run sandboxed like the workers (`coq.toolchain`), with `recheck_timeout` each.
+The passes are rechecked side by side, at most `recheck_workers` at a time, each with its own limits: coqc and
+coqchk together get `recheck_timeout` seconds, and each runs under `recheck_memory_limit_mb`. A pass they refuse
+becomes "failed" ("recheck: ..."); so does a pass they cannot recheck within its limits (coqchk has no VM, so a
+`vm_compute` step coqidetop runs in a moment can cost it minutes and gigabytes), without delaying the others.
+Checkers that fail for any other reason (missing, crashed, no summary) fail their pass closed ("error"). coqc and
+coqchk run sandboxed like the workers (`coq.toolchain`).
 """
 
 from __future__ import annotations
@@ -44,17 +45,24 @@ from trl_verigate.prover_pool.results import VerificationResult
 from trl_verigate.prover_pool.worker import WorkerError
 
 LIBRARY = "VG"
-MODULE = "Batch"
+MODULE = "Pass"
 OUTPUT_TAIL = 600
 _UNSAFE_SECTIONS = (
     "Constants/Inductives relying on type-in-type",
     "Constants/Inductives relying on unsafe (co)fixpoints",
     "Inductives whose positivity is assumed",
 )
+# How coqc and coqchk report running out of the memory RLIMIT_AS leaves them (OCaml's Out_of_memory, or an abort).
+_OUT_OF_MEMORY = re.compile(r"out of memory|stack overflow", re.I)
 
 
 class CheckerFailure(Exception):
-    """coqc or coqchk could not check anything (missing, crashed, no summary): the candidates fail closed."""
+    """coqc or coqchk gave no verdict. `costly`: because the pass did not fit its time or memory limit (the pass
+    fails); otherwise the checker itself is broken (missing, crashed, no summary: the pass fails closed)."""
+
+    def __init__(self, detail: str, costly: bool = False):
+        super().__init__(detail)
+        self.costly = costly
 
 
 @dataclasses.dataclass
@@ -63,12 +71,16 @@ class ToolOutput:
     stdout: str
     stderr: str
 
+    @property
+    def out_of_memory(self) -> bool:
+        return self.returncode is not None and self.returncode < 0 or bool(_OUT_OF_MEMORY.search(self.stderr))
+
 
 class CoqTool(CoqToolProcess):
     """One run of coqc or coqchk in a fresh scratch directory holding `files` (name -> text or bytes)."""
 
-    def __init__(self, config: CoqServerConfig, files: dict[str, str | bytes]):
-        super().__init__(config)
+    def __init__(self, settings, files: dict[str, str | bytes]):
+        super().__init__(settings)
         self.files = files
 
     def prepare_scratch(self, scratch: Path, argv: list[str]) -> list[str]:
@@ -93,52 +105,41 @@ class CoqTool(CoqToolProcess):
             written = self._scratch / keep if keep is not None else None
             return output, written.read_bytes() if written is not None and written.is_file() else None
         except asyncio.TimeoutError:
-            raise CheckerFailure(f"{argv[0]} took longer than CoqServerConfig.recheck_timeout={timeout:g} s") from None
+            raise CheckerFailure(f"{argv[0]} ran out of its time", costly=True) from None
         except WorkerError as error:
             raise CheckerFailure(str(error)) from None
         finally:
             await self.close()
 
 
-def batch_source(header: str, candidates: list[Prepared], nonce: str) -> str:
+def pass_source(header: str, prepared: Prepared, nonce: str) -> str:
     """The file coqc compiles. A pass whose `Print Assumptions` coqidetop skipped (`print_assumptions="sample"` or
     "never") gets one here, so the axiom whitelist holds for every pass the recheck confirms."""
-    parts = [header.strip()]
-    for index, prepared in enumerate(candidates):
-        job = prepared.code
-        parts += [
-            f"Module VG_{index}.",
-            job.statement,
-            "Proof.",
-            *job.sentences,
-            "Qed.",
-            f"Locate verigate_{nonce}_begin_{index}.",
-            f"Check {job.name}.",
-            f"Locate verigate_{nonce}_middle_{index}.",
-            "" if job.print_assumptions else f"Print Assumptions {job.name}.",
-            f"Locate verigate_{nonce}_end_{index}.",
-            f"End VG_{index}.",
-        ]
+    job = prepared.code
+    parts = [
+        header.strip(),
+        job.statement,
+        "Proof.",
+        *job.sentences,
+        "Qed.",
+        f"Locate verigate_{nonce}_begin.",
+        f"Check {job.name}.",
+        f"Locate verigate_{nonce}_middle.",
+        "" if job.print_assumptions else f"Print Assumptions {job.name}.",
+        f"Locate verigate_{nonce}_end.",
+    ]
     return "\n".join(parts) + "\n"
 
 
-def checks_printed(stdout: str, nonce: str, count: int) -> list[tuple[str, str] | None]:
-    """Each module's (`Check` output, `Print Assumptions` output or ""), read between its markers; None where the
-    markers are missing."""
-    found: list[tuple[str, str] | None] = []
-    for index in range(count):
-        marker = f"No object of basename verigate_{nonce}"
-        match = re.search(
-            rf"{marker}_begin_{index}\n(.*?)\n{marker}_middle_{index}\b\n?(.*?)\n?{marker}_end_{index}\b",
-            stdout,
-            re.S,
-        )
-        found.append((match.group(1).strip(), match.group(2).strip()) if match else None)
-    return found
+def check_printed(stdout: str, nonce: str) -> tuple[str, str] | None:
+    """(`Check` output, `Print Assumptions` output or ""), read between the markers; None when they are missing."""
+    marker = f"No object of basename verigate_{nonce}"
+    match = re.search(rf"{marker}_begin\n(.*?)\n{marker}_middle\b\n?(.*?)\n?{marker}_end\b", stdout, re.S)
+    return (match.group(1).strip(), match.group(2).strip()) if match else None
 
 
-def summary_problems(output: str) -> list[str]:
-    """What coqchk's context summary holds against the checked library; CheckerFailure when there is none."""
+def summary_sections(output: str) -> dict[str, list[str]]:
+    """coqchk's context summary, section title -> entries; CheckerFailure when there is none."""
     if "CONTEXT SUMMARY" not in output:
         raise CheckerFailure(f"coqchk printed no context summary: {output[-OUTPUT_TAIL:]!r}")
     sections: dict[str, list[str]] = {}
@@ -153,6 +154,12 @@ def summary_problems(output: str) -> list[str]:
             sections[current].append(line.strip())
     if "Axioms" not in sections:
         raise CheckerFailure(f"coqchk's summary has no Axioms section: {output[-OUTPUT_TAIL:]!r}")
+    return sections
+
+
+def summary_problems(output: str) -> list[str]:
+    """What coqchk's context summary holds against the checked library; CheckerFailure when there is none."""
+    sections = summary_sections(output)
     problems = [f"axiom {name}" for name in sections["Axioms"] if name.startswith(f"{LIBRARY}.")]
     for title in _UNSAFE_SECTIONS:
         problems += [f"{name} ({title.lower()})" for name in sections.get(title, [])]
@@ -169,10 +176,13 @@ class Candidate:
 
 
 class CoqRechecker:
-    """Rechecks passes with coqc and coqchk; counts what it found (`metrics`)."""
+    """Rechecks passes with coqc and coqchk, side by side under a bound; counts what it found (`metrics`)."""
 
     def __init__(self, config: CoqServerConfig):
         self.config = config
+        # coqc and coqchk run as workers do, under the recheck's own memory limit.
+        self._tool_settings = dataclasses.replace(config, memory_limit_mb=config.recheck_memory_limit_mb)
+        self._slots: asyncio.Semaphore | None = None
         self.counters = {"rechecked": 0, "recheck_overturned": 0, "recheck_checker_failures": 0}
         self.seconds = 0.0
 
@@ -185,25 +195,30 @@ class CoqRechecker:
         }
 
     async def recheck(self, candidates: list[Candidate]) -> list[VerificationResult]:
-        """The final result of each candidate, in order."""
+        """The final result of each candidate, in order; the candidates are rechecked concurrently."""
         started = time.monotonic()
-        results: list[VerificationResult] = [candidate.result for candidate in candidates]
-        by_header: dict[str, list[int]] = {}
-        for index, candidate in enumerate(candidates):
-            by_header.setdefault(candidate.prepared.header, []).append(index)
-        for header, indices in by_header.items():
-            group = [candidates[i] for i in indices]
-            try:
-                verdicts = await self._check_batch(header, group)
-            except CheckerFailure as error:
-                verdicts = [f"checker failed: {error}"] * len(group)
-                failed_closed = True
-            else:
-                failed_closed = False
-            for index, verdict in zip(indices, verdicts, strict=True):
-                results[index] = self._final(results[index], verdict, failed_closed)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.config.recheck_workers or self.config.workers)
+        outcomes = await asyncio.gather(*(self._recheck_one(candidate) for candidate in candidates))
+        results = [
+            self._final(candidate.result, verdict, failed_closed)
+            for candidate, (verdict, failed_closed) in zip(candidates, outcomes, strict=True)
+        ]
         self.seconds += time.monotonic() - started
         return results
+
+    async def _recheck_one(self, candidate: Candidate) -> tuple[str | None, bool]:
+        """(None when the checkers confirm the pass, else why not; whether that fails it closed)."""
+        async with self._slots:
+            try:
+                return await self._check(candidate), False
+            except CheckerFailure as error:
+                if not error.costly:
+                    return f"checker failed: {error}", True
+                limits = f"recheck_timeout={self.config.recheck_timeout:g} s"
+                if self.config.recheck_memory_limit_mb is not None:
+                    limits += f", recheck_memory_limit_mb={self.config.recheck_memory_limit_mb}"
+                return f"too costly to recheck within CoqServerConfig.{limits}: {error}", False
 
     def _final(self, result: VerificationResult, verdict: str | None, failed_closed: bool) -> VerificationResult:
         self.counters["rechecked"] += 1
@@ -219,70 +234,38 @@ class CoqRechecker:
             reason=f"recheck: {verdict}",
         )
 
-    async def _check_batch(self, header: str, group: list[Candidate]) -> list[str | None]:
-        """None for each candidate the checkers confirm, else why not; the batch at once, then one by one.
-
-        CheckerFailure only when the checkers cannot check even one candidate alone: then they do not work here.
-        A candidate they fail on alone while they check the others (coqchk has no VM, so a `vm_compute` proof can
-        cost it minutes and gigabytes) is refused as too costly to check, and cannot take its batch down with it.
-        """
-        try:
-            verdicts = await self._check_file(header, group)
-        except CheckerFailure:
-            if len(group) == 1:
-                raise
-        else:
-            if len(group) == 1 or all(verdict is None for verdict in verdicts):
-                return verdicts
-        # The batch does not say whose problem it is: each candidate alone.
-        alone: list[str | None | CheckerFailure] = []
-        for candidate in group:
-            try:
-                alone.append((await self._check_file(header, [candidate]))[0])
-            except CheckerFailure as error:
-                alone.append(error)
-        if all(isinstance(verdict, CheckerFailure) for verdict in alone):
-            raise alone[0]
-        return [f"too costly to check on its own: {v}" if isinstance(v, CheckerFailure) else v for v in alone]
-
-    async def _check_file(self, header: str, group: list[Candidate]) -> list[str | None]:
+    async def _check(self, candidate: Candidate) -> str | None:
+        """None when coqc and coqchk confirm the pass within `recheck_timeout`, else why not."""
+        deadline = time.monotonic() + self.config.recheck_timeout
         nonce = secrets.token_hex(8)
-        source = batch_source(header, [candidate.prepared for candidate in group], nonce)
-        library = f"{LIBRARY}.{MODULE}"
-        timeout = self.config.recheck_timeout
-        output, vo = await CoqTool(self.config, {f"{MODULE}.v": source}).run(
-            [
-                *self.config.coqc_command,
-                "-q",
-                "-native-compiler",
-                "no",
-                "-R",
-                "{scratch}",
-                LIBRARY,
-                f"{{scratch}}/{MODULE}.v",
-            ],
-            timeout,
-            keep=f"{MODULE}.vo",
+        prepared = candidate.prepared
+        source = pass_source(prepared.header, prepared, nonce)
+        coqc = [*self.config.coqc_command, "-q", "-native-compiler", "no", "-R", "{scratch}", LIBRARY]
+        output, vo = await CoqTool(self._tool_settings, {f"{MODULE}.v": source}).run(
+            [*coqc, f"{{scratch}}/{MODULE}.v"], self.config.recheck_timeout, keep=f"{MODULE}.vo"
         )
         if output.returncode != 0 or vo is None:
-            reason = f"coqc refused it (exit {output.returncode}): {(output.stdout + output.stderr)[-OUTPUT_TAIL:]}"
-            return [reason] * len(group)
-        checked, _ = await CoqTool(self.config, {f"{MODULE}.vo": vo}).run(
-            [*self.config.coqchk_command, "-silent", "-o", "-R", "{scratch}", LIBRARY, "-norec", library], timeout
+            tail = (output.stdout + output.stderr)[-OUTPUT_TAIL:]
+            if output.out_of_memory:
+                raise CheckerFailure(f"coqc ran out of its memory: {tail}", costly=True)
+            return f"coqc refused it (exit {output.returncode}): {tail}"
+        coqchk = [*self.config.coqchk_command, "-silent", "-o", "-R", "{scratch}", LIBRARY, "-norec"]
+        checked, _ = await CoqTool(self._tool_settings, {f"{MODULE}.vo": vo}).run(
+            [*coqchk, f"{LIBRARY}.{MODULE}"], max(deadline - time.monotonic(), 0.001)
         )
         # coqchk prints its summary on stderr.
-        problems = summary_problems(checked.stdout + "\n" + checked.stderr)
-        printed = checks_printed(output.stdout, nonce, len(group))
-        verdicts: list[str | None] = []
-        for candidate, found in zip(group, printed, strict=True):
-            check, assumptions = found if found is not None else (None, "")
-            if problems:
-                verdicts.append("coqchk: " + "; ".join(problems))
-            elif check != candidate.statement_check:
-                verdicts.append(f"the compiled theorem is not the trusted statement: Check gives {check!r}")
-            else:
-                verdicts.append(self._assumption_problem(assumptions) if assumptions else None)
-        return verdicts
+        try:
+            problems = summary_problems(checked.stdout + "\n" + checked.stderr)
+        except CheckerFailure as error:
+            if checked.out_of_memory:
+                raise CheckerFailure(f"coqchk ran out of its memory: {error}", costly=True) from None
+            raise
+        if problems:
+            return "coqchk: " + "; ".join(problems)
+        check, assumptions = check_printed(output.stdout, nonce) or (None, "")
+        if check != candidate.statement_check:
+            return f"the compiled theorem is not the trusted statement: Check gives {check!r}"
+        return self._assumption_problem(assumptions) if assumptions else None
 
     def _assumption_problem(self, assumptions: str) -> str | None:
         """Why `Print Assumptions` output refuses a pass (an axiom off the whitelist, a bypass), else None."""
@@ -291,3 +274,29 @@ class CoqRechecker:
         if findings or outside:
             return "Print Assumptions: " + "; ".join([*findings, *(f"axiom {name}" for name in outside)])
         return None
+
+
+async def header_axioms(config: CoqServerConfig, header: str) -> list[str]:
+    """The axioms the libraries `header` loads, as `Print Assumptions` names them; CheckerFailure when coqc or
+    coqchk cannot tell.
+
+    coqchk's summary of a file that is only the header lists every axiom loaded, and with them the fields of
+    opaquely sealed modules (`ssrunder`'s, the Reals' `RbaseSymbolsImpl`), which have bodies: `Print Assumptions`
+    on each keeps the axioms ("Closed under the global context" for a field)."""
+    settings = dataclasses.replace(config, memory_limit_mb=config.recheck_memory_limit_mb)
+    coqc = [*config.coqc_command, "-q", "-native-compiler", "no", "-R", "{scratch}", LIBRARY, f"{{scratch}}/{MODULE}.v"]
+    output, vo = await CoqTool(settings, {f"{MODULE}.v": header.strip() + "\n"}).run(
+        coqc, config.recheck_timeout, keep=f"{MODULE}.vo"
+    )
+    if output.returncode != 0 or vo is None:
+        raise CheckerFailure(f"coqc could not compile the header: {(output.stdout + output.stderr)[-OUTPUT_TAIL:]}")
+    coqchk = [*config.coqchk_command, "-silent", "-o", "-R", "{scratch}", LIBRARY, "-norec", f"{LIBRARY}.{MODULE}"]
+    checked, _ = await CoqTool(settings, {f"{MODULE}.vo": vo}).run(coqchk, config.recheck_timeout)
+    listed = summary_sections(checked.stdout + "\n" + checked.stderr)["Axioms"]
+    if not listed:
+        return []
+    queries = "\n".join([header.strip(), *(f"Print Assumptions {name}." for name in listed)]) + "\n"
+    printed, _ = await CoqTool(settings, {f"{MODULE}.v": queries}).run(coqc, config.recheck_timeout)
+    if printed.returncode != 0:
+        raise CheckerFailure(f"coqc could not print the header's assumptions: {printed.stderr[-OUTPUT_TAIL:]}")
+    return sorted(set(read_assumptions(printed.stdout)[0]))

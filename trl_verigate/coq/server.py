@@ -7,17 +7,26 @@ recheck of each batch's passes (`coq.recheck`).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Sequence
 
 from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig
 from trl_verigate.coq.judge import judge
 from trl_verigate.coq.precheck import Prepared, prepare, tactics_for
 from trl_verigate.coq.process import CoqProcess
-from trl_verigate.coq.recheck import Candidate, CoqRechecker
+from trl_verigate.coq.recheck import Candidate, CheckerFailure, CoqRechecker, header_axioms
 from trl_verigate.prover_pool.results import VerificationResult
 from trl_verigate.prover_pool.service import PooledVerifier
 
 __all__ = ["CoqServer"]
+
+logger = logging.getLogger(__name__)
+UNGUARDED_AXIOMS_WARNING = (
+    "CoqServerConfig.print_assumptions='never' with recheck='none': nothing checks a pass's axioms, and the header "
+    "{header!r} {loads}; a proof that uses one passes. Set print_assumptions='always' (or 'sample') or "
+    "recheck='coqchk'."
+)
 
 
 class CoqServer(PooledVerifier):
@@ -43,6 +52,27 @@ class CoqServer(PooledVerifier):
         self._tactics = tactics_for(self.config)
         self._rechecker = CoqRechecker(self.config)
         self.counters = {"passes": 0, "interrupted": 0}
+
+    def on_start(self) -> None:
+        warning = self.unguarded_axioms_warning()
+        if warning is not None:
+            logger.warning(warning)
+
+    def unguarded_axioms_warning(self) -> str | None:
+        """The warning for a configuration where nothing would catch an axiom the header's libraries hold, or None.
+        Only `print_assumptions="never"` with `recheck="none"` runs coqc and coqchk on the header to find out."""
+        config = self.config
+        if config.print_assumptions != "never" or config.recheck != "none":
+            return None
+        try:
+            axioms = asyncio.run_coroutine_threadsafe(header_axioms(config, config.header), self._loop).result()
+        except CheckerFailure as error:
+            loads = f"may load axioms (coqc and coqchk could not list them: {error})"
+        else:
+            if not axioms:
+                return None
+            loads = f"loads the axioms {', '.join(axioms)}"
+        return UNGUARDED_AXIOMS_WARNING.format(header=config.header, loads=loads)
 
     def prewarm_header(self) -> str:
         return self.config.header
