@@ -10,7 +10,6 @@ problem/solution rows. Every field of `ESScriptArguments`, `ESConfig` and TRL's 
 or overridden on the command line.
 """
 
-import shlex
 from dataclasses import dataclass, field
 
 from lean_process_grpo import ProcessScriptArguments
@@ -30,6 +29,7 @@ from verigate_math import to_prompts as math_prompts
 
 from trl_verigate.es.state import STATE_FILENAME
 from trl_verigate.trainers.es import ESConfig, ESTrainer
+from trl_verigate.trainers.utils import argv
 
 TASKS = ("lean", "math")
 
@@ -58,10 +58,7 @@ class ESScriptArguments(ProcessScriptArguments, MathScriptArguments):
 
 def repl_command(args: ESScriptArguments) -> list[str] | None:
     """The REPL argv of `lean_repl_command`; one string (from the command line) is split like a shell."""
-    command = args.lean_repl_command
-    if command and (isinstance(command, str) or len(command) == 1):
-        command = shlex.split(command if isinstance(command, str) else command[0])
-    return command
+    return argv(args.lean_repl_command)
 
 
 def lean_reward(args: ESScriptArguments):
