@@ -6,7 +6,7 @@ import pytest
 
 from tests.lean_helpers import prepare
 from tests.precheck_shapes import REJECTED_SHAPES, SHAPES
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, FileRequest, ProofRequest
 from trl_verigate.lean_server.precheck.prepared import Prepared
 
 T = "theorem t (a b : ℕ) (h : a = b) (s : Finset ℕ) : (1:ℕ) = 2 := by"
@@ -300,3 +300,18 @@ def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
     assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
     if not accepted:
         assert "tactic `run_tac`" in result.reason
+
+
+@pytest.mark.parametrize(
+    "request_",
+    [
+        'import Mathlib\ntheorem t : "{".length = 1 := by\n  rfl',
+        FileRequest(
+            'import Mathlib\ntheorem t (s : String) (h : s = "{") : s.length = 1 := by\n  subst h\n  rfl',
+            'theorem t (s : String) (h : s = "{") : s.length = 1 := by',
+        ),
+    ],
+)
+def test_a_statement_holding_a_plain_brace_string_passes(request_):
+    result = prepare(request_, MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
