@@ -12,9 +12,10 @@ into trl_verigate/lean_server/precheck/allowlists/:
 * `tactic_exclusions.txt`: each excluded head with the rule that excludes it and the declaration it was read from.
 
 Exclusions, by rule:
-1. Takes code: the declared syntax has a `doSeq`/`doElem` argument (Lean code in `do` notation: `run_tac`,
-   `run_conv`), or the declaring file evaluates a term of the proof (`unsafe evalExpr`/`evalTerm`/`evalConst`,
-   `Meta.evalExpr`, `IO.Process`) and the syntax takes a `term`.
+1. Takes code: the declared syntax has an argument that holds code (`doSeq`/`doElem`, Lean code in `do` notation:
+   `run_tac`, `run_conv`; a widget instance: `with_panel_widgets`), or the declaring file evaluates what it
+   elaborates (`unsafe evalExpr`/`evalTerm`/`evalConst`, `Meta.evalExpr`, `IO.Process`: `plausible`, Mathlib's
+   `trace e`).
 2. Native evaluation (NATIVE): trusts compiled code; the precheck adds these back with `allow_native_decide`.
 3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx` (`sorry`, `admit`, `stop`, `sorry_if_sorry`).
 4. Wall-clock waiting (WAITS): sleeps outside the heartbeat limit.
@@ -66,11 +67,11 @@ SKIPPABLE = set(
     checkColGt checkColGe noWs checkWsBefore checkNoWsBefore""".split()
 )
 # Rule 1 on a declaration's syntax, and on the file that declares it.
-CODE_ARGUMENT = re.compile(r"\b(?:Term\.)?do(?:Seq|Elem)\b")
+# Argument categories that hold code: `do` notation, and ProofWidgets' widget instances (evalWidgetInstance).
+CODE_ARGUMENT = re.compile(r"\b(?:Term\.)?do(?:Seq|Elem)\b|\b(?:Widget\.)?widgetInstanceSpec\b")
 EVALUATES = re.compile(
     r"\bunsafe\s+(?:[\w.]*\.)?(?:evalExpr'?|evalTerm|evalConst)\b|\b(?:Meta|Term)\.evalExpr'?\b|\bIO\.Process\."
 )
-TERM_ARGUMENT = re.compile(r"\bterm\b")
 # Core declarations that the reference manual does not document, quoted verbatim from leanprover/lean4's src/
 # (Init/Tactics.lean, Init/Try.lean, Init/Grind/Tactics.lean) and read like a source file, rules included: used only
 # with --refman, in place of src/.
@@ -151,8 +152,8 @@ def code_reason(syntax: str, file_evaluates: re.Match | None) -> str:
     """Why a declaration's syntax takes code (rule 1), or "" when it takes none."""
     if m := CODE_ARGUMENT.search(syntax):
         return f"takes code: a `{m.group(0)}` argument"
-    if file_evaluates and TERM_ARGUMENT.search(syntax):
-        return f"takes code: a term its file evaluates (`{' '.join(file_evaluates.group(0).split())}`)"
+    if file_evaluates:
+        return f"takes code: its file evaluates what it elaborates (`{' '.join(file_evaluates.group(0).split())}`)"
     return ""
 
 

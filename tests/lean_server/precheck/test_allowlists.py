@@ -47,6 +47,7 @@ local syntax "secret" : tactic
 syntax myAbbrev := "abbrevatom" term
 syntax (name := myIf) ppRealGroup(ppRealFill(ppIndent("myif " term " then") ppSpace tacticSeq)) : tactic
 syntax "myconv" : conv
+syntax "widgety" "[" widgetInstanceSpec,+ "]" tacticSeq : tactic
 macro "sorry" : tactic => `(tactic| exact sorryAx _)
 syntax "·" tacticSeq : tactic
 @[builtin_tactic_parser] def nestedTac := leading_parser "nested_tac " Tactic.tacticSeq
@@ -93,31 +94,20 @@ def generated(tmp_path):
 
 def test_generator_reads_heads_and_excludes_by_rule(generated):
     # Worked out by hand from SOURCE_FILES: every tactic head outside Test/, `local` and abbreviations; `·` is a
-    # symbol; `runit` takes a doSeq, `evalit` a term its file evaluates, `sorry` is an incomplete proof.
-    assert data_words(generated / "tactic_keywords.txt") == sorted(
-        [
-            "foo",
-            "bar!",
-            "baz",
-            "baz!",
-            "runit",
-            "myif",
-            "myconv",
-            "sorry",
-            "evalit",
-            "noterm",
-            "nested_tac",
-            "simp_like!",
-        ]
-    )
+    # symbol; `runit` takes a doSeq, `widgety` a widget instance, `evalit` and `noterm` are declared in a file that
+    # evaluates what it elaborates, `sorry` is an incomplete proof.
+    keywords = ["foo", "bar!", "baz", "baz!", "runit", "myif", "myconv", "sorry", "evalit", "noterm", "nested_tac"]
+    assert data_words(generated / "tactic_keywords.txt") == sorted([*keywords, "simp_like!", "widgety"])
     assert data_words(generated / "tactics.txt") == sorted(
-        ["foo", "bar!", "baz", "baz!", "myif", "noterm", "nested_tac", "simp_like!"]
+        ["foo", "bar!", "baz", "baz!", "myif", "nested_tac", "simp_like!"]
     )
     assert data_words(generated / "conv_tactics.txt") == ["myconv"]
     rows = [line.split("\t") for line in data_words(generated / "tactic_exclusions.txt")]
     assert {(category, head): reason.split(":")[0] for category, head, reason in rows} == {
         ("tactic", "evalit"): "takes code",
+        ("tactic", "noterm"): "takes code",
         ("tactic", "runit"): "takes code",
+        ("tactic", "widgety"): "takes code",
         ("tactic", "sorry"): "INCOMPLETE",
     }
     assert "doSeq" in dict(((h, r) for _, h, r in rows))["runit"]
