@@ -292,10 +292,15 @@ def test_an_argument_that_is_code_is_refused_outside_a_configuration_too(proof):
 
 @pytest.mark.parametrize(
     "proof,accepted",
-    [("  constructor\n  map_tacs [rfl, rfl]", True), ("  constructor\n  map_tacs [rfl, run_tac pure ()]", False)],
+    [
+        ("  constructor\n  map_tacs [rfl; rfl]", True),
+        ("  constructor\n  map_tacs [rfl;\n run_tac pure ()]", False),
+        ("  constructor\n  map_tacs [rfl, run_tac pure ()]", False),
+    ],
 )
 def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
-    # Mathlib: `"map_tacs " "[" tactic,* "]"`: its items are tactics, not the terms of a `simp [...]` list.
+    # Batteries: `"map_tacs " "[" sepBy(tactic, "; ") "]"`: its items are tactics, not the terms of a `simp [...]`
+    # list, separated by `;` whatever their columns.
     result = verdict(proof, "theorem t : True ∧ True := by")
     assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
     if not accepted:

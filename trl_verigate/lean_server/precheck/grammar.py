@@ -15,7 +15,8 @@ SEQUENCE_PREFIXES = frozenset(
         "with_unfolding_all", "unhygienic",
     }
 )  # fmt: skip
-# Heads whose bracketed list holds tactics, not terms: Mathlib's `map_tacs [t1, t2]` (`"map_tacs " "[" tactic,* "]"`).
+# Heads whose bracketed list holds tactics, not terms: Batteries' `map_tacs [t1; t2]`
+# (`"map_tacs " "[" sepBy(tactic, "; ") "]"`, Batteries/Tactic/SeqFocus.lean).
 TACTIC_LIST_HEADS = frozenset({"map_tacs"})
 # Prefixes whose sequence follows `in`: `set_option maxRecDepth 1000 in simp`.
 IN_PREFIXES = frozenset({"set_option", "open"})

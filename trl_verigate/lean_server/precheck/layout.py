@@ -346,10 +346,11 @@ class LayoutParser:
         return i
 
     def _tactic_list(self, i: int, mode: str) -> tuple[list[Node], int]:
-        """The tactics of `[t1, t2, …]` from token i (after the `[`), and the index after the `]`."""
+        """The tactics of `[t1; t2; …]` from token i (after the `[`; a `,` between them is read as `;`), and the
+        index after the `]`."""
         kids: list[Node] = []
         while i < self.n:
-            items, i = self.sequence(i, None, True, False, mode)
+            items, i = self.sequence(i, None, True, False, mode, positional=False)
             kids += items
             if i >= self.n or self.text[i] != ",":
                 break
