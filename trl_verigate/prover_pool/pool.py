@@ -24,7 +24,7 @@
   slot asks for one when it has `workers / spare_workers` header loads' worth of commands left (load time over the
   mean proof time; at most half its uses), and its turn comes before its limit. A process is also retired after a
   timeout, after a crash and when its output breaks the framing rules
-  (`process.WorkerCompromised`, counted as "compromised"; a request that found its worker already
+  (`worker.WorkerCompromised`, counted as "compromised"; a request that found its worker already
   compromised by an earlier one runs again on the replacement). Its slot immediately starts a
   replacement in the background, so the restart overlaps whatever the caller does next.
 - A failed start fails only the request that waited for it. After two consecutive failed starts

@@ -1,6 +1,6 @@
 """What /proc tells about processes: parents, process trees, and what a thread is doing.
 
-The framing checks (`process.py`) read it to see whether the REPL's stdin thread is back in read(0), how many
+The framing checks (`lean_server.repl.process`) read it to see whether the REPL's stdin thread is back in read(0), how many
 bytes it read, and whether a process joined the REPL's tree. Linux only; callers fall back when a file is missing.
 """
 

@@ -27,7 +27,7 @@ What the process sees inside, and why (the Lean REPL's case; a Coq worker sees t
   so no child of the REPL outlives its worker, even one in another session.
 
 What it does not stop: code running inside the REPL still owns the REPL's own stdout, so it can
-write a forged answer to its own request (see `process` for the framing checks and the recheck tier
+write a forged answer to its own request (see `lean_server.repl.process` for the framing checks and the recheck tier
 for the only defence against a forgery that passes them); it can read anything in the read-only
 binds (the project, the toolchain); a UNIX socket or FIFO inside a bound directory can still be
 opened for writing, so the project directory must not hold one that leads anywhere sensitive;

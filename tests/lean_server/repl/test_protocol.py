@@ -5,12 +5,22 @@ import json
 
 import pytest
 
-from trl_verigate.lean_server.repl.protocol import (
-    ProtocolError,
-    encode_request,
-    read_response,
-    split_responses,
-)
+from trl_verigate.lean_server.repl.protocol import ProtocolError, decode_response, encode_request, read_response
+
+
+def split_responses(text: str) -> list[dict]:
+    """All responses in a complete REPL output (a recorded transcript), in order: the reference the streaming
+    `read_response` is checked against."""
+    blocks, current = [], []
+    for line in text.splitlines():
+        if line.strip():
+            current.append(line)
+        elif current:
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        raise ProtocolError("truncated", "output ends without the blank line that closes a response", current[-1])
+    return [decode_response(block) for block in blocks]
 
 
 def read_all(data: bytes, count: int, max_bytes: int | None = None) -> list:

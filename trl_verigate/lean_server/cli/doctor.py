@@ -87,7 +87,25 @@ def run_doctor(
         )
     else:
         checks.append(Check("project", True, f"{project_dir} uses {project_toolchain}"))
+    runnable = _repl_check(project_dir, project_toolchain, repl_command)
+    checks.append(runnable)
+    binary = repl_binary_of(repl_command) if repl_command else None
+    checks.append(_repl_toolchain_check(project_dir, project_toolchain, binary))
+    checks.append(_mathlib_check(project_dir, header))
+    if not runnable.ok:
+        checks.append(Check("header", None, "not run: no runnable REPL (see `REPL`)"))
+        checks.append(Check("proof", None, "not run: no runnable REPL (see `REPL`)"))
+    else:
+        checks.extend(
+            _run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb, sandbox)
+        )
+    checks.extend(_backend_checks(recheck_command))
+    checks.append(_recheck_check(header, recheck_command, recheck_mode, recheck_timeout, project_dir))
+    return checks
 
+
+def _repl_check(project_dir: Path, project_toolchain: str | None, repl_command: list[str] | None) -> Check:
+    """Whether a REPL is configured and can run; the fix says how to build one for the project's toolchain."""
     # The REPL must be built for the project's toolchain, so without a project there is no file to copy yet.
     if project_toolchain is None:
         toolchain_source = f'"${PROJECT_ENV}/lean-toolchain"'
@@ -99,71 +117,54 @@ def run_doctor(
         f"{project_first}git clone https://github.com/leanprover-community/repl && cd repl && "
         f"cp {toolchain_source} . && lake build; then export {REPL_ENV}=$PWD/{REPL_BUILD_PATH}"
     )
-    binary = repl_binary_of(repl_command) if repl_command else None
-    repl_problem = _repl_command_problem(repl_command) if repl_command else None
     if repl_command is None:
-        checks.append(
-            Check("REPL", False, f"none configured (--repl-command, ${REPL_ENV}) or found near the project", build_fix)
+        return Check(
+            "REPL", False, f"none configured (--repl-command, ${REPL_ENV}) or found near the project", build_fix
         )
-    elif repl_problem is not None:
-        checks.append(
-            Check(
-                "REPL",
-                False,
-                f"{repl_problem} (command: {shlex.join(repl_command)}; relative paths are read from the directory "
-                "you run this in)",
-                f"point --repl-command at the built REPL; to build one: {build_fix}",
-            )
+    repl_problem = _repl_command_problem(repl_command)
+    if repl_problem is not None:
+        return Check(
+            "REPL",
+            False,
+            f"{repl_problem} (command: {shlex.join(repl_command)}; relative paths are read from the directory "
+            "you run this in)",
+            f"point --repl-command at the built REPL; to build one: {build_fix}",
         )
-    else:
-        found = f"REPL binary {binary}" if binary is not None else f"executable {shutil.which(repl_command[0])}"
-        checks.append(Check("REPL", True, f"{found} exists (run as: {shlex.join(repl_command)})"))
+    binary = repl_binary_of(repl_command)
+    found = f"REPL binary {binary}" if binary is not None else f"executable {shutil.which(repl_command[0])}"
+    return Check("REPL", True, f"{found} exists (run as: {shlex.join(repl_command)})")
 
+
+def _repl_toolchain_check(project_dir: Path, project_toolchain: str | None, binary: Path | None) -> Check:
     repl_toolchain = _read_toolchain(binary.parents[3]) if binary is not None and len(binary.parents) > 3 else None
     if project_toolchain is None or repl_toolchain is None:
-        checks.append(Check("REPL toolchain", None, "cannot compare: project or REPL toolchain unknown"))
-    elif repl_toolchain != project_toolchain:
-        checks.append(
-            Check(
-                "REPL toolchain",
-                False,
-                f"REPL built for {repl_toolchain}, project uses {project_toolchain}",
-                f"cp {project_dir / 'lean-toolchain'} {binary.parents[3]} && cd {binary.parents[3]} && lake build",
-            )
+        return Check("REPL toolchain", None, "cannot compare: project or REPL toolchain unknown")
+    if repl_toolchain != project_toolchain:
+        return Check(
+            "REPL toolchain",
+            False,
+            f"REPL built for {repl_toolchain}, project uses {project_toolchain}",
+            f"cp {project_dir / 'lean-toolchain'} {binary.parents[3]} && cd {binary.parents[3]} && lake build",
         )
-    else:
-        checks.append(Check("REPL toolchain", True, f"both {project_toolchain}"))
+    return Check("REPL toolchain", True, f"both {project_toolchain}")
 
+
+def _mathlib_check(project_dir: Path, header: str) -> Check:
     if not re.search(r"^\s*import\s+Mathlib\b", header, flags=re.MULTILINE):
-        checks.append(Check("Mathlib", None, "the header does not import Mathlib"))
-    elif not (project_dir / ".lake" / "packages" / "mathlib").is_dir():
-        checks.append(
-            Check(
-                "Mathlib",
-                False,
-                f"not in {project_dir / '.lake' / 'packages'}",
-                "create the project with `lake new proj math` (or add mathlib to lakefile), then `lake exe cache get`",
-            )
+        return Check("Mathlib", None, "the header does not import Mathlib")
+    if not (project_dir / ".lake" / "packages" / "mathlib").is_dir():
+        return Check(
+            "Mathlib",
+            False,
+            f"not in {project_dir / '.lake' / 'packages'}",
+            "create the project with `lake new proj math` (or add mathlib to lakefile), then `lake exe cache get`",
         )
-    elif (olean := _mathlib_oleans(project_dir)) is None:
-        checks.append(
-            Check(
-                "Mathlib", False, "present but not built (no Mathlib.olean)", f"cd {project_dir} && lake exe cache get"
-            )
+    olean = _mathlib_oleans(project_dir)
+    if olean is None:
+        return Check(
+            "Mathlib", False, "present but not built (no Mathlib.olean)", f"cd {project_dir} && lake exe cache get"
         )
-    else:
-        checks.append(Check("Mathlib", True, f"cache present ({olean})"))
-
-    if repl_command is None or repl_problem is not None:
-        checks.append(Check("header", None, "not run: no runnable REPL (see `REPL`)"))
-        checks.append(Check("proof", None, "not run: no runnable REPL (see `REPL`)"))
-    else:
-        checks.extend(
-            _run_checks_in_repl(project_dir, repl_command, header, timeout, startup_timeout, memory_limit_mb, sandbox)
-        )
-    checks.extend(_backend_checks(recheck_command))
-    checks.append(_recheck_check(header, recheck_command, recheck_mode, recheck_timeout, project_dir))
-    return checks
+    return Check("Mathlib", True, f"cache present ({olean})")
 
 
 def _repl_command_problem(argv: list[str]) -> str | None:

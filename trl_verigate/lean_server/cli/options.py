@@ -142,29 +142,23 @@ def add_lean_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory-limit-mb", type=int, default=8192, help="address-space limit per REPL; 0 for none (default: 8192)"
     )
-    defaults = LeanServerConfig()
+    parser.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=LeanServerConfig.startup_timeout,
+        help=f"seconds for a REPL to load the header (default: {LeanServerConfig.startup_timeout:g}; lean-doctor: 600)",
+    )
+    _add_safety_options(parser, LeanServerConfig())
+    _add_recheck_options(parser, LeanServerConfig())
+
+
+def _add_safety_options(parser: argparse.ArgumentParser, defaults: LeanServerConfig) -> None:
+    """The sandbox, the precheck's allow-list additions and the size limits."""
     parser.add_argument(
         "--sandbox",
         choices=SANDBOXES,
         default=defaults.sandbox,
         help="run each REPL in bubblewrap: auto (when it works here), bwrap (required) or none (default: auto)",
-    )
-    parser.add_argument(
-        "--recheck-command",
-        help=f"argv of a checker that confirms REPL passes outside the REPL, e.g. '{RECHECK_EXAMPLE}' "
-        "(default: none: the REPL's verdict alone)",
-    )
-    parser.add_argument(
-        "--recheck",
-        choices=RECHECKS,
-        default=defaults.recheck,
-        help="which passes the checker confirms: auto (all, once `trl-verigate lean-doctor` has verified the checker; "
-        "else none), none, passed (all) or sample (default: auto)",
-    )
-    parser.add_argument(
-        "--recheck-fraction",
-        type=float,
-        help=f"fraction of passes rechecked with --recheck sample (default: {defaults.recheck_fraction})",
     )
     parser.add_argument(
         "--allow-tactic",
@@ -197,11 +191,26 @@ def add_lean_options(parser: argparse.ArgumentParser) -> None:
         help=f"largest batch of requests in UTF-8 bytes, and the largest HTTP body (413 above it) "
         f"(default: {defaults.max_batch_bytes})",
     )
+
+
+def _add_recheck_options(parser: argparse.ArgumentParser, defaults: LeanServerConfig) -> None:
+    """The checker that confirms REPL passes outside the REPL, and which passes it confirms."""
     parser.add_argument(
-        "--startup-timeout",
+        "--recheck-command",
+        help=f"argv of a checker that confirms REPL passes outside the REPL, e.g. '{RECHECK_EXAMPLE}' "
+        "(default: none: the REPL's verdict alone)",
+    )
+    parser.add_argument(
+        "--recheck",
+        choices=RECHECKS,
+        default=defaults.recheck,
+        help="which passes the checker confirms: auto (all, once `trl-verigate lean-doctor` has verified the checker; "
+        "else none), none, passed (all) or sample (default: auto)",
+    )
+    parser.add_argument(
+        "--recheck-fraction",
         type=float,
-        default=defaults.startup_timeout,
-        help=f"seconds for a REPL to load the header (default: {defaults.startup_timeout:g}; lean-doctor: 600)",
+        help=f"fraction of passes rechecked with --recheck sample (default: {defaults.recheck_fraction})",
     )
     parser.add_argument(
         "--recheck-timeout",

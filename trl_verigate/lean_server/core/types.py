@@ -33,7 +33,7 @@ MINIF2F_HEADER = (
     "import Mathlib\nimport Aesop\nset_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"
 )
 
-# "outermost": the top-level tactic sequence; "all": nested tactics too (see `tactics.split_tactics`).
+# "outermost": the top-level tactic sequence; "all": nested tactics too (see `precheck.layout.split_tactics`).
 Granularity = Literal["outermost", "all"]
 GRANULARITIES: tuple[str, ...] = get_args(Granularity)
 # Which REPL passes a separate checker confirms (`lean_server.recheck`): "auto" (every pass, when a checker is set

@@ -2,17 +2,17 @@
 
 Both read the contract's JSON batch on stdin and print one verdict line per item. An item's challenge is the
 trusted ``header`` + ``statement`` + ``sorry``; its submission is ``header`` + ``statement`` + ``proof`` (or the
-``file``). Only the orchestration below was run where this was written, against stand-in ``lake``/``lean``/
-``comparator`` executables (tests/lean_server/recheck/test_recheck.py); the Lean side was never run there (no Lean toolchain).
-This module holds the command line and the comparator backend; the replay backend is `recheck_replay`, what both
-share (options, sources, the control item, the sandboxed compile) `recheck_compile`, and how no tool outlives the
-checker `recheck_processes`.
+``file``). The tests run the orchestration against stand-in ``lake``/``lean``/``comparator`` executables
+(tests/lean_server/recheck/test_recheck.py); the Lean side runs where a Lean toolchain is installed
+(tests/lean_server/service/test_real_lean.py). This module holds the command line and the comparator backend; the
+replay backend is `recheck.replay`, what both share (options, sources, the control item, the sandboxed compile)
+`recheck.compile`, and how no tool outlives the checker `recheck.processes`.
 
 ``replay`` (lean4checker / SafeVerify style, Lean reference manual "Validating a Lean Proof"):
 
 1. the challenges, then every submission, are compiled to ``.olean`` files with ``<lean-command> -o X.olean
    X.lean`` (default ``lake env lean``) in the project directory, each compile in its own bubblewrap sandbox
-   (`lean_server.sandbox`: no network, own PID namespace, the project and toolchain read-only, only that module's
+   (`prover_pool.sandbox`: no network, own PID namespace, the project and toolchain read-only, only that module's
    output directory writable), ``--jobs`` at a time. The ``proof`` items of one header share ONE challenge module,
    each trusted statement declared there under its own name (``<theorem>_verigate_challenge_<token>_<n>``; see
    `combinable_statement` for which statements qualify); a ``file`` item's challenge (a plain file's statement
@@ -258,7 +258,7 @@ def run(args: argparse.Namespace, stdin=None, stdout=None) -> int:
 
 def command(args: argparse.Namespace) -> int:
     """`trl-verigate lean-recheck` as its own process: `run`, as the child subreaper of its tools' orphans, with
-    SIGTERM/SIGINT killing every descendant, and none left when it exits (see `recheck_processes`)."""
+    SIGTERM/SIGINT killing every descendant, and none left when it exits (see `recheck.processes`)."""
     become_subreaper()
     previous_handlers = install_signal_handlers()
     try:

@@ -1,4 +1,4 @@
-"""What both `lean-recheck` backends (`recheck_backends`) share: their options, the contract batch and the sources
+"""What both `lean-recheck` backends (`recheck.backends`) share: their options, the contract batch and the sources
 built from its items, the known-good control item, and the sandboxed compile of one module."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The processes `trl-verigate lean-recheck` starts (lake, lean, bubblewrap, comparator): none outlives the checker.
 
-The server kills the checker's process group at `recheck_timeout` (`recheck.run_checker`), so every tool runs in
+The server kills the checker's process group at `recheck_timeout` (`contract.run_checker`), so every tool runs in
 that group, not in a session of its own: the same kill reaches it, a `lake env lean`'s lean included. A sandboxed
 compile's bubblewrap is in the group too, and its ``--die-with-parent`` takes the PID namespace, and everything
 in it, down with it. On the checker's own timeouts (``--compile-timeout``, ``--replay-timeout``) a tool's whole
 process tree is killed, not just the process it started, so no grandchild keeps running (or holds the output
-pipe open). `recheck_backends.run` kills the trees of the tools it started before it returns (safe inside another
-program); as its own process (`recheck_backends.command`, the CLI) the checker also kills every process still
+pipe open). `backends.run` kills the trees of the tools it started before it returns (safe inside another
+program); as its own process (`backends.command`, the CLI) the checker also kills every process still
 below it on SIGTERM, SIGINT or exit, and as a child subreaper it has adopted the orphans of its tools, so a
 double-forked descendant is found too. What this cannot
 stop: a tool that leaves the process group (``setsid``) and is then orphaned when the checker is SIGKILLed.

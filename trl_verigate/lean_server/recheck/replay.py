@@ -1,4 +1,4 @@
-"""The ``replay`` backend of `trl-verigate lean-recheck` (see `recheck_backends` for what it does and why):
+"""The ``replay`` backend of `trl-verigate lean-recheck` (see `recheck.backends` for what it does and why):
 sandboxed compiles, challenges shared per header, the control item, and the kernel replay by
 ``lean/VerigateReplay.lean``."""
 

@@ -50,20 +50,6 @@ def decode_response(text: str) -> dict:
     return response
 
 
-def split_responses(text: str) -> list[dict]:
-    """All responses in a complete REPL output (e.g. a recorded transcript), in order."""
-    blocks, current = [], []
-    for line in text.splitlines():
-        if line.strip():
-            current.append(line)
-        elif current:
-            blocks.append("\n".join(current))
-            current = []
-    if current:
-        raise ProtocolError("truncated", "output ends without the blank line that closes a response", current[-1])
-    return [decode_response(block) for block in blocks]
-
-
 async def read_response(reader: asyncio.StreamReader, max_bytes: int = MAX_RESPONSE_BYTES, first: bytes = b"") -> dict:
     """Read the lines up to the next blank line and parse them as one response.
 

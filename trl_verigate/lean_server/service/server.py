@@ -1,7 +1,7 @@
 """`LeanServer`: verify Lean proofs in-process with a pool of isolated REPL workers.
 
 The batch API, the pool, the fair scheduling of prechecks and the timeouts are `prover_pool.service`'s; here are
-what makes it Lean: the precheck (`precheck.prepare`), the judge (`judge.judge`) of the REPL's answer, the
+what makes it Lean: the precheck (`precheck.prepare`), the judge (`verdict.judge`) of the REPL's answer, the
 answers in submitted-source coordinates (`verify_with_responses`), and the recheck tier, where passes are confirmed
 outside the REPL by a checker (`lean_server.recheck`).
 """

@@ -9,6 +9,7 @@ goals with `sorryAx` without the warning (DeepSeek-Prover-V2's `apply?`).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from trl_verigate.lean_server.core import LeanServerConfig, Message, Position, Tactic, VerificationResult
 from trl_verigate.lean_server.precheck import Prepared, name_components, split_tactics
@@ -81,6 +82,110 @@ def _malformed_list(raw, field: str, item_name: str) -> str | None:
     return None
 
 
+@dataclass
+class _Answer:
+    """What `judge` reads from the REPL's messages and sorries."""
+
+    messages: list[Message] = field(default_factory=list)
+    # (offset into the proof body, text) of each error and sorry that blames a tactic.
+    errors: list[tuple[int, str]] = field(default_factory=list)
+    first_error: Message | None = None
+    axioms: list[str] | None = None
+    # Our one `#print axioms` answers once: several answers mean one was not written by it, and none may decide.
+    axioms_answers: int = 0
+    sorry_warning: bool = False
+    sorries: list = field(default_factory=list)
+
+
+def _read_message(prepared: Prepared, raw: dict, answer: _Answer) -> None:
+    severity = str(raw.get("severity", ""))
+    text = str(raw.get("data", ""))
+    start = repl_position(raw.get("pos")) or (1, 0)
+    start_offset = prepared.offset_of(*start)
+    end = repl_position(raw.get("endPos"))
+    if is_axioms_answer(prepared, raw):
+        name, listed = parse_axioms_message(text)
+        if _same_name(name, prepared.theorem_name):
+            answer.axioms_answers += 1
+            answer.axioms = list(dict.fromkeys((answer.axioms or []) + listed))
+        return
+    if any(warning in text for warning in SORRY_WARNINGS):
+        answer.sorry_warning = True
+    end_position = None
+    if end is not None:
+        end_position = submitted_position(prepared, prepared.offset_of(*end))
+    position = submitted_position(prepared, start_offset)
+    message = Message(severity, position.line, position.column, end_position, text)
+    answer.messages.append(message)
+    if severity == "error":
+        answer.first_error = answer.first_error or message
+        if start_offset < prepared.proof_end:
+            answer.errors.append((start_offset - prepared.proof_start, text))
+        elif not (start[0] == prepared.print_line and "unknown constant" in text.lower()):
+            # Past the proof's end Lean only complains because the proof did not finish (a parse error at our
+            # `#print`, an unclosed term): the last tactic is at fault. An unknown constant on the `#print` line
+            # means the theorem never entered the environment, which blames no tactic.
+            answer.errors.append((len(prepared.proof), text))
+
+
+def _read_answer(prepared: Prepared, response: dict) -> _Answer:
+    answer = _Answer(sorries=response.get("sorries") or [])
+    for raw in response.get("messages") or []:
+        _read_message(prepared, raw, answer)
+    for sorry in answer.sorries:
+        start = repl_position(sorry.get("pos"))
+        if start is not None:
+            offset = prepared.offset_of(*start)
+            if offset < prepared.proof_end:
+                answer.errors.append((offset - prepared.proof_start, "sorry"))
+    return answer
+
+
+def _failure_reason(prepared: Prepared, config: LeanServerConfig, answer: _Answer) -> str | None:
+    """Why the answer does not prove the theorem, or None when it does."""
+    # Two keys for native evaluation: allow_native_decide lifts the precheck ban, and the whitelist must still
+    # name the axioms, so neither setting alone lets compiled code vouch for a proof.
+    allowed = set(config.axiom_whitelist) - {"sorryAx"}
+    if not config.allow_native_decide:
+        allowed -= set(NATIVE_AXIOMS)
+    first_error, axioms = answer.first_error, answer.axioms
+    if first_error is not None:
+        return f"error at line {first_error.line}, column {first_error.column}: {first_error.text}"
+    if answer.sorries or answer.sorry_warning:
+        return "uses sorry"
+    if axioms is None:
+        return f"no `#print axioms` answer for `{prepared.theorem_name}`: the proof did not finish cleanly"
+    if answer.axioms_answers > 1:
+        return (
+            f"{answer.axioms_answers} `#print axioms` answers for `{prepared.theorem_name}` where Lean gives one: "
+            "the response is not Lean's answer to the command sent"
+        )
+    if "sorryAx" in axioms:
+        return "uses sorry (sorryAx among its axioms)"
+    unlisted = [a for a in axioms if a not in allowed]
+    return f"axiom {unlisted[0]} not in whitelist" if unlisted else None
+
+
+def _unreadable(response: dict) -> tuple[str, str] | None:
+    """(status, reason) for an answer `judge` does not read: an error object, malformed lists, or a flood."""
+    if "message" in response and "messages" not in response and "env" not in response:
+        return "error", str(response["message"])
+    malformed = _malformed_list(response.get("messages"), "messages", "message") or _malformed_list(
+        response.get("sorries"), "sorries", "sorry"
+    )
+    if malformed is not None:
+        return "error", malformed
+    answered = len(response.get("messages") or []) + len(response.get("sorries") or [])
+    if answered > MAX_MESSAGES:
+        # "failed", not "error": the proof made Lean write them (the REPL worked), and nothing in them can make it
+        # pass, so it is not worth reading them (or retrying).
+        return "failed", (
+            f"Lean answered with {answered} messages and sorries, over the {MAX_MESSAGES} a proof may produce: "
+            "the proof floods Lean's output, and fails without its answer being read"
+        )
+    return None
+
+
 def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: float) -> VerificationResult:
     """The verdict on the REPL's `response` to `prepared.code` (see the module docstring for the rules).
 
@@ -95,107 +200,30 @@ def judge(prepared: Prepared, response: dict, config: LeanServerConfig, time_s: 
         tactics = list(prepared.outermost_tactics)
     else:
         tactics = split_tactics(prepared.proof, config.tactic_granularity, start_column=prepared.proof_column)
-    if "message" in response and "messages" not in response and "env" not in response:
-        return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=str(response["message"]))
-
-    malformed = _malformed_list(response.get("messages"), "messages", "message") or _malformed_list(
-        response.get("sorries"), "sorries", "sorry"
-    )
-    if malformed is not None:
-        return VerificationResult(status="error", tactics=tactics, time_s=time_s, reason=malformed)
-    answered = len(response.get("messages") or []) + len(response.get("sorries") or [])
-    if answered > MAX_MESSAGES:
-        # "failed", not "error": the proof made Lean write them (the REPL worked), and nothing in them can make it
-        # pass, so it is not worth reading them (or retrying).
-        reason = (
-            f"Lean answered with {answered} messages and sorries, over the {MAX_MESSAGES} a proof may produce: "
-            "the proof floods Lean's output, and fails without its answer being read"
-        )
-        return VerificationResult(status="failed", tactics=tactics, time_s=time_s, reason=reason)
-
-    messages: list[Message] = []
-    errors: list[tuple[int, str]] = []
-    first_error: Message | None = None
-    axioms: list[str] | None = None
-    # Our one `#print axioms` answers once: several answers mean one was not written by it, and none may decide.
-    axioms_answers = 0
-    sorry_warning = False
-    for raw in response.get("messages") or []:
-        severity = str(raw.get("severity", ""))
-        text = str(raw.get("data", ""))
-        start = repl_position(raw.get("pos")) or (1, 0)
-        start_offset = prepared.offset_of(*start)
-        end = repl_position(raw.get("endPos"))
-        if is_axioms_answer(prepared, raw):
-            name, listed = parse_axioms_message(text)
-            if _same_name(name, prepared.theorem_name):
-                axioms_answers += 1
-                axioms = list(dict.fromkeys((axioms or []) + listed))
-            continue
-        if any(warning in text for warning in SORRY_WARNINGS):
-            sorry_warning = True
-        end_position = None
-        if end is not None:
-            end_position = submitted_position(prepared, prepared.offset_of(*end))
-        position = submitted_position(prepared, start_offset)
-        message = Message(severity, position.line, position.column, end_position, text)
-        messages.append(message)
-        if severity == "error":
-            first_error = first_error or message
-            if start_offset < prepared.proof_end:
-                errors.append((start_offset - prepared.proof_start, text))
-            elif not (start[0] == prepared.print_line and "unknown constant" in text.lower()):
-                # Past the proof's end Lean only complains because the proof did not finish (a parse error at
-                # our `#print`, an unclosed term): the last tactic is at fault. An unknown constant on the
-                # `#print` line means the theorem never entered the environment, which blames no tactic.
-                errors.append((len(prepared.proof), text))
-    sorries = response.get("sorries") or []
-    for sorry in sorries:
-        start = repl_position(sorry.get("pos"))
-        if start is not None:
-            offset = prepared.offset_of(*start)
-            if offset < prepared.proof_end:
-                errors.append((offset - prepared.proof_start, "sorry"))
-
-    # Two keys for native evaluation: allow_native_decide lifts the precheck ban, and the whitelist must still
-    # name the axioms, so neither setting alone lets compiled code vouch for a proof.
-    allowed = set(config.axiom_whitelist) - {"sorryAx"}
-    if not config.allow_native_decide:
-        allowed -= set(NATIVE_AXIOMS)
-    if first_error is not None:
-        reason = f"error at line {first_error.line}, column {first_error.column}: {first_error.text}"
-    elif sorries or sorry_warning:
-        reason = "uses sorry"
-    elif axioms is None:
-        reason = f"no `#print axioms` answer for `{prepared.theorem_name}`: the proof did not finish cleanly"
-    elif axioms_answers > 1:
-        reason = (
-            f"{axioms_answers} `#print axioms` answers for `{prepared.theorem_name}` where Lean gives one: "
-            "the response is not Lean's answer to the command sent"
-        )
-    elif "sorryAx" in axioms:
-        reason = "uses sorry (sorryAx among its axioms)"
-    else:
-        unlisted = [a for a in axioms if a not in allowed]
-        reason = f"axiom {unlisted[0]} not in whitelist" if unlisted else None
+    unreadable = _unreadable(response)
+    if unreadable is not None:
+        status, reason = unreadable
+        return VerificationResult(status=status, tactics=tactics, time_s=time_s, reason=reason)
+    answer = _read_answer(prepared, response)
+    reason = _failure_reason(prepared, config, answer)
     passed = reason is None
     if passed:
         first_error_tactic = len(tactics)
-    elif not errors:
+    elif not answer.errors:
         # A failure no error locates (found at the axioms stage: sorryAx or an axiom outside the whitelist, no or
         # two `#print axioms` answers, an unpositioned sorry warning, the theorem missing at our `#print`): no
         # tactic is known good. len(tactics) would read as "every tactic valid, proof incomplete", a process reward
         # for a proof that may have forged its answer; 0 credits nothing, as the recheck's demotion does.
         first_error_tactic = 0
     else:
-        first_error_tactic = first_error_tactic_of(tactics, errors)
+        first_error_tactic = first_error_tactic_of(tactics, answer.errors)
     return VerificationResult(
         status="passed" if passed else "failed",
         passed=passed,
-        messages=messages,
+        messages=answer.messages,
         tactics=tactics,
         first_error_tactic=first_error_tactic,
-        axioms=list(axioms or []),
+        axioms=list(answer.axioms or []),
         time_s=time_s,
         reason=reason if reason is None else reason[:500],
     )
