@@ -2,11 +2,15 @@
 `open`, the nesting bound, and the misreadings that refused honest proofs. Expected verdicts are read off Lean's
 grammar by hand (the syntax quoted beside each group), never off the precheck's own output."""
 
+import dataclasses
+
 import pytest
 
 from tests.lean_helpers import prepare
 from tests.precheck_shapes import REJECTED_SHAPES, SHAPES
 from trl_verigate.lean_server.core.types import MINIF2F_HEADER, FileRequest, ProofRequest
+from trl_verigate.lean_server.precheck import policy
+from trl_verigate.lean_server.precheck import prepare as bare_prepare
 from trl_verigate.lean_server.precheck.prepared import Prepared
 
 T = "theorem t (a b : ℕ) (h : a = b) (s : Finset ℕ) : (1:ℕ) = 2 := by"
@@ -320,3 +324,22 @@ def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
 def test_a_statement_holding_a_plain_brace_string_passes(request_):
     result = prepare(request_, MINIF2F_HEADER)
     assert isinstance(result, Prepared), result.reason
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "  recover run_tac pure ()",
+        "  checkpoint run_tac pure ()",
+        "  with_unfolding_none run_tac pure ()",
+        "  try_this run_tac pure ()",
+        "  repeat1' run_tac pure ()",
+        "  solve\n  | skip\n  | run_tac pure ()",
+    ],
+)
+def test_the_sequences_of_allow_listed_combinators_are_read_as_tactics(proof):
+    # Each takes a tactic sequence (`recover tacs`, `checkpoint tacs`, `solve | tacs | …`): with the keyword backstop
+    # off, the layout alone must find the tactic inside and hold it to the allow-list.
+    without_keywords = dataclasses.replace(policy(), keywords=frozenset())
+    result = bare_prepare(ProofRequest(T, proof), MINIF2F_HEADER, without_keywords)
+    assert "tactic `run_tac`" in getattr(result, "reason", "accepted"), getattr(result, "reason", "accepted")

@@ -12,9 +12,14 @@ SEQUENCE_PREFIXES = frozenset(
     {
         "try", "repeat", "repeat'", "repeat1", "iterate", "all_goals", "any_goals", "focus", "classical",
         "fail_if_success", "fail_if_no_progress", "with_reducible", "with_reducible_and_instances",
-        "with_unfolding_all", "unhygienic",
+        "with_unfolding_all", "with_unfolding_none", "unhygienic", "checkpoint", "repeat1'",
+        # Mathlib: `elab "recover " tacs:tacticSeq`, `elab tk:"try_this" tac:tactic info:(str)?`.
+        "recover", "try_this",
     }
 )  # fmt: skip
+# Heads whose `| tactics` alternatives are tactic sequences (Lean: `"first " withPosition((colGe "| " tacticSeq)+)`,
+# and `solve` alike).
+BAR_SEQUENCE_HEADS = frozenset({"first", "solve"})
 # Heads whose bracketed list holds tactics, not terms: Batteries' `map_tacs [t1; t2]`
 # (`"map_tacs " "[" sepBy(tactic, "; ") "]"`, Batteries/Tactic/SeqFocus.lean).
 TACTIC_LIST_HEADS = frozenset({"map_tacs"})

@@ -34,6 +34,7 @@ from trl_verigate.lean_server.precheck.brackets import CLOSERS, MAX_NESTING, NES
 from trl_verigate.lean_server.precheck.grammar import (
     ALTERNATIVE_HEADS,
     ARROW_HEADS,
+    BAR_SEQUENCE_HEADS,
     BINDER_SYMBOLS,
     BLOCK_ENDING_WORDS,
     CALC_STEP_STARTS,
@@ -427,7 +428,7 @@ class LayoutParser:
         ):
             return None
         if token == "|" and self._is_bar(i):
-            if head == "first":
+            if head in BAR_SEQUENCE_HEADS:
                 kids, i = self.sequence(i + 1, None, reading.in_brackets, True, mode)
                 reading.children += kids
                 return i
