@@ -335,6 +335,8 @@ def test_a_statement_holding_a_plain_brace_string_passes(request_):
         "  try_this run_tac pure ()",
         "  repeat1' run_tac pure ()",
         "  solve\n  | skip\n  | run_tac pure ()",
+        "  conv_lhs => equals (1 : ℕ) => run_tac pure ()",
+        "  conv_lhs => discharge => run_tac pure ()",
     ],
 )
 def test_the_sequences_of_allow_listed_combinators_are_read_as_tactics(proof):

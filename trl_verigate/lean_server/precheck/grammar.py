@@ -30,6 +30,8 @@ TACTIC_BRACKETS = {"(": ")", "{": "}", "[": "]"}
 ARROW_HEADS = {
     "case": "same", "case'": "same", "next": "same", "on_goal": "same", "conv": "conv", "conv_lhs": "conv",
     "conv_rhs": "conv", "tactic": "tactic", "tactic'": "tactic",
+    # Mathlib's conv `equals e => tacticSeq` and `discharge (" => " tacticSeq)?` (Mathlib/Tactic/Conv.lean).
+    "equals": "tactic", "discharge": "tactic",
 }  # fmt: skip
 # Heads with `| pattern => tactics` alternatives.
 ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
