@@ -245,6 +245,7 @@ def test_the_nested_shapes_are_measured_and_refused_past_the_bound():
         "  have : a.succ%3 < 3 := Nat.mod_lt _ (by omega)\n  simp",
         # An alternative may be a hole; a term `let` takes its `;`.
         "  cases a with | zero => _ | succ n => simp",
+        "  cases a\n  case zero => _\n  case succ n => simp",
         "  have : ∀ j : ℕ, j = j := fun j ↦\n    let k := j; rfl\n  simp",
         # Batteries' split focus `t <;> [t1; t2]` separates by `;`, whatever the columns.
         "  constructor <;>\n    [exact h;\n   exact h]",
@@ -337,6 +338,8 @@ def test_a_statement_holding_a_plain_brace_string_passes(request_):
         "  solve\n  | skip\n  | run_tac pure ()",
         "  conv_lhs => equals (1 : ℕ) => run_tac pure ()",
         "  conv_lhs => discharge => run_tac pure ()",
+        "  squeeze_scope run_tac pure ()",
+        "  cases a\n  case zero => _\n  case succ n => run_tac pure ()",
     ],
 )
 def test_the_sequences_of_allow_listed_combinators_are_read_as_tactics(proof):

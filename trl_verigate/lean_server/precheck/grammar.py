@@ -13,8 +13,9 @@ SEQUENCE_PREFIXES = frozenset(
         "try", "repeat", "repeat'", "repeat1", "iterate", "all_goals", "any_goals", "focus", "classical",
         "fail_if_success", "fail_if_no_progress", "with_reducible", "with_reducible_and_instances",
         "with_unfolding_all", "with_unfolding_none", "unhygienic", "checkpoint", "repeat1'",
-        # Mathlib: `elab "recover " tacs:tacticSeq`, `elab tk:"try_this" tac:tactic info:(str)?`.
-        "recover", "try_this",
+        # Mathlib: `elab "recover " tacs:tacticSeq`, `elab tk:"try_this" tac:tactic info:(str)?`; Batteries:
+        # `macro "squeeze_scope " seq:tacticSeq`.
+        "recover", "try_this", "squeeze_scope",
     }
 )  # fmt: skip
 # Heads whose `| tactics` alternatives are tactic sequences (Lean: `"first " withPosition((colGe "| " tacticSeq)+)`,
@@ -35,6 +36,9 @@ ARROW_HEADS = {
 }  # fmt: skip
 # Heads with `| pattern => tactics` alternatives.
 ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
+# Heads whose `=>` may be followed by a hole instead of tactics (Lean's `inductionAlt`, `matchRhs`; Batteries'
+# `casePattTac := " => " (hole <|> syntheticHole <|> tacticSeq)`).
+HOLE_ARROW_HEADS = ALTERNATIVE_HEADS | {"case", "case'"}
 # Binder notations whose binders end at a `,` (`∀ x, p`, `∑ i ∈ s, f i`): that `,` ends no tactic in brackets.
 BINDER_SYMBOLS = frozenset({"∀", "∃", "∑", "∏", "⋃", "⋂", "⨆", "⨅", "∫", "∮", "Σ", "Π", "⨁", "∐"})
 # Terms whose value may end in `;` before their body (`let x := v; body`): that `;` ends no tactic.

@@ -41,6 +41,7 @@ from trl_verigate.lean_server.precheck.grammar import (
     COMPLETE_ENDINGS,
     CONTINUATIONS,
     EXPECTS_MORE,
+    HOLE_ARROW_HEADS,
     IN_PREFIXES,
     INFIX_COMBINATORS,
     MAY_END_BLOCK,
@@ -443,7 +444,7 @@ class LayoutParser:
             and not reading.in_lambda
             and (head in ARROW_HEADS or (head in ALTERNATIVE_HEADS and reading.seen_alternative))
         ):
-            if head in ALTERNATIVE_HEADS and self._hole(i + 1):  # `| succ n => _`: the goal is left as it is
+            if head in HOLE_ARROW_HEADS and self._hole(i + 1):  # `| succ n => _`: the goal is left as it is
                 return i + 2 if self.text[i + 1] == "_" else i + 3
             arrow_mode = ARROW_HEADS.get(head, "same")
             block_mode = mode if arrow_mode == "same" else arrow_mode
