@@ -1,10 +1,9 @@
 """Build bench/data/published_proofs.jsonl.gz, the false-rejection corpus, from git dirs of its sources.
 
 Every row is one `theorem`/`lemma`/`example` (compfiles: `problem`) whose body is a tactic proof (its first `:=`
-outside brackets is followed by `by`), taken
-from a file its authors publish as Lean-checked: the statement (up to and including `:= by`), the proof (the lines
-after it up to the next line at column 0) and the file's header (its `import`, `open` and `set_option` lines at
-column 0, not `… in`). A declaration whose proof says `sorry` or `admit` is left out (an unfinished proof is no
+outside brackets is followed by `by`), taken from a file its authors publish as Lean-checked: the statement (up to
+and including that `:= by`), the proof (the lines after it up to the next line at column 0) and the file's header
+(its `import`, `open` and `set_option` lines at column 0, not `… in`). A declaration whose proof says `sorry` or `admit` is left out (an unfinished proof is no
 honest one), and so is one using a tactic its own file declares. Seed-Prover's miniF2F files are also kept whole,
 as file rows (`kind: "file"`, `text`). See SOURCES.md for the sources, commits and licences.
 
@@ -23,10 +22,11 @@ import zipfile
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parent / "published_proofs.jsonl.gz"
+# Every source is published under Apache-2.0 (SOURCES.md).
 PINS = {
-    "mathlib": "54df8a3f96ac6f0b356728db732feb977d017aab",
-    "compfiles": "8a363976ab59fef22acc2d3926430aeb14cecdcc",
-    "seed-prover": "7d3875a2bd68538d1f98ea62f5c9a56035d33b5f",
+    "leanprover-community/mathlib4": "54df8a3f96ac6f0b356728db732feb977d017aab",
+    "dwrensha/compfiles": "8a363976ab59fef22acc2d3926430aeb14cecdcc",
+    "ByteDance-Seed/Seed-Prover": "7d3875a2bd68538d1f98ea62f5c9a56035d33b5f",
 }
 DECLARATION = re.compile(
     r"^(?:@\[[^\]\n]*\]\s*)?(?:(?:private|protected|noncomputable|nonrec)\s+)*(?P<kw>theorem|lemma|example|problem)\b"
@@ -108,16 +108,22 @@ def tree_files(gitdir: str, commit: str, prefix: str) -> list[str]:
     return sorted(n for n in names if n.endswith(".lean"))
 
 
-def git_rows(source: str, repo: str, gitdir: str, prefix: str, licence: str, named=lambda path: None) -> list[dict]:
-    commit, rows = PINS[source.split("-")[0] if source != "seed-prover-minictx-v2" else "seed-prover"], []
+def git_rows(source: str, repo: str, gitdir: str, prefix: str, named=lambda path: None) -> list[dict]:
+    """The rows of every .lean file under `prefix` of `repo` at its pin; `named(path)`: the one theorem to take."""
+    commit, rows = PINS[repo], []
     for path in tree_files(gitdir, commit, prefix):
         text = git(gitdir, "show", f"{commit}:{path}").decode("utf-8", errors="replace")
-        rows += rows_of_file(source, f"github.com/{repo}@{commit}:{path}", licence, text, named(path))
+        rows += rows_of_file(source, f"github.com/{repo}@{commit}:{path}", "Apache-2.0", text, named(path))
     return rows
 
 
+def theorem_named_by_file(path: str) -> str:
+    """miniCTX-v2 names each file after the theorem the prover proved in it (`Namespace.theorem.lean`)."""
+    return Path(path).stem.split(".")[-1]
+
+
 def seed_minif2f_rows(gitdir: str) -> list[dict]:
-    commit, rows = PINS["seed-prover"], []
+    commit, rows = PINS["ByteDance-Seed/Seed-Prover"], []
     archive = zipfile.ZipFile(io.BytesIO(git(gitdir, "show", f"{commit}:SeedProver/MiniF2F.zip")))
     for path in sorted(n for n in archive.namelist() if n.endswith(".lean") and not n.startswith("__MACOSX")):
         origin = f"github.com/ByteDance-Seed/Seed-Prover@{commit}:SeedProver/MiniF2F.zip:{path}"
@@ -139,24 +145,17 @@ def seed_minif2f_rows(gitdir: str) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    for name in ("mathlib", "compfiles", "seed-prover"):
-        parser.add_argument(f"--{name}", required=True, help=f"git dir holding {name} at {PINS[name]}")
+    for flag, repo in zip(("--mathlib", "--compfiles", "--seed-prover"), PINS, strict=True):
+        parser.add_argument(flag, required=True, help=f"git dir holding {repo} at {PINS[repo]}")
     args = parser.parse_args()
-    rows = git_rows("mathlib-archive", "leanprover-community/mathlib4", args.mathlib, "Archive", "Apache-2.0")
-    rows += git_rows("compfiles", "dwrensha/compfiles", args.compfiles, "Compfiles", "Apache-2.0")
+    rows = git_rows("mathlib-archive", "leanprover-community/mathlib4", args.mathlib, "Archive")
+    rows += git_rows("compfiles", "dwrensha/compfiles", args.compfiles, "Compfiles")
     rows += seed_minif2f_rows(args.seed_prover)
-    target = lambda path: Path(path).stem.split(".")[-1]  # noqa: E731 (the file names the proved theorem)
-    rows += git_rows(
-        "seed-prover-minictx-v2",
-        "ByteDance-Seed/Seed-Prover",
-        args.seed_prover,
-        "SeedProver/miniCTX-v2",
-        "Apache-2.0",
-        target,
-    )
-    with gzip.open(OUT, "wt", encoding="utf-8") as out:
-        for row in rows:
-            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    seed = "ByteDance-Seed/Seed-Prover"
+    rows += git_rows("seed-prover-minictx-v2", seed, args.seed_prover, "SeedProver/miniCTX-v2", theorem_named_by_file)
+    text = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    with gzip.GzipFile(OUT, "wb", mtime=0) as out:  # no timestamp: the same rows give the same bytes
+        out.write(text.encode("utf-8"))
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["source"]] = counts.get(row["source"], 0) + 1
