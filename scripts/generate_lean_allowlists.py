@@ -73,8 +73,8 @@ EVALUATES = re.compile(
     r"\bunsafe\s+(?:[\w.]*\.)?(?:evalExpr'?|evalTerm|evalConst)\b|\b(?:Meta|Term)\.evalExpr'?\b|\bIO\.Process\."
 )
 # Core declarations that the reference manual does not document, quoted verbatim from leanprover/lean4's src/
-# (Init/Tactics.lean, Init/Try.lean, Init/Grind/Tactics.lean) and read like a source file, rules included: used only
-# with --refman, in place of src/.
+# (Init/Tactics.lean, Init/Try.lean, Init/Grind/Tactics.lean, as a code index stores them, not necessarily at the
+# toolchain's tag) and read like a source file, rules included: used only with --refman, in place of src/.
 CORE_DECLARATIONS = """
 scoped syntax (name := withAnnotateState) "with_annotate_state " rawStx ppSpace tactic : tactic
 syntax (name := fail) "fail" (ppSpace str)? : tactic
@@ -97,6 +97,7 @@ OPTION_DECLARATION = re.compile(
     r"^[ \t]*(?:@\[[^\]\n]*\]\s*)?(?:public\s+)?register_(?:builtin_)?option\s+(?P<name>[^\s:]+)\s*:\s*(?P<type>\w+)",
     re.MULTILINE,
 )
+# Rule 5: name components of the options a proof may not set, whatever their type.
 DENIED_OPTION_PARTS = frozenset(
     "debug dev trace compiler interpreter bootstrap profiler diagnostics tacticAnalysis unsafe".split()
 )
@@ -108,8 +109,9 @@ OPTION_BOUNDS = {
     "exponentiation.threshold": 4096,
     "synthInstance.maxSize": 1024,
 }
-# Core `Bool` options, for a run with --refman (src/ unread): each named by the manual's {option} roles or used by
-# core's own tactics (`unhygienic` sets tactic.hygienic), with the type core declares it with.
+# Core `Bool` options, for a run with --refman (src/ unread), with the type core declares them with: the manual's
+# {option} roles name most; pp.all, pp.coercions, pp.numericTypes, pp.funBinderTypes and linter.unusedVariables
+# were on this project's hand-kept list before it was generated.
 CORE_OPTIONS = """
 register_builtin_option autoImplicit : Bool
 register_builtin_option relaxedAutoImplicit : Bool
