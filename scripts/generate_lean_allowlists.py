@@ -73,8 +73,9 @@ EVALUATES = re.compile(
     r"\bunsafe\s+(?:[\w.]*\.)?(?:evalExpr'?|evalTerm|evalConst)\b|\b(?:Meta|Term)\.evalExpr'?\b|\bIO\.Process\."
 )
 # Core declarations that the reference manual does not document, quoted verbatim from leanprover/lean4's src/
-# (Init/Tactics.lean, Init/Try.lean, Init/Grind/Tactics.lean, as a code index stores them, not necessarily at the
-# toolchain's tag) and read like a source file, rules included: used only with --refman, in place of src/.
+# (Init/Tactics.lean, Init/Try.lean, Init/Grind/Tactics.lean, Init/WFTactics.lean; a macro's first line only) as a
+# code index stores them, not necessarily at the toolchain's tag, and read like a source file, rules included: used
+# only with --refman, in place of src/.
 CORE_DECLARATIONS = """
 scoped syntax (name := withAnnotateState) "with_annotate_state " rawStx ppSpace tactic : tactic
 syntax (name := fail) "fail" (ppSpace str)? : tactic
@@ -90,6 +91,9 @@ syntax (name := attemptAllPar) "attempt_all_par " withPosition((ppDedent(ppLine)
 syntax (name := firstPar) "first_par " withPosition((ppDedent(ppLine) colGe "| " tacticSeq)+) : tactic
 syntax (name := tryResult) "try_suggestions " tactic* : tactic
 syntax (name := cutsat) "cutsat" optConfig : tactic
+syntax "decreasing_trivial_pre_omega" : tactic
+syntax "get_elem_tactic_extensible" : tactic
+macro "clean_wf" : tactic =>
 """
 # Manual entries naming a syntax kind whose name does not spell its leading atom.
 KIND_HEADS = {"traceMessage": "trace", "bvTraceMacro": "bv_decide?", "mintroMacro": "mintro", "convTactic": "conv"}
