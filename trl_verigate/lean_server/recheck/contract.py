@@ -332,9 +332,7 @@ class Rechecker:
     def metrics(self) -> dict[str, float]:
         """Cumulative `lean/...` metrics (see the module docstring)."""
         return {
-            "lean/rechecked": self.counters["rechecked"],
-            "lean/recheck_overturned": self.counters["recheck_overturned"],
-            "lean/recheck_checker_failures": self.counters["recheck_checker_failures"],
+            **{f"lean/{name}": count for name, count in self.counters.items()},
             "lean/recheck_seconds": self.seconds,
         }
 
