@@ -78,12 +78,30 @@ class Scopes:
     anywhere (what `#s` may take as a local: see `rules`)."""
 
     everywhere: frozenset[str] = frozenset()
-    spans: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    # Per name, the starts and the ends of its disjoint spans, in order: one lookup is a bisection.
+    spans: dict[str, tuple[list[int], list[int]]] = field(default_factory=dict)
     bound: frozenset[str] = frozenset()
 
     def binds(self, name: str, offset: int) -> bool:
         """Whether a binder of the proof covers `name` at character `offset`."""
-        return name in self.everywhere or any(start <= offset < end for start, end in self.spans.get(name, ()))
+        if name in self.everywhere:
+            return True
+        starts, ends = self.spans.get(name, ((), ()))
+        at = bisect.bisect_right(starts, offset) - 1
+        return at >= 0 and offset < ends[at]
+
+
+def _disjoint(spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """The union of `spans` as the starts and the ends of disjoint spans, in order."""
+    starts: list[int] = []
+    ends: list[int] = []
+    for start, end in sorted(spans):
+        if ends and start <= ends[-1]:
+            ends[-1] = max(ends[-1], end)
+        else:
+            starts.append(start)
+            ends.append(end)
+    return starts, ends
 
 
 def read_scopes(
@@ -92,9 +110,10 @@ def read_scopes(
     """The scopes of the binders of `names` among `layout.tokens[start:stop]`; `everywhere`: names bound for the whole
     range (the signature's)."""
     tokens = layout.tokens
-    reader = _ScopeReader(layout, len(tokens) if stop is None else stop)
+    stop = len(tokens) if stop is None else stop
+    reader = None  # read only where a binder of `names` stands
     spans: dict[str, list[tuple[int, int]]] = {}
-    for k in range(start, reader.stop):
+    for k in range(start, stop):
         token = tokens[k]
         if token.kind != "ident" or token.text not in names:
             continue
@@ -103,11 +122,12 @@ def read_scopes(
             continue
         named = spans.setdefault(token.text, [])
         named.append((token.start, token.end))  # the binder itself
+        reader = reader or _ScopeReader(layout, stop)
         scope = reader.scope(k, introducer)
         if scope is not None and scope[0] < scope[1]:
             named.append((tokens[scope[0]].start, tokens[scope[1] - 1].end))
-    bound = frozenset(bound_names(tokens[start : reader.stop])) | everywhere
-    return Scopes(everywhere, spans, bound)
+    bound = frozenset(bound_names(tokens[start:stop])) | everywhere
+    return Scopes(everywhere, {name: _disjoint(named) for name, named in spans.items()}, bound)
 
 
 class _ScopeReader:
