@@ -17,13 +17,14 @@ import time
 import httpx
 import pytest
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 
 from tests.adversarial import fake_repl_script, is_file_row, load_corpus
 from tests.fake_repl import repl_command, write_script
 from tests.launch import refused_url, serving
 from trl_verigate.lean_server import FileRequest, LeanClient, LeanServer, LeanServerConfig, ProofRequest
 from trl_verigate.lean_server.repl.process import ReplProcess
-from trl_verigate.lean_server.service.http import create_app
+from trl_verigate.lean_server.service.http import TextSafeJSONResponse, create_app
 from trl_verigate.prover_pool.service import PROGRESS_MIN_REQUESTS
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -289,6 +290,18 @@ def test_a_malformed_kimina_snippet_is_rejected_alone(url):
     assert "a int is not a request" in by_id["number"]["error"]
     assert "a NoneType is not a request" in by_id["none"]["error"]
     assert by_id["lone"]["status"] == "rejected" and "U+D800" in by_id["lone"]["reason"]
+
+
+def test_an_answer_holding_a_lone_surrogate_is_sent_escaped_not_as_an_error():
+    # A forged REPL answer may hold "\\ud800" (Lean's own strings cannot); UTF-8 cannot encode it.
+    content = {
+        "results": [{"status": "failed", "response": {"messages": [{"data": "x\ud800y"}]}}, {"status": "passed"}]
+    }
+    with pytest.raises(UnicodeEncodeError):
+        JSONResponse(content)
+    body = TextSafeJSONResponse(content).body
+    assert body.isascii() and json.loads(body) == content
+    assert TextSafeJSONResponse({"data": "ℕ"}).body == '{"data":"ℕ"}'.encode()
 
 
 def test_the_client_answers_unsendable_items_itself_and_sends_the_rest(url):
