@@ -6,7 +6,7 @@ import asyncio
 import pytest
 
 from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig
-from trl_verigate.coq.judge import judge, read_assumptions
+from trl_verigate.coq.judge import judge, read_assumptions, whitelisted
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.process import CoqProcess
 from trl_verigate.prover_pool.results import Tactic
@@ -110,3 +110,36 @@ def test_read_assumptions_reads_coqs_sections():
     assert read_assumptions(text) == (["classic"], ["f is assumed to be guarded."])
     assert read_assumptions("Closed under the global context") == ([], [])
     assert read_assumptions("something new") == ([], ["something new"])
+
+
+def test_read_assumptions_reads_an_axiom_whose_type_is_on_the_next_line():
+    # As coqc 8.16 prints it for an `lra` proof over the reals (copied from its output).
+    text = (
+        "Axioms:\nClassicalDedekindReals.sig_forall_dec\n  : forall P : nat -> Prop,\n"
+        "    (forall n : nat, {P n} + {~ P n}) ->\n    {n : nat | ~ P n} + {forall n : nat, P n}\n"
+        "functional_extensionality_dep\n  : forall (A : Type) (B : A -> Type) (f g : forall x : A, B x),\n"
+        "    (forall x : A, f x = g x) -> f = g"
+    )
+    assert read_assumptions(text) == (
+        ["ClassicalDedekindReals.sig_forall_dec", "functional_extensionality_dep"],
+        [],
+    )
+    # A lone word with no type after it is not an axiom the whitelist could excuse.
+    assert read_assumptions("Axioms:\nstray") == ([], ["stray"])
+
+
+@pytest.mark.parametrize(
+    "printed, whitelist, expected",
+    [
+        ("ClassicalDedekindReals.sig_forall_dec", ("sig_forall_dec",), True),
+        ("ClassicalDedekindReals.sig_forall_dec", ("Coq.Reals.ClassicalDedekindReals.sig_forall_dec",), True),
+        ("classic", ("Coq.Logic.Classical_Prop.classic",), True),
+        ("classic", ("classic",), True),
+        ("my_classic", ("classic",), False),
+        ("classic", ("sic",), False),
+        ("Other.sig_forall_dec_bis", ("sig_forall_dec",), False),
+        ("classic", (), False),
+    ],
+)
+def test_the_whitelist_matches_an_axiom_by_its_name_under_any_qualification(printed, whitelist, expected):
+    assert whitelisted(printed, whitelist) is expected

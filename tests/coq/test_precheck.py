@@ -88,3 +88,49 @@ def test_print_assumptions_sampling_is_seeded_and_near_the_fraction():
     again = [prepared(f"intros n. idtac {i}. lia.", config=config).code.print_assumptions for i in range(400)]
     assert picks == again and 60 < sum(picks) < 140
     assert prepared("auto.").code.print_assumptions  # the default: always
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "intros x y H. Z.swap_greater. exact H.",
+        "intros. Z.div_mod_to_equations. lia.",
+        "intros. Z.to_euclidean_division_equations. lia.",
+        "intros. Nat.order.",
+        "intros. Lia.lia.",  # a qualified form of an allowed tactic
+        "intros. Coq.micromega.Lia.lia.",
+        "2: Z.swap_greater.",
+        "Proof .\n  intros n. lia.\nQed .",
+        "Proof.\r\n  intros n.\r\n  lia.\r\nDefined.\r\n",
+        "intros n. now_show (n + 0 = n). lia.",
+    ],
+)
+def test_honest_shapes_an_adversarial_review_saw_refused_get_through(proof):
+    assert isinstance(prepared(proof), Prepared), prepared(proof)
+
+
+def test_a_qualified_name_off_the_list_is_refused_as_a_tactic_not_a_command():
+    result = prepared("intros. Z.my_tactic.")
+    assert result.status == "rejected" and "`Z.my_tactic` is not an allowed tactic" in result.reason
+    config = CoqServerConfig(workers=1, extra_tactics=["Z.my_tactic"])
+    assert isinstance(prepared("intros. Z.my_tactic.", config=config), Prepared)
+
+
+def test_the_wrapper_with_a_space_is_not_a_step():
+    result = prepared("Proof .\n  intros n. lia.\nQed .")
+    assert [t.text for t in result.tactics] == ["intros n.", "lia."]
+
+
+@pytest.mark.parametrize("statement, name", [("Theorem αβ : True.", "αβ"), ("Lemma éa' : True.", "éa'")])
+def test_a_theorem_name_may_start_with_any_letter(statement, name):
+    assert statement_name(statement) == name
+    assert prepared("exact I.", statement=statement).code.name == name
+
+
+@pytest.mark.parametrize(
+    "proof, what",
+    [("intros n.\rlia.", "'\\r'"), ("intros n.\x00 lia.", "'\\x00'"), ("intros \ud800.", "lone surrogate")],
+)
+def test_text_the_protocol_cannot_carry_is_rejected(proof, what):
+    result = prepared(proof)
+    assert result.status == "rejected" and what in result.reason
