@@ -49,6 +49,8 @@ SHAPES: dict[str, Callable[[int], Request]] = {
     # configuration read again by the rules of the level around it.
     "nested_dischargers": lambda n: _proof(repeated(_nested("simp (disch := ", ")", 30) + "\n", n)),
     "nested_aesop_by": lambda n: _proof(repeated(_nested("aesop (add safe apply (by ", "))", 15) + "\n", n)),
+    # One tactic with many configuration items: each item's tactics are found among the tactic's nested ones.
+    "many_items": lambda n: _proof(repeated("(disch := positivity) (maxSteps := 10)", n, "  simp ", "", " ")),
     # Binders named like a meta namespace, each with its scope: every occurrence is looked up among them.
     "io_binders": lambda n: _proof(repeated("  have := fun (IO : ℕ) => IO.succ + IO\n", n, "", "  exact h")),
     "nested_config_braces": lambda n: _proof(

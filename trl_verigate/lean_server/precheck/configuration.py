@@ -17,6 +17,8 @@ the tactic allow-list. Each of their tactics starts with a word that starts no t
 
 from __future__ import annotations
 
+import bisect
+
 from trl_verigate.lean_server.precheck.brackets import MAX_NESTING, OPENERS
 from trl_verigate.lean_server.precheck.grammar import TACTIC_BRACKETS, TACTIC_VALUED_ITEMS
 from trl_verigate.lean_server.precheck.layout import Node, ProofLayout
@@ -60,13 +62,14 @@ def check_configuration(layout: ProofLayout, node: Node, policy: Policy) -> None
                     "Aesop's `tactic` rule builder", tokens[j].start, ": it runs the constant it names as a tactic"
                 )
     nested = {child.first: child.end for child in node.children}
+    firsts = [child.first for child in node.children]
     k, after_term = node.first + 1, False
     while k < node.end:
         token = tokens[k]
         if k in nested:  # a nested tactic block (`by …`, `· …`, an alternative's `=>` block): a term to what follows
             k, after_term = nested[k], True
         elif token.text == "(" and k + 2 < node.end and tokens[k + 1].kind == "ident" and tokens[k + 2].text == ":=":
-            _check_item(layout, node, k, policy, named_argument=after_term)
+            _check_item(layout, node, k, policy, after_term, firsts)
             k = closers[k] + 1
         elif token.text in ("+", "-") and not after_term and _flag(tokens, k):
             k += 2
@@ -94,13 +97,17 @@ def _ends_term(tokens: list[Token], k: int) -> bool:
     return token.kind in ("number", "string", "char")
 
 
-def _check_item(layout: ProofLayout, node: Node, k: int, policy: Policy, named_argument: bool) -> None:
+def _check_item(
+    layout: ProofLayout, node: Node, k: int, policy: Policy, named_argument: bool, firsts: list[int]
+) -> None:
     """The item `(NAME := …)` at token k: a tactic block for the tactic-valued names; otherwise, unless it is a named
-    argument, a literal (and an option's value within the option's bound)."""
+    argument, a literal (and an option's value within the option's bound). `firsts`: the first token of each of the
+    tactic's nested tactics."""
     tokens, close = layout.tokens, layout.closers[k]
     name = tokens[k + 1].text
     if name in TACTIC_VALUED_ITEMS:
-        _check_tactic_item(layout, node, k, close)
+        inside = node.children[bisect.bisect_right(firsts, k) : bisect.bisect_left(firsts, close)]
+        _check_tactic_item(layout, k, inside)
     elif named_argument:
         return
     elif name == "rule_sets" and tokens[node.first].text.startswith("aesop"):
@@ -112,9 +119,10 @@ def _check_item(layout: ProofLayout, node: Node, k: int, policy: Policy, named_a
         check_configured_options(tokens, k + 1, close, policy)
 
 
-def _check_tactic_item(layout: ProofLayout, node: Node, k: int, close: int) -> None:
-    """A `(disch := …)` item's tactics, and those of the brackets among them, start as no term does."""
-    pending = [child for child in node.children if k < child.first < close]
+def _check_tactic_item(layout: ProofLayout, k: int, tactics: list[Node]) -> None:
+    """The tactics of the `(disch := …)` item at token k, and those of the brackets among them, start as no term
+    does."""
+    pending = list(tactics)
     while pending:
         tactic = pending.pop()
         head = layout.tokens[tactic.first]
