@@ -104,7 +104,9 @@ def main() -> None:
 
     passed = sum(result.passed for result in results)
     policies = Counter(p for p in (policy(r, set(library)) for r in results if not r.passed) if p is not None)
-    wrong = [(lemma, r) for lemma, r in zip(lemmas, results, strict=True) if not r.passed and policy(r, set(library)) is None]
+    wrong = [
+        (lemma, r) for lemma, r in zip(lemmas, results, strict=True) if not r.passed and policy(r, set(library)) is None
+    ]
     rate = len(wrong) / max(len(lemmas), 1)
     print(f"{len(lemmas)} standard-library lemmas with their own proofs (Coq 8.16.1, {CORPUS.relative_to(REPO)})")
     print(f"  passed                : {passed}")
@@ -115,7 +117,9 @@ def main() -> None:
         f"  with the shipped allow-list alone, {need_library.count('library tactic not on the shipped allow-list')} "
         f"more are refused for a library tactic ({len(library)} names in theories/; extra_tactics allows them)"
     )
-    print(f"  wrong refusals        : {len(wrong)} ({rate:.2%})  target <= {TARGET:.0%}: {'PASS' if rate <= TARGET else 'FAIL'}")
+    print(
+        f"  wrong refusals        : {len(wrong)} ({rate:.2%})  target <= {TARGET:.0%}: {'PASS' if rate <= TARGET else 'FAIL'}"
+    )
     for name, count in Counter(category(r) for _, r in wrong).most_common():
         example = next(lemma["source"] for lemma, r in wrong if category(r) == name)
         print(f"    {count:4d}  {name}  (e.g. {example})")

@@ -154,7 +154,9 @@ TARGET_HEAVY_RATIO = 1.5
 
 def heavy_recheck(config: CoqServerConfig, rounds: int) -> None:
     """The mixed call (heavy + 12 honest) against the heavy pass alone and the honest ones alone, interleaved."""
-    honest = [CoqProofRequest(f"Theorem honest_{k} : forall n : nat, n + 0 = n.", PROOF_STYLES[k % 3]) for k in range(12)]
+    honest = [
+        CoqProofRequest(f"Theorem honest_{k} : forall n : nat, n + 0 = n.", PROOF_STYLES[k % 3]) for k in range(12)
+    ]
     heavy = CoqProofRequest("Theorem heavy : forall n : nat, n + 0 = n.", HEAVY_PROOF)
     heavy_rechecks, rest_calls, mixed_calls = [], [], []
     with CoqServer(config) as server:

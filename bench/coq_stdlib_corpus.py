@@ -137,9 +137,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="coqc processes at a time (default: 2)")
     args = parser.parse_args()
     theories = theories_dir()
-    candidates = [
-        lemma for path in sorted(theories.rglob("*.v")) for lemma in lemmas_of(path, theories, args.per_file)
-    ]
+    candidates = [lemma for path in sorted(theories.rglob("*.v")) for lemma in lemmas_of(path, theories, args.per_file)]
     print(f"{len(candidates)} candidate lemmas from {theories}", flush=True)
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         verdicts = list(pool.map(compiles_alone, candidates))

@@ -19,7 +19,7 @@ MALFORMED = {
     "combining_marks_64_kib": "\u0301" * (64 << 10),
     "combining_marks_after_a_tactic": "intros n. lia." + "\u0301" * 20_000,
     "lone_carriage_return": "intros n.\rlia.",
-    "escape_character": "intros n. idtac \"\x1b[2J\". lia.",
+    "escape_character": 'intros n. idtac "\x1b[2J". lia.',
 }
 
 

@@ -37,7 +37,7 @@ def _char_offset(sentence: str, byte_offset: int) -> int:
 def read_assumptions(text: str) -> tuple[list[str], list[str]]:
     """(axiom names, other findings such as "f is assumed to be guarded.") from `Print Assumptions` output.
 
-    An axiom is a line that starts with its name: `classic : forall P : Prop, P \/ ~ P`, or the name alone with
+    An axiom is a line that starts with its name: `classic : forall P : Prop, P \\/ ~ P`, or the name alone with
     the type on the next, indented lines (`functional_extensionality_dep` then `  : forall ...`)."""
     if text.strip() == CLOSED:
         return [], []
@@ -65,9 +65,7 @@ def whitelisted(name: str, whitelist: tuple[str, ...]) -> bool:
     qualified form of it, either way round (`sig_forall_dec` and `Coq.Reals.ClassicalDedekindReals.sig_forall_dec`
     both match the printed `ClassicalDedekindReals.sig_forall_dec`; Coq prints the shortest name that is not
     ambiguous)."""
-    return any(
-        entry == name or entry.endswith("." + name) or name.endswith("." + entry) for entry in whitelist
-    )
+    return any(entry == name or entry.endswith("." + name) or name.endswith("." + entry) for entry in whitelist)
 
 
 def judge(prepared: Prepared, response: dict, config: CoqServerConfig, time_s: float) -> VerificationResult:
