@@ -111,3 +111,23 @@ def test_a_pass_over_the_recheck_memory_limit_fails_and_is_not_a_checker_failure
     assert result.status == "failed", result.reason
     assert "recheck_memory_limit_mb=800" in result.reason and "ran out of its memory" in result.reason
     assert metrics["coq/recheck_checker_failures"] == 0
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_rechecks_run_side_by_side_up_to_recheck_workers(monkeypatch, slots):
+    in_flight, most = 0, 0
+    check = CoqRechecker._check
+
+    async def counted(self, candidate):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            return await check(self, candidate)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(CoqRechecker, "_check", counted)
+    results, _ = recheck([candidate(["intros n.", "lia."])] * 3, recheck_workers=slots)
+    assert [r.status for r in results] == ["passed"] * 3
+    assert most == slots
