@@ -1031,7 +1031,8 @@ def test_the_allow_lists_alone_refuse_every_tactic_position_attack():
     tactic_attacks = [
         row
         for row in load_corpus()
-        if row["expect"] == "rejected" and "not on the allow-list" in prepare(request_of(row), MINIF2F_HEADER).reason
+        if row["expect"] == "rejected"
+        and "not on the allow-list" in getattr(prepare(request_of(row), MINIF2F_HEADER), "reason", "")
     ]
     assert len(tactic_attacks) >= 15, len(tactic_attacks)
     for row in tactic_attacks:
@@ -1122,7 +1123,7 @@ def test_every_aesop_rule_names_a_builder(proof, accepted):
     [
         "  try obtain\n  plausible",
         "  try rcases\n  run_tac pure ()",
-        "  try have\n  polyrith",
+        "  try have\n  run_tac pure ()",
         "  norm_num\n  try replace\n  stop",
         "  try suffices\n  plausible",
         "  try let\n  plausible",
