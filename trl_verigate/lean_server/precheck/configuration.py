@@ -73,7 +73,7 @@ def check_configuration(layout: ProofLayout, node: Node, policy: Policy) -> None
             k = closers[k] + 1
         elif token.text in ("+", "-") and not after_term and _flag(tokens, k):
             k += 2
-        elif aesop and token.text == "(" and tokens[k + 1].text in ("add", "erase"):
+        elif aesop and token.text == "(" and k + 1 < node.end and tokens[k + 1].text in ("add", "erase"):
             if tokens[k + 1].text == "add":
                 check_aesop_rules(layout, k + 2, closers[k])
             k = closers[k] + 1
