@@ -112,6 +112,24 @@ class CoqTool(CoqToolProcess):
             await self.close()
 
 
+def tool_settings(config: CoqServerConfig) -> CoqServerConfig:
+    """The settings coqc and coqchk run under: the workers', with the recheck's own memory limit."""
+    return dataclasses.replace(config, memory_limit_mb=config.recheck_memory_limit_mb)
+
+
+async def compile_source(config: CoqServerConfig, source: str, timeout: float) -> tuple[ToolOutput, bytes | None]:
+    """coqc's output on `source` (as the library VG.Pass) and the `.vo` it wrote, or None."""
+    coqc = [*config.coqc_command, "-q", "-native-compiler", "no", "-R", "{scratch}", LIBRARY, f"{{scratch}}/{MODULE}.v"]
+    return await CoqTool(tool_settings(config), {f"{MODULE}.v": source}).run(coqc, timeout, keep=f"{MODULE}.vo")
+
+
+async def kernel_check(config: CoqServerConfig, vo: bytes, timeout: float) -> ToolOutput:
+    """coqchk's output on the compiled VG.Pass; it prints its context summary on stderr."""
+    coqchk = [*config.coqchk_command, "-silent", "-o", "-R", "{scratch}", LIBRARY, "-norec", f"{LIBRARY}.{MODULE}"]
+    checked, _ = await CoqTool(tool_settings(config), {f"{MODULE}.vo": vo}).run(coqchk, timeout)
+    return checked
+
+
 def pass_source(header: str, prepared: Prepared, nonce: str) -> str:
     """The file coqc compiles. A pass whose `Print Assumptions` coqidetop skipped (`print_assumptions="sample"` or
     "never") gets one here, so the axiom whitelist holds for every pass the recheck confirms."""
@@ -180,8 +198,6 @@ class CoqRechecker:
 
     def __init__(self, config: CoqServerConfig):
         self.config = config
-        # coqc and coqchk run as workers do, under the recheck's own memory limit.
-        self._tool_settings = dataclasses.replace(config, memory_limit_mb=config.recheck_memory_limit_mb)
         self._slots: asyncio.Semaphore | None = None
         self.counters = {"rechecked": 0, "recheck_overturned": 0, "recheck_checker_failures": 0}
         self.seconds = 0.0
@@ -240,20 +256,13 @@ class CoqRechecker:
         nonce = secrets.token_hex(8)
         prepared = candidate.prepared
         source = pass_source(prepared.header, prepared, nonce)
-        coqc = [*self.config.coqc_command, "-q", "-native-compiler", "no", "-R", "{scratch}", LIBRARY]
-        output, vo = await CoqTool(self._tool_settings, {f"{MODULE}.v": source}).run(
-            [*coqc, f"{{scratch}}/{MODULE}.v"], self.config.recheck_timeout, keep=f"{MODULE}.vo"
-        )
+        output, vo = await compile_source(self.config, source, self.config.recheck_timeout)
         if output.returncode != 0 or vo is None:
             tail = (output.stdout + output.stderr)[-OUTPUT_TAIL:]
             if output.out_of_memory:
                 raise CheckerFailure(f"coqc ran out of its memory: {tail}", costly=True)
             return f"coqc refused it (exit {output.returncode}): {tail}"
-        coqchk = [*self.config.coqchk_command, "-silent", "-o", "-R", "{scratch}", LIBRARY, "-norec"]
-        checked, _ = await CoqTool(self._tool_settings, {f"{MODULE}.vo": vo}).run(
-            [*coqchk, f"{LIBRARY}.{MODULE}"], max(deadline - time.monotonic(), 0.001)
-        )
-        # coqchk prints its summary on stderr.
+        checked = await kernel_check(self.config, vo, max(deadline - time.monotonic(), 0.001))
         try:
             problems = summary_problems(checked.stdout + "\n" + checked.stderr)
         except CheckerFailure as error:
@@ -283,20 +292,15 @@ async def header_axioms(config: CoqServerConfig, header: str) -> list[str]:
     coqchk's summary of a file that is only the header lists every axiom loaded, and with them the fields of
     opaquely sealed modules (`ssrunder`'s, the Reals' `RbaseSymbolsImpl`), which have bodies: `Print Assumptions`
     on each keeps the axioms ("Closed under the global context" for a field)."""
-    settings = dataclasses.replace(config, memory_limit_mb=config.recheck_memory_limit_mb)
-    coqc = [*config.coqc_command, "-q", "-native-compiler", "no", "-R", "{scratch}", LIBRARY, f"{{scratch}}/{MODULE}.v"]
-    output, vo = await CoqTool(settings, {f"{MODULE}.v": header.strip() + "\n"}).run(
-        coqc, config.recheck_timeout, keep=f"{MODULE}.vo"
-    )
+    output, vo = await compile_source(config, header.strip() + "\n", config.recheck_timeout)
     if output.returncode != 0 or vo is None:
         raise CheckerFailure(f"coqc could not compile the header: {(output.stdout + output.stderr)[-OUTPUT_TAIL:]}")
-    coqchk = [*config.coqchk_command, "-silent", "-o", "-R", "{scratch}", LIBRARY, "-norec", f"{LIBRARY}.{MODULE}"]
-    checked, _ = await CoqTool(settings, {f"{MODULE}.vo": vo}).run(coqchk, config.recheck_timeout)
+    checked = await kernel_check(config, vo, config.recheck_timeout)
     listed = summary_sections(checked.stdout + "\n" + checked.stderr)["Axioms"]
     if not listed:
         return []
     queries = "\n".join([header.strip(), *(f"Print Assumptions {name}." for name in listed)]) + "\n"
-    printed, _ = await CoqTool(settings, {f"{MODULE}.v": queries}).run(coqc, config.recheck_timeout)
+    printed, _ = await compile_source(config, queries, config.recheck_timeout)
     if printed.returncode != 0:
         raise CheckerFailure(f"coqc could not print the header's assumptions: {printed.stderr[-OUTPUT_TAIL:]}")
     return sorted(set(read_assumptions(printed.stdout)[0]))
