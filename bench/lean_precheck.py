@@ -32,9 +32,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # `tests` is a package
 
 from tests.precheck_shapes import REJECTED_SHAPES, SHAPES, request_size  # noqa: E402
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
 from trl_verigate.lean_server.precheck import PrecheckError, policy, prepare  # noqa: E402
 from trl_verigate.lean_server.precheck.tokens import tokenize  # noqa: E402
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, VerificationResult  # noqa: E402
 
 # Above this geometric mean of the last two doubling ratios a shape counts as quadratic (linear: 2, quadratic: 4).
 QUADRATIC_RATIO = 3.0

@@ -21,8 +21,8 @@ import json
 from pathlib import Path
 
 from tests.lean_helpers import prepare
-from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.core.types import FileRequest, ProofRequest, Request
+from trl_verigate.lean_server.precheck.prepared import Prepared
 
 CORPUS = Path(__file__).resolve().parent / "data" / "adversarial_proofs.jsonl"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, Request
 from trl_verigate.lean_server.precheck import policy
 from trl_verigate.lean_server.precheck import prepare as _prepare
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, Request
 
 # A complete miniF2F-style file: the default header, a docstring, one theorem.
 FILE = MINIF2F_HEADER + "\n\n/-- The sum. -/\ntheorem mathd_t (x : ℕ) (h₀ : x = 3) : x + 1 = 4 := by\n  subst h₀\n  rfl"

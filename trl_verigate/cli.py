@@ -15,10 +15,10 @@ from trl_verigate.cli_parser import OneLineErrorParser
 from trl_verigate.coq.doctor import add_parser as _add_coq_doctor
 from trl_verigate.es.export import add_parser as _add_es_export
 from trl_verigate.evaluate.command import add_parser as _add_evaluate
-from trl_verigate.lean_server.cli.options import add_lean_options, config_from_args
 from trl_verigate.lean_server.cli.doctor import add_parser as _add_lean_doctor
-from trl_verigate.lean_server.recheck import backends as recheck_backends
+from trl_verigate.lean_server.cli.options import add_lean_options, config_from_args
 from trl_verigate.lean_server.core.types import LeanServerConfig
+from trl_verigate.lean_server.recheck import backends as recheck_backends
 
 # ---------------------------------------------------------------- lean-server
 

@@ -45,10 +45,10 @@ from tests.launch import REPO_ROOT, load_recipe, serving
 from tests.lean_helpers import prepare
 from trl_verigate import cli
 from trl_verigate.lean_server import cli_options
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, FileRequest, ProofRequest, VerificationResult
 from trl_verigate.lean_server.service.client import LeanClient
 from trl_verigate.lean_server.service.http import create_app
 from trl_verigate.lean_server.service.server import LeanServer
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, FileRequest, ProofRequest, VerificationResult
 
 DOCS = REPO_ROOT / "docs"
 GUIDE = DOCS / "lean_setup.md"

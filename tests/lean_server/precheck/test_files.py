@@ -4,8 +4,6 @@ statement and header a `FileRequest` is held to, and what reaches the REPL."""
 import pytest
 
 from tests.lean_helpers import FILE, prepare
-from trl_verigate.lean_server.verdict.judging import judge
-from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.core.types import (
     MINIF2F_HEADER,
     FileRequest,
@@ -13,6 +11,8 @@ from trl_verigate.lean_server.core.types import (
     ProofRequest,
     VerificationResult,
 )
+from trl_verigate.lean_server.precheck.prepared import Prepared
+from trl_verigate.lean_server.verdict.judging import judge
 
 IMPORTS = "import Mathlib\nimport Aesop"
 PREAMBLE = "set_option maxHeartbeats 400000\nopen BigOperators Real Nat Topology Rat"

@@ -24,10 +24,10 @@ import pytest
 import trl_verigate.lean_server as lean_server
 from tests.lean_helpers import prepare
 from tests.precheck_shapes import REJECTED_SHAPES, SHAPES, repeated, request_size
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
 from trl_verigate.lean_server.precheck.layout import parse_proof
 from trl_verigate.lean_server.precheck.prepared import Prepared
 from trl_verigate.lean_server.precheck.tokens import tokenize
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, Request, VerificationResult
 
 
 def split_proof(proof: str):

@@ -6,10 +6,10 @@ import pytest
 
 from tests.launch import TESTS_DIR
 from tests.lean_helpers import prepare
+from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, VerificationResult
 from trl_verigate.lean_server.precheck import policy
 from trl_verigate.lean_server.precheck.prepared import EXAMPLE_NAME, Prepared
 from trl_verigate.lean_server.precheck.tokens import tokenize
-from trl_verigate.lean_server.core.types import MINIF2F_HEADER, ProofRequest, VerificationResult
 
 LEGITIMATE = [
     ("theorem t (n : ℕ) (h₀ : n % 5 = 3) : 2 * n % 5 = 1 := by", "  omega"),
@@ -1152,7 +1152,6 @@ def test_a_calc_step_at_the_block_column_starts_as_no_tactic_does(proof, accepte
 # ------------------------------------------------------------ the keyword backstop
 
 LAYOUT_MISSES = [
-    "  norm_num\n  .plausible",  # a bullet glued to its tactic
     "  first\n  |plausible\n  | rfl",  # a bar without a space
     "  intro\n  | _ => plausible",  # `intro` with match alternatives
     "  cases h with plausible\n  | inl => rfl\n  | inr => rfl",  # the optional tactic after `with`
