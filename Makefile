@@ -81,12 +81,15 @@ bench-peers: $(STAMP)
 	$(PIP) install -q -r bench/requirements-peers.txt
 	$(PY) bench/lean_peers.py
 
-# The first thing to run on a new cluster: the GPU paths (ES with vLLM, bf16 under DDP, ZeRO-3 PRM, evaluate) on one GPU
-# in at most 10 minutes, a PASS/FAIL table with figures (docs/gpu.md). Needs `pip install -e '.[vllm]'` and the hub for
-# the default 0.5B policy, or MODEL=/path/to/a/local/model. Without a GPU it says so and exits 0.
-MODEL ?= Qwen/Qwen2.5-0.5B-Instruct
-gpu-check: $(STAMP) $(TINY_DIR)/.built
-	HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0 $(PY) scripts/gpu_check.py --model $(MODEL) --tiny $(TINY_DIR)
+# The first thing to run on a new cluster: the GPU paths (trainer steps, PRMs in fp32/bf16, PEFT sync drift, ES cost,
+# ES/VeriGate/evaluate on vLLM, ZeRO-3 PRM) on one GPU in at most 10 minutes, a PASS/FAIL/SKIP table (docs/gpu.md).
+# Offline and without installing anything: it runs wherever the package imports (this venv if built, else python3),
+# on models it builds locally; MODEL=/path/to/model checks a local policy, MODEL=org/name downloads that one.
+# Without a GPU it says so and exits 0.
+MODEL ?=
+GPU_CHECK_PY := $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	$(if $(MODEL),HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0,) $(GPU_CHECK_PY) -m trl_verigate.gpu_check $(if $(MODEL),--model $(MODEL),)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check trl_verigate tests bench recipes experiments scripts

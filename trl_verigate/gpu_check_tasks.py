@@ -1,8 +1,8 @@
-"""The checks `make gpu-check` runs (scripts/gpu_check.py), one per process: `python scripts/gpu_check_tasks.py TASK`.
+"""The checks `python -m trl_verigate.gpu_check` runs, one per process: `python -m trl_verigate.gpu_check_tasks TASK`.
 
 Each task writes {"rows": [{"check", "status": PASS|FAIL|SKIP, "figures", "data"}]} to --json. On --device cpu they run on
-the CPU (noise: es_noise against a second computation through its chunk seam; ES and VeriGate with vLLM need
---fake-vllm, the stand-in of tests/fake_vllm.py), which is how tests/test_gpu_check.py rehearses them on a machine without a GPU.
+the CPU (noise: the torch ops against the C kernel; the vLLM ones need --fake-vllm, the stand-in of
+tests/fake_vllm.py), which is how tests/test_gpu_check.py rehearses them on a machine without a GPU.
 
     noise           ε on the device bit-equal to ε on the CPU for the same (seed, name, shape), past 2^31 elements
     es_vllm         member weights reach the vLLM engine; the es/seconds_* split; one member twice, one seed, the
@@ -11,8 +11,9 @@ the CPU (noise: es_noise against a second computation through its chunk seam; ES
                     DDP) changes the weights; pure bf16 weights beside it
     verigate_vllm   VeriGate with colocate vLLM for 3 steps with the tiny PRM
     evaluate_vllm   `trl-verigate evaluate math --backend vllm` on 16 problems
-    zero3_prm       the PRM's DeepSpeed ZeRO-3 parameter-fetch trace after 1 and after 50 scoring calls (launch under
-                    `accelerate launch --config_file recipes/accelerate/zero3.yaml`)
+    zero3_prm       the PRM's DeepSpeed ZeRO-3 parameter-fetch trace after 1 and after 50 scoring calls, and a PRM
+                    dtype other than DeepSpeed's refused (launched by gpu_check under `accelerate launch`, ZeRO-3)
+    prm_dtypes, peft_drift, trainer_steps, es_cost: see trl_verigate.gpu_check_training
 """
 
 from __future__ import annotations
@@ -25,20 +26,21 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-MATH_DATA = REPO_ROOT / "recipes" / "tiny" / "math_tiny.jsonl"
-TASKS = ("noise", "es_vllm", "ddp_dtype_step", "verigate_vllm", "evaluate_vllm", "zero3_prm")
+import torch
 
-
-def row(check: str, passed: bool | None, figures: str, **data) -> dict:
-    """One line of the table; `data` keeps the figures as numbers for whoever reads the JSON."""
-    status = "SKIP" if passed is None else "PASS" if passed else "FAIL"
-    return {"check": check, "status": status, "figures": figures, "data": data}
+from trl_verigate.gpu_check_common import (
+    install_fake_vllm,
+    length_reward,
+    math_dataset,
+    math_rows,
+    row,
+    training_device_settings,
+)
+from trl_verigate.gpu_check_training import TRAINING_TASKS
 
 
 def cpu_reference_noise(seed: int, name: str, runs: list[tuple[int, int]]):
     """ε at the element counters of each (first counter, length) run, concatenated, computed on the CPU."""
-    import torch
 
     from trl_verigate.es import noise
 
@@ -51,7 +53,6 @@ def cpu_reference_noise(seed: int, name: str, runs: list[tuple[int, int]]):
 
 
 def task_noise(args) -> list[dict]:
-    import torch
 
     from trl_verigate.es import noise
 
@@ -104,45 +105,9 @@ def task_noise(args) -> list[dict]:
     return [row("noise: device == CPU, bit for bit", differing == 0 and big_differing == 0, figures)]
 
 
-def install_fake_vllm() -> None:
-    sys.path.insert(0, str(REPO_ROOT))  # `tests` is a package
-    from tests import fake_vllm
-
-    fake_vllm.patch_vllm(setattr, lambda mapping, key, value: mapping.__setitem__(key, value))
-
-
-def vllm_missing(args) -> str | None:
-    """Why the vLLM checks cannot run here, or None (after installing the stand-in with --fake-vllm)."""
-    if args.fake_vllm:
-        install_fake_vllm()
-        return None
-    try:
-        import vllm  # noqa: F401
-    except ImportError as error:
-        return f"vllm cannot be imported ({error}); pip install -e '.[vllm]'"
-    return None
-
-
-def not_run(args, check: str, why: str) -> dict:
-    """A check that cannot run: a failure on a GPU (it is what gpu-check is for), skipped in a CPU rehearsal."""
-    return row(check, False if args.device == "cuda" else None, why)
-
-
-def training_device_settings(args) -> dict:
-    """TrainingArguments for this device: bf16 autocast on a GPU, plain fp32 on the CPU."""
-    return {"use_cpu": True, "bf16": False} if args.device == "cpu" else {"bf16": True}
-
-
-def length_reward(completions, **kwargs):
-    return [min(len(text), 200) / 200 for text in completions]
-
-
 def task_es_vllm(args) -> list[dict]:
-    missing = vllm_missing(args)
     checks = ("es: member weights reach vLLM", "es: es/seconds_* split", "es: one member, one seed, same completions")
-    if missing:
-        return [not_run(args, check, missing) for check in checks]
-    import torch
+    install_fake_vllm(args)
     from datasets import Dataset
 
     from trl_verigate.es import perturb, population_seeds, write_master
@@ -227,7 +192,6 @@ def task_es_vllm(args) -> list[dict]:
 
 
 def task_ddp_dtype_step(args) -> list[dict]:
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.model)
@@ -253,27 +217,9 @@ def task_ddp_dtype_step(args) -> list[dict]:
     return [row("ddp: one optimizer step changes the weights", fp32 > 0.5, figures)]
 
 
-def math_prompts(limit: int):
-    from datasets import Dataset
-
-    rows = [json.loads(line) for line in MATH_DATA.read_text().splitlines()][:limit]
-    system = "Solve the problem step by step, separating steps with a blank line, and put the answer in \\boxed{}."
-    return Dataset.from_list(
-        [
-            {
-                "prompt": [{"role": "system", "content": system}, {"role": "user", "content": r["problem"]}],
-                "solution": r["solution"],
-            }
-            for r in rows
-        ]
-    )
-
-
 def task_verigate_vllm(args) -> list[dict]:
     check = "verigate: colocate vLLM, 3 steps, tiny PRM"
-    missing = vllm_missing(args)
-    if missing:
-        return [not_run(args, check, missing)]
+    install_fake_vllm(args)
     from trl_verigate import VeriGateConfig, VeriGateGRPOTrainer, accuracy_reward
 
     config = VeriGateConfig(
@@ -298,7 +244,7 @@ def task_verigate_vllm(args) -> list[dict]:
     )
     started = time.perf_counter()
     trainer = VeriGateGRPOTrainer(
-        model=args.model, reward_funcs=[accuracy_reward], args=config, train_dataset=math_prompts(32)
+        model=args.model, reward_funcs=[accuracy_reward], args=config, train_dataset=math_dataset(32)
     )
     trainer.train()
     steps = [entry for entry in trainer.state.log_history if "verigate/gate_rate" in entry]
@@ -313,15 +259,16 @@ def task_verigate_vllm(args) -> list[dict]:
 
 def task_evaluate_vllm(args) -> list[dict]:
     check = "evaluate math --backend vllm, 16 problems"
-    missing = vllm_missing(args)
-    if missing:
-        return [not_run(args, check, missing)]
+    install_fake_vllm(args)
     from trl_verigate.cli import main
 
-    output = Path(tempfile.mkdtemp(prefix="gpu_check_evaluate_")) / "out"
+    folder = Path(tempfile.mkdtemp(prefix="gpu_check_evaluate_"))
+    problems = folder / "problems.jsonl"
+    problems.write_text("".join(json.dumps(problem) + "\n" for problem in math_rows(16)))
+    output = folder / "out"
     started = time.perf_counter()
     code = main(
-        ["evaluate", "math", "--model", args.model, "--dataset", str(MATH_DATA), "--limit", "16", "--backend", "vllm"]
+        ["evaluate", "math", "--model", args.model, "--dataset", str(problems), "--limit", "16", "--backend", "vllm"]
         + ["--n", "2", "--k", "1,2", "--max-new-tokens", str(args.max_tokens), "--output", str(output), "--no-progress"]
     )
     summary = json.loads((output / "summary.json").read_text())
@@ -369,9 +316,9 @@ def task_zero3_prm(args) -> list[dict]:
     )
     # In bf16 on a GPU, as the training recipes load their PRM (prm_torch_dtype: bfloat16).
     dtype = None if args.device == "cpu" else "bfloat16"
-    scorer = QwenMathPRM(
-        str(Path(args.tiny) / "prm_qwen_math"), device=accelerator.device, batch_size=4, torch_dtype=dtype
-    )
+    path = str(Path(args.tiny) / "prm_qwen_math")
+    scorer = QwenMathPRM(path, device=accelerator.device, batch_size=4, torch_dtype=dtype)
+    dtype_row = zero3_dtype_row(scorer, path, accelerator.device)
     scorer.model = prepare_deepspeed(scorer.model, accelerator)
     coordinator = parameter_coordinator(scorer.model)
     prompts, steps = ["What is 3 * 4?"], [["Three fours.", "3 * 4 = 12, so \\boxed{12}."]]
@@ -386,15 +333,52 @@ def task_zero3_prm(args) -> list[dict]:
         f"{after_many['complete']}"
     )
     passed = after_one["fetched"] == after_many["fetched"] and after_many["complete"]
-    return [row("zero3: PRM trace stays one pass long", passed, figures, after_one=after_one, after_many=after_many)]
+    trace_row = row("zero3: PRM trace stays one pass long", passed, figures, after_one=after_one, after_many=after_many)
+    return [trace_row, dtype_row]
+
+
+def zero3_dtype_row(scorer, path: str, device) -> dict:
+    """The PRM's partitions are in DeepSpeed's dtype, and asking for the other dtype is refused before loading."""
+    from trl_verigate.rewards.prm import QwenMathPRM
+    from trl_verigate.rewards.prm_placement import zero3_build_dtype
+
+    built = zero3_build_dtype()
+    held = sorted({str(param.ds_tensor.dtype).removeprefix("torch.") for param in scorer.model.parameters()})
+    other = "float32" if built == torch.bfloat16 else "bfloat16"
+    try:
+        QwenMathPRM(path, device=device, torch_dtype=other)
+        refusal = None
+    except ValueError as error:
+        refusal = str(error)
+    passed = held == [str(built).removeprefix("torch.")] and refusal is not None and "ZeRO-3" in refusal
+    figures = f"partitions in {held} under DeepSpeed's {built}; torch_dtype={other!r}: " + (
+        "refused before loading" if refusal else "loaded (should be refused)"
+    )
+    return row("zero3: PRM in DeepSpeed's dtype, another refused", passed, figures)
+
+
+TASKS = {
+    "noise": task_noise,
+    "es_vllm": task_es_vllm,
+    "ddp_dtype_step": task_ddp_dtype_step,
+    "verigate_vllm": task_verigate_vllm,
+    "evaluate_vllm": task_evaluate_vllm,
+    "zero3_prm": task_zero3_prm,
+    **TRAINING_TASKS,
+}
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("task", choices=TASKS)
+    parser = argparse.ArgumentParser(
+        prog="python -m trl_verigate.gpu_check_tasks",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("task", choices=tuple(TASKS))
     parser.add_argument("--json", required=True, help="where to write the task's rows")
-    parser.add_argument("--model", default="Qwen/Qwen2.5-0.5B-Instruct", help="policy: local folder or hub id")
-    parser.add_argument("--tiny", default=str(REPO_ROOT / ".tiny"), help="tiny models folder (its prm_qwen_math)")
+    parser.add_argument("--model", required=True, help="the policy: a local folder")
+    parser.add_argument("--midsize", required=True, help="the 0.5B-shaped policy es_cost times (a local folder)")
+    parser.add_argument("--tiny", required=True, help="tiny models folder (trl_verigate.tiny.build_tiny_models)")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--max-tokens", type=int, default=128, help="completion length of the generating checks")
     parser.add_argument("--calls", type=int, default=50, help="zero3_prm: scoring calls")
@@ -403,9 +387,8 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    rows = globals()[f"task_{args.task}"](args)
-    rank = int(os.environ.get("RANK", "0"))
-    if rank == 0:
+    rows = TASKS[args.task](args)
+    if int(os.environ.get("RANK", "0")) == 0:
         Path(args.json).write_text(json.dumps({"rows": rows}))
     return 0
 
