@@ -340,6 +340,9 @@ def test_a_statement_holding_a_plain_brace_string_passes(request_):
         "  conv_lhs => discharge => run_tac pure ()",
         "  squeeze_scope run_tac pure ()",
         "  cases a\n  case zero => _\n  case succ n => run_tac pure ()",
+        # A bullet glued to its tactic is a bullet (`.run_tac`), wherever a tactic starts.
+        "  constructor\n  .run_tac pure ()",
+        "  constructor <;> .run_tac pure ()",
     ],
 )
 def test_the_sequences_of_allow_listed_combinators_are_read_as_tactics(proof):

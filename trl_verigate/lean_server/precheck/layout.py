@@ -329,7 +329,7 @@ class LayoutParser:
         i, head, mode = reading.first, reading.head, reading.mode
         if reading.term:
             return i
-        if head == "·" or (head == "." and (i + 1 >= n or not self._adjacent(i, i + 1))):
+        if head in ("·", "."):  # a bullet, glued to its tactic or not (Lean's `cdotTk` is `"· " <|> ". "`)
             kids, i = self.sequence(i + 1, tokens[i].column, reading.in_brackets, reading.in_alternative, mode)
         elif head in SEQUENCE_PREFIXES:
             i += 1
