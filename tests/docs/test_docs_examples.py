@@ -44,7 +44,7 @@ from tests.fake_repl import stand_in_config
 from tests.launch import REPO_ROOT, load_recipe, serving
 from tests.lean_helpers import prepare
 from trl_verigate import cli
-from trl_verigate.lean_server import cli_options
+from trl_verigate.lean_server.cli import options as cli_options
 from trl_verigate.lean_server.core.types import MINIF2F_HEADER, FileRequest, ProofRequest, VerificationResult
 from trl_verigate.lean_server.service.client import LeanClient
 from trl_verigate.lean_server.service.http import create_app
