@@ -22,9 +22,11 @@ from pathlib import Path
 import httpx
 
 from trl_verigate.lean_server import LeanClient, LeanServer, LeanServerConfig, ProofRequest
-from trl_verigate.lean_server.service.http import wait_for_port_file
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # `tests` is a package
+from tests.launch import wait_for_port_file  # noqa: E402
+
 FAKE_REPL = REPO / "tests" / "fake_repl.py"
 HEADER = "import Mathlib"
 TARGET_OVERHEAD = 0.10
