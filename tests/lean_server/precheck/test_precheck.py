@@ -1153,8 +1153,6 @@ def test_a_calc_step_at_the_block_column_starts_as_no_tactic_does(proof, accepte
 
 LAYOUT_MISSES = [
     "  first\n  |plausible\n  | rfl",  # a bar without a space
-    "  intro\n  | _ => plausible",  # `intro` with match alternatives
-    "  cases h with plausible\n  | inl => rfl\n  | inr => rfl",  # the optional tactic after `with`
 ]
 
 

@@ -343,6 +343,9 @@ def test_a_statement_holding_a_plain_brace_string_passes(request_):
         # A bullet glued to its tactic is a bullet (`.run_tac`), wherever a tactic starts.
         "  constructor\n  .run_tac pure ()",
         "  constructor <;> .run_tac pure ()",
+        # `intro` with match alternatives; the tactic `induction x with tac | …` runs on every alternative.
+        "  intro\n  | _ => run_tac pure ()",
+        "  cases a with run_tac pure ()\n  | zero => rfl\n  | succ n => rfl",
     ],
 )
 def test_the_sequences_of_allow_listed_combinators_are_read_as_tactics(proof):

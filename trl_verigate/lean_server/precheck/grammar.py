@@ -34,8 +34,11 @@ ARROW_HEADS = {
     # Mathlib's conv `equals e => tacticSeq` and `discharge (" => " tacticSeq)?` (Mathlib/Tactic/Conv.lean).
     "equals": "tactic", "discharge": "tactic",
 }  # fmt: skip
-# Heads with `| pattern => tactics` alternatives.
-ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases"})
+# Heads with `| pattern => tactics` alternatives (Lean's `intro` with match alternatives too: `introMatch`).
+ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases", "intro"})
+# Heads whose `with` may be followed by a tactic run on every alternative (Lean: `inductionAlts := " with"
+# (ppSpace colGt tactic)? withPosition((colGe inductionAlt)+)`).
+PRE_TACTIC_HEADS = frozenset({"induction", "cases", "fun_induction", "fun_cases"})
 # Heads whose `=>` may be followed by a hole instead of tactics (Lean's `inductionAlt`, `matchRhs`; Batteries'
 # `casePattTac := " => " (hole <|> syntheticHole <|> tacticSeq)`).
 HOLE_ARROW_HEADS = ALTERNATIVE_HEADS | {"case", "case'"}

@@ -47,6 +47,7 @@ from trl_verigate.lean_server.precheck.grammar import (
     MAY_END_BLOCK,
     NOT_CALC_STEP,
     PATTERN_HEADS,
+    PRE_TACTIC_HEADS,
     SEQUENCE_PREFIXES,
     SUFFIX_WORDS,
     TACTIC_BRACKETS,
@@ -454,6 +455,11 @@ class LayoutParser:
             return end
         elif token == "in" and head in IN_PREFIXES:
             kids, i = self.sequence(i + 1, None, reading.in_brackets, reading.in_alternative, mode)
+            reading.children += kids
+            return i
+        elif token == "with" and head in PRE_TACTIC_HEADS and i + 1 < self.n and not self._is_bar(i + 1):
+            # `induction x with tac | …`: the tactic run on every alternative first.
+            kids, i = self.sequence(i + 1, None, reading.in_brackets, True, mode)
             reading.children += kids
             return i
         elif token in ("fun", "λ") or (token == "match" and i != reading.first):
