@@ -25,6 +25,13 @@ def assert_accepted(proof: str, statement: str = T) -> None:
     assert isinstance(result, Prepared), result.reason
 
 
+def assert_verdict(proof: str, accepted: bool, refusal: str, statement: str = T) -> None:
+    """`proof` is accepted, or refused with `refusal` in the reason."""
+    result = verdict(proof, statement)
+    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
+    assert accepted or refusal in result.reason, result.reason
+
+
 def reason(proof: str, statement: str = T) -> str:
     result = verdict(proof, statement)
     assert not isinstance(result, Prepared), f"sent to Lean: {proof!r}"
@@ -148,11 +155,7 @@ def test_dischargers_written_as_tactics_pass(proof):
     ],
 )
 def test_a_bindable_root_is_exempt_only_in_its_binders_scope(proof, accepted):
-    statement = "theorem t (a b : ℕ) (h : a = b) : b = a := by"
-    result = verdict(proof, statement)
-    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
-    if not accepted:
-        assert "metaprogramming or IO" in result.reason
+    assert_verdict(proof, accepted, "metaprogramming or IO", "theorem t (a b : ℕ) (h : a = b) : b = a := by")
 
 
 def test_a_statement_binder_covers_the_whole_proof():
@@ -181,10 +184,7 @@ def test_a_statement_binder_covers_the_whole_proof():
     ],
 )
 def test_every_branch_of_an_aesop_rule_names_a_builder(rules, accepted):
-    result = verdict(f"  aesop (add {rules})")
-    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
-    if not accepted:
-        assert "Aesop" in result.reason, result.reason
+    assert_verdict(f"  aesop (add {rules})", accepted, "Aesop")
 
 
 # ------------------------------------------------------------ open
@@ -306,10 +306,7 @@ def test_an_argument_that_is_code_is_refused_outside_a_configuration_too(proof):
 def test_a_tactic_list_holds_tactics_held_to_the_allow_list(proof, accepted):
     # Batteries: `"map_tacs " "[" sepBy(tactic, "; ") "]"`: its items are tactics, not the terms of a `simp [...]`
     # list, separated by `;` whatever their columns.
-    result = verdict(proof, "theorem t : True ∧ True := by")
-    assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
-    if not accepted:
-        assert "tactic `run_tac`" in result.reason
+    assert_verdict(proof, accepted, "tactic `run_tac`", "theorem t : True ∧ True := by")
 
 
 @pytest.mark.parametrize(
