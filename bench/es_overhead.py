@@ -59,13 +59,21 @@ STATEMENTS = [f"theorem bench_{k} (n : ℕ) (h : {k} ≤ n) : n ≤ n + {k} := b
 
 def interleaved_minimums(functions: dict, rounds: int, clock=time.perf_counter) -> dict:
     """The fastest of `rounds` timings of each function, run in turn (a, b, a, b, ...) so machine load hits both."""
+    return interleaved_wall_and_cpu(functions, rounds, clock)[0]
+
+
+def interleaved_wall_and_cpu(functions: dict, rounds: int, clock=time.perf_counter) -> tuple[dict, dict]:
+    """`interleaved_minimums` on `clock` and, from the same calls, on this process's CPU time (which the time slices
+    that other processes get on a loaded machine do not inflate)."""
     times = {name: [] for name in functions}
+    cpu_times = {name: [] for name in functions}
     for _ in range(rounds):
         for name, function in functions.items():
-            started = clock()
+            started, cpu_started = clock(), time.process_time()
             function()
             times[name].append(clock() - started)
-    return {name: min(values) for name, values in times.items()}
+            cpu_times[name].append(time.process_time() - cpu_started)
+    return {name: min(values) for name, values in times.items()}, {name: min(v) for name, v in cpu_times.items()}
 
 
 def best_of(function, repeats: int = 3) -> float:
@@ -90,8 +98,7 @@ def noise_throughput(numel: int, rounds: int) -> None:
     # and clone's second OpenMP thread on this shared 2-core machine mostly waits for a core. Wall time and this
     # process's CPU time (which a time slice given to another process does not inflate).
     with intra_op_threads(1):
-        wall = interleaved_minimums(functions, rounds)
-        cpu = interleaved_minimums(functions, rounds, clock=time.process_time)
+        wall, cpu = interleaved_wall_and_cpu(functions, rounds)
     print(
         f"[1] noise ({numel} elements = {numel * 4 / 2**20:.0f} MiB fp32, 1 intra-op thread, fastest of {rounds} "
         f"interleaved): {numel / wall['noise'] / 1e6:.1f} M elements/s, clone {numel / wall['clone'] / 1e6:.0f} M/s; "
@@ -217,7 +224,7 @@ def population_throughput(policy, folder, population, rounds) -> None:
     """Prints [3] and [4]."""
     runner = IterationRunner(es_trainer(policy, folder / "throughput", letter_reward, population))
     iterations = []
-    best = interleaved_minimums(
+    best, cpu = interleaved_wall_and_cpu(
         {"es": lambda: iterations.append(runner.iteration()), "generation": runner.pure_generation}, rounds
     )
     es_seconds, row = min(iterations, key=lambda timed: timed[0])
@@ -227,17 +234,23 @@ def population_throughput(policy, folder, population, rounds) -> None:
     print(
         f"[3] population throughput (P={population}, fastest of {rounds} interleaved): {population / es_seconds:.2f} "
         f"members/s vs {population / best['generation']:.2f} pure generations/s = "
-        f"{best['generation'] / es_seconds:.3f} (target >= 0.9); shares of the iteration: "
-        + ", ".join(f"{name} {share:.1%}" for name, share in shares.items())
+        f"{best['generation'] / es_seconds:.3f} wall time, {cpu['generation'] / cpu['es']:.3f} CPU time (target >= 0.9);"
+        " shares of the iteration: " + ", ".join(f"{name} {share:.1%}" for name, share in shares.items())
     )
     params = runner.trainer._es_parameters()
     master_bytes = sum(p.numel() * 4 for p in params.values())
     largest = max(p.numel() * 4 for p in params.values())
-    # perturb writes θ + σ·ε straight into a contiguous fp32 parameter, else into one fp32 tensor; the update holds
-    # one accumulator. Both hold the noise's chunk buffers (noise._Buffers), never a tensor-sized noise.
-    buffers = noise_module._Buffers(min(largest // 4, noise_module.CHUNK_ELEMENTS), "cpu").nbytes()
-    indirect = [p.numel() * 4 for p in params.values() if p.dtype != torch.float32 or not p.is_contiguous()]
-    transient = {"perturb": max(indirect, default=0) + buffers, "update": largest + buffers}
+    # perturb writes θ + σ·ε straight into each contiguous parameter, a strided one through one fp32 tensor; the
+    # update holds the accumulators of one noise batch (a large tensor, or small ones up to a chunk). Both hold the
+    # noise's chunk buffers (noise._Buffers), never a tensor-sized noise.
+    scratch = noise_module._Buffers(min(largest // 4, noise_module.CHUNK_ELEMENTS), "cpu")
+    buffers = sum(
+        t.numel() * t.element_size() for t in (scratch.counters, *scratch.ints, *scratch.floats, scratch.noise)
+    )
+    indirect = [p.numel() * 4 for p in params.values() if not p.is_contiguous()]
+    batches = noise_module.noise_batches(runner.trainer._es_master)
+    accumulators = max(sum(params[name].numel() * 4 for name in batch) for batch in batches)
+    transient = {"perturb": max(indirect, default=0) + buffers, "update": accumulators + buffers}
     print(
         f"[4] memory above the model: fp32 master {master_bytes / 2**20:.2f} MiB + at most "
         f"{max(transient.values()) / 2**20:.2f} MiB at a time ("
@@ -458,7 +471,7 @@ def member_cost(model: str, backend: str, folder: Path, population: int, rounds:
     )
 
 
-def main():
+def parse_arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--numel",
@@ -507,7 +520,11 @@ def main():
     parser.add_argument("--member-population", type=int, default=4, help="[6]: P")
     parser.add_argument("--member-rounds", type=int, default=3, help="[6]: timed iterations (after a warm-up)")
     parser.add_argument("--member-tokens", type=int, default=32, help="[6]: max_completion_length (256 on a GPU)")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main():
+    args = parse_arguments()
     transformers_logging.set_verbosity_error()
     if args.only in (None, 1):
         noise_throughput(args.numel, args.rounds)

@@ -195,11 +195,41 @@ def test_add_scaled_noise_is_the_float32_product_then_sum(monkeypatch, in_place,
     assert (add_scaled_noise(torch.empty(10), torch.zeros(10), 12, "scaled", 1e-40) != 0).any()
 
 
-def test_add_scaled_noise_takes_a_strided_addend_and_refuses_bad_operands():
+def test_add_scaled_noise_writes_strided_and_bfloat16_outputs_and_refuses_bad_operands():
+    """A strided addend is read in row-major order; a strided or bf16 `out` receives the float32 result rounded to its
+    dtype."""
     addend = torch.randn(40, 30).t()
     expected = addend + es_noise(2, "strided", (30, 40)) * torch.tensor(0.5, dtype=torch.float32)
     assert torch.equal(add_scaled_noise(torch.empty(30, 40), addend, 2, "strided", 0.5), expected)
-    with pytest.raises(ValueError, match="float32 `out` and `addend` of one shape"):
+    strided_out = torch.empty(40, 30).t()
+    assert torch.equal(add_scaled_noise(strided_out, addend, 2, "strided", 0.5), expected)
+    bf16_out = torch.empty(30, 40, dtype=torch.bfloat16)
+    assert torch.equal(add_scaled_noise(bf16_out, addend, 2, "strided", 0.5), expected.to(torch.bfloat16))
+    with pytest.raises(ValueError, match="w: needs a float32 `addend` and an `out` of its shape"):
         add_scaled_noise(torch.empty(3), torch.empty(4), 1, "w", 1.0)
-    with pytest.raises(ValueError, match="contiguous `out`"):
-        add_scaled_noise(torch.empty(40, 30).t(), addend, 1, "w", 1.0)
+    with pytest.raises(ValueError, match="float32 `addend`"):
+        add_scaled_noise(torch.empty(3), torch.empty(3, dtype=torch.float64), 1, "w", 1.0)
+
+
+def test_small_tensors_are_computed_together_with_the_values_of_each_alone(monkeypatch):
+    """noise_batches groups consecutive tensors up to a chunk (a larger one alone); a group's noise, computed in one
+    pass with a key per element, equals each tensor's own es_noise, for fp32, bf16 and strided outputs alike."""
+    monkeypatch.setattr(noise_module, "CHUNK_ELEMENTS", 1000)
+    generator = torch.Generator().manual_seed(4)
+    shapes = {
+        "norm.weight": (64,),
+        "q.bias": (300,),
+        "empty": (0,),
+        "big.weight": (50, 30),
+        "k.bias": (7, 9),
+        "v": (600,),
+    }
+    addends = {name: torch.randn(shape, generator=generator) for name, shape in shapes.items()}
+    assert noise_module.noise_batches(addends) == [["norm.weight", "q.bias", "empty"], ["big.weight"], ["k.bias", "v"]]
+    outs = {name: torch.empty(shape) for name, shape in shapes.items()}
+    outs["q.bias"] = torch.empty(300, dtype=torch.bfloat16)
+    outs["k.bias"] = torch.empty(9, 7).t()
+    noise_module.add_scaled_noise_each({name: (outs[name], addends[name]) for name in shapes}, 13, -0.02)
+    for name, shape in shapes.items():
+        expected = addends[name] + es_noise(13, name, shape) * torch.tensor(-0.02, dtype=torch.float32)
+        assert torch.equal(outs[name], expected.to(outs[name].dtype)), name

@@ -1,4 +1,5 @@
-"""Evolution strategies: the pure parts (noise, population, fitness, update, state) used by `ESTrainer`.
+"""Evolution strategies beside `ESTrainer`: noise, population and fitness, the fp32-master update, es_state.json,
+how a member generates and is rewarded, and the `es-export` command.
 
 Names resolve lazily, so `trl_verigate.es.export` (the `es-export` CLI's parser) imports without torch.
 """

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import math
 import struct
 
@@ -116,9 +117,6 @@ class _Buffers:
         self.ints = [torch.empty(size, dtype=torch.int32, device=device) for _ in range(3)]
         self.floats = [torch.empty(size, dtype=torch.float32, device=device) for _ in range(3)]
         self.noise = torch.empty(size, dtype=torch.float32, device=device)
-
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.counters, *self.ints, *self.floats, self.noise))
 
 
 def _shift_right_logical_xor_(x: torch.Tensor, shift: int, scratch: torch.Tensor) -> None:
@@ -220,22 +218,49 @@ def _box_muller_radius(hashed: torch.Tensor, exponent: torch.Tensor, a: torch.Te
     return y
 
 
-def _normal_(buffers: _Buffers, start: int, count: int, key: tuple[int, int, int, int], out: torch.Tensor) -> None:
-    """out ← ε of the element counters start, ..., start + count − 1, which lie within one multiple of 2^31: their
-    low words are one int32 range (no wrap-around when the offsets are added) and their high word is one int."""
-    k0, k1, k2, k3 = key
+def _hash_to_normal_(buffers: _Buffers, count: int, words, out: torch.Tensor) -> None:
+    """out ← ε of `count` elements whose lo32(i) ^ k0 is in the first int buffer, given `words` = (hi32(i) ^ k1, k2,
+    k3): int32 bit patterns as ints (one tensor's chunk) or as int32 tensors of one word per element (a batch)."""
+    high_k1, k2, k3 = words
     (x, hashed, scratch), (a, b, c) = ([t[:count] for t in group] for group in (buffers.ints, buffers.floats))
-    torch.add(buffers.counters[:count], _signed32(start & MASK32), out=x).bitwise_xor_(_signed32(k0))
     _mix32_(x, scratch)
-    x.bitwise_xor_(_signed32((start >> 32) ^ k1))
+    x.bitwise_xor_(high_k1)
     _mix32_(x, scratch)
-    torch.bitwise_xor(x, _signed32(k3), out=hashed)
+    torch.bitwise_xor(x, k3, out=hashed)
     _mix32_(hashed, scratch)
     cosine = _cos_two_pi(hashed, c, a)
-    hashed = x.bitwise_xor_(_signed32(k2))
+    hashed = x.bitwise_xor_(k2)
     _mix32_(hashed, scratch)
     radius = _box_muller_radius(hashed, scratch, a, b)
     torch.mul(radius, cosine, out=out)
+
+
+def _normal_(buffers: _Buffers, start: int, count: int, key: tuple[int, int, int, int], out: torch.Tensor) -> None:
+    """out ← ε of the element counters start, ..., start + count − 1 of one tensor, which lie within one multiple of
+    2^31: their low words are one int32 range (no wrap-around when the offsets are added) and their high word is one
+    int."""
+    k0, k1, k2, k3 = key
+    low = buffers.ints[0][:count]
+    torch.add(buffers.counters[:count], _signed32(start & MASK32), out=low).bitwise_xor_(_signed32(k0))
+    _hash_to_normal_(buffers, count, (_signed32((start >> 32) ^ k1), _signed32(k2), _signed32(k3)), out)
+
+
+def _normal_of_batch_(buffers: _Buffers, keys: list[tuple[int, int, int, int]], sizes: list[int], out) -> None:
+    """out ← ε of the counters 0, ..., size − 1 of several tensors (one key and size each), concatenated: one pass of
+    the ops for them all. Their total is at most the buffers' size, so every counter is below 2^31 (high word 0)."""
+    total, device = sum(sizes), out.device
+    repeats = torch.tensor(sizes, device=device)
+    words = torch.tensor([[_signed32(word) for word in key] for key in keys], dtype=torch.int32, device=device)
+    words = words.repeat_interleave(repeats, dim=0, output_size=total).t().contiguous()
+    starts = torch.tensor([0, *itertools.accumulate(sizes)][:-1], dtype=torch.int32, device=device)
+    low = buffers.ints[0][:total]
+    torch.sub(buffers.counters[:total], starts.repeat_interleave(repeats, output_size=total), out=low)
+    low.bitwise_xor_(words[0])
+    _hash_to_normal_(buffers, total, (words[1], words[2], words[3]), out)
+
+
+def _chunk_size(device: torch.device) -> int:
+    return CHUNK_ELEMENTS if device.type == "cpu" else ACCELERATOR_CHUNK_ELEMENTS
 
 
 def _chunks(count: int, first: int, chunk_size: int):
@@ -249,14 +274,10 @@ def _chunks(count: int, first: int, chunk_size: int):
         offset += length
 
 
-def _buffers_for(count: int, device: torch.device) -> tuple[_Buffers, int]:
-    chunk_size = CHUNK_ELEMENTS if device.type == "cpu" else ACCELERATOR_CHUNK_ELEMENTS
-    return _Buffers(max(min(count, chunk_size), 1), device), chunk_size
-
-
 def _fill_noise(flat: torch.Tensor, first: int, key: tuple[int, int, int, int]) -> None:
     """flat[j] ← ε of element counter first + j (`flat`: a 1-d float32 tensor, any device)."""
-    buffers, chunk_size = _buffers_for(len(flat), flat.device)
+    chunk_size = _chunk_size(flat.device)
+    buffers = _Buffers(max(min(len(flat), chunk_size), 1), flat.device)
     for offset, length in _chunks(len(flat), first, chunk_size):
         _normal_(buffers, first + offset, length, key, flat[offset : offset + length])
 
@@ -280,27 +301,84 @@ def es_noise(seed: int, name: str, shape, device=None, out: torch.Tensor | None 
     return out
 
 
-def add_scaled_noise(out: torch.Tensor, addend: torch.Tensor, seed: int, name: str, scale: float) -> torch.Tensor:
-    """out ← addend + f32(scale)·ε(seed, name), returns `out`.
+def noise_batches(tensors: dict[str, torch.Tensor]) -> list[list[str]]:
+    """The names of `tensors` in order, grouped as `add_scaled_noise_each` computes their noise: a tensor larger than
+    a chunk alone (chunk by chunk), consecutive smaller ones on one device together up to a chunk's size (one pass of
+    the ~115 ops for the group instead of one per tensor: a model's norms and biases are many small tensors)."""
+    batches, current, current_size = [], [], 0
+    for name, tensor in tensors.items():
+        size, chunk_size = tensor.numel(), _chunk_size(tensor.device)
+        if current and (
+            size > chunk_size or current_size + size > chunk_size or tensors[current[0]].device != tensor.device
+        ):
+            batches.append(current)
+            current, current_size = [], 0
+        current.append(name)
+        current_size += size
+    return batches + [current] if current else batches
+
+
+def _store_(destination: torch.Tensor, addend: torch.Tensor, scaled_noise: torch.Tensor) -> None:
+    """destination ← addend + scaled_noise rounded to float32, then to the destination's dtype (`scaled_noise` may be
+    overwritten)."""
+    if destination.dtype == torch.float32:
+        torch.add(addend, scaled_noise, out=destination)
+    else:
+        destination.copy_(scaled_noise.add_(addend))
+
+
+def _scaled_noise_into(destinations: dict[str, torch.Tensor], addends: dict[str, torch.Tensor], seed, scale) -> None:
+    """destination ← addend + f32(scale)·ε(seed, name) for the flat float32 addends of one `noise_batches` batch,
+    into flat destinations of any dtype."""
+    names = list(addends)
+    device = addends[names[0]].device
+    sizes = [addends[name].numel() for name in names]
+    buffers = _Buffers(max(min(sum(sizes), _chunk_size(device)), 1), device)
+    scale_f32 = torch.tensor(scale, dtype=torch.float32, device=device)
+    if len(names) == 1:
+        name = names[0]
+        for offset, length in _chunks(sizes[0], 0, _chunk_size(device)):
+            noise, piece = buffers.noise[:length], slice(offset, offset + length)
+            _normal_(buffers, offset, length, noise_key(seed, name), noise)
+            _store_(destinations[name][piece], addends[name][piece], noise.mul_(scale_f32))
+        return
+    noise = buffers.noise[: sum(sizes)]
+    _normal_of_batch_(buffers, [noise_key(seed, name) for name in names], sizes, noise)
+    noise.mul_(scale_f32)
+    for name, piece in zip(names, torch.split(noise, sizes), strict=True):
+        _store_(destinations[name], addends[name], piece)
+
+
+def add_scaled_noise_each(targets: dict[str, tuple[torch.Tensor, torch.Tensor]], seed: int, scale: float) -> None:
+    """For each name → (out, addend): out ← addend + f32(scale)·ε(seed, name), rounded to float32, then to out's dtype.
 
     Two float32 roundings per element, the product then the sum: the values of `es_noise(...) * f32(scale)` followed
-    by `+ addend` in float32, computed chunk by chunk so that no tensor-sized noise is held. `out` (contiguous) and
-    `addend` are float32 tensors of one shape on one device; `out` may be `addend` (an accumulator).
+    by `+ addend` in float32, computed chunk by chunk (`noise_batches`), so no tensor-sized noise is held. `addend`
+    is float32; `out` has its shape, any dtype, and may be `addend` (an accumulator). A non-contiguous `out`, or one
+    on another device, receives the result through one float32 tensor of its size.
     """
-    if out.dtype != torch.float32 or addend.dtype != torch.float32 or out.shape != addend.shape:
-        raise ValueError(
-            f"add_scaled_noise needs float32 `out` and `addend` of one shape, got {out.dtype} {tuple(out.shape)} and "
-            f"{addend.dtype} {tuple(addend.shape)}"
-        )
-    if not out.is_contiguous():
-        raise ValueError("add_scaled_noise needs a contiguous `out` (its elements are written in row-major order)")
-    key = noise_key(seed, name)
-    flat_out, flat_addend = out.view(-1), addend.reshape(-1)
-    scale_f32 = torch.tensor(scale, dtype=torch.float32, device=out.device)
-    buffers, chunk_size = _buffers_for(len(flat_out), out.device)
-    for offset, length in _chunks(len(flat_out), 0, chunk_size):
-        noise = buffers.noise[:length]
-        _normal_(buffers, offset, length, key, noise)
-        piece = slice(offset, offset + length)
-        torch.add(flat_addend[piece], noise.mul_(scale_f32), out=flat_out[piece])
+    for name, (out, addend) in targets.items():
+        if addend.dtype != torch.float32 or out.shape != addend.shape:
+            raise ValueError(
+                f"add_scaled_noise {name}: needs a float32 `addend` and an `out` of its shape, got {addend.dtype} "
+                f"{tuple(addend.shape)} and {out.dtype} {tuple(out.shape)}"
+            )
+    for names in noise_batches({name: addend for name, (_, addend) in targets.items()}):
+        addends = {name: targets[name][1].reshape(-1) for name in names}
+        indirect = [
+            name
+            for name in names
+            if not targets[name][0].is_contiguous() or targets[name][0].device != addends[name].device
+        ]
+        destinations = {name: targets[name][0].view(-1) for name in names if name not in indirect}
+        destinations.update({name: torch.empty_like(addends[name]) for name in indirect})
+        _scaled_noise_into(destinations, addends, seed, scale)
+        for name in indirect:
+            out = targets[name][0]
+            out.copy_(destinations[name].view(out.shape))
+
+
+def add_scaled_noise(out: torch.Tensor, addend: torch.Tensor, seed: int, name: str, scale: float) -> torch.Tensor:
+    """out ← addend + f32(scale)·ε(seed, name) for one tensor (`add_scaled_noise_each`); returns `out`."""
+    add_scaled_noise_each({name: (out, addend)}, seed, scale)
     return out

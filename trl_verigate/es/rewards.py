@@ -34,9 +34,6 @@ class PendingRewards:
         self.values = torch.full((num_completions, num_funcs), float("nan"), dtype=torch.float32)
         self.futures: list[tuple[int, str, Future]] = []
 
-    def done(self) -> bool:
-        return all(future.done() for _, _, future in self.futures)
-
     def result(self) -> torch.Tensor:
         """(completions, reward functions) float32, NaN where a function returned None; waits for async columns."""
         for column, name, future in self.futures:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import torch
 
-from trl_verigate.es.noise import add_scaled_noise
+from trl_verigate.es.noise import add_scaled_noise_each, noise_batches
 
 
 def _f32(value: float, device) -> torch.Tensor:
@@ -73,15 +73,10 @@ def write_master(params: dict[str, torch.Tensor], master: dict[str, torch.Tensor
 def perturb(params: dict[str, torch.Tensor], master: dict[str, torch.Tensor], seed: int, sign: int, sigma: float):
     """Model ← round(θ + f32(σ·sign)·ε(seed)), ε keyed per parameter name, never held whole.
 
-    θ + f32(σ·sign)·ε is rounded to float32 (`add_scaled_noise`, chunk by chunk), then to the parameter's dtype. A
-    contiguous fp32 parameter receives it directly; others through one fp32 tensor.
+    θ + f32(σ·sign)·ε is rounded to float32, then to the parameter's dtype (`add_scaled_noise_each`, chunk by chunk,
+    small tensors together), straight into each parameter.
     """
-    for name, param in params.items():
-        theta = master[name]
-        if param.dtype == torch.float32 and param.is_contiguous() and param.device == theta.device:
-            add_scaled_noise(param.detach(), theta, seed, name, sigma * sign)
-        else:
-            param.copy_(add_scaled_noise(torch.empty_like(theta), theta, seed, name, sigma * sign))
+    add_scaled_noise_each({name: (param.detach(), master[name]) for name, param in params.items()}, seed, sigma * sign)
 
 
 def seed_coefficients(members: Iterable[tuple[int, int]], fitness) -> list[tuple[int, float]]:
@@ -117,15 +112,17 @@ def es_update(
     coefficients = [(seed, c) for seed, c in seed_coefficients(members, fitness) if c != 0.0]
     step = learning_rate / len(members)
     squared_norm = 0.0
-    for name, theta in master.items():
+    for theta in master.values():
         if weight_decay:
             theta.mul_(_f32(1.0 - learning_rate * weight_decay, theta.device))
-        if not coefficients:
-            continue
-        accumulated = torch.zeros_like(theta)
+    if not coefficients:
+        return 0.0
+    for names in noise_batches(master):  # one batch's accumulators alive at a time
+        accumulated = {name: torch.zeros_like(master[name]) for name in names}
         for seed, coefficient in coefficients:
-            add_scaled_noise(accumulated, accumulated, seed, name, coefficient)
-        accumulated.mul_(_f32(step, theta.device))
-        theta.add_(accumulated)
-        squared_norm += float(accumulated.double().square().sum())
+            add_scaled_noise_each({name: (acc, acc) for name, acc in accumulated.items()}, seed, coefficient)
+        for name, acc in accumulated.items():
+            acc.mul_(_f32(step, acc.device))
+            master[name].add_(acc)
+            squared_norm += float(acc.double().square().sum())
     return math.sqrt(squared_norm)
