@@ -105,6 +105,24 @@ def task_noise(args) -> list[dict]:
     return [row("noise: device == CPU, bit for bit", differing == 0 and big_differing == 0, figures)]
 
 
+def member_in_engine_row(check: str, trainer, seed: int, sign: int, sigma: float) -> dict:
+    """Perturb to one member and sync: a weight inside the vLLM engine sums like the member's, not like the base's."""
+    from trl_verigate.es import perturb
+
+    params, master = trainer._es_parameters(), trainer._es_master
+    engine = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
+    engine_params = dict(engine.named_parameters())
+    name = next(n for n in ("model.layers.0.mlp.down_proj.weight", "model.norm.weight") if n in engine_params)
+    perturb(params, master, seed, sign, sigma)
+    trainer._member_generation.sync()
+    engine_value = dict(engine.named_parameters())[name].detach().cpu()
+    member_sum = float(params[name].detach().cpu().to(engine_value.dtype).double().sum())
+    base_sum = float(master[name].cpu().to(engine_value.dtype).double().sum())
+    engine_sum = float(engine_value.double().sum())
+    figures = f"sum of {name} in the engine {engine_sum:.6f}, member {member_sum:.6f}, base {base_sum:.6f}"
+    return row(check, engine_sum == member_sum and member_sum != base_sum, figures)
+
+
 def task_es_vllm(args) -> list[dict]:
     checks = ("es: member weights reach vLLM", "es: es/seconds_* split", "es: one member, one seed, same completions")
     install_fake_vllm(args)
@@ -138,23 +156,8 @@ def task_es_vllm(args) -> list[dict]:
     dataset = Dataset.from_list([{"prompt": f"Write two sentences about {topic}."} for topic in topics])
     trainer = ESTrainer(model=args.model, reward_funcs=[length_reward], args=config, train_dataset=dataset)
     params, master = trainer._es_parameters(), trainer._es_master
-    engine = trainer.vllm_generation.llm.llm_engine.model_executor.driver_worker.model_runner.model
-    engine_params = dict(engine.named_parameters())
-    name = next(n for n in ("model.layers.0.mlp.down_proj.weight", "model.norm.weight") if n in engine_params)
     seed, sign = population_seeds(0, 0, 4, True)[0]
-    perturb(params, master, seed, sign, sigma)
-    trainer._member_generation.sync()
-    engine_value = dict(engine.named_parameters())[name].detach().cpu()
-    member_sum = float(params[name].detach().cpu().to(engine_value.dtype).double().sum())
-    base_sum = float(master[name].cpu().to(engine_value.dtype).double().sum())
-    engine_sum = float(engine_value.double().sum())
-    rows = [
-        row(
-            checks[0],
-            engine_sum == member_sum and member_sum != base_sum,
-            f"sum of {name} in the engine {engine_sum:.6f}, member {member_sum:.6f}, base {base_sum:.6f}",
-        )
-    ]
+    rows = [member_in_engine_row(checks[0], trainer, seed, sign, sigma)]
     write_master(params, master)
     trainer.train()
     logged = [entry for entry in trainer.state.log_history if "es/seconds_generate" in entry][-1]
@@ -351,7 +354,7 @@ def zero3_dtype_row(scorer, path: str, device) -> dict:
     except ValueError as error:
         refusal = str(error)
     passed = held == [str(built).removeprefix("torch.")] and refusal is not None and "ZeRO-3" in refusal
-    figures = f"partitions in {held} under DeepSpeed's {built}; torch_dtype={other!r}: " + (
+    figures = f"partitions in {held} under DeepSpeed's {str(built).removeprefix('torch.')}; torch_dtype={other!r}: " + (
         "refused before loading" if refusal else "loaded (should be refused)"
     )
     return row("zero3: PRM in DeepSpeed's dtype, another refused", passed, figures)
