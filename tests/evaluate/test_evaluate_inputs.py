@@ -288,8 +288,8 @@ def test_evaluation_prompts_are_the_lean_recipes_training_prompts(conversational
 
     from tests.launch import load_recipe
 
-    recipe = load_recipe("process_verified_grpo")
-    template = template or recipe.PROMPT_TEMPLATES["lean"]
+    recipe = load_recipe("lean_process_grpo")
+    template = template or recipe.RECIPE.prompt_template
     args = recipe.ProcessScriptArguments(dataset_name="x", prompt_template=template, conversational=conversational)
     rows = [{**LEAN_ROWS[0], "informal_prefix": None}, LEAN_ROWS[1]]  # a missing field renders as ""
     trained = recipe.to_prompts(Dataset.from_list(rows), args)["prompt"]
