@@ -177,8 +177,9 @@ class ProcessVerifiedConfig(GRPOConfig):
             "from the same prompts, so the first step's prompts are trained twice (at steps 0 and 1, two samples of "
             "completions) and the last step's prompts are never trained. A checkpoint does not hold the batch "
             "generated ahead: resumed from checkpoint-s, the prompts of step s - 1 (generated ahead, not saved) are "
-            "never trained and those of step s, the first resumed step, are trained twice. Needs num_iterations=1, steps_per_generation=gradient_accumulation_steps, "
-            "generation_chunks=1 and, with vLLM, vllm_importance_sampling_correction=False."
+            "never trained and those of step s, the first resumed step, are trained twice. Needs num_iterations=1, "
+            "steps_per_generation=gradient_accumulation_steps, generation_chunks=1 and, with vLLM, "
+            "vllm_importance_sampling_correction=False."
         },
     )
 
