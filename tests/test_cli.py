@@ -495,7 +495,7 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
             "./check --fast",
             "--recheck",
             "sample",
-            "--recheck-fraction",
+            "--recheck-sample-rate",
             "0.5",
             "--max-request-bytes",
             "1000",
@@ -512,7 +512,7 @@ def test_lean_server_flags_reach_the_config(tmp_path, monkeypatch):
     config = cli_options.config_from_args(args, workers=1)
     assert (config.startup_timeout, config.recheck_timeout, config.recheck_seed) == (42.0, 77.0, 9)
     assert config.sandbox == "none"
-    assert config.recheck == "sample" and config.recheck_fraction == 0.5
+    assert config.recheck == "sample" and config.recheck_sample_rate == 0.5
     assert config.recheck_command == [str(tmp_path / "check"), "--fast"]
     assert config.max_request_bytes == 1000 and config.max_batch_bytes == 5000
     repl = ["--repl-command", "python3 repl.py"]

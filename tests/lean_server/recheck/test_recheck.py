@@ -232,7 +232,7 @@ def test_a_missing_checker_executable_fails_closed(tmp_path):
 
 
 def sampled_theorems(tmp_path: Path, requests, seed: int) -> set[str]:
-    config = config_with_checker(tmp_path, recheck="sample", recheck_fraction=0.25, recheck_seed=seed, workers=2)
+    config = config_with_checker(tmp_path, recheck="sample", recheck_sample_rate=0.25, recheck_seed=seed, workers=2)
     with LeanServer(config) as server:
         results = server.verify(requests)
         rechecked = server.metrics()["lean/rechecked"]
@@ -524,7 +524,7 @@ def test_comparator_without_its_lean_lib_says_what_to_add(tmp_path):
 
 
 def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path, monkeypatch):
-    """recheck="auto" (the default) turns on once the self-test has verified the checker."""
+    """recheck="auto" (the default) turns the audit sample on once the self-test has verified the checker."""
     import asyncio
 
     from trl_verigate.lean_server.recheck.self_test import checker_key, record_verified, run_self_test
@@ -533,13 +533,16 @@ def test_lean_server_with_the_replay_backend_overturns_a_forged_pass(tmp_path, m
     monkeypatch.setenv("TRL_VERIGATE_CACHE", str(tmp_path / "cache"))
     project = lean_project(tmp_path / "project")
     checker = lean_recheck_argv(project, "--backend", "replay", "--sandbox", "bwrap")
-    config = stand_in_config(tmp_path, script=[FORGED_ANSWER], header=HEADER, recheck_command=checker)
+    # Every pass in the audit sample, so the forged one is rechecked whatever its hash (the sampling: test_audit).
+    config = stand_in_config(
+        tmp_path, script=[FORGED_ANSWER], header=HEADER, recheck_command=checker, recheck_sample_rate=1.0
+    )
     assert config.recheck == "auto" and LeanServer(config).recheck_mode == "none"
     test = asyncio.run(run_self_test(checker, HEADER, config.axiom_whitelist, 60.0, config.project_dir))
     assert test.ok, test.detail
     record_verified(checker_key(checker, config.project_dir, HEADER))
     with LeanServer(config) as server:
-        assert server.recheck_mode == "passed"
+        assert server.recheck_mode == "sample"
         forged, honest = server.verify([ProofRequest(FALSE_STATEMENT, FORGING_PROOF), true_proof(4)])
         metrics = server.metrics()
     assert forged.status == "failed" and forged.reason.startswith("recheck: the kernel rejects the submission")

@@ -124,8 +124,8 @@ def _safety_settings(args: argparse.Namespace) -> dict:
         "extra_tactics": tuple(args.allow_tactic or ()),
         "extra_namespaces": tuple(args.allow_namespace or ()),
     }
-    if args.recheck_fraction is not None:
-        settings["recheck_fraction"] = args.recheck_fraction
+    if args.recheck_sample_rate is not None:
+        settings["recheck_sample_rate"] = args.recheck_sample_rate
     return settings
 
 
@@ -204,13 +204,14 @@ def _add_recheck_options(parser: argparse.ArgumentParser, defaults: LeanServerCo
         "--recheck",
         choices=RECHECKS,
         default=defaults.recheck,
-        help="which passes the checker confirms: auto (all, once `trl-verigate lean-doctor` has verified the checker; "
-        "else none), none, passed (all) or sample (default: auto)",
+        help="which passes the checker confirms: auto (the audit sample, once `trl-verigate lean-doctor` has verified "
+        "the checker; else none), none, passed (all) or sample (the audit sample with any checker) (default: auto)",
     )
     parser.add_argument(
-        "--recheck-fraction",
+        "--recheck-sample-rate",
         type=float,
-        help=f"fraction of passes rechecked with --recheck sample (default: {defaults.recheck_fraction})",
+        help="share of passes the audit sample rechecks with --recheck auto or sample, until the first overturn "
+        f"turns on rechecking every pass (default: {defaults.recheck_sample_rate})",
     )
     parser.add_argument(
         "--recheck-timeout",

@@ -36,8 +36,9 @@ MINIF2F_HEADER = (
 # "outermost": the top-level tactic sequence; "all": nested tactics too (see `precheck.layout.split_tactics`).
 Granularity = Literal["outermost", "all"]
 GRANULARITIES: tuple[str, ...] = get_args(Granularity)
-# Which REPL passes a separate checker confirms (`lean_server.recheck`): "auto" (every pass, when a checker is set
-# and `trl-verigate lean-doctor` has verified it; else none, said once at start), none, every pass, or a sample.
+# Which REPL passes a separate checker confirms (`lean_server.recheck`): "auto" (a seeded sample that escalates to
+# every pass after the first overturn, when a checker is set and `trl-verigate lean-doctor` has verified it; else
+# none, said once at start), none, every pass, or the escalating sample with any checker.
 Recheck = Literal["auto", "none", "passed", "sample"]
 RECHECKS: tuple[str, ...] = get_args(Recheck)
 
@@ -67,7 +68,9 @@ class LeanServerConfig(ProverPoolConfig):
     tactic_granularity: Granularity = "outermost"
     recheck: Recheck = "auto"
     recheck_command: list[str] | None = None
-    recheck_fraction: float = 0.1
+    # The share of passes the audit sample rechecks ("auto", "sample"); see docs/lean/soundness.md for how fast
+    # it catches a hack.
+    recheck_sample_rate: float = 0.05
     recheck_seed: int = 0
     recheck_timeout: float = 600.0
 
@@ -111,7 +114,7 @@ class LeanServerConfig(ProverPoolConfig):
                 "['trl-verigate', 'lean-recheck', '--backend', 'replay', ...]); set recheck='none' to trust the REPL alone"
             )
         settings.check_positive_number(OWNER, "recheck_timeout", self.recheck_timeout, "seconds")
-        settings.check_fraction(OWNER, "recheck_fraction", self.recheck_fraction)
+        settings.check_fraction(OWNER, "recheck_sample_rate", self.recheck_sample_rate)
         if isinstance(self.recheck_seed, bool) or not isinstance(self.recheck_seed, int):
             raise TypeError(f"LeanServerConfig.recheck_seed must be an int, got {self.recheck_seed!r}")
 

@@ -3,8 +3,9 @@
 Code inside a proof can run during elaboration and forge the REPL's answer (see README, soundness). So a
 candidate the REPL judges ``passed`` can be sent to an independent checker that rebuilds the proof term and checks
 it with the Lean kernel against the *trusted* statement. `LeanServerConfig.recheck` chooses which passes go:
-``"auto"`` (the default: every pass, when `trl-verigate lean-doctor`'s self-test verified the checker, see
-`self_test`; else none), ``"none"``, ``"passed"`` (all) or ``"sample"`` (a seeded `recheck_fraction`).
+``"auto"`` (the default: the audit sample, when `trl-verigate lean-doctor`'s self-test verified the checker, see
+`self_test`; else none), ``"none"``, ``"passed"`` (all) or ``"sample"`` (the audit sample: a seeded
+`recheck_sample_rate` of the passes until the first overturn, every pass after it; see `audit`).
 
 Checker contract (version 1)
 ============================
@@ -76,7 +77,6 @@ checker).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 import signal
@@ -85,6 +85,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from trl_verigate.lean_server.core import FileRequest, LeanServerConfig, ProofRequest, Request, VerificationResult
+from trl_verigate.lean_server.recheck.audit import Audit
 
 CONTRACT_VERSION = 1
 REASON_PREFIX = "recheck: "
@@ -163,26 +164,6 @@ def item_for(request: Request, prepared, whitelist: Sequence[str], item_id: str)
         proof=proof,
         file=file,
     )
-
-
-def request_content(request: Request) -> str:
-    """The text that identifies a request for sampling: the same request is sampled the same way in every run."""
-    if isinstance(request, ProofRequest):
-        parts = ("proof", request.header or "", request.statement, request.proof)
-    elif isinstance(request, FileRequest):
-        parts = ("file", request.header or "", request.statement or "", request.file)
-    else:
-        parts = ("file", "", "", request)
-    return "\0".join(parts)
-
-
-def sampled(request: Request, seed: int, fraction: float) -> bool:
-    """Whether sample mode rechecks `request`: a hash of seed and content, uniform in [0, 1), below `fraction`.
-
-    Independent of batch order and of the process (no `hash()` salt), so a rerun picks the same requests.
-    """
-    digest = hashlib.sha256(f"{seed}\0{request_content(request)}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64 < fraction
 
 
 def chunks(items: list[RecheckItem]) -> list[list[RecheckItem]]:
@@ -315,6 +296,7 @@ class Rechecker:
         "auto"); None: `config.recheck`, which must then not be "auto"."""
         self.config = config
         self.mode = config.recheck if mode is None else mode
+        self.audit = Audit(self.mode, config.recheck_seed, config.recheck_sample_rate)
         self.counters = {"rechecked": 0, "recheck_overturned": 0, "recheck_checker_failures": 0}
         self.seconds = 0.0
         # Made on the loop that uses it: a server started again runs on a new loop.
@@ -322,19 +304,36 @@ class Rechecker:
         self._lock_loop: asyncio.AbstractEventLoop | None = None
 
     def selects(self, request: Request) -> bool:
-        mode = self.mode
-        if mode == "passed":
-            return True
-        if mode == "sample":
-            return sampled(request, self.config.recheck_seed, self.config.recheck_fraction)
-        return False
+        return self.audit.selects(request)
 
     def metrics(self) -> dict[str, float]:
         """Cumulative `lean/...` metrics (see the module docstring)."""
         return {
             **{f"lean/{name}": count for name, count in self.counters.items()},
             "lean/recheck_seconds": self.seconds,
+            "lean/recheck_escalated": float(self.audit.escalated),
         }
+
+    async def audit_batch(
+        self, candidates: list[tuple[Request, object, VerificationResult]]
+    ) -> list[VerificationResult]:
+        """Final results for a batch's REPL passes (request, prepared, passed result), in order: the ones the audit
+        selects rechecked in one run; when that run escalated, the batch's other passes in a second, so a hack's
+        passes in the step that caught it get no reward either."""
+        results = [result for _, _, result in candidates]
+        escalated_before = self.audit.escalated
+        chosen = [index for index, (request, _, _) in enumerate(candidates) if self.selects(request)]
+        await self._recheck_into(candidates, results, chosen)
+        if self.audit.escalated and not escalated_before:
+            left_out = sorted(set(range(len(candidates))) - set(chosen))
+            await self._recheck_into(candidates, results, left_out)
+        return results
+
+    async def _recheck_into(self, candidates, results: list[VerificationResult], indices: list[int]) -> None:
+        if indices:
+            finals = await self.recheck([candidates[index] for index in indices])
+            for index, final in zip(indices, finals, strict=True):
+                results[index] = final
 
     async def recheck(self, candidates: list[tuple[Request, object, VerificationResult]]) -> list[VerificationResult]:
         """Final results for `candidates` (request, prepared, passed result), in order."""
@@ -371,4 +370,5 @@ class Rechecker:
                 else:
                     self.counters["recheck_overturned"] += 1
                     results[index] = _demoted(results[index], "failed", why, share)
+                    self.audit.record_overturn(candidates[index][0], candidates[index][1].theorem_name, why)
         return results

@@ -1,6 +1,6 @@
 """The recheck self-test, and the record of checkers that passed it.
 
-`recheck="auto"` (the default) turns the recheck on only for a checker shown to work: `trl-verigate lean-doctor`
+`recheck="auto"` (the default) turns the audit sample on only for a checker shown to work: `trl-verigate lean-doctor`
 sends it two candidates, an honest proof it must confirm and a forged pass (a false statement the REPL "passed")
 it must overturn. A checker that does both is recorded in `verified-checkers.json` under
 `$TRL_VERIGATE_CACHE` (default `~/.cache/trl-verigate`), keyed by its argv, the project directory and the header's
@@ -86,7 +86,7 @@ def _read(path: Path) -> dict:
 
 def effective_recheck(config) -> tuple[str, str | None]:
     """The recheck mode a `LeanServerConfig` runs with, and why the recheck is off (None when it is on): "auto" is
-    "passed" for a checker the self-test verified, else "none"."""
+    "sample" (the escalating audit sample, `recheck.audit`) for a checker the self-test verified, else "none"."""
     if config.recheck != "auto":
         return config.recheck, "recheck='none' was asked for" if config.recheck == "none" else None
     if not config.recheck_command:
@@ -100,4 +100,4 @@ def effective_recheck(config) -> tuple[str, str | None]:
             "recheck_command has not passed `trl-verigate lean-doctor`'s self-test (confirm an honest proof, overturn "
             "a forged pass) for this project and header: run lean-doctor with it once, or set recheck='passed'"
         )
-    return "passed", None
+    return "sample", None

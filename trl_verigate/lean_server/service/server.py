@@ -89,15 +89,13 @@ class LeanServer(PooledVerifier):
     async def after_batch(self, requests: list, triples: list) -> list[VerificationResult]:
         results = [result for result, _, _ in triples]
         self._passes += sum(result.passed for result in results)
-        # All of this call's selected passes in one checker run: they share one import of the header's modules.
-        selected = [
-            index
-            for index, (result, _, prepared) in enumerate(triples)
-            if result.passed and prepared is not None and self._rechecker.selects(requests[index])
+        # All of this call's passes the audit selects in one checker run: they share one import of the header's modules.
+        passes = [
+            index for index, (result, _, prepared) in enumerate(triples) if result.passed and prepared is not None
         ]
-        if selected:
-            candidates = [(requests[i], triples[i][2], results[i]) for i in selected]
-            for index, final in zip(selected, await self._rechecker.recheck(candidates), strict=True):
+        if passes:
+            candidates = [(requests[i], triples[i][2], results[i]) for i in passes]
+            for index, final in zip(passes, await self._rechecker.audit_batch(candidates), strict=True):
                 results[index] = final
         return results
 
@@ -144,16 +142,21 @@ class LeanServer(PooledVerifier):
     def stats(self) -> dict:
         """Pool counters (processes started, start failures, recycled, timeouts, crashes, compromised: workers the
         framing checks caught answering out of turn, see `repl.process`), recheck counters (rechecked,
-        recheck_overturned, recheck_checker_failures, recheck_seconds) and live REPL pids."""
+        recheck_overturned, recheck_checker_failures, recheck_seconds, recheck_escalated) and live REPL pids."""
         stats = super().stats()
-        recheck = {**self._rechecker.counters, "recheck_seconds": self._rechecker.seconds}
+        recheck = {
+            **self._rechecker.counters,
+            "recheck_seconds": self._rechecker.seconds,
+            "recheck_escalated": self._rechecker.audit.escalated,
+        }
         return {**stats, **recheck}
 
     def metrics(self) -> dict[str, float]:
         """Cumulative recheck metrics since this server was made, for a trainer to log per step (the difference
         between two calls): `lean/rechecked` (passes sent to the checker), `lean/recheck_overturned` (of those, the
         ones it refused: a policy learning to fool the REPL shows here), `lean/recheck_checker_failures` (failed
-        closed because the checker broke its contract), `lean/recheck_seconds` (wall time in the checker) and
+        closed because the checker broke its contract), `lean/recheck_seconds` (wall time in the checker),
+        `lean/recheck_escalated` (1 once an overturn turned on rechecking every pass; `recheck.audit`) and
         `lean/repl_passes` (the passes the REPL gave)."""
         return {**self._rechecker.metrics(), "lean/repl_passes": self._passes}
 

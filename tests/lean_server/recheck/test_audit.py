@@ -1,0 +1,133 @@
+"""The audit sample and its escalation: how fast a systematic hack is caught, and what happens once it is.
+
+The catch formula is checked against a simulation that draws passes through the real selection (`Audit.selects`,
+a content hash), and end to end through `LeanServer` with the stand-in REPL, which passes a false claim, and the
+stand-in checker, which overturns it.
+"""
+
+import logging
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.fake_checker import checker_command
+from tests.fake_repl import stand_in_config
+from trl_verigate.lean_server import LeanServer, ProofRequest
+from trl_verigate.lean_server.recheck.audit import Audit, catch_probability, steps_to_catch
+
+pytestmark = pytest.mark.timeout(180)
+
+HEADER = "import Mathlib"
+# The stand-in REPL passes every proof the precheck lets through, a false `(1:ℕ) = 2` too, as a forging payload
+# would make the real REPL do; the stand-in checker evaluates the closed equation and refuses it.
+
+
+def hack(step: int, k: int) -> ProofRequest:
+    return ProofRequest(f"theorem hack_{step}_{k} : (1:ℕ) = 2 := by", "  norm_num")
+
+
+def honest(step: int, k: int) -> ProofRequest:
+    return ProofRequest(f"theorem ok_{step}_{k} : {k} + 1 = {k + 1} := by", "  norm_num")
+
+
+def test_the_catch_probability_by_hand():
+    # r = 0.05, f = 0.25: each pass is a sampled hack with probability 0.0125.
+    assert catch_probability(0.05, 0.25, 64) == pytest.approx(1 - 0.9875**64)
+    assert catch_probability(0.05, 1.0, 1) == pytest.approx(0.05)
+    # 1 - 0.95**k >= 0.95 first at k = 59 (0.95**58 = 0.0510, 0.95**59 = 0.0485).
+    assert steps_to_catch(0.05, 1.0, 1) == 59
+    # One pass a step, hacked half the time, always rechecked: 0.5**4 = 0.0625 > 0.05 >= 0.5**5.
+    assert steps_to_catch(1.0, 0.5, 1) == 5
+    assert steps_to_catch(1.0, 1.0, 1) == 1
+
+
+@pytest.mark.parametrize(("rate", "fraction", "passes"), [(0.05, 0.25, 64), (0.05, 0.05, 128), (0.1, 0.5, 8)])
+def test_the_formula_matches_a_simulation_of_the_real_selection(rate, fraction, passes):
+    """Steps of `passes` distinct passes, a `fraction` of them hacked: the share of steps whose audit sample holds a
+    hacked pass, against 1 - (1 - r f)^n, within 4.5 standard errors of the simulated share."""
+    audit = Audit("sample", seed=3, rate=rate)
+    hacked_per_step = round(fraction * passes)
+    steps = 600
+    caught = 0
+    for step in range(steps):
+        hacks = [hack(step, k) for k in range(hacked_per_step)]
+        caught += any(audit.selects(request) for request in hacks)
+    expected = catch_probability(rate, hacked_per_step / passes, passes)
+    error = math.sqrt(expected * (1 - expected) / steps)
+    assert abs(caught / steps - expected) <= 4.5 * error + 1e-9, (caught / steps, expected)
+
+
+def test_runs_are_caught_within_the_documented_steps_in_about_95_percent_of_seeds():
+    rate, fraction, passes = 0.05, 0.25, 32
+    bound = steps_to_catch(rate, fraction, passes)
+    runs = 300
+    within = 0
+    for seed in range(runs):
+        audit = Audit("sample", seed=seed, rate=rate)
+        hacks = (hack(step, k) for step in range(bound) for k in range(round(fraction * passes)))
+        within += any(audit.selects(request) for request in hacks)
+    # At least 95% by construction of the bound; 4.5 standard errors of slack for the simulation.
+    assert within / runs >= 0.95 - 4.5 * math.sqrt(0.95 * 0.05 / runs)
+
+
+def config(tmp_path: Path, rate: float, seed: int = 0):
+    checker = checker_command("--log", str(tmp_path / "checker.log"))
+    return stand_in_config(
+        tmp_path,
+        header=HEADER,
+        recheck="sample",
+        recheck_command=checker,
+        recheck_sample_rate=rate,
+        recheck_seed=seed,
+        workers=2,
+    )
+
+
+def step_requests(step: int, passes: int, hacked: int) -> list[ProofRequest]:
+    return [hack(step, k) for k in range(hacked)] + [honest(step, k) for k in range(passes - hacked)]
+
+
+def test_a_hack_is_caught_within_the_documented_steps_then_every_pass_is_rechecked(tmp_path, caplog):
+    """Training-like steps of 16 passes, a quarter of them a hack the REPL passes and the kernel refuses."""
+    rate, passes, hacked = 0.1, 16, 4
+    bound = steps_to_catch(rate, hacked / passes, passes)
+    # By hand: 1 - 0.975**16 = 0.333 per step; 0.667**7 = 0.059 > 0.05 >= 0.667**8 = 0.039.
+    assert bound == 8
+    caplog.set_level(logging.WARNING, logger="trl_verigate.lean_server.recheck.audit")
+    caught_at = None
+    with LeanServer(config(tmp_path, rate)) as server:
+        for step in range(bound):
+            results = server.verify(step_requests(step, passes, hacked))
+            metrics = server.metrics()
+            if metrics["lean/recheck_overturned"]:
+                caught_at = step
+                break
+            # The sample missed the hack this step: the REPL's passes stand, and nothing escalated.
+            assert [r.status for r in results] == ["passed"] * passes
+            assert metrics["lean/recheck_escalated"] == 0 and metrics["lean/rechecked"] < passes * (step + 1)
+        assert caught_at is not None, f"not caught within the documented {bound} steps"
+        # Escalation rechecks the rest of the catching step too: every hack of it fails, every honest proof stands.
+        assert [r.status for r in results] == ["failed"] * hacked + ["passed"] * (passes - hacked)
+        assert all(r.reason.startswith("recheck: ") and r.rechecked for r in results[:hacked])
+        assert metrics["lean/recheck_overturned"] == hacked and metrics["lean/recheck_escalated"] == 1
+        # From then on every pass is rechecked.
+        later = server.verify(step_requests(caught_at + 1, passes, hacked))
+        after = server.metrics()
+    assert [r.status for r in later] == ["failed"] * hacked + ["passed"] * (passes - hacked)
+    assert all(r.rechecked for r in later)
+    assert after["lean/rechecked"] - metrics["lean/rechecked"] == passes
+    assert after["lean/recheck_overturned"] - metrics["lean/recheck_overturned"] == hacked
+    warnings = [record.getMessage() for record in caplog.records if "OVERTURNED" in record.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert f"hack_{caught_at}_" in warnings[0] and "(1:ℕ) = 2" in warnings[0] and "norm_num" in warnings[0]
+
+
+def test_mode_passed_rechecks_everything_and_none_nothing():
+    request = honest(0, 1)
+    assert Audit("passed", seed=0, rate=0.0).selects(request)
+    assert not Audit("none", seed=0, rate=1.0).selects(request)
+    escalated = Audit("sample", seed=0, rate=0.0)
+    assert not escalated.selects(request)
+    assert escalated.record_overturn(request, "ok_0_1", "false") and not escalated.record_overturn(request, "x", "y")
+    assert escalated.selects(request)
