@@ -1,5 +1,5 @@
 from trl_verigate.trainers.process_verified.process_verified_config import ProcessVerifiedConfig
 from trl_verigate.trainers.process_verified.process_verified_trainer import ProcessVerifiedGRPOTrainer
-from trl_verigate.trainers.process_verified.provers import PROVERS, Prover, build_oracle, build_verifier
+from trl_verigate.trainers.process_verified.provers import PROVERS, Prover
 
-__all__ = ["PROVERS", "ProcessVerifiedConfig", "ProcessVerifiedGRPOTrainer", "Prover", "build_oracle", "build_verifier"]
+__all__ = ["PROVERS", "ProcessVerifiedConfig", "ProcessVerifiedGRPOTrainer", "Prover"]

@@ -78,14 +78,3 @@ PROVERS = {
     "lean": Prover(build_verifier=_lean_verifier, build_oracle=_lean_oracle),
     "coq": Prover(build_verifier=_coq_verifier, build_oracle=_coq_oracle),
 }
-
-
-def build_verifier(args):
-    """The unstarted verifier of ``args.prover``: a local `LeanServer` pool, a `LeanClient` of remote servers, or a
-    local `CoqServer` pool."""
-    return PROVERS[args.prover].build_verifier(args)
-
-
-def build_oracle(args, verifier):
-    """The process oracle of ``args.prover`` over ``verifier``."""
-    return PROVERS[args.prover].build_oracle(args, verifier)
