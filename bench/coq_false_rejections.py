@@ -1,5 +1,5 @@
 """Wrong refusals of `CoqServer.verify` on honest proofs: lemmas of the installed Coq standard library re-proved with
-their own proofs (bench/data/coq_stdlib_lemmas.jsonl, made by bench/coq_stdlib_corpus.py, which keeps only lemmas
+their own proofs (bench/data/coq_stdlib_lemmas.jsonl.gz, made by bench/coq_stdlib_corpus.py, which keeps only lemmas
 that compile standalone with plain `coqc`; nothing here or in the allow-list is derived from them).
 
 Every lemma goes through the real server (precheck, coqidetop, Print Assumptions, coqchk recheck) with its own
@@ -16,12 +16,13 @@ those names. A refusal is a policy refusal when docs/provers/coq.md lists it as 
 Every other outcome that is not `passed` is a wrong refusal: a precheck refusal for another reason, a failure
 coqidetop or the recheck gives to a proof `coqc` accepts, a timeout, an error. Target: wrong refusals <= 1%.
 
-    python bench/coq_false_rejections.py [--limit N] [--workers 2] [--timeout 60]
+    python bench/coq_false_rejections.py [--every K] [--workers 2] [--timeout 60]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import re
 import sys
@@ -80,11 +81,12 @@ def category(result: VerificationResult) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--limit", type=int, default=None, help="only the first N lemmas")
+    parser.add_argument("--every", type=int, default=1, help="every K-th lemma of the corpus (default: all)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=60.0, help="per-proof timeout (s)")
     args = parser.parse_args()
-    lemmas = [json.loads(line) for line in CORPUS.open(encoding="utf-8")][: args.limit]
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as lines:
+        lemmas = [json.loads(line) for line in lines][:: args.every]
     library = library_tactics()
     requests = [CoqProofRequest(lemma["statement"], lemma["proof"], lemma["header"]) for lemma in lemmas]
 

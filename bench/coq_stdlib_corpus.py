@@ -15,13 +15,14 @@ A lemma enters the corpus only when that header, statement and proof compile wit
 Assumptions` lists no axiom or only the Reals axioms (`WHITELIST`, fixed from what `Require Import Reals` loads).
 Nothing here runs the precheck or `CoqServer`: the corpus does not depend on what the bench measures.
 
-    python bench/coq_stdlib_corpus.py [--per-file 3] [--jobs 2]   # writes bench/data/coq_stdlib_lemmas.jsonl
+    python bench/coq_stdlib_corpus.py [--per-file 3] [--jobs 2]   # writes bench/data/coq_stdlib_lemmas.jsonl.gz
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import gzip
 import json
 import re
 import subprocess
@@ -37,7 +38,7 @@ from trl_verigate.coq.judge import read_assumptions, whitelisted  # noqa: E402
 from trl_verigate.coq.precheck import STATEMENT_KEYWORDS  # noqa: E402
 from trl_verigate.coq.sentences import split_sentences  # noqa: E402
 
-CORPUS = REPO / "bench" / "data" / "coq_stdlib_lemmas.jsonl"
+CORPUS = REPO / "bench" / "data" / "coq_stdlib_lemmas.jsonl.gz"
 # The axioms `Require Import Reals` loads (Coq 8.16): the classical Dedekind reals rest on them.
 WHITELIST = ("sig_forall_dec", "sig_not_dec", "functional_extensionality_dep", "classic")
 COQC_TIMEOUT_S = 60
@@ -146,7 +147,7 @@ def main() -> None:
         if ok:
             kept.append({key: lemma[key] for key in ("source", "header", "statement", "proof")} | {"axioms": axioms})
     CORPUS.parent.mkdir(parents=True, exist_ok=True)
-    with CORPUS.open("w", encoding="utf-8") as out:
+    with gzip.open(CORPUS, "wt", encoding="utf-8") as out:
         for lemma in kept:
             out.write(json.dumps(lemma, ensure_ascii=False) + "\n")
     print(f"{len(kept)} compile alone with coqc (no axiom outside {', '.join(WHITELIST)}): {CORPUS}")
