@@ -9,6 +9,7 @@ of its namespace), before anything loads.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 from trl_verigate.cli_parser import OneLineErrorParser
@@ -40,18 +41,31 @@ def _add_lean_server(subparsers) -> None:
     parser.add_argument(
         "--workers", type=int, default=LeanServerConfig().workers, help="REPL processes (default: cpus-1)"
     )
+    parser.add_argument(
+        "--api-keys",
+        help="JSON file mapping each accepted API key (sent as `Authorization: Bearer <key>`) to its owner, "
+        '{"<key>": "<owner>"}: REPLs, quotas and precheck queues are per owner (default: none; owners by address)',
+    )
+    parser.add_argument(
+        "--max-workers-per-owner",
+        type=int,
+        help="REPL quota per owner; within it no other owner evicts its REPLs (default: --workers)",
+    )
     add_lean_options(parser)
     parser.set_defaults(func=_run_lean_server, parser=parser)
 
 
 def _run_lean_server(args: argparse.Namespace) -> int:
     from trl_verigate.lean_server.service.http import serve
+    from trl_verigate.lean_server.service.owners import load_api_keys
 
     try:
         config = config_from_args(args, workers=args.workers)  # refuses a REPL it cannot run, before serving
-    except ValueError as error:
+        config = dataclasses.replace(config, max_workers_per_owner=args.max_workers_per_owner)
+        api_keys = load_api_keys(args.api_keys) if args.api_keys else None
+    except (ValueError, TypeError) as error:
         args.parser.error(str(error))
-    serve(config, host=args.host, port=args.port, port_file=args.port_file)
+    serve(config, host=args.host, port=args.port, port_file=args.port_file, api_keys=api_keys)
     return 0
 
 

@@ -19,6 +19,7 @@ POOL_FIELDS = {
     "sandbox",
     "max_request_bytes",
     "max_batch_bytes",
+    "max_workers_per_owner",
 }
 PROVER_CONFIGS = [
     pytest.param(lambda **kw: LeanServerConfig(repl_command=["repl"], **kw), id="lean"),
@@ -50,6 +51,7 @@ def test_the_pool_fields_are_the_bases_and_each_prover_adds_only_its_own():
         ("sandbox", "docker", "sandbox must be one of ('auto', 'bwrap', 'none')"),
         ("memory_limit_mb", 0.5, "memory_limit_mb must be a whole number"),
         ("max_batch_bytes", True, "max_batch_bytes must be a whole number"),
+        ("max_workers_per_owner", 0, "max_workers_per_owner must be >= 1"),
     ],
 )
 def test_each_pool_field_is_checked_once_and_named_by_the_provers_config(make, field, value, expected):

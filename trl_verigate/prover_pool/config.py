@@ -23,6 +23,7 @@ class ProverPoolConfig:
     `spare_workers` replacements may start (and load their header, within `startup_timeout`) before the worker they
     replace retires, so a retirement costs no idle time (0: each replacement starts only when its predecessor
     retires). `max_request_bytes` bounds one request in UTF-8 bytes, `max_batch_bytes` one verify() call.
+    `max_workers_per_owner` is the per-owner quota of a shared pool (see `pool` for the eviction rule).
     """
 
     project_dir: str | None = None
@@ -35,6 +36,9 @@ class ProverPoolConfig:
     sandbox: Sandbox = "auto"
     max_request_bytes: int = 64 << 10
     max_batch_bytes: int = 64 << 20
+    # The most workers one owner identity holds (None: `workers`); within it, no other owner evicts them
+    # (`pool.WorkerPool`).
+    max_workers_per_owner: int | None = None
 
     @property
     def owner(self) -> str:
@@ -55,5 +59,7 @@ class ProverPoolConfig:
         ):
             settings.check_positive_int(owner, name, getattr(self, name), unit)
         settings.check_spare_workers(owner, self.spare_workers)
+        if self.max_workers_per_owner is not None:
+            settings.check_positive_int(owner, "max_workers_per_owner", self.max_workers_per_owner, "worker processes")
         if self.memory_limit_mb is not None:
             settings.check_positive_int(owner, "memory_limit_mb", self.memory_limit_mb, "MiB (or None for no limit)")

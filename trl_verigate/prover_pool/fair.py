@@ -1,8 +1,9 @@
-"""`FairScheduler`: CPU-bound jobs (prechecks, the judging of answers) on a few threads, shared fairly by callers.
+"""`FairScheduler`: CPU-bound jobs (prechecks, the judging of answers) on a few threads, shared fairly by owners.
 
-Each caller (a `verify` call, an HTTP request) gets a queue. A thread that frees up takes the next job of the
-caller with the fewest jobs running, the longest-waiting such caller first, so one caller's large batch delays
-another caller's job by at most the time the jobs already running take to free one thread: one job's time.
+Each owner (a hashable key: `PooledVerifier` uses the owner's identity, so all of one client's `verify` calls and
+HTTP requests share one queue) gets a queue. A thread that frees up takes the next job of the owner with the fewest
+jobs running, the longest-waiting such owner first, so one owner's large batch delays another owner's job by at
+most the time the jobs already running take to free one thread: one precheck.
 """
 
 from __future__ import annotations
@@ -11,27 +12,27 @@ import concurrent.futures
 import itertools
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 
 class FairScheduler:
     def __init__(self, threads: int, name: str):
         self._condition = threading.Condition()
-        self._queues: dict[int, deque] = {}
-        self._running: dict[int, int] = {}
-        self._arrival: dict[int, int] = {}  # when each queue last became non-empty
+        self._queues: dict[Hashable, deque] = {}
+        self._running: dict[Hashable, int] = {}
+        self._arrival: dict[Hashable, int] = {}  # when each queue last became non-empty
         self._clock = itertools.count()
-        self._ids = itertools.count()
         self._closed = False
         self._threads = [threading.Thread(target=self._work, name=f"{name}-{k}", daemon=True) for k in range(threads)]
         for thread in self._threads:
             thread.start()
 
-    def new_caller(self) -> int:
-        """A queue of its own for one caller."""
-        return next(self._ids)
+    def queued(self, caller: Hashable) -> int:
+        """How many of `caller`'s jobs wait for a thread."""
+        with self._condition:
+            return len(self._queues.get(caller, ()))
 
-    def submit(self, caller: int, function: Callable, *args) -> concurrent.futures.Future:
+    def submit(self, caller: Hashable, function: Callable, *args) -> concurrent.futures.Future:
         future: concurrent.futures.Future = concurrent.futures.Future()
         with self._condition:
             if self._closed:

@@ -1,9 +1,14 @@
 """A pool of prover processes keyed by header and owner, for one asyncio event loop.
 
-- Every process belongs to one owner (a caller: a training process, an HTTP client): it serves only that owner's
+- Every process belongs to one `Owner` (an identity and a label, see `owner`): it serves only that owner's
   requests and is killed, never handed over, when another owner needs its slot. A process that a proof compromised
   without a trace (its own answers forged) therefore never answers for another caller. Below, a "header" is the pair
   (header, owner) a process was started for.
+- Each identity holds at most `max_workers_per_owner` processes (None: `workers`). A request may evict another
+  identity's warm process (one that has served it) only when that identity holds more than its quota, or, with no
+  quota configured, when the request's own identity holds no process at all (so no identity starves). New owners,
+  however many labels a client invents, so never evict another identity's warm processes while it is within its
+  quota; with a quota, size `workers` to at least the quota times the identities served, or newcomers wait.
 
 - At most `config.workers` processes serve requests (plus `spare_workers` spares loading ahead, below); a request
   needs one idle process whose header is its own; when none is idle, a free slot gets a new process, else the least
@@ -41,14 +46,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from trl_verigate.prover_pool.owner import Owner
 from trl_verigate.prover_pool.worker import WorkerCompromised, WorkerError, WorkerStartError
 
 MAX_START_BACKOFF_S = 60.0
 
 
 # A slot's key: the header its process loaded, and the owner it serves.
-Key = tuple[str, str]
-DEFAULT_OWNER = "local"
+Key = tuple[str, Owner]
 
 
 @dataclass(eq=False)
@@ -58,6 +63,8 @@ class _Slot:
     # A (re)start in progress; its result becomes `process` when a request claims the slot.
     pending: asyncio.Task | None = None
     busy: bool = False
+    # Whether its owner's requests have run on it (a warm process of that owner, which quotas protect).
+    served: bool = False
     # The replacement started ahead of the process's retirement (a spare).
     successor: asyncio.Task | None = None
     last_used: float = field(default_factory=time.monotonic)
@@ -111,15 +118,17 @@ class WorkerPool:
             "compromised": 0,
         }
 
-    def prewarm(self, header: str, owner: str = DEFAULT_OWNER) -> None:
-        """Start processes for `header` and `owner` in every free slot, in the background."""
+    def prewarm(self, header: str, owner: str | Owner | None = None) -> None:
+        """Start processes for `header` and `owner` (None: this process) in the free slots its quota allows, in the
+        background."""
         self._check_open()
-        while len(self._slots) < self.config.workers:
-            slot = _Slot((header, owner))
+        key = (header, Owner.of(owner))
+        while len(self._slots) < self.config.workers and self._held(key[1].identity) < self._quota:
+            slot = _Slot(key)
             self._slots.append(slot)
-            slot.pending = self._start_in_background((header, owner))
+            slot.pending = self._start_in_background(key)
 
-    async def run(self, header: str, code: str, timeout: float, owner: str = DEFAULT_OWNER) -> tuple[dict, float]:
+    async def run(self, header: str, code: str, timeout: float, owner: str | Owner | None = None) -> tuple[dict, float]:
         """The response of one of `owner`'s processes for `header` to `code` run in the header's env, and the
         seconds it took.
 
@@ -129,7 +138,7 @@ class WorkerPool:
         `status` its request gets); the pool stays usable either way.
         """
         self._check_open()
-        slot = await self._acquire((header, owner))
+        slot = await self._acquire((header, Owner.of(owner)))
         try:
             try:
                 return await self._run_in(slot, code, timeout)
@@ -198,6 +207,7 @@ class WorkerPool:
             self._replace(slot)
             raise
         seconds = time.monotonic() - started
+        slot.served = True
         self._proof_seconds = seconds if self._proof_seconds is None else 0.9 * self._proof_seconds + 0.1 * seconds
         if process.uses >= self.config.max_uses_per_worker or self._spare_loaded(slot):
             self.counters["recycled"] += 1
@@ -242,17 +252,19 @@ class WorkerPool:
         own = [s for s in idle if s.header == header]
         # Ready processes first, then ones starting, then empty slots of this header.
         own.sort(key=lambda s: (not (s.process is not None and s.process.alive), s.pending is None))
+        identity = header[1].identity
         if own and own[0].has_process:
             slot = own[0]
-        elif len(self._slots) < self.config.workers:
+        elif len(self._slots) < self.config.workers and self._held(identity) < self._quota:
             slot = _Slot(header)
             self._slots.append(slot)
         elif own:
             slot = own[0]
         else:
-            # Evict the cheapest idle slot (empty, then least recently used): any when this header has no process to
-            # wait for, else one whose header can give it up (`_can_give_up_a_process`), and only when waiting would
-            # take longer than a load.
+            # Evict the cheapest idle slot (empty, then least recently used) this identity may take (`_may_take`): any
+            # such when this header has no process to wait for, else one whose header can give it up
+            # (`_can_give_up_a_process`), and only when waiting would take longer than a load.
+            idle = [s for s in idle if self._may_take(s, identity)]
             own_processes = self._serving(header)
             if own_processes == 0:
                 candidates = idle
@@ -264,11 +276,35 @@ class WorkerPool:
                 return None
             slot = min(candidates, key=lambda s: (s.has_process, s.last_used))
             self._discard(slot)
-            evicted, slot.header = slot.header, header
+            evicted, slot.header, slot.served = slot.header, header, False
             if all(s.header != evicted for s in self._slots):
                 self._load_seconds.pop(evicted, None)
         slot.busy = True
         return slot
+
+    @property
+    def _quota(self) -> int:
+        quota = self.config.max_workers_per_owner
+        return self.config.workers if quota is None else quota
+
+    def _held(self, identity: str) -> int:
+        """The slots of `identity`'s processes, loaded or loading, and its busy ones."""
+        return sum(s.header[1].identity == identity and s.serves for s in self._slots)
+
+    def _may_take(self, slot: _Slot, identity: str) -> bool:
+        """Whether a request of `identity` may evict `slot`: one of its own identity's, one that has served nobody
+        yet (prewarmed), or another identity's warm one when that identity is over its quota. Without a configured
+        quota, an identity that holds no process at all may also take another's (the least recently used idle one:
+        no identity starves); fresh labels of an identity that holds a process never touch another's."""
+        holder = slot.header[1].identity
+        if holder == identity:
+            return True
+        held = self._held(identity)
+        if held >= self._quota:
+            return False
+        if not slot.served or self._held(holder) > self._quota:
+            return True
+        return held == 0 and self.config.max_workers_per_owner is None
 
     def _can_give_up_a_process(self, donor: Key, header: Key, own_processes: int) -> bool:
         """Whether `donor` may lose an idle process to `header`: nobody waits for it, or it keeps another and, one

@@ -4,8 +4,9 @@
 workers. Each request is prepared (the precheck: what is sent to the prover, or a refusal), run on a worker of the
 pool (`pool.WorkerPool`) under the per-request timeout, and its answer judged. The pool lives on an asyncio loop in a
 background thread, so `verify` works from any thread and `averify` from the caller's own loop. Prechecks and
-judging run on a `FairScheduler`'s threads, each `verify` call a caller of its own, so neither a slow precheck nor
-a flood of messages stalls the loop, and one call's large batch cannot hold back another's small one.
+judging run on a `FairScheduler`'s threads, one queue per owner identity (however many `verify` calls or labels it
+uses), so neither a slow precheck nor a flood of messages stalls the loop, and one owner's large batch delays
+another's small one by at most one precheck.
 
 A subclass names its worker class (`worker_factory`) and implements the hooks marked below.
 """
@@ -22,7 +23,8 @@ import weakref
 from collections.abc import Sequence
 
 from trl_verigate.prover_pool.fair import FairScheduler
-from trl_verigate.prover_pool.pool import DEFAULT_OWNER, WorkerPool
+from trl_verigate.prover_pool.owner import Owner
+from trl_verigate.prover_pool.pool import WorkerPool
 from trl_verigate.prover_pool.results import VerificationResult
 from trl_verigate.prover_pool.worker import WorkerError
 
@@ -172,22 +174,31 @@ class PooledVerifier:
     # ------------------------------------------------------------ the batch API
 
     def verify(
-        self, requests: Sequence, timeout: float | None = None, progress: bool | None = None, caller: str | None = None
+        self,
+        requests: Sequence,
+        timeout: float | None = None,
+        progress: bool | None = None,
+        caller: str | Owner | None = None,
     ) -> list[VerificationResult]:
         """Verify `requests`, blocking; one result per request, in order.
 
         `timeout` (seconds per proof, default `config.timeout`) counts the precheck and the worker's work, not the
         wait for a free worker. A request over `config.max_request_bytes` is "rejected" unrun; a batch over
         `config.max_batch_bytes` raises ValueError before anything runs. `progress`: True shows a tqdm bar, False
-        never, None for batches of at least 64 requests when stderr is a terminal. `caller`: who asks (the
-        workers that run this batch serve no other caller; default: this process).
+        never, None for batches of at least 64 requests when stderr is a terminal. `caller`: who asks, an
+        identity string or an `Owner` (the workers that run this batch serve no other owner, its prechecks queue
+        with the identity's others; default: this process).
         """
         self._check_not_on_loop("verify()")
         future = self._submit(requests, timeout, progress, with_responses=False, caller=caller)
         return [result for result, _ in future.result()]
 
     async def averify(
-        self, requests: Sequence, timeout: float | None = None, progress: bool | None = None, caller: str | None = None
+        self,
+        requests: Sequence,
+        timeout: float | None = None,
+        progress: bool | None = None,
+        caller: str | Owner | None = None,
     ) -> list[VerificationResult]:
         """`verify` for the caller's event loop: awaits without blocking it."""
         pairs = await asyncio.wrap_future(
@@ -202,7 +213,12 @@ class PooledVerifier:
         return {**pool.counters, "live_pids": pool.live_pids()}
 
     def _submit(
-        self, requests: Sequence, timeout: float | None, progress: bool | None, with_responses: bool, caller: str | None
+        self,
+        requests: Sequence,
+        timeout: float | None,
+        progress: bool | None,
+        with_responses: bool,
+        caller: str | Owner | None,
     ) -> concurrent.futures.Future:
         requests = self.check_requests(requests)
         batch_bytes = sum(self.request_bytes(request) for request in requests)
@@ -217,7 +233,7 @@ class PooledVerifier:
             raise ValueError(f"verify(timeout=...) must be > 0 seconds (or None for config.timeout), got {timeout}")
         pool = self._require_started()
         bar = progress_bar(progress, len(requests), self.progress_desc)
-        batch = _Batch(self._scheduler.new_caller(), caller or DEFAULT_OWNER, timeout, with_responses, bar)
+        batch = _Batch(Owner.of(caller), timeout, with_responses, bar)
         future = asyncio.run_coroutine_threadsafe(self._verify_all(pool, requests, batch), self._loop)
         if bar is not None:
             # `_verify_all` closes it before the results are delivered; this covers a batch cancelled before it ran.
@@ -283,7 +299,7 @@ class PooledVerifier:
                 return result, None, None
             # On a scheduler thread: reading an answer takes time proportional to its size, which a proof controls.
             work = self._scheduler.submit(
-                batch.caller, self.judged, prepared, response, precheck_s + time_s, batch.with_responses
+                batch.owner.identity, self.judged, prepared, response, precheck_s + time_s, batch.with_responses
             )
             result, submitted = await asyncio.wrap_future(work)
             return result, submitted, prepared
@@ -309,7 +325,7 @@ class PooledVerifier:
             loop.call_soon_threadsafe(began.set)
             return function(request)
 
-        work = asyncio.wrap_future(self._scheduler.submit(batch.caller, timed))
+        work = asyncio.wrap_future(self._scheduler.submit(batch.owner.identity, timed))
         waiting = asyncio.ensure_future(began.wait())
         await asyncio.wait([waiting, work], return_when=asyncio.FIRST_COMPLETED)
         waiting.cancel()
@@ -328,16 +344,11 @@ class PooledVerifier:
 
 
 class _Batch:
-    """One `verify` call: its scheduler queue, the owner its workers serve, its timeout and its progress bar."""
+    """One `verify` call: the owner its workers serve (its prechecks queue under the owner's identity, whatever the
+    number of calls or labels), its timeout and its progress bar."""
 
-    def __init__(self, caller: int, owner: str, timeout: float, with_responses: bool, bar):
-        self.caller, self.owner, self.timeout, self.with_responses, self.bar = (
-            caller,
-            owner,
-            timeout,
-            with_responses,
-            bar,
-        )
+    def __init__(self, owner: Owner, timeout: float, with_responses: bool, bar):
+        self.owner, self.timeout, self.with_responses, self.bar = owner, timeout, with_responses, bar
 
 
 _TURN_HANDOVERS: set[asyncio.Future] = set()

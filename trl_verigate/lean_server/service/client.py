@@ -189,7 +189,7 @@ class LeanClient:
         self.concurrency = concurrency or 2 * len(self.endpoints)
         self.config = config or LeanServerConfig()
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        # The servers give this client REPLs of its own (`http.caller_of`).
+        # The servers give this client REPLs of its own (`owners.owner_of`: a label within its identity).
         self.caller = uuid.uuid4().hex
         self.http_timeout = http_timeout
         self._rotation = itertools.count()

@@ -43,8 +43,10 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from trl_verigate.lean_server.core import FileRequest, LeanServerConfig, ProofRequest, VerificationResult
+from trl_verigate.lean_server.service.owners import owner_of
 from trl_verigate.lean_server.service.server import LeanServer
-from trl_verigate.lean_server.service.wire import CALLER_HEADER, SERVICE_NAME
+from trl_verigate.lean_server.service.wire import SERVICE_NAME
+from trl_verigate.prover_pool.owner import Owner
 
 # How often a running /check looks whether its client hung up, to cancel the work and free the REPLs.
 DISCONNECT_POLL_S = 0.5
@@ -52,6 +54,7 @@ DISCONNECT_POLL_S = 0.5
 CLIENT_CLOSED_REQUEST = 499
 PAYLOAD_TOO_LARGE = 413
 BAD_REQUEST = 400
+UNAUTHORIZED = 401
 # The line `serve` prints on stdout once it accepts connections, followed by the URL (e.g. http://127.0.0.1:41235).
 LISTENING_PREFIX = "listening on "
 
@@ -269,15 +272,6 @@ def bad_request_detail(errors: list[dict]) -> str:
     return message + (f" (and {more} more error{'s' if more > 1 else ''})" if more else "")
 
 
-def caller_of(raw: Request) -> str:
-    """Who sent a request, for the REPLs that serve it: the client's `X-Verigate-Caller` (a `LeanClient` sends its
-    own id), else the client's address. A REPL never serves two callers (`prover_pool.pool`)."""
-    named = raw.headers.get(CALLER_HEADER)
-    if named:
-        return "client:" + named[:128]
-    return "host:" + (raw.client.host if raw.client is not None else "unknown")
-
-
 class TextSafeJSONResponse(JSONResponse):
     """JSON as UTF-8, or with every non-ASCII character escaped when some string is no Unicode text (a lone surrogate
     in a REPL's answer): one item's text never turns the whole batch's answer into an error."""
@@ -294,6 +288,8 @@ class ServiceState:
     """What the routes share: the server and the counters `/health` reports."""
 
     server: LeanServer
+    # API key -> owner name (`owners`); None: owners by client address.
+    api_keys: dict[str, str] | None = None
     in_flight: int = 0
     proofs_total: int = 0
     started_at: float = field(default_factory=time.time)
@@ -307,13 +303,13 @@ check_router = APIRouter()
 health_router = APIRouter()
 
 
-async def verify_until_disconnect(state: ServiceState, raw: Request, requests: list, timeout: float):
+async def verify_until_disconnect(state: ServiceState, raw: Request, requests: list, timeout: float, owner: Owner):
     """(verdict, REPL response) pairs, or None when the client hung up first. `RefusedItem`s are answered here."""
     refused = {index: item.reason for index, item in enumerate(requests) if isinstance(item, RefusedItem)}
     runnable = [item for item in requests if not isinstance(item, RefusedItem)]
     state.in_flight += len(runnable)
     task = asyncio.ensure_future(
-        state.server.averify_with_responses(runnable, timeout=timeout, progress=False, caller=caller_of(raw))
+        state.server.averify_with_responses(runnable, timeout=timeout, progress=False, caller=owner)
     )
     try:
         while True:
@@ -356,6 +352,10 @@ def _kimina_codes_payload(codes: list[KiminaCode], pairs: list, timeout: float) 
 @check_router.post("/one_pass_verify_batch")
 async def check(body: CheckBody, raw: Request) -> Response:
     state = service_state(raw)
+    owner = owner_of(raw, state.api_keys)
+    if owner is None:
+        detail = "this server takes only requests with a known API key: send `Authorization: Bearer <key>`"
+        return JSONResponse({"detail": detail}, status_code=UNAUTHORIZED)
     timeout = body.timeout if body.timeout is not None else state.server.config.timeout
     if body.snippets is not None:
         requests = [s.code for s in body.snippets]
@@ -363,7 +363,7 @@ async def check(body: CheckBody, raw: Request) -> Response:
         requests = [c.content for c in body.codes]
     else:
         requests = [_native_request(r) for r in body.requests]
-    pairs = await verify_until_disconnect(state, raw, requests, timeout)
+    pairs = await verify_until_disconnect(state, raw, requests, timeout, owner)
     if pairs is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     if body.snippets is not None:
@@ -405,8 +405,9 @@ async def bad_request(request: Request, error: RequestValidationError) -> JSONRe
     return JSONResponse({"detail": bad_request_detail(list(error.errors()))}, status_code=BAD_REQUEST)
 
 
-def create_app(server: LeanServer) -> FastAPI:
-    """The FastAPI app serving `server`; starts it if needed, and leaves closing it to its owner."""
+def create_app(server: LeanServer, api_keys: dict[str, str] | None = None) -> FastAPI:
+    """The FastAPI app serving `server`; starts it if needed, and leaves closing it to its owner. `api_keys` maps
+    each accepted API key to its owner (`owners`); None: any client, owned by its address."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -414,7 +415,7 @@ def create_app(server: LeanServer) -> FastAPI:
         yield
 
     app = FastAPI(title="trl-verigate Lean server", lifespan=lifespan)
-    app.state.service = ServiceState(server)
+    app.state.service = ServiceState(server, api_keys)
     # Read at each request, so the limit is the served config's.
     app.add_middleware(BodySizeLimit, max_bytes=lambda: server.config.max_batch_bytes)
     app.add_exception_handler(RequestValidationError, bad_request)
@@ -480,13 +481,14 @@ def serve(
     port: int = 8000,
     log_level: str = "info",
     port_file: str | os.PathLike | None = None,
+    api_keys: dict[str, str] | None = None,
 ) -> None:
     """Run the HTTP service until interrupted, then kill every REPL.
 
     `port=0` lets the OS pick a free port; the server reports it on stdout (`listening on http://HOST:PORT`) and,
     given `port_file`, in that file (the port and a newline), once it accepts connections; the file is removed
-    when the server shuts down.
+    when the server shuts down. `api_keys`: see `create_app`.
     """
     with LeanServer(config) as server:
-        uvicorn_config = uvicorn.Config(create_app(server), host=host, port=port, log_level=log_level)
+        uvicorn_config = uvicorn.Config(create_app(server, api_keys), host=host, port=port, log_level=log_level)
         ReportingServer(uvicorn_config, port_file=port_file).run()

@@ -19,6 +19,7 @@ from trl_verigate.lean_server.recheck import Rechecker, effective_recheck
 from trl_verigate.lean_server.repl import ReplProcess
 from trl_verigate.lean_server.service.wire import checked_requests, request_bytes, request_problem
 from trl_verigate.lean_server.verdict import is_axioms_answer, judge, repl_position
+from trl_verigate.prover_pool.owner import Owner
 from trl_verigate.prover_pool.service import PooledVerifier
 
 __all__ = ["LeanServer", "submitted_response"]
@@ -106,7 +107,7 @@ class LeanServer(PooledVerifier):
         requests: Sequence[Request],
         timeout: float | None = None,
         progress: bool | None = None,
-        caller: str | None = None,
+        caller: str | Owner | None = None,
     ) -> list[ResultWithResponse]:
         """`verify`, each verdict paired with the Lean REPL's own response to its request.
 
@@ -134,7 +135,7 @@ class LeanServer(PooledVerifier):
         requests: Sequence[Request],
         timeout: float | None = None,
         progress: bool | None = None,
-        caller: str | None = None,
+        caller: str | Owner | None = None,
     ) -> list[ResultWithResponse]:
         """`verify_with_responses` for the caller's event loop: awaits without blocking it."""
         return await asyncio.wrap_future(self._submit(requests, timeout, progress, with_responses=True, caller=caller))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from trl_verigate.lean_server.core import FileRequest, ProofRequest, Request
 
 SERVICE_NAME = "trl-verigate"
-# The header a `LeanClient` sends its own id in, so a server gives it REPLs of its own (`http.caller_of`).
+# The header a `LeanClient` sends its own id in, so a server gives it REPLs of its own (`owners.owner_of`: a label within its identity).
 CALLER_HEADER = "X-Verigate-Caller"
 
 
