@@ -3,7 +3,8 @@
 Each check reads the HTML that `mkdocs build --strict` writes and fails on a mark that a page did not render:
 - a cross-reference left as literal link text, `[<code>Name</code>]` (an HF-style `[`Name`]` that mkdocstrings
   could not resolve);
-- math left as raw `\\(`, `\\[` or `$$` outside MathJax's `arithmatex` spans;
+- math left as raw text outside MathJax's `arithmatex` spans: a `\\(`, `\\[` or `$$` delimiter, or a TeX command or
+  that Markdown left behind after eating a delimiter's backslash;
 - a nested list flattened into its parent item: a line of a paragraph that starts with a literal "- ";
 - a script or stylesheet fetched from the network: the site must render offline.
 """
@@ -76,7 +77,7 @@ def unrendered_marks(html: str) -> list[str]:
     """Every unrendered cross-reference, math delimiter or flattened list in one page's HTML."""
     text = prose(html)
     marks = [match.group(0) for match in re.finditer(r"\[<code>[^<]*</code>\]", html)]
-    marks += [match.group(0) for match in re.finditer(r"\\\(|\\\[|\$\$", text)]
+    marks += [match.group(0) for match in re.finditer(r"\\\(|\\\[|\$\$|\\[A-Za-z]+\b", text)]
     marks += [match.group(0).strip() for match in re.finditer(r"\n[ \t]*- \S", text)]
     return marks
 
@@ -85,6 +86,8 @@ def test_the_checks_see_each_unrendered_mark():
     # Hand-written pages with one mark each, and one with the same content rendered.
     assert unrendered_marks("<p>every [<code>trl.GRPOConfig</code>] field</p>") == ["[<code>trl.GRPOConfig</code>]"]
     assert unrendered_marks(r"<p>the group \(G\) of size</p>") == [r"\("]
+    # Markdown turns an inline `\[ A^{x} \]` into `[ A^{x} ]`: the TeX commands are what is left to see.
+    assert unrendered_marks(r"<p>advantage: [ A^{\text{out}} \cdot c ]</p>") == [r"\text", r"\cdot"]
     flattened = "<p>Findings:\n  - <em>Process oracle</em> marks\n  - <em>Outcome</em></p>"
     assert unrendered_marks(flattened) == ["- P", "- O"]
     rendered = (
