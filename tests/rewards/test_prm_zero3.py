@@ -89,3 +89,26 @@ def test_zero3_prm_dtype_other_than_deepspeeds_is_refused_naming_the_setting(tin
     assert "Set torch_dtype to 'bfloat16' or leave it unset" in rows["bf16"]["float32"]
     assert rows["fp32"]["bfloat16"].startswith("torch_dtype='bfloat16' cannot be honoured under DeepSpeed ZeRO-3")
     assert "Set torch_dtype to 'float32' or leave it unset" in rows["fp32"]["bfloat16"]
+
+
+def test_verigate_refuses_a_prm_dtype_zero3_would_replace_before_the_policy_loads(tiny_models, tmp_path, monkeypatch):
+    from transformers import PreTrainedModel
+    from transformers.integrations.deepspeed import HfDeepSpeedConfig, unset_hf_deepspeed_config
+
+    from trl_verigate import VeriGateConfig, VeriGateGRPOTrainer
+
+    loads = []
+    monkeypatch.setattr(PreTrainedModel, "from_pretrained", classmethod(lambda cls, *a, **k: loads.append(a)))
+    args = VeriGateConfig(
+        output_dir=str(tmp_path), use_cpu=True, per_device_train_batch_size=2, num_generations=2, report_to="none",
+        prm_model_name_or_path=tiny_models["prm_qwen_math"], prm_torch_dtype="float32",
+    )  # fmt: skip
+    # What TrainingArguments leaves behind under a ZeRO-3 launch with mixed_precision bf16.
+    ds_config = HfDeepSpeedConfig({"zero_optimization": {"stage": 3}, "bf16": {"enabled": True}})
+    try:
+        with pytest.raises(ValueError, match=r"^prm_torch_dtype='float32' cannot be honoured under DeepSpeed ZeRO-3"):
+            VeriGateGRPOTrainer(model=tiny_models["policy"], reward_funcs=[lambda **_: []], args=args)
+    finally:
+        unset_hf_deepspeed_config()
+        del ds_config
+    assert loads == []
