@@ -36,8 +36,8 @@ def pids(tmp_path: Path) -> set:
     return {row["pid"] for row in read_log(tmp_path / "repl.log")}
 
 
-async def with_pool(config: LeanServerConfig, body):
-    pool = WorkerPool(config, ReplProcess)
+async def with_pool(config: LeanServerConfig, body, worker_factory=ReplProcess):
+    pool = WorkerPool(config, worker_factory)
     try:
         return await body(pool)
     finally:
@@ -282,7 +282,8 @@ def test_cancelling_a_request_kills_its_process_and_the_pool_recovers(tmp_path):
 
     async def body(pool):
         slow = asyncio.ensure_future(pool.run(HEADER, "theorem SLOW : 1 = 1 := by rfl", 60.0))
-        await asyncio.sleep(0.5)
+        while not any("SLOW" in row["request"].get("cmd", "") for row in read_log(tmp_path / "repl.log")):
+            await asyncio.sleep(0.02)  # until the REPL has the request: the cancel then hits a running command
         slow.cancel()
         with pytest.raises(asyncio.CancelledError):
             await slow
@@ -393,6 +394,39 @@ def max_overlapping_processes(log_path: Path) -> int:
     return max(sum(first[pid] <= i <= last[pid] for pid in first) for i in range(len(rows)))
 
 
+class PacedStarts:
+    """A worker factory of REPLs whose last command before retirement waits while another REPL is loading its
+    header. How fast a loaded machine starts a process then cannot decide whether a spare has loaded before its
+    predecessor's last command: the overlap depends only on whether the pool started the spare ahead of it."""
+
+    def __init__(self, config: LeanServerConfig):
+        self.config = config
+        self.loading = 0
+        self.none_loading = asyncio.Event()
+        self.none_loading.set()
+
+    def __call__(self, config: LeanServerConfig) -> ReplProcess:
+        tracker = self
+
+        class PacedRepl(ReplProcess):
+            async def start(self, header: str) -> None:
+                tracker.loading += 1
+                tracker.none_loading.clear()
+                try:
+                    await super().start(header)
+                finally:
+                    tracker.loading -= 1
+                    if not tracker.loading:
+                        tracker.none_loading.set()
+
+            async def run_code(self, code: str, timeout: float) -> dict:
+                if self.uses + 1 >= tracker.config.max_uses_per_worker:
+                    await tracker.none_loading.wait()
+                return await super().run_code(code, timeout)
+
+        return PacedRepl(config)
+
+
 @pytest.mark.parametrize("spare_workers", [0, 1])
 def test_a_spare_loads_before_its_predecessor_retires_and_bounds_the_processes(tmp_path, spare_workers):
     config = stand_in_config(
@@ -403,7 +437,7 @@ def test_a_spare_loads_before_its_predecessor_retires_and_bounds_the_processes(t
         results = await asyncio.gather(*(pool.run(HEADER, theorem(f"t{i}"), 10.0) for i in range(100)))
         return [axioms_text(r) for r, _ in results], dict(pool.counters)
 
-    texts, counters = asyncio.run(with_pool(config, body))
+    texts, counters = asyncio.run(with_pool(config, body, PacedStarts(config)))
     assert texts == [f"'t{i}' depends on axioms: [propext]" for i in range(100)]
     per_pid = Counter(row["pid"] for row in read_log(tmp_path / "repl.log") if "env" in row["request"])
     assert max(per_pid.values()) <= 20

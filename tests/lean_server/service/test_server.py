@@ -574,38 +574,62 @@ def _slow_prepare(original, seconds: float):
     return prepare
 
 
+class HeldPrecheck:
+    """The precheck's `prepare`, made to spin (holding the GIL as CPU work does) on requests naming SLOW until the
+    test releases it: what a slow precheck holds back is then read from the order of events, not from wall time."""
+
+    def __init__(self, original):
+        self.original = original
+        self.started = threading.Event()
+        self.release = threading.Event()
+        self.finished = threading.Event()
+
+    def __call__(self, request, *args, **kwargs):
+        if isinstance(request, ProofRequest) and "SLOW" in request.statement:
+            self.started.set()
+            deadline = time.monotonic() + 60  # a safety net only: the test releases it
+            while not self.release.is_set() and time.monotonic() < deadline:
+                pass
+            self.finished.set()
+        return self.original(request, *args, **kwargs)
+
+
 def test_a_slow_precheck_does_not_stall_other_requests(tmp_path, monkeypatch):
     from trl_verigate.lean_server.service import server as server_module
 
-    monkeypatch.setattr(server_module, "prepare", _slow_prepare(server_module.prepare, 3.0))
+    held = HeldPrecheck(server_module.prepare)
+    monkeypatch.setattr(server_module, "prepare", held)
     with LeanServer(fake_config(tmp_path, workers=2)) as server:
         server.verify([proof("warmup")])
         slow_results = {}
-        slow = threading.Thread(target=lambda: slow_results.update(r=server.verify([proof("SLOW")], timeout=10)))
+        slow = threading.Thread(target=lambda: slow_results.update(r=server.verify([proof("SLOW")], timeout=30)))
         slow.start()
-        time.sleep(0.3)
-        started = time.monotonic()
+        assert held.started.wait(30), "the slow precheck never started"
         [fast] = server.verify([proof("fast")])
-        fast_s = time.monotonic() - started
-        slow_still_running = slow.is_alive()
+        # On the event loop, the slow precheck would have held `fast` back until the test released it.
+        slow_still_prechecking = not held.finished.is_set()
+        held.release.set()
         slow.join()
     assert fast.status == "passed"
-    # On the event loop, the slow precheck would have held `fast` back until it finished, 2.7 s later.
-    assert slow_still_running and fast_s < 2.0, fast_s
+    assert slow_still_prechecking
     assert slow_results["r"][0].status == "passed"
 
 
 def test_the_per_proof_timeout_covers_the_precheck(tmp_path, monkeypatch):
     from trl_verigate.lean_server.service import server as server_module
 
-    monkeypatch.setattr(server_module, "prepare", _slow_prepare(server_module.prepare, 3.0))
+    held = HeldPrecheck(server_module.prepare)
+    monkeypatch.setattr(server_module, "prepare", held)
     with LeanServer(fake_config(tmp_path)) as server:
-        started = time.monotonic()
-        slow, fine = server.verify([proof("SLOW"), proof("fine")], timeout=1)
-        elapsed = time.monotonic() - started
+        try:
+            slow, fine = server.verify([proof("SLOW"), proof("fine")], timeout=1)
+            # verify() answered at the timeout, without waiting for the precheck to end.
+            answered_while_prechecking = not held.finished.is_set()
+        finally:
+            held.release.set()
     assert slow.status == "timeout" and "precheck" in slow.reason and "1 s" in slow.reason
     assert fine.status == "passed"
-    assert elapsed < 2.5
+    assert answered_while_prechecking
     assert not any("SLOW" in row["request"]["cmd"] for row in log_rows(tmp_path))
 
 
