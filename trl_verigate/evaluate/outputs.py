@@ -168,10 +168,13 @@ def write_summary(output_dir: str | os.PathLike, summary: dict) -> Path:
 
 
 def format_table(summary: dict) -> str:
-    """The metrics as a fixed-width table, then the problem/attempt counts and the statuses."""
+    """The metrics as a fixed-width table, then the problem/attempt counts, the statuses and the passes the recheck
+    overturned."""
     lines = [f"{'metric':<12}{'value':>8}   95% CI (bootstrap over problems)"]
     for name, metric in summary["metrics"].items():
         lines.append(f"{name:<12}{metric['value']:>8.4f}   [{metric['ci_low']:.4f}, {metric['ci_high']:.4f}]")
     statuses = ", ".join(f"{status} {count}" for status, count in sorted(summary["statuses"].items()))
     lines.append(f"{summary['problems']} problems x {summary['n']} attempts; statuses: {statuses}")
+    if "recheck_overturned" in summary:
+        lines.append(f"passes overturned by the recheck (counted as failed): {summary['recheck_overturned']}")
     return "\n".join(lines)

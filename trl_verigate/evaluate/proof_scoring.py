@@ -77,6 +77,8 @@ class ProofScorer:
             "first_error_tactic": result.first_error_tactic,
             "time_s": result.time_s or time.perf_counter() - started,
             "reason": result.reason,
+            # A pass the recheck confirmed, or overturned into a failure (the summary counts those).
+            "rechecked": result.rechecked,
         }
 
     def close(self) -> None:

@@ -1,8 +1,9 @@
 """One evaluation: sample the attempts still missing, score each as it comes, and compute the metrics from the rows.
 
-Generation runs in chunks of attempts; a chunk's proofs (Lean, Coq) verify in the background while the next chunk is
-generated, and each verdict is handed to ``on_row`` (appended to ``samples.jsonl`` by `evaluate`) as soon as it is
-known. The metrics are computed from the rows alone, so ``samples.jsonl`` reproduces every reported number.
+Generation runs in chunks of attempts (one backend call each). Each completion goes to scoring as soon as the backend
+hands it over (the HF backend after every batch), its proof (Lean, Coq) verifies in the background while generation
+goes on, and each verdict is handed to ``on_row`` (appended to ``samples.jsonl`` and flushed by `evaluate`) as soon as
+it is known: an interrupted run keeps every judged attempt, and a rerun samples only the rest. The metrics are computed from the rows alone, so ``samples.jsonl`` reproduces every reported number.
 """
 
 from __future__ import annotations
@@ -74,23 +75,32 @@ def generate_and_score(
     try:
         for index, row in rejudge:
             evaluation.scorer.submit(problems[index], int(row["attempt"]), row["completion"], scored)
-        chunk: list[int] = []
-        for position, index in enumerate(order):
-            chunk.append(index)
-            size = sum(len(missing[i]) for i in chunk)
-            if size < evaluation.chunk_size and position + 1 < len(order):
-                continue
-            completions = backend.generate(
-                [problems[i].prompt for i in chunk], [len(missing[i]) for i in chunk], generation_bar.update
-            )
-            for i, texts in zip(chunk, completions, strict=True):
-                for attempt, text in zip(missing[i], texts, strict=True):
-                    evaluation.scorer.submit(problems[i], attempt, text, scored)
-            chunk = []
+        for chunk in _chunks(order, missing, evaluation.chunk_size):
+            attempts = {i: iter(missing[i]) for i in chunk}
+
+            def submit(pairs: list[tuple[int, str]], chunk: list[int] = chunk, attempts: dict = attempts) -> None:
+                # Each completion goes to scoring (and its row to disk) as the backend hands it over, not when the
+                # whole chunk is generated: an interrupted run keeps every attempt judged so far.
+                for position, text in pairs:
+                    index = chunk[position]
+                    evaluation.scorer.submit(problems[index], next(attempts[index]), text, scored)
+                generation_bar.update(len(pairs))
+
+            backend.generate([problems[i].prompt for i in chunk], [len(missing[i]) for i in chunk], submit)
         evaluation.scorer.drain()
     finally:
         generation_bar.close()
         scoring_bar.close()
+
+
+def _chunks(order: list[int], missing: dict[int, list[int]], chunk_size: int):
+    """The problem indices of ``order`` in runs of about ``chunk_size`` missing attempts (one backend call each)."""
+    chunk: list[int] = []
+    for position, index in enumerate(order):
+        chunk.append(index)
+        if sum(len(missing[i]) for i in chunk) >= chunk_size or position + 1 == len(order):
+            yield chunk
+            chunk = []
 
 
 def compute_metrics(
@@ -175,6 +185,8 @@ def evaluate(evaluation: Evaluation, backend, output_dir: str, progress: bool = 
         "attempts": len(scored),
         "resumed_attempts": resumed,
         "statuses": dict(statuses),
+        # The prover's passes its recheck refused: failures here, and a sign of a verifier being gamed.
+        "recheck_overturned": sum(row["status"] == "failed" and bool(row.get("rechecked")) for row in scored),
         "metrics": metrics,
         "seconds": time.perf_counter() - started,
     }

@@ -131,3 +131,36 @@ def test_mode_passed_rechecks_everything_and_none_nothing():
     assert not escalated.selects(request)
     assert escalated.record_overturn(request, "ok_0_1", "false") and not escalated.record_overturn(request, "x", "y")
     assert escalated.selects(request)
+
+
+class OneProofBackend:
+    """Every attempt of every problem completes with `  norm_num`."""
+
+    def set_seed(self, seed):
+        pass
+
+    def generate(self, prompts, counts, on_sample=None):
+        return [["  norm_num"] * count for count in counts]
+
+
+def test_evaluate_counts_the_passes_the_recheck_overturned_as_failures(tmp_path):
+    from trl_verigate.evaluate.lean_scoring import LeanScorer
+    from trl_verigate.evaluate.outputs import format_table, read_samples
+    from trl_verigate.evaluate.problems import lean_problems
+    from trl_verigate.evaluate.runner import Evaluation, evaluate
+
+    rows = [
+        {"name": name, "split": "test", "informal_prefix": "", "formal_statement": statement, "header": HEADER}
+        for name, statement in (("true_one", "theorem true_one : 1 + 1 = 2 := by\n"),
+                                ("hack_one", "theorem hack_one : (1:ℕ) = 2 := by\n"))
+    ]  # fmt: skip
+    with LeanServer(config(tmp_path, rate=1.0)) as server:
+        scorer = LeanScorer(server, 10.0, concurrency=2)
+        evaluation = Evaluation("lean", lean_problems(rows), scorer, 2, [1, 2])
+        summary = evaluate(evaluation, OneProofBackend(), str(tmp_path / "out"), progress=False, echo=lambda _: None)
+        scorer.close()
+    samples = read_samples(tmp_path / "out")
+    assert {(r["problem_id"], r["status"]) for r in samples} == {("true_one", "passed"), ("hack_one", "failed")}
+    assert summary["statuses"] == {"passed": 2, "failed": 2}
+    assert summary["recheck_overturned"] == 2
+    assert "passes overturned by the recheck (counted as failed): 2" in format_table(summary)
