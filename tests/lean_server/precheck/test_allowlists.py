@@ -1,6 +1,6 @@
 """The tactic allow-lists: generated from declared syntax by scripts/generate_lean_allowlists.py (run here on a
 hand-written source tree whose expected lists are worked out by hand), the shipped lists, and their comparison with
-the heads a Lean environment declares (`lean-doctor`)."""
+the heads a Lean environment declares (`lean-doctor`, run against the stand-in REPL)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+from tests.fake_repl import repl_command, write_script
 from tests.launch import REPO_ROOT
+from trl_verigate.lean_server.cli.doctor import run_doctor
 from trl_verigate.lean_server.precheck import policy
 from trl_verigate.lean_server.precheck.allowlists import (
     DECLARED_HEADS_COMMAND,
@@ -20,6 +22,7 @@ from trl_verigate.lean_server.precheck.allowlists import (
     heads_difference,
     listed_words,
 )
+from trl_verigate.prover_pool.checks import Check
 
 SCRIPT = REPO_ROOT / "scripts" / "generate_lean_allowlists.py"
 # Heads the issue found missing from the list that was built from a sample of proofs.
@@ -196,3 +199,44 @@ def test_heads_difference_against_the_shipped_lists():
 
 def test_command_reads_both_categories():
     assert "`tactic, `conv" in DECLARED_HEADS_COMMAND and "verigate-heads" in DECLARED_HEADS_COMMAND
+
+
+def doctor_tactics_check(tmp_path, script_rows) -> Check:
+    """The `tactics` line of lean-doctor run against the stand-in REPL with these `--script` rows."""
+    script = write_script(tmp_path / "script.jsonl", script_rows)
+    checks = run_doctor(
+        project_dir=tmp_path,
+        repl_command=repl_command("--script", script),
+        header="",
+        timeout=20.0,
+        startup_timeout=60.0,
+        sandbox="none",
+    )
+    return next(check for check in checks if check.name == "tactics")
+
+
+def heads_row(tactic_heads: list[str]) -> dict:
+    conv = " ".join(sorted(listed_words("conv_tactics.txt")))
+    messages = [info("verigate-heads tactic: " + " ".join(tactic_heads)), info("verigate-heads conv: " + conv)]
+    return {"match": "verigate-heads", "response": {"env": 0, "messages": messages}}
+
+
+@pytest.mark.slow
+def test_lean_doctor_lists_declared_tactics_missing_from_the_lists(tmp_path):
+    allowed = sorted(listed_words("tactics.txt"))
+    check = doctor_tactics_check(tmp_path, [heads_row([*allowed[1:], "brand_new_tactic", "run_tac"])])
+    assert check.ok is False
+    assert "tactic: brand_new_tactic" in check.detail and "run_tac" not in check.detail
+    assert "1 allowed heads are not declared here" in check.detail and "--allow-tactic" in check.fix
+
+
+@pytest.mark.slow
+def test_lean_doctor_passes_when_the_environment_declares_the_lists(tmp_path):
+    check = doctor_tactics_check(tmp_path, [heads_row(sorted(listed_words("tactics.txt")))])
+    assert check.ok is True and "not declared" not in check.detail
+
+
+@pytest.mark.slow
+def test_lean_doctor_says_when_the_repl_lists_no_tactics(tmp_path):
+    check = doctor_tactics_check(tmp_path, [])  # the stand-in's generic answer holds no `verigate-heads` message
+    assert check.ok is None and "could not list" in check.detail

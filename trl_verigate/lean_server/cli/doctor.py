@@ -1,5 +1,6 @@
 """`trl-verigate lean-doctor`: check the Lean setup step by step (toolchain, project, REPL, Mathlib, a header load,
-a trivial proof, the recheck backends) and print how to fix each failing step."""
+a trivial proof, the tactics the environment declares against the allow-lists, the recheck backends) and print how
+to fix each failing step."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from trl_verigate.lean_server.cli.options import (
 )
 from trl_verigate.lean_server.core import LeanServerConfig, ProofRequest, VerificationResult
 from trl_verigate.lean_server.precheck import TrustedHeader, policy_for, prepare
+from trl_verigate.lean_server.precheck.allowlists import DECLARED_HEADS_COMMAND, heads_difference
 from trl_verigate.lean_server.recheck import HONEST, checker_key, record_verified, run_self_test
 from trl_verigate.lean_server.repl import ReplProcess, WorkerError, WorkerStartError
 from trl_verigate.lean_server.verdict import judge
@@ -302,9 +304,31 @@ async def _header_and_proof_checks(config: LeanServerConfig) -> list[Check]:
                 header_check,
                 Check("proof", False, f"the proof check failed: {type(exc).__name__}: {exc}", "see the error above"),
             ]
-        return [header_check, _proof_check(result)]
+        return [header_check, _proof_check(result), await _tactic_heads_check(process, config)]
     finally:
         await process.close()
+
+
+async def _tactic_heads_check(process: ReplProcess, config: LeanServerConfig) -> Check:
+    """The allow-lists against the tactic and conv heads the loaded environment declares: a declared head that is
+    neither allowed nor excluded by rule is refused in every proof until --allow-tactic adds it."""
+    try:
+        response = await process.run({"cmd": DECLARED_HEADS_COMMAND, "env": process.header_env}, config.timeout)
+        differences = heads_difference(response)
+    except Exception as exc:  # a checklist line, never a traceback: the lists still work, unchecked
+        return Check("tactics", None, f"could not list the environment's tactics: {str(exc)[:300]}")
+    missing = "; ".join(f"{d.category}: {' '.join(d.missing_in_list)}" for d in differences if d.missing_in_list)
+    extra = sum(len(d.extra_in_list) for d in differences)
+    unused = f"; {extra} allowed heads are not declared here (harmless)" if extra else ""
+    if not missing:
+        return Check("tactics", True, f"every declared tactic is allowed or excluded by rule{unused}")
+    return Check(
+        "tactics",
+        False,
+        f"declared but on no allow-list: {missing}{unused}",
+        "add the ones proofs may use with --allow-tactic, or regenerate the lists for this toolchain "
+        "(scripts/generate_lean_allowlists.py)",
+    )
 
 
 def _header_fix(message: str) -> str:
