@@ -27,6 +27,13 @@ class ProcessVerifiedConfig(GRPOConfig):
             Argv of one Lean REPL (a string is split like a shell); starts a local `LeanServer` pool.
         lean_server_urls (`list[str]` or `None`, *optional*, defaults to `None`):
             Base URLs of remote `trl-verigate lean-server`s (or kimina-lean-server): a `LeanClient`.
+        lean_recheck_command (`list[str]` or `None`, *optional*, defaults to `None`):
+            Argv of the checker that confirms the local pool's passes with the Lean kernel (`LeanServerConfig.
+            recheck_command`, e.g. `trl-verigate lean-recheck --backend replay ...`).
+        lean_recheck (`str`, *optional*, defaults to `"auto"`):
+            Which passes the checker confirms (`LeanServerConfig.recheck`): `"auto"`, `"none"`, `"passed"`, `"sample"`.
+        lean_recheck_sample_rate (`float`, *optional*, defaults to `0.05`):
+            Share of passes the audit sample rechecks until the first overturn (`LeanServerConfig.recheck_sample_rate`).
         coq_command (`list[str]` or `None`, *optional*, defaults to `None`):
             Argv of coqidetop with its options; `None`: `coqidetop.opt` or `coqidetop` from PATH.
         prover_project_dir (`str` or `None`, *optional*, defaults to `None`):
@@ -83,6 +90,27 @@ class ProcessVerifiedConfig(GRPOConfig):
     lean_server_urls: list[str] | None = field(
         default=None,
         metadata={"help": "Base URLs of remote `trl-verigate lean-server`s (or kimina-lean-server): a LeanClient."},
+    )
+    lean_recheck_command: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Argv of the checker that confirms the local pool's passes with the Lean kernel (a string is split "
+            "like a shell), e.g. ['trl-verigate', 'lean-recheck', '--backend', 'replay', '--project-dir', DIR]."
+        },
+    )
+    lean_recheck: str = field(
+        default="auto",
+        metadata={
+            "help": "Which passes the checker confirms: 'auto' (the audit sample once `trl-verigate lean-doctor` "
+            "verified the checker, else none), 'none', 'passed' (all) or 'sample' (the audit sample)."
+        },
+    )
+    lean_recheck_sample_rate: float = field(
+        default=0.05,
+        metadata={
+            "help": "Share of passes the audit sample rechecks; after the first overturned pass every pass is "
+            "rechecked (docs/lean/soundness.md: how many steps a hack survives)."
+        },
     )
     coq_command: list[str] | None = field(
         default=None,
@@ -222,6 +250,7 @@ class ProcessVerifiedConfig(GRPOConfig):
                 "train with Lean (LeanProcessConfig)."
             )
         self.lean_repl_command = argv(self.lean_repl_command)
+        self.lean_recheck_command = argv(self.lean_recheck_command)
         if isinstance(self.lean_server_urls, str):
             self.lean_server_urls = [url for url in self.lean_server_urls.replace(",", " ").split() if url]
         if self.lean_server_urls is not None and len(self.lean_server_urls) == 1 and "," in self.lean_server_urls[0]:

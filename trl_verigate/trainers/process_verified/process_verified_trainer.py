@@ -50,7 +50,9 @@ class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
     (completions with no tactic), ``first_error_relative`` (mean first_error / num_tactics over failed proofs with
     tactics), ``verify_seconds`` (slowest process), ``verify_hidden_fraction`` (share of verification time overlapped
     with other work), ``proofs_per_second``, ``rechecked_fraction`` (of the prover's passes, those an independent
-    checker saw; 0 with the recheck off), ``frac_zero_std_outcome`` and ``verification_failures`` (timeouts,
+    checker saw; 0 with the recheck off), ``recheck_overturned`` (passes the checker refused, all processes: each
+    a failure, reward 0), ``recheck_escalated`` (1 once an overturn made the recheck see every pass; Lean's
+    `LeanServer`), ``frac_zero_std_outcome`` and ``verification_failures`` (timeouts,
     crashes, errors and unreachable servers in the batch, all processes).
     """
 
@@ -278,6 +280,12 @@ class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
         # recheck is off, which the server says once at start.
         repl_passes = ((status == STATUSES.index("passed")) | rechecked).sum().item()
         metrics[f"{prefix}/rechecked_fraction"].append(rechecked.sum().item() / repl_passes if repl_passes else 0.0)
+        # Overturned passes are failures (reward 0); the count, and whether the recheck now sees every pass.
+        overturned = ((status == STATUSES.index("failed")) & rechecked).sum().item()
+        metrics[f"{prefix}/recheck_overturned"].append(overturned)
+        verifier_metrics = getattr(getattr(self.proof_reward.oracle, "verifier", None), "metrics", dict)()
+        escalated = torch.tensor([float(verifier_metrics.get(f"{prefix}/recheck_escalated", 0.0))])
+        metrics[f"{prefix}/recheck_escalated"].append(self.accelerator.gather(escalated.to(status.device)).max().item())
         for index, name in enumerate(STATUSES):
             metrics[f"{prefix}/status/{name}"].append((status == index).float().mean().item())
         metrics[f"{prefix}/tactics_per_proof"].append(num_tactics.float().mean().item())

@@ -45,8 +45,15 @@ def _lean_verifier(args):
             "No Lean verifier: set lean_repl_command (and prover_project_dir) for a local pool, lean_server_urls "
             "for remote servers, or pass verifier= (a LeanServer or LeanClient) or process_oracle=."
         )
+    recheck = {
+        "recheck": args.lean_recheck,
+        "recheck_command": args.lean_recheck_command,
+        "recheck_sample_rate": args.lean_recheck_sample_rate,
+    }
     return LeanServer(
-        LeanServerConfig(repl_command=args.lean_repl_command, project_dir=args.prover_project_dir, **settings)
+        LeanServerConfig(
+            repl_command=args.lean_repl_command, project_dir=args.prover_project_dir, **settings, **recheck
+        )
     )
 
 
