@@ -139,8 +139,10 @@ class OneProofBackend:
     def set_seed(self, seed):
         pass
 
-    def generate(self, prompts, counts, on_sample=None):
-        return [["  norm_num"] * count for count in counts]
+    def generate(self, prompts, counts, on_completions=None):
+        outputs = [["  norm_num"] * count for count in counts]
+        on_completions([(index, text) for index, texts in enumerate(outputs) for text in texts])
+        return outputs
 
 
 def test_evaluate_counts_the_passes_the_recheck_overturned_as_failures(tmp_path):
@@ -164,3 +166,37 @@ def test_evaluate_counts_the_passes_the_recheck_overturned_as_failures(tmp_path)
     assert summary["statuses"] == {"passed": 2, "failed": 2}
     assert summary["recheck_overturned"] == 2
     assert "passes overturned by the recheck (counted as failed): 2" in format_table(summary)
+
+
+def test_the_process_trainer_zeroes_an_overturned_pass_and_logs_it(tiny_models, tmp_path):
+    """Fixed completions (the trainer tests' harness): two of UNI's completions pass in the stand-in REPL; the
+    checker refuses the one that ends in `exact trivial`, as the kernel would a hack. Its reward becomes 0, and the
+    step's metrics count it and show the escalation."""
+    from tests.trainers.process_verified.test_process_verified_trainer import (
+        IMPORTS_ONLY,
+        SCRIPT,
+        make_trainer,
+        score_batch,
+    )
+
+    refusing = checker_command("--refuse", "exact trivial")
+    config = stand_in_config(
+        tmp_path,
+        script=SCRIPT,
+        workers=2,
+        timeout=2.0,
+        header=IMPORTS_ONLY,
+        recheck="sample",
+        recheck_sample_rate=1.0,
+        recheck_command=refusing,
+    )
+    with LeanServer(config) as server:
+        trainer = make_trainer(tiny_models, tmp_path, server)
+        score_batch(trainer)
+    metrics = {name: values[-1] for name, values in trainer._metrics["train"].items()}
+    # Without the recheck 2 of the 8 completions pass (the trainer tests' EXPECTED_STATUS); one is overturned.
+    assert metrics["lean/pass_rate"] == pytest.approx(1 / 8)
+    assert metrics["rewards/lean_proof/mean"] == pytest.approx(1 / 8)
+    assert metrics["lean/recheck_overturned"] == 1
+    assert metrics["lean/recheck_escalated"] == 1
+    assert metrics["lean/rechecked_fraction"] == 1.0
