@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.evaluate.fakes import ListBackend
 from tests.launch import REPO_ROOT
 from trl_verigate.cli import main
 from trl_verigate.coq import CoqServer, CoqServerConfig
@@ -25,17 +26,14 @@ TINY_COQ = REPO_ROOT / "recipes" / "tiny" / "coq_tiny.jsonl"
 COMPLETIONS = ["intros n. lia.\nQed.", "intros n. reflexivity.\nQed.", "Admitted."]
 
 
-class FixedBackend:
+class FixedBackend(ListBackend):
     """Stands in for a model: attempt k of every problem completes with ``completions[k]``."""
 
     def __init__(self, completions: list[str]):
-        self.completions = completions
+        self.fixed = completions
 
-    def set_seed(self, seed):
-        pass
-
-    def generate(self, prompts, counts, on_sample=None):
-        return [self.completions[:count] for count in counts]
+    def completions(self, prompt, count):
+        return self.fixed[:count]
 
 
 def tiny_rows(*names: str) -> list[dict]:

@@ -33,14 +33,16 @@ def test_hf_backend_left_pads_so_batched_equals_alone(policy, tiny_models):
     assert tokenizer.padding_side == "right" and tokenizer.pad_token is None
 
 
-def test_hf_backend_gives_counts_per_prompt_and_reports_progress(policy):
+def test_hf_backend_gives_counts_per_prompt_and_hands_over_each_batch(policy):
     model, tokenizer = policy
     done = []
     outputs = HFBackend(model, tokenizer, SamplingConfig(max_new_tokens=4), batch_size=3).generate(
         ["a", [{"role": "user", "content": "b"}], "c"], [2, 0, 3], done.append
     )
     assert [len(texts) for texts in outputs] == [2, 0, 3]
-    assert sum(done) == 5 and max(done) <= 3
+    # 5 sequences in batches of 3: a, a, c then c, c, each batch handed over as soon as it is decoded.
+    assert [[index for index, _ in batch] for batch in done] == [[0, 0, 2], [2, 2]]
+    assert [text for batch in done for _, text in batch] == outputs[0] + outputs[2]
 
 
 def test_render_prompt_uses_the_chat_template(policy):
@@ -114,7 +116,8 @@ def test_vllm_backend_passes_sampling_params_per_prompt(fake_vllm_module):
         (2, 0.7, 0.9, 33, 0, 0.0, 1.0),
         (3, 0.7, 0.9, 33, 0, 0.0, 1.0),
     ]
-    assert done == [2, 3]
+    # Each prompt's completions are handed over with its index as soon as the call returns.
+    assert done == [[(0, "sample 0"), (0, "sample 1")], [(1, "sample 0"), (1, "sample 1"), (1, "sample 2")]]
     # Each request its own seed, from a stream set_seed restarts: the same seed draws the same, another differs.
     assert len(set(seeds)) == 2
     backend.set_seed(5)

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from tests.evaluate.fakes import ListBackend
 from trl_verigate.cli import build_parser, main
 from trl_verigate.evaluate import command
 from trl_verigate.evaluate.problems import detect_math_format, lean_problems, load_rows, math_problems
@@ -160,14 +161,11 @@ def test_bad_lean_arguments_fail_before_the_model_loads(tmp_path, capsys, no_mod
     assert no_model_load == []
 
 
-class BoxedOneBackend:
+class BoxedOneBackend(ListBackend):
     """Stands in for a loaded model: every completion answers \\boxed{1}."""
 
-    def set_seed(self, seed):
-        pass
-
-    def generate(self, prompts, counts, on_sample=None):
-        return [["\\boxed{1}"] * count for count in counts]
+    def completions(self, prompt, count):
+        return ["\\boxed{1}"] * count
 
 
 def test_output_of_another_evaluation_is_refused(tmp_path, capsys, monkeypatch):
@@ -313,6 +311,22 @@ def test_a_model_that_cannot_load_names_the_flag(tmp_path, capsys, no_model_load
     err = run_error(capsys, [*base, "--model", "org/typo"])
     assert "--model org/typo: cannot load it (no file named config.json)" in err
     assert not (tmp_path / "o" / "run.json").exists()
+
+
+def test_a_model_path_that_is_not_there_is_one_line_before_anything_loads(tmp_path, capsys, no_model_load, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "outputs").mkdir()  # where a training run wrote its checkpoints
+    data = write_jsonl(tmp_path / "a.jsonl", [{"problem": "p", "answer": "1"}])
+    read_from_hub = []
+    monkeypatch.setattr(command, "model_sampling_defaults", lambda model: read_from_hub.append(model) or {})
+    base = ["evaluate", "math", "--dataset", data, "--output", str(tmp_path / "o")]
+    for model in ["outputs/nope", "./nope", "../nope", "runs/a/b", "~/no-such-model-here", "runs\\a"]:
+        err = run_error(capsys, [*base, "--model", model])
+        assert f"--model {model}: no such folder (" in err and "hub id" in err, err
+    assert read_from_hub == [] and no_model_load == []
+    # Hub ids stay hub ids: `org/name` with no folder `org` here, and a bare name.
+    assert not command.written_as_path("Qwen/Qwen2.5-0.5B") and not command.written_as_path("gpt2")
+    assert command.written_as_path("outputs/nope") and command.written_as_path("a/b/c")
 
 
 def test_samples_without_run_json_are_not_resumed(tmp_path, capsys, no_model_load):

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.evaluate.fakes import ListBackend
 from tests.fake_repl import stand_in_config
 from tests.launch import free_port
 from trl_verigate.evaluate.lean_scoring import LeanScorer
@@ -24,19 +25,14 @@ def row(name: str) -> dict:
             "goal": "⊢ 1 + 1 = 2", "header": HEADER}  # fmt: skip
 
 
-class FixedBackend:
+class FixedBackend(ListBackend):
     """Every attempt of every problem completes with the same proof body."""
 
     def __init__(self, completion: str):
         self.completion = completion
 
-    def set_seed(self, seed):
-        pass
-
-    def generate(self, prompts, counts, on_sample=None):
-        if on_sample is not None:
-            on_sample(sum(counts))
-        return [[self.completion] * count for count in counts]
+    def completions(self, prompt, count):
+        return [self.completion] * count
 
 
 class RaisingVerifier:
@@ -117,7 +113,7 @@ class NoGenerationBackend:
     def set_seed(self, seed):
         pass
 
-    def generate(self, prompts, counts, on_sample=None):
+    def generate(self, prompts, counts, on_completions=None):
         raise AssertionError("a rerun sampled again an attempt it already had")
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,8 +61,9 @@ DEFAULT_COQ_TIMEOUT_S = 60.0
 # Proofs in flight per remote server.
 _PROOFS_PER_SERVER = 8
 _HEALTH_TIMEOUT_S = 10.0
-# A --model written as a path, not a hub id: it must be a folder here.
-_PATH_PREFIXES = ("/", "./", "../", "~")
+# What a hub id looks like (huggingface_hub's `validate_repo_id`: `name` or `owner/name`). Anything else given as
+# --model is a path, and must be a folder here.
+_HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
 def parse_ks(text: str) -> list[int]:
@@ -87,7 +89,12 @@ def _add_common(parser: argparse.ArgumentParser, split_default: str, max_new_tok
     parser.add_argument("--backend", choices=BACKENDS, default="hf", help="hf: transformers generate; vllm: vLLM")
     parser.add_argument("--tensor-parallel-size", type=int, default=1, help="vLLM: GPUs per model")
     parser.add_argument("--batch-size", type=int, default=16, help="hf: sequences per generate call")
-    parser.add_argument("--chunk-size", type=int, default=256, help="attempts generated before their scoring starts")
+    parser.add_argument(
+        "--chunk-size",
+        type=int,
+        default=256,
+        help="attempts per backend call (hf scores each --batch-size batch as it is decoded, vllm the whole call)",
+    )
     parser.add_argument("--dtype", default="auto", help="hf: torch dtype to load the model in")
     parser.add_argument(
         "--temperature", type=float, default=1.0, help="sampling temperature (under 1e-5, 0 included: greedy)"
@@ -310,14 +317,23 @@ def resolve_model_sampling(args: argparse.Namespace) -> dict:
     return {**from_model, **given}
 
 
+def written_as_path(model: str) -> bool:
+    """Whether --model names a folder here rather than a hub id: it starts with /, . or ~, has a shape no hub id has
+    (a backslash, two slashes), or its first part is a folder here (``outputs/run1`` after training into outputs/)."""
+    if model.startswith(("/", ".", "~")) or not _HUB_ID.fullmatch(model):
+        return True
+    return "/" in model and Path(model.split("/", 1)[0]).is_dir()
+
+
 def _check_flags(args: argparse.Namespace) -> None:
     """The flags that need neither the dataset nor a prover, checked."""
     _check_at_least(args, 1, "n", "limit", "batch_size", "chunk_size", "tensor_parallel_size")
     check_output_dir(args.output)
     _check_dtype(args.dtype)
-    if args.model.startswith(_PATH_PREFIXES) and not Path(args.model).expanduser().is_dir():
+    if written_as_path(args.model) and not Path(args.model).expanduser().is_dir():
         raise ValueError(
-            f"--model {args.model}: no such folder; give a model folder (e.g. a run's output_dir) or a hub id"
+            f"--model {args.model}: no such folder ({Path(args.model).expanduser().absolute()}); give a model folder "
+            "(e.g. a run's output_dir) or a hub id"
         )
     if args.task == "lean":
         _check_at_least(args, 1, "lean_workers", "lean_memory_limit_mb")
@@ -432,7 +448,15 @@ def run(args: argparse.Namespace) -> int:
         if hasattr(prepared.verifier, "__enter__"):  # a local pool: started here, closed after
             stack.enter_context(prepared.verifier)
         stack.callback(prepared.evaluation.scorer.close)
-        evaluate(prepared.evaluation, backend, args.output, progress=not args.no_progress)
+        try:
+            evaluate(prepared.evaluation, backend, args.output, progress=not args.no_progress)
+        except KeyboardInterrupt:
+            saved = len(read_samples(args.output))
+            print(
+                f"interrupted; {saved} attempts saved in {Path(args.output) / SAMPLES_FILE}; rerun the same command "
+                "to resume"
+            )
+            return 130
     output = Path(args.output).resolve()
     print(f"Outputs: {output} ({SAMPLES_FILE}: one row per attempt; {SUMMARY_FILE}; {PLOT_FILE})")
     return 0

@@ -1,7 +1,8 @@
 """Sampling completions: Hugging Face `generate` (batched, left padding) or vLLM.
 
 Both backends take prompts as text or as chat messages and a number of samples per prompt, and return the
-completions' text per prompt. Prompts become token ids as TRL's GRPOTrainer makes them for training
+completions' text per prompt; they also hand each completion to a callback as soon as it exists (HF: after each
+batch of ``batch_size`` sequences; vLLM: when its one call returns). Prompts become token ids as TRL's GRPOTrainer makes them for training
 (`prompt_token_ids`), so a model is evaluated on the very prompts it trained on. `set_seed` starts their sampling
 stream (an evaluation seeds a resumed run apart from the first, so it cannot redraw the samples it already has).
 vLLM is imported only when its backend is built, so this package works without it.
@@ -20,6 +21,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 BACKENDS = ("hf", "vllm")
+# Called with (prompt index, completion) pairs as soon as a backend has them, so each can be scored and saved while
+# the rest is generated.
+OnCompletions = Callable[[list[tuple[int, str]]], None]
 
 
 # What vLLM reads from generation_config.json (`ModelConfig.get_diff_sampling_param`) besides temperature, top_p
@@ -146,9 +150,9 @@ class HFBackend:
         set_seed(seed)
 
     def generate(
-        self, prompts: Sequence, counts: Sequence[int], on_sample: Callable[[int], None] | None = None
+        self, prompts: Sequence, counts: Sequence[int], on_completions: OnCompletions | None = None
     ) -> list[list[str]]:
-        """``counts[i]`` completions of ``prompts[i]``; ``on_sample(m)`` after every m finished sequences."""
+        """``counts[i]`` completions of ``prompts[i]``; ``on_completions`` gets each batch's as it is decoded."""
         import torch
 
         tokenizer = self.tokenizer
@@ -183,8 +187,8 @@ class HFBackend:
                 )
                 for index, completion in zip(rows, completions, strict=True):
                     outputs[index].append(completion)
-                if on_sample is not None:
-                    on_sample(len(rows))
+                if on_completions is not None:
+                    on_completions(list(zip(rows, completions, strict=True)))
         finally:
             tokenizer.padding_side = padding_side
             if pad_token is None:
@@ -239,8 +243,9 @@ class VLLMBackend:
         return cls(llm, sampling, SamplingParams)
 
     def generate(
-        self, prompts: Sequence, counts: Sequence[int], on_sample: Callable[[int], None] | None = None
+        self, prompts: Sequence, counts: Sequence[int], on_completions: OnCompletions | None = None
     ) -> list[list[str]]:
+        """``counts[i]`` completions of ``prompts[i]``; ``on_completions`` gets them when the one vLLM call returns."""
         tokenizer = self.llm.get_tokenizer()
         wanted = [(index, count) for index, count in enumerate(counts) if count > 0]
         params = [
@@ -264,6 +269,6 @@ class VLLMBackend:
             outputs[index] = [output.text for output in result.outputs]
             if len(outputs[index]) != count:
                 raise RuntimeError(f"vllm returned {len(outputs[index])} completions for a prompt asking {count}")
-            if on_sample is not None:
-                on_sample(count)
+            if on_completions is not None:
+                on_completions([(index, text) for text in outputs[index]])
         return outputs

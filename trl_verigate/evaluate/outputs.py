@@ -74,17 +74,20 @@ class SamplesFile:
         return [row for row in self.rows.values() if row.get("status") == FAULT_STATUS]
 
     def append(self, row: dict) -> None:
-        """Write one attempt's row and flush it to disk before returning: a crash after this loses nothing."""
+        """Write one attempt's row and flush it to disk before returning: a crash after this loses nothing. A verdict
+        that arrives after `close` (a proof still verifying when the run was interrupted) is dropped: a rerun redoes
+        that attempt."""
         key = (str(row["problem_id"]), int(row["attempt"]))
         with self._lock:
-            if not self._keep(key, row):
+            if self._file.closed or not self._keep(key, row):
                 return
             self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
             self._file.flush()
             os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        self._file.close()
+        with self._lock:
+            self._file.close()
 
     def compact(self) -> None:
         """After `close`: rewrite the file with one row per attempt when faults were superseded (atomically)."""

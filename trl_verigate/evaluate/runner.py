@@ -3,7 +3,8 @@
 Generation runs in chunks of attempts (one backend call each). Each completion goes to scoring as soon as the backend
 hands it over (the HF backend after every batch), its proof (Lean, Coq) verifies in the background while generation
 goes on, and each verdict is handed to ``on_row`` (appended to ``samples.jsonl`` and flushed by `evaluate`) as soon as
-it is known: an interrupted run keeps every judged attempt, and a rerun samples only the rest. The metrics are computed from the rows alone, so ``samples.jsonl`` reproduces every reported number.
+it is known: an interrupted run keeps every judged attempt, and a rerun samples only the rest. The metrics are
+computed from the rows alone, so ``samples.jsonl`` reproduces every reported number.
 """
 
 from __future__ import annotations
