@@ -127,6 +127,40 @@ def check_dataset_name(dataset_name: str | None) -> None:
         )
 
 
+def load_local_json(path: str, field: str, split: str = "train"):
+    """The rows of a local .json/.jsonl file as a `datasets` split named ``split`` (a `DatasetDict` of that one
+    split); a file without rows is refused naming ``field`` (`datasets` itself raises a bare StopIteration)."""
+    from datasets import load_dataset
+    from datasets.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+
+    problem = f"`{field}` is {path}, a file with no rows; give a .json/.jsonl file with one row per example"
+    if not has_content(path):
+        raise ValueError(problem)
+    bars_were_disabled = are_progress_bars_disabled()
+    disable_progress_bars()  # a failed load's bar would end on stderr before the line
+    try:
+        files = load_dataset("json", data_files={split: path})
+    except StopIteration as error:
+        raise ValueError(problem) from error
+    except ValueError as error:  # `[]`: "Instruction "train" corresponds to no data!"
+        raise ValueError(f"{problem} ({one_line(error)})") from error
+    finally:
+        if not bars_were_disabled:
+            enable_progress_bars()
+    if len(files[split]) == 0:
+        raise ValueError(problem)
+    return files
+
+
+def has_content(path: str, chunk_size: int = 1 << 16) -> bool:
+    """Whether the file holds anything but whitespace (read until the first such character)."""
+    with open(path, "rb") as file:
+        while chunk := file.read(chunk_size):
+            if chunk.strip():
+                return True
+    return False
+
+
 def check_model_name(value: str, field: str = "model_name_or_path", revision: str | None = None) -> None:
     """Refuse a model that is neither a local checkpoint folder nor a hub id whose config.json can be fetched (or is
     cached, offline), before anything loads: otherwise the policy's load fails after the datasets are prepared,

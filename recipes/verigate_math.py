@@ -18,6 +18,7 @@ from recipe_tools import (
     check_dataset_name,
     check_model_name,
     check_policy_dtype,
+    load_local_json,
     run_recipe,
     summarize_run,
 )
@@ -79,15 +80,15 @@ def load_math_dataset(args: MathScriptArguments, split: str):
     """
     check_dataset_name(args.dataset_name)
     if split.endswith(LOCAL_DATA_SUFFIXES):
+        field_name = "dataset_test_split" if split == args.dataset_test_split else "dataset_train_split"
         if not os.path.isfile(split):
-            field_name = "dataset_test_split" if split == args.dataset_test_split else "dataset_train_split"
             raise ValueError(
                 f"`{field_name}` is {split}, a .json/.jsonl path, but there is no such file; give an existing local "
                 "file or a split name of the dataset."
             )
-        return load_dataset("json", data_files=split, split="train")
+        return load_local_json(split, field_name)["train"]
     if os.path.isfile(args.dataset_name):
-        files = load_dataset("json", data_files={args.dataset_train_split: args.dataset_name})
+        files = load_local_json(args.dataset_name, "dataset_name", split=args.dataset_train_split)
         if split not in files:
             raise ValueError(
                 f"Local file {args.dataset_name} only provides the `{args.dataset_train_split}` split, not `{split}`; "
@@ -106,11 +107,13 @@ def load_math_dataset(args: MathScriptArguments, split: str):
 
 
 def load_prompt_splits(script_args, training_args, to_prompts):
-    """(train, eval) datasets through `to_prompts`; eval is None unless the run evaluates (`eval_strategy`)."""
-    train_dataset = to_prompts(load_math_dataset(script_args, script_args.dataset_train_split))
+    """(train, eval) datasets through `to_prompts`; eval is None unless the run evaluates (`eval_strategy`). Both
+    are loaded before either is converted, so a bad eval file is refused before any progress is printed."""
+    train_dataset = load_math_dataset(script_args, script_args.dataset_train_split)
     if training_args.eval_strategy == "no":
-        return train_dataset, None
-    return train_dataset, to_prompts(load_math_dataset(script_args, script_args.dataset_test_split))
+        return to_prompts(train_dataset), None
+    eval_dataset = load_math_dataset(script_args, script_args.dataset_test_split)
+    return to_prompts(train_dataset), to_prompts(eval_dataset)
 
 
 def to_prompts(dataset, args: MathScriptArguments):

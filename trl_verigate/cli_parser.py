@@ -4,9 +4,13 @@ status 2 (argparse's usage error), and `--help` shows every default."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 USAGE_ERROR = 2
+# A negative number as argparse should read it: with an exponent (`-1e-5`), which its own pattern misses, so
+# `--learning_rate -1e-5` would otherwise be "expected one argument".
+NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def one_line(message: str) -> str:
@@ -17,7 +21,12 @@ def one_line(message: str) -> str:
 class OneLineErrors:
     """Mixin for an `argparse.ArgumentParser` (or a subclass such as TRL's parser): `error` prints one line, the
     message and where the full usage is, instead of argparse's usage block (24 lines for `evaluate lean`, hundreds of
-    flags for a recipe), and exits with status 2."""
+    flags for a recipe), and exits with status 2. A value such as ``-1e-5`` after a flag is read as a negative
+    number, not as a flag."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = NEGATIVE_NUMBER  # argparse's hook for what counts as a negative number
 
     def error(self, message: str):
         hint = f"`{self.prog} --help` lists every flag"

@@ -97,6 +97,31 @@ def test_bad_flags_of_the_math_recipe_are_one_line(argv, message, tiny_config, c
     assert message in line
 
 
+@pytest.mark.parametrize("recipe_name", ["verigate_math", "lean_process_grpo", "coq_process_grpo", "es"])
+@pytest.mark.parametrize("flags", [["--learning_rate=-1e-5"], ["--learning_rate", "-1e-5"], ["--learning_rate", "-3"]])
+def test_a_negative_learning_rate_is_read_as_a_number_and_refused(recipe_name, flags, tiny_config, capsys, in_repo):
+    # `-1e-5` after a flag is a value (argparse alone says "expected one argument"), and a negative rate is refused.
+    line = run_entry_point(recipe_name, [*tiny_config(recipe_name), *flags], capsys)
+    assert "learning_rate=" in line and "a negative rate moves the weights against the reward" in line
+
+
+def test_a_negative_learning_rate_in_the_yaml_is_refused(tiny_config, capsys, in_repo):
+    line = run_entry_point("verigate_math", tiny_config("verigate_math", learning_rate=-1e-5), capsys)
+    assert "learning_rate=-1e-05: a negative rate" in line
+
+
+@pytest.mark.parametrize("content", ["", "\n", "[]"])
+@pytest.mark.parametrize("field", ["dataset_name", "dataset_test_split"])
+def test_a_dataset_file_without_rows_is_named(content, field, tiny_config, tmp_path, capsys, in_repo):
+    path = tmp_path / ("empty.json" if content == "[]" else "empty.jsonl")
+    path.write_text(content)
+    argv = [*tiny_config("verigate_math"), f"--{field}", str(path)]
+    if field == "dataset_test_split":
+        argv += ["--eval_strategy", "steps"]
+    line = run_entry_point("verigate_math", argv, capsys)
+    assert f"`{field}` is {path}, a file with no rows" in line
+
+
 def test_a_missing_config_file_is_one_line(tmp_path, capsys):
     line = run_entry_point("verigate_math", ["--config", str(tmp_path / "nope.yaml")], capsys)
     assert f"--config {tmp_path / 'nope.yaml'}: no such file" in line

@@ -36,12 +36,40 @@ def refuse_too_few_generations(config) -> None:
             )
 
 
+def refuse_negative_learning_rate(config) -> None:
+    """Refuse a negative `learning_rate` in a trainer config, before the parent's setup: it would step uphill (TRL
+    itself only fails in torch's optimizer, after the models have loaded)."""
+    if is_number(config.learning_rate) and config.learning_rate < 0:
+        raise ValueError(
+            f"learning_rate={config.learning_rate:g}: a negative rate moves the weights against the reward; set a "
+            "positive one, e.g. learning_rate: 1e-6"
+        )
+
+
+def given_trainer_arguments(args: tuple, kwargs: dict) -> dict:
+    """`GRPOTrainer` arguments after ``model, reward_funcs, args`` (``args`` positional, ``kwargs`` by name), by
+    name."""
+    parameters = list(inspect.signature(GRPOTrainer.__init__).parameters)[4:]
+    return dict(zip(parameters, args, strict=False)) | kwargs
+
+
+def refuse_datasets_without_prompt(given: dict) -> None:
+    """Refuse a train or eval dataset (`given_trainer_arguments`) whose known columns lack `prompt`, before any model
+    loads: TRL reads each row's `prompt` only once generation starts, and then fails with a bare KeyError."""
+    for name in ("train_dataset", "eval_dataset"):
+        columns = _known_columns(given.get(name))
+        if columns and "prompt" not in columns:
+            raise ValueError(
+                f"{name} has no `prompt` column (its columns are {sorted(columns)}): GRPO generates from each row's "
+                "`prompt`; add it, e.g. dataset.map(lambda row: {'prompt': row['question']})"
+            )
+
+
 def refuse_unpipelinable_trainer_arguments(field_name: str, args: tuple, kwargs: dict) -> None:
     """Raise before any model loads when `GRPOTrainer` arguments (``args``/``kwargs`` after ``model, reward_funcs,
     args``) ask for something pipelined generation does not replay: tools and environments (their state belongs
     to the step that generated), and images (the generating policy's log-probs are computed without them)."""
-    parameters = list(inspect.signature(GRPOTrainer.__init__).parameters)[4:]
-    given = dict(zip(parameters, args, strict=False)) | kwargs
+    given = given_trainer_arguments(args, kwargs)
     for name in ("tools", "environment_factory"):
         if given.get(name):
             raise ValueError(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from trl_verigate.es.population import FITNESS_MODES
+from trl_verigate.trainers.utils import refuse_negative_learning_rate
 
 TRAINING_ARGUMENTS_DEFAULT_BATCH_SIZE = 8
 GRPO_DEFAULT_NUM_GENERATIONS = GRPOConfig.__dataclass_fields__["num_generations"].default
@@ -104,6 +105,7 @@ class ESConfig(GRPOConfig):
 
     def __post_init__(self):
         self._refuse_distributed_backends()
+        refuse_negative_learning_rate(self)
         problems = []
         if self.num_generations is None:
             self.num_generations = 1 if self.greedy else GRPO_DEFAULT_NUM_GENERATIONS

@@ -9,7 +9,7 @@ from trl import GRPOConfig
 from trl_verigate.advantages import TACTIC_ASSIGNMENTS
 from trl_verigate.rewards.lean_proofs import COMPLETION_FORMATS
 from trl_verigate.trainers.process_verified.provers import PROVERS
-from trl_verigate.trainers.utils import argv, is_number, refuse_too_few_generations
+from trl_verigate.trainers.utils import argv, is_number, refuse_negative_learning_rate, refuse_too_few_generations
 
 
 @dataclass
@@ -213,6 +213,7 @@ class ProcessVerifiedConfig(GRPOConfig):
 
     def __post_init__(self):
         refuse_too_few_generations(self)
+        refuse_negative_learning_rate(self)
         super().__post_init__()
         self._check_prover_fields()
         if self.completion_format not in COMPLETION_FORMATS:

@@ -8,7 +8,7 @@ from trl import GRPOConfig
 from trl_verigate.advantages import GATE_MODES, NORMALIZATIONS
 from trl_verigate.rewards.prm import PRM_TYPES, resolve_device, resolve_dtype
 from trl_verigate.rewards.prm_setup import launch_training_device, prm_device_for_process
-from trl_verigate.trainers.utils import is_number, refuse_too_few_generations
+from trl_verigate.trainers.utils import is_number, refuse_negative_learning_rate, refuse_too_few_generations
 
 
 @dataclass
@@ -152,6 +152,7 @@ class VeriGateConfig(GRPOConfig):
         if self.prm_device is not None:
             self._check_prm_device()
         refuse_too_few_generations(self)
+        refuse_negative_learning_rate(self)
         super().__post_init__()
         if self.gate not in GATE_MODES:
             raise ValueError(f"gate={self.gate!r} is not supported; set gate to one of {list(GATE_MODES)}.")
