@@ -17,7 +17,9 @@ Exclusions, by rule:
    elaborates (`unsafe evalExpr`/`evalTerm`/`evalConst`, `Meta.evalExpr`, `IO.Process`: `plausible`, Mathlib's
    `trace e`).
 2. Native evaluation (NATIVE): trusts compiled code; the precheck adds these back with `allow_native_decide`.
-3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx` (`sorry`, `admit`, `stop`, `sorry_if_sorry`).
+3. Incomplete proof (INCOMPLETE): closes goals with `sorryAx` (`sorry`, `admit`, `stop`, `sorry_if_sorry`), or the
+   declaring file admits goals (`admitGoal`: Mathlib's `hint` when no hint closes the goal); core's `apply?` admits
+   the goal it cannot close (Lean/Elab/Tactic/LibrarySearch.lean), so POLICY names it.
 4. Wall-clock waiting (WAITS): sleeps outside the heartbeat limit.
 5. Options (`options.txt`): a `Bool` option a source declares (`register_option`, `register_builtin_option`) may be
    set, unless a component of its name is one of DENIED_OPTION_PARTS (debugging switches such as
@@ -69,6 +71,8 @@ SKIPPABLE = set(
 # Rule 1 on a declaration's syntax, and on the file that declares it.
 # Argument categories that hold code: `do` notation, and ProofWidgets' widget instances (evalWidgetInstance).
 CODE_ARGUMENT = re.compile(r"\b(?:Term\.)?do(?:Seq|Elem)\b|\b(?:Widget\.)?widgetInstanceSpec\b")
+# Rule 3 on the file that declares a tactic: its elaborator may close a goal with sorryAx.
+ADMITS = re.compile(r"\badmitGoal\b")
 EVALUATES = re.compile(
     r"\bunsafe\s+(?:[\w.]*\.)?(?:evalExpr'?|evalTerm|evalConst)\b|\b(?:Meta|Term)\.evalExpr'?\b|\bIO\.Process\."
 )
@@ -145,6 +149,8 @@ POLICY = {
     "admit": "INCOMPLETE",
     "stop": "INCOMPLETE",
     "sorry_if_sorry": "INCOMPLETE",
+    # Lean core's LibrarySearch: `apply?` ends with `admitGoal goal` when no suggestion closes the goal.
+    "apply?": "INCOMPLETE",
     "sleep": "WAITS",
 }
 POLICY_REASONS = {
@@ -154,12 +160,14 @@ POLICY_REASONS = {
 }
 
 
-def code_reason(syntax: str, file_evaluates: re.Match | None) -> str:
-    """Why a declaration's syntax takes code (rule 1), or "" when it takes none."""
+def code_reason(syntax: str, file_evaluates: re.Match | None, file_admits: re.Match | None = None) -> str:
+    """Why a declaration is excluded by what it or its file does (rules 1 and 3), or "" when it is not."""
     if m := CODE_ARGUMENT.search(syntax):
         return f"takes code: a `{m.group(0)}` argument"
     if file_evaluates:
         return f"takes code: its file evaluates what it elaborates (`{' '.join(file_evaluates.group(0).split())}`)"
+    if file_admits:
+        return f"INCOMPLETE: {POLICY_REASONS['INCOMPLETE']}: its file admits goals (`{file_admits.group(0)}`)"
     return ""
 
 
@@ -327,6 +335,7 @@ def match_paren(tokens: list[tuple[str, str]], i: int) -> int:
 def scan_text(text: str, where: str, found: Found) -> None:
     clean, masked = lex(text)
     evaluates = EVALUATES.search(clean)
+    admits = ADMITS.search(clean)
     for m in OPTION_DECLARATION.finditer(clean):
         found.options.setdefault(
             m.group("name"), (m.group("type"), f"{where}:{clean.count(chr(10), 0, m.start()) + 1}")
@@ -343,7 +352,7 @@ def scan_text(text: str, where: str, found: Found) -> None:
         if kw == "declare_simp_like_tactic":
             strs = [lit(v) for k, v in toks if k == "str"]
             if strs:
-                found.add("tactic", strs[0], loc, code_reason(" ".join(v for _, v in toks), evaluates))
+                found.add("tactic", strs[0], loc, code_reason(" ".join(v for _, v in toks), evaluates, admits))
             continue
         if kw == "syntax":
             # `syntax name := …` defines an abbreviation, not a parser of a category
@@ -384,7 +393,7 @@ def scan_text(text: str, where: str, found: Found) -> None:
             for a in atoms:  # `local` syntax exists only in its own file: no proof can reach it
                 found.local[a.strip()].add(loc)
             continue
-        code = code_reason(" ".join(v for _, v in toks[start:end]), evaluates)
+        code = code_reason(" ".join(v for _, v in toks[start:end]), evaluates, admits)
         for a in atoms:
             found.add(cat, a, loc + (" (trailing)" if trailing else ""), code)
     # attribute-declared parsers: @[tactic_parser] def x := leading_parser "kw" …
