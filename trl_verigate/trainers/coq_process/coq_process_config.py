@@ -1,4 +1,4 @@
-"""`CoqProcessConfig`: [`ProcessVerifiedConfig`] with Coq as the prover."""
+"""`CoqProcessConfig`: `ProcessVerifiedConfig` with Coq as the prover."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from trl_verigate.trainers.process_verified import ProcessVerifiedConfig
 @dataclass
 class CoqProcessConfig(ProcessVerifiedConfig):
     r"""
-    Configuration class for the [`CoqProcessGRPOTrainer`].
+    Configuration class for the `CoqProcessGRPOTrainer`.
 
-    Every [`ProcessVerifiedConfig`] parameter except `prover`, which is fixed to `"coq"`: Coq verifies, through a local
+    Every `ProcessVerifiedConfig` parameter except `prover`, which is fixed to `"coq"`: Coq verifies, through a local
     `CoqServer` pool whose passes coqc and coqchk recheck. Each Coq sentence is a tactic. Of the prover parameters,
     this one is Coq's alone (`lean_repl_command` and `lean_server_urls` are refused):
 

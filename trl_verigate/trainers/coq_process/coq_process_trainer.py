@@ -7,9 +7,9 @@ from trl_verigate.trainers.process_verified import ProcessVerifiedGRPOTrainer
 
 
 class CoqProcessGRPOTrainer(ProcessVerifiedGRPOTrainer):
-    """[`ProcessVerifiedGRPOTrainer`] with Coq as the prover (the same method on Coq).
+    """`ProcessVerifiedGRPOTrainer` with Coq as the prover (the same method on Coq).
 
-    ``args`` is a [`CoqProcessConfig`] and ``verifier=``, if given, a Coq one; its proof reward is ``coq_proof`` and
+    ``args`` is a `CoqProcessConfig` and ``verifier=``, if given, a Coq one; its proof reward is ``coq_proof`` and
     its metrics are under ``coq/``.
     """
 

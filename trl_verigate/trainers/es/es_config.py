@@ -18,9 +18,9 @@ GRPO_DEFAULT_NUM_GENERATIONS = GRPOConfig.__dataclass_fields__["num_generations"
 @dataclass
 class ESConfig(GRPOConfig):
     r"""
-    Configuration class for the [`ESTrainer`].
+    Configuration class for the `ESTrainer`.
 
-    Every [`trl.GRPOConfig`] parameter plus the ones below. `per_device_train_batch_size` is derived
+    Every `trl.GRPOConfig` parameter plus the ones below. `per_device_train_batch_size` is derived
     (prompts_per_iteration × num_generations: one member's completions); gradient accumulation, `num_iterations`,
     `beta`, DeepSpeed and FSDP do not apply to ES and are refused.
 

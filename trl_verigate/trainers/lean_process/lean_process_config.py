@@ -1,4 +1,4 @@
-"""`LeanProcessConfig`: [`ProcessVerifiedConfig`] with Lean as the prover."""
+"""`LeanProcessConfig`: `ProcessVerifiedConfig` with Lean as the prover."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from trl_verigate.trainers.process_verified import ProcessVerifiedConfig
 @dataclass
 class LeanProcessConfig(ProcessVerifiedConfig):
     r"""
-    Configuration class for the [`LeanProcessGRPOTrainer`].
+    Configuration class for the `LeanProcessGRPOTrainer`.
 
-    Every [`ProcessVerifiedConfig`] parameter except `prover`, which is fixed to `"lean"`: Lean 4 verifies, through
+    Every `ProcessVerifiedConfig` parameter except `prover`, which is fixed to `"lean"`: Lean 4 verifies, through
     `lean_server`. Of the prover parameters, these are Lean's (`coq_command` is unused):
 
     Parameters:

@@ -7,9 +7,9 @@ from trl_verigate.trainers.process_verified import ProcessVerifiedGRPOTrainer
 
 
 class LeanProcessGRPOTrainer(ProcessVerifiedGRPOTrainer):
-    """[`ProcessVerifiedGRPOTrainer`] with Lean as the prover (the paper's setting, Kim & Yun, ICLR 2026).
+    """`ProcessVerifiedGRPOTrainer` with Lean as the prover (the paper's setting, Kim & Yun, ICLR 2026).
 
-    ``args`` is a [`LeanProcessConfig`] and ``verifier=``, if given, a Lean one; its proof reward is ``lean_proof`` and
+    ``args`` is a `LeanProcessConfig` and ``verifier=``, if given, a Lean one; its proof reward is ``lean_proof`` and
     its metrics are under ``lean/``.
     """
 

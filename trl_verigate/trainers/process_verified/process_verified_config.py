@@ -15,9 +15,9 @@ from trl_verigate.trainers.utils import argv, is_number, refuse_negative_learnin
 @dataclass
 class ProcessVerifiedConfig(GRPOConfig):
     r"""
-    Configuration class for the [`ProcessVerifiedGRPOTrainer`].
+    Configuration class for the `ProcessVerifiedGRPOTrainer`.
 
-    Every [`trl.GRPOConfig`] parameter plus the ones below. [`LeanProcessConfig`] and [`CoqProcessConfig`] are this
+    Every `trl.GRPOConfig` parameter plus the ones below. `LeanProcessConfig` and `CoqProcessConfig` are this
     class with `prover` fixed.
 
     Parameters:

@@ -26,10 +26,10 @@ from trl_verigate.trainers.utils import refuse_unpipelinable_trainer_arguments
 
 class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
     """GRPO with a proof assistant as outcome reward and process oracle (process-verified RL; Kim & Yun, ICLR 2026,
-    for Lean; the same method on Coq), the prover chosen by the config's ``prover``. [`LeanProcessGRPOTrainer`] and
-    [`CoqProcessGRPOTrainer`] are this trainer with the prover fixed (``config_class``).
+    for Lean; the same method on Coq), the prover chosen by the config's ``prover``. `LeanProcessGRPOTrainer` and
+    `CoqProcessGRPOTrainer` are this trainer with the prover fixed (``config_class``).
 
-    Takes every argument of [`trl.GRPOTrainer`] (``args`` a ``config_class``, here [`ProcessVerifiedConfig`]) plus
+    Takes every argument of `trl.GRPOTrainer` (``args`` a ``config_class``, here `ProcessVerifiedConfig`) plus
 
     - ``verifier``: a started or unstarted `LeanServer`, a `LeanClient` or a `CoqServer` (anything with a batch
       ``verify`` like the `Verifier` protocol); without it one is built from the config's prover fields;

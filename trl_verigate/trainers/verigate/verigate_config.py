@@ -14,9 +14,9 @@ from trl_verigate.trainers.utils import is_number, refuse_negative_learning_rate
 @dataclass
 class VeriGateConfig(GRPOConfig):
     r"""
-    Configuration class for the [`VeriGateGRPOTrainer`].
+    Configuration class for the `VeriGateGRPOTrainer`.
 
-    Every [`trl.GRPOConfig`] parameter plus the ones below (their `help` metadata says more).
+    Every `trl.GRPOConfig` parameter plus the ones below (their `help` metadata says more).
 
     Parameters:
         gate (`str`, *optional*, defaults to `"all_zero"`):

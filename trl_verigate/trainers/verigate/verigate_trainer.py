@@ -51,7 +51,7 @@ def question_text(prompt: str | list[dict[str, Any]]) -> str:
 class VeriGateGRPOTrainer(ProcessGRPOTrainer):
     """GRPO with verifier-gated process-reward fallback (VeriGate; Agrawal, Liu, Huang, 2026, arXiv:2605.30451).
 
-    Takes every argument of [`trl.GRPOTrainer`] (with `args` a [`VeriGateConfig`]) plus `process_reward_model`: a
+    Takes every argument of `trl.GRPOTrainer` (with `args` a `VeriGateConfig`) plus `process_reward_model`: a
     `StepScorer` (`score(prompts, steps) -> list[list[float]]`) or a plain callable with that signature, or None to
     build one from `args.prm_type` / `args.prm_model_name_or_path`.
 
