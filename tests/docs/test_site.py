@@ -121,3 +121,49 @@ def test_no_page_loads_anything_from_the_network(site):
     for page in pages(site):
         loads = [tag for tag in remote.findall(page.read_text(encoding="utf-8")) if 'rel="canonical"' not in tag]
         assert not loads, f"{page.relative_to(site)} loads {loads[:2]}"
+
+
+def config_classes() -> list[type]:
+    """Every config class `trl_verigate` exports (a dataclass named ...Config or ...Arguments), and the pool's."""
+    import dataclasses
+
+    import trl_verigate
+    from trl_verigate.prover_pool.config import ProverPoolConfig
+
+    exported = [getattr(trl_verigate, name) for name in trl_verigate.__all__]
+    configs = [
+        obj for obj in exported if dataclasses.is_dataclass(obj) and obj.__name__.endswith(("Config", "Arguments"))
+    ]
+    return [*configs, ProverPoolConfig]
+
+
+def test_the_api_reference_lists_every_config_field_with_its_help(site):
+    import dataclasses
+    import html as html_module
+
+    from trl import GRPOConfig
+
+    tables = {}
+    for page in (site / "api").rglob("*.html"):
+        for name, body in re.findall(
+            r'<table class="config-fields" data-config="[\w.]*\.(\w+)">(.*?)</table>',
+            page.read_text(encoding="utf-8"),
+            re.S,
+        ):
+            tables[name] = body
+    configs = config_classes()
+    assert {"VeriGateConfig", "ESConfig", "LeanServerConfig", "CoqServerConfig", "ProverPoolConfig"} <= {
+        c.__name__ for c in configs
+    }
+    inherited = {field.name for field in dataclasses.fields(GRPOConfig)}
+    for config in configs:
+        assert config.__name__ in tables, f"no field table for {config.__name__}"
+        rows = re.findall(r"<tr><td><code>(\w+)</code></td>(.*?)</tr>", tables[config.__name__], re.S)
+        listed = {name: html_module.unescape(re.sub(r"<[^>]+>", "", cells)) for name, cells in rows}
+        # A field TRL's GRPOConfig does not have is this package's: each must be listed, with its help if it has one.
+        for field in dataclasses.fields(config):
+            if field.name in inherited and field.name not in listed:
+                continue
+            assert field.name in listed, f"{config.__name__}.{field.name} is not in the API reference"
+            help_text = " ".join(field.metadata.get("help", "").split()).replace("`", "")
+            assert help_text in listed[field.name], f"{config.__name__}.{field.name}: its help is not shown"
