@@ -58,6 +58,7 @@ from trl_verigate.es.state import (
 )
 from trl_verigate.es.update import es_update, make_master, perturb, write_master
 from trl_verigate.trainers.es.es_config import ESConfig
+from trl_verigate.trainers.utils import refuse_datasets_without_prompt
 
 
 class ESTrainer(GRPOTrainer):
@@ -72,6 +73,7 @@ class ESTrainer(GRPOTrainer):
     def __init__(self, model, reward_funcs, args: ESConfig | None = None, **kwargs):
         if not isinstance(args, ESConfig):
             raise TypeError(f"ESTrainer needs args=ESConfig(...), got {type(args).__name__}")
+        refuse_datasets_without_prompt(kwargs)
         super().__init__(model=model, reward_funcs=reward_funcs, args=args, **kwargs)
         for func, name in zip(self.reward_funcs, self.reward_func_names, strict=True):
             if isinstance(func, torch.nn.Module):

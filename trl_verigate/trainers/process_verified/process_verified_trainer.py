@@ -21,7 +21,11 @@ from trl_verigate.steps import decode_with_offsets, span_token_ranges
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
 from trl_verigate.trainers.process_verified.process_verified_config import ProcessVerifiedConfig
 from trl_verigate.trainers.process_verified.provers import PROVERS
-from trl_verigate.trainers.utils import refuse_unpipelinable_trainer_arguments
+from trl_verigate.trainers.utils import (
+    given_trainer_arguments,
+    refuse_datasets_without_prompt,
+    refuse_unpipelinable_trainer_arguments,
+)
 
 
 class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
@@ -82,6 +86,7 @@ class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
                 f"args must be a {config_name}, got {type(args).__name__}; build it with "
                 f"{config_name}(**your_grpo_kwargs) so the prover fields have values."
             )
+        refuse_datasets_without_prompt(given_trainer_arguments(trainer_args, trainer_kwargs))
         if args.pipelined_verification:
             refuse_unpipelinable_trainer_arguments("pipelined_verification", trainer_args, trainer_kwargs)
         self._owned_verifier = None

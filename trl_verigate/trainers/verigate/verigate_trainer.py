@@ -30,6 +30,7 @@ from trl_verigate.rewards.prm_setup import check_prm_checkpoint, load_step_score
 from trl_verigate.steps import model_text_step_token_ids
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
 from trl_verigate.trainers.verigate.verigate_config import VeriGateConfig
+from trl_verigate.trainers.utils import given_trainer_arguments, refuse_datasets_without_prompt
 
 # Scored only to keep a ZeRO-3 PRM's forward passes in step across ranks; the scores are dropped.
 _PADDING_QUESTION = "What is 1 + 1?"
@@ -128,6 +129,7 @@ class VeriGateGRPOTrainer(ProcessGRPOTrainer):
                 f"args must be a VeriGateConfig, got {type(args).__name__}; build it with "
                 "VeriGateConfig(**your_grpo_kwargs) so the VeriGate fields have values."
             )
+        refuse_datasets_without_prompt(given_trainer_arguments(trainer_args, trainer_kwargs))
         # gate="none" gates no group, so no PRM is ever asked: none is loaded.
         uses_prm = args.gate != "none"
         builds_model_prm = uses_prm and process_reward_model is None and args.prm_type != "symbolic"

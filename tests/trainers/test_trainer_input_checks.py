@@ -1,0 +1,34 @@
+"""The trainers refuse a dataset without a `prompt` column at construction, before any model loads: the model here
+is a hub id that does not exist, so reaching the load would fail otherwise."""
+
+import pytest
+from datasets import Dataset
+
+from trl_verigate import ESConfig, ESTrainer, LeanProcessConfig, LeanProcessGRPOTrainer, VeriGateConfig
+from trl_verigate import VeriGateGRPOTrainer
+
+NO_MODEL = "nobody/no-such-model"
+CPU = {"report_to": "none", "use_cpu": True, "bf16": False}
+ROWS = Dataset.from_list([{"question": "1 + 1?", "answer": "2"}])
+
+
+def reward(completions, **kwargs):
+    return [0.0] * len(completions)
+
+
+def build(trainer_name, tmp_path, **datasets):
+    if trainer_name == "verigate":
+        args = VeriGateConfig(str(tmp_path), gate="none", **CPU)
+        return VeriGateGRPOTrainer(NO_MODEL, [reward], args, **datasets)
+    if trainer_name == "lean_process":
+        args = LeanProcessConfig(str(tmp_path), lean_server_urls=["http://127.0.0.1:9"], **CPU)
+        return LeanProcessGRPOTrainer(NO_MODEL, args=args, process_oracle=object(), **datasets)
+    return ESTrainer(NO_MODEL, [reward], ESConfig(str(tmp_path), **CPU), **datasets)
+
+
+@pytest.mark.parametrize("trainer_name", ["verigate", "lean_process", "es"])
+@pytest.mark.parametrize("dataset_name", ["train_dataset", "eval_dataset"])
+def test_a_dataset_without_prompt_is_refused_naming_the_column(trainer_name, dataset_name, tmp_path):
+    datasets = {"train_dataset": Dataset.from_list([{"prompt": "1 + 1?"}]), dataset_name: ROWS}
+    with pytest.raises(ValueError, match=rf"^{dataset_name} has no `prompt` column \(its columns are \['answer', "):
+        build(trainer_name, tmp_path, **datasets)
