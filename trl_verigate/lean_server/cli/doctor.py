@@ -26,8 +26,13 @@ from trl_verigate.lean_server.cli.options import (
     resolve_repl_command,
 )
 from trl_verigate.lean_server.core import LeanServerConfig, ProofRequest, VerificationResult
-from trl_verigate.lean_server.precheck import TrustedHeader, policy_for, prepare
-from trl_verigate.lean_server.precheck.allowlists import DECLARED_HEADS_COMMAND, heads_difference
+from trl_verigate.lean_server.precheck import (
+    DECLARED_HEADS_COMMAND,
+    TrustedHeader,
+    heads_difference,
+    policy_for,
+    prepare,
+)
 from trl_verigate.lean_server.recheck import HONEST, checker_key, record_verified, run_self_test
 from trl_verigate.lean_server.repl import ReplProcess, WorkerError, WorkerStartError
 from trl_verigate.lean_server.verdict import judge
@@ -373,7 +378,7 @@ def _proof_check(result: VerificationResult) -> Check:
 def add_parser(subparsers) -> None:
     summary = "check the Lean setup step by step and print how to fix it"
     parser = subparsers.add_parser("lean-doctor", help=summary, description=summary[0].upper() + summary[1:] + ".")
-    add_lean_options(parser)
+    add_lean_options(parser, server=False)
     # A first import of Mathlib on a cold cache is slower than the server's restarts.
     parser.set_defaults(func=_run_lean_doctor, startup_timeout=600.0, parser=parser)
 

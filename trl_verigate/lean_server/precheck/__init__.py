@@ -7,6 +7,7 @@ data in `allowlists/`) → `scopes` (where the proof's own names are bound), `co
 `prepare`.
 """
 
+from trl_verigate.lean_server.precheck.allowlists import DECLARED_HEADS_COMMAND, heads_difference
 from trl_verigate.lean_server.precheck.files import TrustedHeader
 from trl_verigate.lean_server.precheck.layout import split_tactics
 from trl_verigate.lean_server.precheck.policy import Policy, policy, policy_for
@@ -15,14 +16,17 @@ from trl_verigate.lean_server.precheck.prepared import DECLARATIONS, Prepared, d
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, name_components, tokenize
 
 # What the layers above use: `prepare` and its `Prepared`, the header a file is held to, and the one tokenizer (the
-# recheck reads declarations with it, the verdict matches names with it).
+# recheck reads declarations with it, the verdict matches names with it); the doctor compares the allow-list with
+# the tactics a Lean environment declares.
 __all__ = [
     "DECLARATIONS",
+    "DECLARED_HEADS_COMMAND",
     "Policy",
     "PrecheckError",
     "Prepared",
     "TrustedHeader",
     "declared_name",
+    "heads_difference",
     "name_components",
     "policy",
     "policy_for",
