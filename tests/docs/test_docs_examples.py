@@ -241,6 +241,50 @@ def test_the_pages_with_runnable_examples_have_them():
     assert {page: counted.get(page, 0) for page in expected} == expected
 
 
+FRAGMENT = re.compile(r"^# Fragment: needs (.+?)(?=\n[^#])", re.DOTALL)
+
+
+def free_names(source: str) -> set[str]:
+    """The names a block reads but neither imports, assigns nor gets from Python's builtins: what the reader must
+    supply for it to run."""
+    import builtins
+
+    tree = ast.parse(source)
+    bound = set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return read - bound
+
+
+def test_free_names_are_what_the_reader_must_supply():
+    block = "from x import f\nimport a.b\nfor i in range(3):\n    y = f(i, dataset, a)\nprint(lambda z: z + w)"
+    assert free_names(block) == {"dataset", "w"}
+
+
+@pytest.mark.parametrize("page", [README, DOCS / "getting_started" / "quickstart.md"], ids=relative)
+def test_every_readme_and_quickstart_snippet_runs_or_names_what_it_needs(page):
+    runnable = {param.values[3] for param in runnable_blocks() if param.values[0] == page}
+    fragments = 0
+    for language, body, line in blocks(page):
+        if language != "python" or line in runnable:
+            continue  # runnable ones are run by test_blocks_with_output_print_it
+        marked = FRAGMENT.match(body)
+        assert marked, f"{relative(page)}:{line}: runs nowhere and is not marked `# Fragment: needs ...`"
+        needs = marked.group(1)
+        missing = sorted(name for name in free_names(body) if f"`{name}`" not in needs)
+        assert not missing, f"{relative(page)}:{line}: uses {missing} but its fragment line does not name them"
+        fragments += 1
+    assert runnable and fragments, "every block of the page was skipped: the extraction found nothing"
+
+
 # ---------------------------------------------------------------- YAML and JSON blocks
 
 
@@ -335,7 +379,7 @@ def check_trl_verigate(argv: list[str], where: str) -> None:
 
 
 def check_accelerate_launch(argv: list[str], where: str, tmp_path: Path, monkeypatch) -> None:
-    from recipe_tools import check_policy_dtype
+    check_policy_dtype = load_recipe("recipe_tools").check_policy_dtype
 
     config_file = argv[argv.index("--config_file") + 1]
     assert (REPO_ROOT / config_file).is_file(), f"{where}: {config_file} does not exist"
