@@ -1,7 +1,7 @@
 """The checks `python -m trl_verigate.gpu_check` runs, one per process: `python -m trl_verigate.gpu_check_tasks TASK`.
 
 Each task writes {"rows": [{"check", "status": PASS|FAIL|SKIP, "figures", "data"}]} to --json. On --device cpu they run on
-the CPU (noise: the torch ops against the C kernel; the vLLM ones need --fake-vllm, the stand-in of
+the CPU (noise: the same torch ops on both sides, so only a GPU run checks it; the vLLM ones need --fake-vllm, the stand-in of
 tests/fake_vllm.py), which is how tests/test_gpu_check.py rehearses them on a machine without a GPU.
 
     noise           ε on the device bit-equal to ε on the CPU for the same (seed, name, shape), past 2^31 elements
