@@ -360,7 +360,7 @@ def test_a_lean_server_whose_port_is_taken_is_reported_as_exited_not_waited_for(
 
 
 def test_unknown_subcommand_is_an_argparse_error(capsys):
-    assert "invalid choice: 'no-such-command'" in one_line_usage_error(capsys, ["no-such-command"])
+    assert "unknown command 'no-such-command'; the commands are" in one_line_usage_error(capsys, ["no-such-command"])
 
 
 def test_relative_repl_paths_are_read_from_the_callers_directory(tmp_path, monkeypatch):

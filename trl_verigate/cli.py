@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
 
-from trl_verigate.cli_parser import OneLineErrorParser
+from trl_verigate.cli_parser import OneLineErrorParser, port_number
 from trl_verigate.coq.doctor import add_parser as _add_coq_doctor
 from trl_verigate.es.export import add_parser as _add_es_export
 from trl_verigate.evaluate.command import add_parser as _add_evaluate
@@ -30,13 +31,14 @@ def _add_lean_server(subparsers) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     parser.add_argument(
         "--port",
-        type=int,
+        type=port_number,
         default=8000,
         help="port (default: 8000; 0: a free one the OS picks); once it accepts connections the server prints "
         "`listening on http://HOST:PORT` on stdout",
     )
     parser.add_argument(
-        "--port-file", help="write the port here once the server accepts connections (removed when it stops)"
+        "--port-file",
+        help="write the port here once the server accepts connections (removed when it stops; default: none)",
     )
     parser.add_argument(
         "--workers", type=int, default=LeanServerConfig().workers, help="REPL processes (default: cpus-1)"
@@ -111,8 +113,20 @@ def _check_coq_doctor_flags(parser: argparse.ArgumentParser, args: argparse.Name
         subparsers.choices["coq-doctor"].error(f"--header: {error}")
 
 
+def _refuse_unknown_command(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """An unknown subcommand is one line naming the closest known one (argparse lists them all, with no
+    suggestion)."""
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction)).choices
+    if argv and not argv[0].startswith("-") and argv[0] not in commands:
+        close = difflib.get_close_matches(argv[0], commands, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"the commands are {', '.join(commands)}"
+        parser.error(f"unknown command {argv[0]!r}; {hint}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    _refuse_unknown_command(parser, argv)
     args = parser.parse_args(argv)
     if args.command == "coq-doctor":
         _check_coq_doctor_flags(parser, args)

@@ -53,6 +53,17 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action)
 
 
+def port_number(value: str) -> int:
+    """An argparse ``type`` for a TCP port: a whole number from 0 (a free one the OS picks) to 65535."""
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a port; give a whole number from 0 to 65535")
+    return port
+
+
 def exit_with_usage_error(prog: str, message: str) -> None:
     """Print ``prog: error: message`` as one line on stderr and exit with status 2 (before anything has loaded)."""
     print(f"{prog}: error: {one_line(message)}", file=sys.stderr)

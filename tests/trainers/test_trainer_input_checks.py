@@ -4,8 +4,14 @@ is a hub id that does not exist, so reaching the load would fail otherwise."""
 import pytest
 from datasets import Dataset
 
-from trl_verigate import ESConfig, ESTrainer, LeanProcessConfig, LeanProcessGRPOTrainer, VeriGateConfig
-from trl_verigate import VeriGateGRPOTrainer
+from trl_verigate import (
+    ESConfig,
+    ESTrainer,
+    LeanProcessConfig,
+    LeanProcessGRPOTrainer,
+    VeriGateConfig,
+    VeriGateGRPOTrainer,
+)
 
 NO_MODEL = "nobody/no-such-model"
 CPU = {"report_to": "none", "use_cpu": True, "bf16": False}

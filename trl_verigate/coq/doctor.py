@@ -64,8 +64,19 @@ def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("coq-doctor", help=summary, description=summary[0].upper() + summary[1:] + ".")
     defaults = CoqServerConfig(workers=1)
     parser.add_argument("--header", default=defaults.header, help=f"the trusted header (default: {defaults.header!r})")
-    parser.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default=defaults.sandbox)
-    parser.add_argument("--recheck", choices=("coqchk", "none"), default=defaults.recheck)
+    parser.add_argument(
+        "--sandbox",
+        choices=("auto", "bwrap", "none"),
+        default=defaults.sandbox,
+        help="run coqidetop in bubblewrap: auto (when it works here), bwrap (required) or none "
+        f"(default: {defaults.sandbox})",
+    )
+    parser.add_argument(
+        "--recheck",
+        choices=("coqchk", "none"),
+        default=defaults.recheck,
+        help=f"confirm each pass with coqchk, outside coqidetop, or not (default: {defaults.recheck})",
+    )
     parser.set_defaults(func=_run_coq_doctor)
 
 

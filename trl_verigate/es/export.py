@@ -74,7 +74,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--state", required=True, help="es_state.json, or the checkpoint directory holding it")
     parser.add_argument("--output", required=True, help="directory to save_pretrained the model (and tokenizer) into")
-    parser.add_argument("--base-model", default=None, help="base model path/id instead of the recorded one")
+    parser.add_argument(
+        "--base-model",
+        default=None,
+        help="base model path/id instead of the recorded one (default: the one es_state.json records)",
+    )
     parser.set_defaults(func=run)
     return parser
 

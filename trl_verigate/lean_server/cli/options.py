@@ -129,7 +129,9 @@ def _safety_settings(args: argparse.Namespace) -> dict:
     return settings
 
 
-def add_lean_options(parser: argparse.ArgumentParser) -> None:
+def add_lean_options(parser: argparse.ArgumentParser, server: bool = True) -> None:
+    """The Lean setup's flags; with ``server``, also those only a serving pool reads (the precheck's allow-list
+    additions, size limits, the audit sample's rate and seed)."""
     parser.add_argument(
         "--repl-command",
         help=f"REPL binary path or full argv (default: ${REPL_ENV}, else a built repl next to the project)",
@@ -148,29 +150,31 @@ def add_lean_options(parser: argparse.ArgumentParser) -> None:
         default=LeanServerConfig.startup_timeout,
         help=f"seconds for a REPL to load the header (default: {LeanServerConfig.startup_timeout:g}; lean-doctor: 600)",
     )
-    _add_safety_options(parser, LeanServerConfig())
-    _add_recheck_options(parser, LeanServerConfig())
+    _add_safety_options(parser, LeanServerConfig(), server)
+    _add_recheck_options(parser, LeanServerConfig(), server)
 
 
-def _add_safety_options(parser: argparse.ArgumentParser, defaults: LeanServerConfig) -> None:
-    """The sandbox, the precheck's allow-list additions and the size limits."""
+def _add_safety_options(parser: argparse.ArgumentParser, defaults: LeanServerConfig, server: bool) -> None:
+    """The sandbox; with ``server``, the precheck's allow-list additions and the size limits."""
     parser.add_argument(
         "--sandbox",
         choices=SANDBOXES,
         default=defaults.sandbox,
         help="run each REPL in bubblewrap: auto (when it works here), bwrap (required) or none (default: auto)",
     )
+    if not server:
+        return
     parser.add_argument(
         "--allow-tactic",
         action="append",
         metavar="NAME",
-        help="add a tactic to the precheck's allow-list (repeatable; LeanServerConfig.extra_tactics)",
+        help="add a tactic to the precheck's allow-list (repeatable; LeanServerConfig.extra_tactics; default: none)",
     )
     parser.add_argument(
         "--allow-namespace",
         action="append",
         metavar="NAME",
-        help="add a namespace a proof may `open` (repeatable; LeanServerConfig.extra_namespaces)",
+        help="add a namespace a proof may `open` (repeatable; LeanServerConfig.extra_namespaces; default: none)",
     )
     parser.add_argument(
         "--max-heartbeats",
@@ -193,8 +197,9 @@ def _add_safety_options(parser: argparse.ArgumentParser, defaults: LeanServerCon
     )
 
 
-def _add_recheck_options(parser: argparse.ArgumentParser, defaults: LeanServerConfig) -> None:
-    """The checker that confirms REPL passes outside the REPL, and which passes it confirms."""
+def _add_recheck_options(parser: argparse.ArgumentParser, defaults: LeanServerConfig, server: bool) -> None:
+    """The checker that confirms REPL passes outside the REPL, and which passes it confirms; with ``server``, the
+    audit sample's rate and seed."""
     parser.add_argument(
         "--recheck-command",
         help=f"argv of a checker that confirms REPL passes outside the REPL, e.g. '{RECHECK_EXAMPLE}' "
@@ -208,16 +213,18 @@ def _add_recheck_options(parser: argparse.ArgumentParser, defaults: LeanServerCo
         "the checker; else none), none, passed (all) or sample (the audit sample with any checker) (default: auto)",
     )
     parser.add_argument(
-        "--recheck-sample-rate",
-        type=float,
-        help="share of passes the audit sample rechecks with --recheck auto or sample, until the first overturn "
-        f"turns on rechecking every pass (default: {defaults.recheck_sample_rate})",
-    )
-    parser.add_argument(
         "--recheck-timeout",
         type=float,
         default=defaults.recheck_timeout,
         help=f"seconds for one checker run (default: {defaults.recheck_timeout:g})",
+    )
+    if not server:
+        return
+    parser.add_argument(
+        "--recheck-sample-rate",
+        type=float,
+        help="share of passes the audit sample rechecks with --recheck auto or sample, until the first overturn "
+        f"turns on rechecking every pass (default: {defaults.recheck_sample_rate})",
     )
     parser.add_argument(
         "--recheck-seed",

@@ -29,8 +29,8 @@ from trl_verigate.rewards.prm_placement import check_dtype_under_zero3
 from trl_verigate.rewards.prm_setup import check_prm_checkpoint, load_step_scorer, prm_device_for_process
 from trl_verigate.steps import model_text_step_token_ids
 from trl_verigate.trainers.process_grpo import ProcessGRPOTrainer, ScoredBatch
-from trl_verigate.trainers.verigate.verigate_config import VeriGateConfig
 from trl_verigate.trainers.utils import given_trainer_arguments, refuse_datasets_without_prompt
+from trl_verigate.trainers.verigate.verigate_config import VeriGateConfig
 
 # Scored only to keep a ZeRO-3 PRM's forward passes in step across ranks; the scores are dropped.
 _PADDING_QUESTION = "What is 1 + 1?"
