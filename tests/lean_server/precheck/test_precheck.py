@@ -1086,12 +1086,16 @@ def test_only_a_bound_bindable_root_exempts_its_names(statement, proof, accepted
     assert isinstance(result, Prepared) == accepted, getattr(result, "reason", "accepted")
 
 
-def test_trace_is_a_name_outside_tactic_position():
-    # `Matrix.trace` under `open Matrix`: only the tactic `trace e` runs code.
-    proof = "  open Matrix in\n  simp [trace, Fin.sum_univ_two]"
-    assert isinstance(prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER), Prepared)
+def test_trace_stands_only_as_the_tactic_with_a_string():
+    # Mathlib's `trace e` runs `e`; where the layout might misread a tactic position as a term, a bare `trace` must
+    # not pass, so the word stands only as `trace "…"`. The matrix trace is written `Matrix.trace`.
+    accepted = ["  simp [Matrix.trace, Fin.sum_univ_two]", '  trace "checking"\n  trivial']
+    for proof in accepted:
+        assert isinstance(prepare(ProofRequest("theorem t : True := by", proof), MINIF2F_HEADER), Prepared), proof
     refused = prepare(ProofRequest("theorem t : True := by", "  trace (1 + 1)\n  trivial"), MINIF2F_HEADER)
     assert "`trace` at line 2, column 2 takes one string literal" in refused.reason
+    refused = prepare(ProofRequest("theorem t : True := by", "  open Matrix in\n  simp [trace]"), MINIF2F_HEADER)
+    assert "`trace` at line 3, column 8 stands only as the tactic" in refused.reason, refused.reason
 
 
 @pytest.mark.parametrize(
@@ -1152,7 +1156,7 @@ def test_a_calc_step_at_the_block_column_starts_as_no_tactic_does(proof, accepte
 # ------------------------------------------------------------ the keyword backstop
 
 LAYOUT_MISSES = [
-    "  first\n  |plausible\n  | rfl",  # a bar without a space
+    "  rcases h with h |plausible",  # an rcases pattern's bar: the layout reads patterns, Lean would too
 ]
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import bisect
 
 from trl_verigate.lean_server.precheck.brackets import MAX_NESTING, OPENERS
-from trl_verigate.lean_server.precheck.grammar import TACTIC_BRACKETS, TACTIC_VALUED_ITEMS
+from trl_verigate.lean_server.precheck.grammar import AESOP_CLAUSE_HEADS, TACTIC_BRACKETS, TACTIC_VALUED_ITEMS
 from trl_verigate.lean_server.precheck.layout import Node, ProofLayout
 from trl_verigate.lean_server.precheck.policy import Policy
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token
@@ -43,8 +43,13 @@ _TERM_HEADS = frozenset(
 # Words after which a `(NAME := …)` is still in the tactic's configuration: they end no term.
 _NO_TERM_WORDS = frozenset({"only", "at", "using", "with", "generalizing", "in", "from", "then", "else"})
 # Aesop's rule builders that only read a lemma or a definition (not `tactic`, which runs the constant it names, nor
-# `default`, which may pick `tactic`).
+# `default`, which may pick `tactic`). A rule without a builder gets `default`, whose first choice for a constant of
+# type `TacticM Unit` is `tactic` (Aesop/Builder/Default.lean); a submission can define such a constant without
+# writing a meta name (its type as `(fun {α} (_ : α) => α) CategoryTheory.categoryTheoryDischarger`), so a rule
+# names its builder.
 AESOP_BUILDERS = frozenset({"apply", "forward", "destruct", "cases", "cases_or", "constructors", "unfold", "simp"})
+# Aesop's rule phases: `(add PHASE …)` is an Aesop clause whatever tactic it follows.
+_AESOP_PHASES = frozenset({"safe", "unsafe", "norm"})
 _LITERALS_HINT = (
     ": a tactic configuration is compiled and run, so it holds literals only (numbers, true/false, `.name`, "
     "lists and `{ field := literal }`)"
@@ -54,13 +59,9 @@ _LITERALS_HINT = (
 def check_configuration(layout: ProofLayout, node: Node, policy: Policy) -> None:
     """Every configuration item among the tactic's own tokens (see the module docstring)."""
     tokens, closers = layout.tokens, layout.closers
-    aesop = tokens[node.first].text.startswith("aesop")
+    aesop = tokens[node.first].text in AESOP_CLAUSE_HEADS or _has_aesop_clause(tokens, node)
     if aesop:
-        for j in range(node.first, node.end):
-            if tokens[j].text == "tactic" and tokens[j].kind == "ident":
-                raise PrecheckError(
-                    "Aesop's `tactic` rule builder", tokens[j].start, ": it runs the constant it names as a tactic"
-                )
+        _check_tactic_builders(layout, node)
     nested = {child.first: child.end for child in node.children}
     firsts = [child.first for child in node.children]
     k, after_term = node.first + 1, False
@@ -82,6 +83,31 @@ def check_configuration(layout: ProofLayout, node: Node, policy: Policy) -> None
         else:
             after_term = _ends_term(tokens, k)
             k += 1
+
+
+def _has_aesop_clause(tokens: list[Token], node: Node) -> bool:
+    """Whether the tactic's tokens hold an Aesop clause `(add PHASE …)` (a tactic that takes Aesop's clauses under a
+    name `AESOP_CLAUSE_HEADS` does not list)."""
+    return any(
+        tokens[j].text == "(" and tokens[j + 1].text == "add" and tokens[j + 2].text in _AESOP_PHASES
+        for j in range(node.first, node.end - 2)
+    )
+
+
+def _check_tactic_builders(layout: ProofLayout, node: Node) -> None:
+    """Aesop's `tactic` builder runs the constant it names; it may take only a tactic block `(by …)`, whose tactics
+    the layout reads and the tactic rules hold."""
+    tokens = layout.tokens
+    for j in range(node.first, node.end):
+        if tokens[j].text != "tactic" or tokens[j].kind != "ident":
+            continue
+        by_block = j + 2 < node.end and tokens[j + 1].text == "(" and tokens[j + 2].text == "by"
+        if not by_block:
+            raise PrecheckError(
+                "Aesop's `tactic` rule builder",
+                tokens[j].start,
+                ": it runs the constant it names as a tactic; give it tactics instead (`tactic (by positivity)`)",
+            )
 
 
 def _flag(tokens: list[Token], k: int) -> bool:
@@ -110,7 +136,7 @@ def _check_item(
         _check_tactic_item(layout, k, inside)
     elif named_argument:
         return
-    elif name == "rule_sets" and tokens[node.first].text.startswith("aesop"):
+    elif name == "rule_sets" and tokens[node.first].text in AESOP_CLAUSE_HEADS:
         _check_rule_set_names(tokens, k + 3, close)
     else:
         if k + 3 >= close or literal_end(layout, k + 3, close) != close:
@@ -268,12 +294,14 @@ def _check_rule_branches(layout: ProofLayout, k: int, end: int, has_builder: boo
             raise PrecheckError(
                 "Aesop's `default` rule builder", tokens[j].start, ": it may run the constant as a tactic"
             )
-        has_builder = has_builder or text in AESOP_BUILDERS
+        tactic_block = text == "tactic" and j + 2 < end and tokens[j + 2].text == "by"  # `_check_tactic_builders`
+        has_builder = has_builder or text in AESOP_BUILDERS or tactic_block
         j = layout.closers[j] + 1 if layout.closers[j] >= 0 else j + 1  # `(…)`: builder options and terms
     if not has_builder:
         at = tokens[min(k, len(tokens) - 1)]
         raise PrecheckError(
             "an Aesop rule without a builder",
             at.start,
-            f": name one ({', '.join(sorted(AESOP_BUILDERS))}); without one Aesop may run the constant as a tactic",
+            f": name one ({', '.join(sorted(AESOP_BUILDERS))}; `apply`, or `simp` for a `norm` rule, is what Aesop "
+            "picks for a lemma); without one Aesop runs a constant of type `TacticM Unit` as a tactic",
         )

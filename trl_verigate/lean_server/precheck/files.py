@@ -41,7 +41,7 @@ from trl_verigate.lean_server.precheck.prepared import (
     located_at,
     trusted_statement_tokens,
 )
-from trl_verigate.lean_server.precheck.scopes import Scopes, bound_names, read_scopes
+from trl_verigate.lean_server.precheck.scopes import Scopes, bound_names, read_scopes, signature_binders
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, check_characters, tokenize
 
 MODIFIERS = frozenset({"private", "protected", "noncomputable", "nonrec"})
@@ -385,9 +385,9 @@ def _check_declaration(
         raise PrecheckError(
             f"the `def` `{name.text}`", name.start, " has a namespace: a file's `def`s are named plainly"
         )
-    rules.check_tactics(declaration.layout, policy)
+    trace_heads = rules.check_tactics(declaration.layout, policy)
     rules.check_local_definitions(declaration.layout, declaration.first, declaration.end)
-    signature = frozenset(bound_names(tokens[declaration.keyword : declaration.assign], signature=True))
+    signature = frozenset(signature_binders(tokens[declaration.keyword : declaration.assign]))
     scopes = read_scopes(declaration.layout, policy.bindable, signature, declaration.first, declaration.end)
     # The modifiers and prefixes before the keyword; then everything after it, where no command word may stand.
     rules.check_code(
@@ -398,7 +398,9 @@ def _check_declaration(
         trusted_names=trusted_names,
     )
     after = declaration.keyword + 1
-    rules.check_code(tokens[after : declaration.end], policy, scopes, trusted_names=trusted_names)
+    rules.check_code(
+        tokens[after : declaration.end], policy, scopes, trusted_names=trusted_names, trace_heads=trace_heads
+    )
 
 
 def _main_by(tokens: list[Token], main: _Declaration) -> int:

@@ -1,6 +1,7 @@
 """The grammar facts the layout reads Lean's tactic blocks by: which words open blocks, separate alternatives,
 continue a line or end a block, each stated beside the token set that holds it (see `layout`)."""
 
+from trl_verigate.lean_server.precheck.allowlists import listed_words
 from trl_verigate.lean_server.precheck.brackets import CLOSERS
 
 TERMINATION_WORDS = frozenset({"termination_by", "termination_by?", "decreasing_by"})
@@ -16,11 +17,22 @@ SEQUENCE_PREFIXES = frozenset(
         # Mathlib: `elab "recover " tacs:tacticSeq`, `elab tk:"try_this" tac:tactic info:(str)?`; Batteries:
         # `macro "squeeze_scope " seq:tacticSeq`.
         "recover", "try_this", "squeeze_scope",
+        # Lean core (Init/Tactics.lean, Init/Try.lean, Init/WFTactics.lean): `"show_term " tacticSeq`,
+        # `"try_suggestions " tactic*`, `macro "decreasing_with " ts:tacticSeq`.
+        "show_term", "try_suggestions", "decreasing_with",
     }
 )  # fmt: skip
+# Heads that take one raw syntax node, then a tactic (Lean core: `"with_annotate_state " rawStx ppSpace tactic`).
+RAW_ARGUMENT_PREFIXES = frozenset({"with_annotate_state"})
 # Heads whose `| tactics` alternatives are tactic sequences (Lean: `"first " withPosition((colGe "| " tacticSeq)+)`,
-# and `solve` alike).
-BAR_SEQUENCE_HEADS = frozenset({"first", "solve"})
+# and `solve`, `attempt_all`, `attempt_all_par`, `first_par` alike: Init/Tactics.lean, Init/Try.lean).
+BAR_SEQUENCE_HEADS = frozenset({"first", "solve", "attempt_all", "attempt_all_par", "first_par"})
+# The tactic `if c then tacticSeq else tacticSeq` (Lean: `tacIfThenElse`, `tacDepIfThenElse`): both branches are
+# tactic sequences, the condition a term.
+IF_HEAD = "if"
+# Every leading atom of a `tactic` or `conv` syntax declared (generated): a `|` glued to one of them in an
+# alternative can only start a tactic, since abs (`|x|`) never holds a bare keyword.
+TACTIC_KEYWORDS = listed_words("tactic_keywords.txt")
 # Heads whose bracketed list holds tactics, not terms: Batteries' `map_tacs [t1; t2]`
 # (`"map_tacs " "[" sepBy(tactic, "; ") "]"`, Batteries/Tactic/SeqFocus.lean).
 TACTIC_LIST_HEADS = frozenset({"map_tacs"})
@@ -33,6 +45,8 @@ ARROW_HEADS = {
     "conv_rhs": "conv", "tactic": "tactic", "tactic'": "tactic",
     # Mathlib's conv `equals e => tacticSeq` and `discharge (" => " tacticSeq)?` (Mathlib/Tactic/Conv.lean).
     "equals": "tactic", "discharge": "tactic",
+    # Lean core: `"as_aux_lemma" " => " tacticSeq` (Init/Tactics.lean).
+    "as_aux_lemma": "same",
 }  # fmt: skip
 # Heads with `| pattern => tactics` alternatives (Lean's `intro` with match alternatives too: `introMatch`).
 ALTERNATIVE_HEADS = frozenset({"match", "induction", "cases", "fun_induction", "fun_cases", "intro"})
@@ -50,6 +64,18 @@ TERM_BINDINGS = frozenset({"let", "have", "letI", "haveI"})
 PATTERN_HEADS = frozenset({"rcases", "obtain", "rintro", "cases'", "induction'", "case", "case'"})
 # Infix combinators of two tactics.
 INFIX_COMBINATORS = frozenset({"<;>", "<|>", "says"})
+# Tactics that take Aesop's clauses (`Aesop.tactic_clause*`: `(add …)`, `(erase …)`, `(rule_sets := …)`) and
+# expand to `aesop`: Aesop/Frontend/Tactic.lean (`aesop`, `aesop?`), Mathlib's `aesop_cat` family
+# (CategoryTheory/Category/Init.lean), `aesop_graph` (Combinatorics/SimpleGraph/Basic.lean), `aesop_mat`
+# (Data/Matrix), `finiteness` (Tactic/Finiteness.lean), `arith_mult` (Tactic/ArithMult.lean), `restrict_tac`
+# (Topology/Sheaves/Init.lean); the `?` forms alike.
+AESOP_CLAUSE_HEADS = frozenset(
+    {
+        "aesop", "aesop?", "aesop_cat", "aesop_cat?", "aesop_cat_nonterminal", "aesop_graph", "aesop_graph?",
+        "aesop_graph_nonterminal", "aesop_mat", "finiteness", "finiteness?", "finiteness_nonterminal",
+        "arith_mult", "arith_mult?", "restrict_tac", "restrict_tac?",
+    }
+)  # fmt: skip
 # `(NAME := …)` items whose value is a tactic sequence: `simp (disch := positivity)`, `linear_combination (norm :=
 # ring_nf) e`.
 TACTIC_VALUED_ITEMS = frozenset({"disch", "discharger", "norm"})

@@ -42,15 +42,18 @@ from trl_verigate.lean_server.precheck.grammar import (
     CONTINUATIONS,
     EXPECTS_MORE,
     HOLE_ARROW_HEADS,
+    IF_HEAD,
     IN_PREFIXES,
     INFIX_COMBINATORS,
     MAY_END_BLOCK,
     NOT_CALC_STEP,
     PATTERN_HEADS,
     PRE_TACTIC_HEADS,
+    RAW_ARGUMENT_PREFIXES,
     SEQUENCE_PREFIXES,
     SUFFIX_WORDS,
     TACTIC_BRACKETS,
+    TACTIC_KEYWORDS,
     TACTIC_LIST_HEADS,
     TACTIC_VALUED_ITEMS,
     TERM_BINDINGS,
@@ -172,6 +175,7 @@ class _Reading:
     term_bindings: int = 0  # `let`/`have` terms read whose `;` is still to come
     binders: int = 0  # binder notations read (`∀`, `∑`) whose `,` is still to come
     assigned: bool = False  # a `:=` read
+    term_ifs: int = 0  # term `if`s read whose `else` is still to come
 
     def __post_init__(self):
         self.line_column = self.block_column
@@ -196,6 +200,10 @@ class LayoutParser:
         self.clause_keywords: list[int] = []
         self.definition_names: list[int] = []  # the names of `where` declarations
         self.arrow_ends: dict[int, int] = {}  # the index of each `=>` that opens a block -> the index after it
+        # Tactic `if`s whose condition (`open_conditions`) or branches (`open_ifs`) are being read: their `then` and
+        # `else` end the tactics inside.
+        self.open_conditions = 0
+        self.open_ifs = 0
 
     def record_in(self, layout: ProofLayout) -> None:
         """Give `layout` what this parser read besides the tactics: suffix keywords, definition names, arrows."""
@@ -224,6 +232,40 @@ class LayoutParser:
             return False
         return not (i > 0 and self._adjacent(i - 1, i))
 
+    def _glued_bar(self, i: int) -> bool:
+        """A `|` touching a neighbour that Lean can only read as an alternative's bar where alternatives stand (abs
+        `|x|` never holds a tactic's first token nor a pattern's `=>`): one before a tactic keyword, `{` or `·`
+        (through `(`s), or before a `=>` on its line with no other `|` nor `:=` between."""
+        if self.text[i] != "|":
+            return False
+        j = i + 1
+        while j < self.n and self.text[j] == "(":
+            j += 1
+        if j < self.n and (self.text[j] in TACTIC_KEYWORDS or self.text[j] in ("{", "·")):
+            return True
+        depth = 0
+        for j in range(i + 1, min(self.n, i + 17)):
+            token = self.text[j]
+            if self.tokens[j].line_start or depth < 0 or (depth == 0 and token in ("|", ":=")):
+                return False
+            if depth == 0 and token == "=>":
+                return True
+            depth += (token in OPENERS) - (token in CLOSERS)
+        return False
+
+    def _bar(self, reading: _Reading, i: int) -> bool:
+        """Whether the `|` at token i separates alternatives of the tactic being read: spaced, or glued where the
+        tactic's syntax wants a bar (after `first`, a `with`, `intro`), or glued as `_glued_bar` reads it."""
+        if self._is_bar(i):
+            return True
+        head = reading.head
+        if head in BAR_SEQUENCE_HEADS or (head in ALTERNATIVE_HEADS and self.text[i - 1] == "with"):
+            return True
+        if head == "intro" and i - 1 == reading.first:
+            return True
+        alternatives = reading.in_alternative or head in ALTERNATIVE_HEADS
+        return alternatives and head not in PATTERN_HEADS and self._glued_bar(i)
+
     def _no_tactic_starts(self, i: int) -> bool:
         """Whether no tactic can start at token i (a literal, or `(` before one), so Lean ends the block before it:
         in `have h := by trivial; (2 : ℝ)` the `(2 : ℝ)` is the term's."""
@@ -233,12 +275,14 @@ class LayoutParser:
 
     def _ends_block(self, i: int, in_brackets: bool, in_alternative: bool) -> bool:
         text = self.text[i]
+        if (text == "then" and self.open_conditions) or (text == "else" and self.open_ifs):
+            return True
         if text not in MAY_END_BLOCK:
             return False
         return (
             text in CLOSERS
             or (in_brackets and text == ",")
-            or (in_alternative and self._is_bar(i))
+            or (in_alternative and (self._is_bar(i) or self._glued_bar(i)))
             or (self.tokens[i].line_start and text in BLOCK_ENDING_WORDS)
             or text in SUFFIX_WORDS
         )
@@ -337,6 +381,10 @@ class LayoutParser:
             if head == "iterate" and i < n and tokens[i].kind == "number":
                 i += 1
             kids, i = self.sequence(i, None, reading.in_brackets, reading.in_alternative, mode)
+        elif head in RAW_ARGUMENT_PREFIXES:
+            kids, i = self.sequence(i + 2, None, reading.in_brackets, reading.in_alternative, mode)
+        elif head == IF_HEAD and mode == "tactic":
+            kids, i = self._if_branches(reading, i + 1)
         elif head in TACTIC_BRACKETS:
             kids, i = self.sequence(i + 1, None, True, False, mode, positional=head != "[")
             if i < n and text[i] == TACTIC_BRACKETS[head]:
@@ -347,6 +395,29 @@ class LayoutParser:
             return i + 1
         reading.children += kids
         return i
+
+    def _if_branches(self, reading: _Reading, i: int) -> tuple[list[Node], int]:
+        """The tactic `if c then tactics else tactics` from token i (after `if`): the condition is a term (its `by`
+        blocks hold tactics), both branches are tactic sequences. Returns their tactics and the index after them."""
+        text, n, kids, depth = self.text, self.n, [], 0
+        self.open_conditions += 1
+        while i < n and not (depth == 0 and text[i] == "then"):
+            if text[i] == "by":
+                block, i = self.sequence(i + 1, None, True, False, "tactic")
+                kids += block
+                continue
+            if text[i] in CLOSERS and depth == 0:
+                break
+            depth += (text[i] in OPENERS) - (text[i] in CLOSERS)
+            i += 1
+        self.open_conditions -= 1
+        self.open_ifs += 1
+        for keyword in ("then", "else"):
+            if i < n and text[i] == keyword:
+                block, i = self.sequence(i + 1, None, reading.in_brackets, reading.in_alternative, reading.mode)
+                kids += block
+        self.open_ifs -= 1
+        return kids, i
 
     def _tactic_list(self, i: int, mode: str) -> tuple[list[Node], int]:
         """The tactics of `[t1; t2; …]` from token i (after the `[`; a `,` between them is read as `;`), and the
@@ -429,7 +500,11 @@ class LayoutParser:
             or token in SUFFIX_WORDS
         ):
             return None
-        if token == "|" and self._is_bar(i):
+        if token in ("then", "else") and not reading.term_ifs:
+            if self.open_conditions if token == "then" else self.open_ifs:
+                return None  # the tactic `if`'s own keyword: it ends the condition or the branch
+        reading.term_ifs += (token == IF_HEAD and i != reading.first) - (token == "else" and reading.term_ifs > 0)
+        if token == "|" and self._bar(reading, i):
             if head in BAR_SEQUENCE_HEADS:
                 kids, i = self.sequence(i + 1, None, reading.in_brackets, True, mode)
                 reading.children += kids
@@ -457,7 +532,7 @@ class LayoutParser:
             kids, i = self.sequence(i + 1, None, reading.in_brackets, reading.in_alternative, mode)
             reading.children += kids
             return i
-        elif token == "with" and head in PRE_TACTIC_HEADS and i + 1 < self.n and not self._is_bar(i + 1):
+        elif token == "with" and head in PRE_TACTIC_HEADS and i + 1 < self.n and self.text[i + 1] != "|":
             # `induction x with tac | …`: the tactic run on every alternative first.
             kids, i = self.sequence(i + 1, None, reading.in_brackets, True, mode)
             reading.children += kids

@@ -19,7 +19,7 @@ from trl_verigate.lean_server.precheck.prepared import (
     located_at,
     trusted_statement_tokens,
 )
-from trl_verigate.lean_server.precheck.scopes import bound_names, read_scopes
+from trl_verigate.lean_server.precheck.scopes import bound_names, read_scopes, signature_binders
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, check_characters, tokenize
 
 
@@ -67,10 +67,10 @@ def check_proof_body(proof: str, policy: Policy, start_column: int, statement_to
     check_characters(proof, "proof")
     tokens = tokenize(proof, start_column)
     layout = parse_proof(tokens)
-    rules.check_tactics(layout, policy)
+    trace_heads = rules.check_tactics(layout, policy)
     trusted_names = frozenset(bound_names(statement_tokens, signature=True))
-    scopes = read_scopes(layout, policy.bindable, trusted_names)
-    rules.check_code(tokens, policy, scopes, trusted_names=trusted_names)
+    scopes = read_scopes(layout, policy.bindable, frozenset(signature_binders(statement_tokens)))
+    rules.check_code(tokens, policy, scopes, trusted_names=trusted_names, trace_heads=trace_heads)
     rules.check_local_definitions(layout)
     rules.check_extent(layout, proof)
     return layout.outermost_tactics(proof)

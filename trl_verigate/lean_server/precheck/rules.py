@@ -4,6 +4,8 @@ Held by allow-lists where the space is open-ended (`policy`):
 
 * the first token of every tactic, at every nesting level, is an allowed tactic (an allowed conv tactic inside
   `conv … =>`), a bracket or bullet, a `set_option … in`/`open … in` prefix, or `trace` with one string literal;
+  the word `trace` stands nowhere else (Mathlib's `trace e` compiles and runs `e`, so a place the layout misreads
+  as a term must not hide one);
 * a tactic's configuration items (`simp (config := …)`, `omega (splitDisjunctions := false)`), wherever its syntax
   puts them, hold literals, since Lean compiles and runs them; tactic-valued items (`(disch := …)`) are tactic
   blocks, held to the first rule (`configuration`);
@@ -59,13 +61,15 @@ def check_code(
     allowed_words: frozenset[str] = frozenset(),
     trusted_names: frozenset[str] = frozenset(),
     prefixes_need_in: bool = True,
+    trace_heads: frozenset[int] = frozenset(),
 ) -> None:
     """The rules every code token is held to, wherever it stands (see the module docstring).
 
     `scopes`: where the proof's own names are bound. `allowed_words`: command keywords allowed here (a file's
     declaration keyword and modifiers). `trusted_names`: the names the trusted statement binds (a hypothesis `stop`),
     which may be written although they are tactic keywords. `prefixes_need_in`: False for a file's header lines,
-    where `open` and `set_option` are commands of their own.
+    where `open` and `set_option` are commands of their own. `trace_heads`: the offsets of the `trace "…"` tactics
+    `check_tactics` allowed, the only places the word `trace` may stand.
     """
     enclosing = enclosing_openers(tokens)
     for k, token in enumerate(tokens):
@@ -76,6 +80,10 @@ def check_code(
         elif token.kind == "symbol" and token.text in _CHECKED_SYMBOLS:
             _check_symbol(tokens, k, policy, scopes)
         elif token.kind == "ident" and token.text not in allowed_words:
+            if token.text == "trace" and token.start not in trace_heads:
+                raise PrecheckError(
+                    "`trace`", token.start, ' stands only as the tactic `trace "…"`: `trace e` compiles and runs `e`'
+                )
             _check_word(tokens, k, policy, scopes, enclosing)
             if token.text in policy.unlisted_keywords and token.text not in trusted_names:
                 if not _list_item_name(tokens, k, enclosing):
@@ -104,11 +112,15 @@ def check_code(
 def _check_string(token: Token, previous: Token | None) -> None:
     """A string literal is read as Lean reads it unless a word before it makes it an interpolated string
     (`s!"{e}"`, `throwError "{e}"`, `trace[c] "{e}"`), where braces hold code and may hold quotes: a string with
-    braces may follow only an operator, a separator or an opening bracket."""
+    braces may follow only an operator, a separator, an opening bracket or a dotted name."""
     if previous is not None and previous.kind == "ident" and previous.text.endswith("!"):
         raise PrecheckError(f"`{previous.text}` before a string", previous.start, ": string macros run code")
+    # A term macro that takes an interpolated string is a keyword (`throwError`, `dbg_trace`), never a dotted name:
+    # after `String.length` the string is an argument.
     if ("{" in token.text or "}" in token.text) and not (
-        previous is None or (previous.kind == "symbol" and previous.text not in CLOSERS)
+        previous is None
+        or (previous.kind == "symbol" and previous.text not in CLOSERS)
+        or (previous.kind == "ident" and len(previous.components) > 1)
     ):
         raise PrecheckError(
             "a brace in a string literal after a name or a bracket",
@@ -320,13 +332,14 @@ def check_option(name: Token, value: Token, policy: Policy, clamp: bool) -> str:
 # ---------------------------------------------------------------- tactics
 
 
-def check_tactics(layout: ProofLayout, policy: Policy) -> None:
+def check_tactics(layout: ProofLayout, policy: Policy) -> frozenset[int]:
     """Hold the first token of every tactic to its mode's allow-list, and every configuration item to a literal.
 
     `trace` as a tactic takes one string literal (`trace "…"`): Mathlib's `trace e` compiles and runs `toString e`.
-    Elsewhere `trace` is a name (`Matrix.trace`).
+    Returns the offsets of those `trace` tactics, for `check_code`.
     """
     tokens = layout.tokens
+    trace_heads: set[int] = set()
     for node in walk(layout.tactics + layout.suffix_tactics):
         if node.kind != "tactic":
             continue
@@ -335,6 +348,7 @@ def check_tactics(layout: ProofLayout, policy: Policy) -> None:
             continue
         if head.text == "trace" and node.mode == "tactic":
             if node.end - node.first == 2 and tokens[node.first + 1].kind == "string":
+                trace_heads.add(head.start)
                 continue
             raise PrecheckError("`trace`", head.start, ' takes one string literal here (`trace "…"`): a term is run')
         allowed = policy.tactics if node.mode == "tactic" else policy.conv_tactics
@@ -346,6 +360,7 @@ def check_tactics(layout: ProofLayout, policy: Policy) -> None:
             what = "tactic" if node.mode == "tactic" else "conv tactic"
             raise PrecheckError(f"{what} `{head.text}`", head.start, f" is not on the allow-list: {ALLOWLIST_HINT}")
         check_configuration(layout, node, policy)
+    return frozenset(trace_heads)
 
 
 def check_extent(layout: ProofLayout, text: str) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
-from trl_verigate.lean_server.precheck.brackets import CLOSERS, enclosing_openers
+from trl_verigate.lean_server.precheck.brackets import CLOSERS, OPENERS, enclosing_openers
 from trl_verigate.lean_server.precheck.layout import Node, ProofLayout
 from trl_verigate.lean_server.precheck.tokens import Token
 
@@ -51,22 +51,38 @@ def _introducer(tokens: list[Token], k: int) -> int | None:
     return j if j >= 0 and tokens[j].text in BINDER_INTRODUCERS else None
 
 
+def _plain(token: Token) -> bool:
+    return token.kind == "ident" and "." not in token.text and not token.text.startswith("«")
+
+
+def signature_binders(tokens: list[Token]) -> set[str]:
+    """The names a declaration's binder groups bind, for its whole body: `theorem t (a b EST : T) {α : Type} : P`.
+    Only groups before the signature's top-level `:` are binders; after it, `(IO : Type → Type)` is a type ascription,
+    which binds nothing, and a `∀`'s binder is in scope in the type only."""
+    bound: set[str] = set()
+    depth = 0
+    for k, token in enumerate(tokens):
+        if depth == 0 and token.text in (":", ":="):
+            break
+        if token.text in OPENERS:
+            depth += 1
+            j = k + 1  # a run of plain names right after the bracket, then `:`
+            while j < min(len(tokens), k + _REACH) and _plain(tokens[j]):
+                j += 1
+            if j > k + 1 and j < len(tokens) and tokens[j].text == ":":
+                bound.update(name.text for name in tokens[k + 1 : j])
+        elif token.text in CLOSERS:
+            depth -= 1
+    return bound
+
+
 def bound_names(tokens: list[Token], *, signature: bool = False) -> set[str]:
     """Plain names the tokens bind anywhere (`intro`, `fun`, `∀`, `have`, `obtain ⟨…⟩`, `case … =>`, …) and, in a
-    declaration's `signature`, its binder groups `(x y : T)` (elsewhere `(x : T)` is a type ascription, which binds
-    nothing). Each look around a token stops after `_REACH` tokens, so the work stays linear."""
-    bound: set[str] = set()
+    declaration's `signature`, its binder groups (`signature_binders`). Each look around a token stops after `_REACH`
+    tokens, so the work stays linear."""
+    bound = signature_binders(tokens) if signature else set()
     for k, token in enumerate(tokens):
-        if token.kind != "ident" or "." in token.text or token.text.startswith("«"):
-            continue
-        if signature:
-            j = k + 1  # a run of plain names, then `:`: `(a b EST : T)`
-            while j < min(len(tokens), k + _REACH) and tokens[j].kind == "ident" and "." not in tokens[j].text:
-                j += 1
-            if j < len(tokens) and tokens[j].text == ":":
-                bound.add(token.text)
-                continue
-        if _introducer(tokens, k) is not None:
+        if _plain(token) and _introducer(tokens, k) is not None:
             bound.add(token.text)
     return bound
 
