@@ -309,7 +309,7 @@ def test_a_model_that_cannot_load_names_the_flag(tmp_path, capsys, no_model_load
 
     monkeypatch.setattr(command, "build_backend", cannot_load)
     err = run_error(capsys, [*base, "--model", "org/typo"])
-    assert "--model org/typo: cannot load it (no file named config.json)" in err
+    assert "--model org/typo: no such folder here, and as a hub id cannot load it (no file named config.json)" in err
     assert not (tmp_path / "o" / "run.json").exists()
 
 

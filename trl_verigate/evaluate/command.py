@@ -442,7 +442,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         backend = build_backend(args, prepared.sampling) if prepared.needs_model else None
     except OSError as error:  # transformers' "not a folder, not on the hub, no config.json here"
-        args.parser.error(f"--model {args.model}: cannot load it ({error})")
+        where = "" if Path(args.model).expanduser().is_dir() else "no such folder here, and as a hub id "
+        args.parser.error(f"--model {args.model}: {where}cannot load it ({error})")
     record_run(args.output, prepared.identity, args.n)
     with contextlib.ExitStack() as stack:
         if hasattr(prepared.verifier, "__enter__"):  # a local pool: started here, closed after
