@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from transformers import TrainerCallback
 from trl import TrlParser
 
 from trl_verigate.cli_parser import OneLineErrors, exit_with_usage_error, one_line
@@ -27,6 +29,8 @@ LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
 INPUT_ERRORS = (ValueError, TypeError, OSError)
 # Seconds a rank other than 0 waits before printing its input error (see `run_recipe`).
 OTHER_RANKS_WAIT_S = 5.0
+# The exit status of a process ended by SIGINT, as a shell reports it (128 + 2).
+INTERRUPTED = 130
 # Keys of a recipe YAML that are no field: TRL reads `env` as environment variables to set.
 CONFIG_ONLY_KEYS = ("env",)
 
@@ -92,15 +96,64 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
     A multi-process launch (torch.distributed.run) always adds its own failure report after the line.
     """
     try:
-        args = parse_args(None if argv is None else list(argv))
-        prepared = prepare(*args)
-    except INPUT_ERRORS as error:
-        if int(os.environ.get("RANK", "0")) != 0:
-            # Every rank reads the same input, so rank 0 fails alike: waiting lets it print the line once and the
-            # launcher stop the others. A failure of this rank alone is still printed, after the wait.
-            time.sleep(OTHER_RANKS_WAIT_S)
-        exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
-    train(*args, prepared=prepared)
+        try:
+            args = parse_args(None if argv is None else list(argv))
+            prepared = prepare(*args)
+        except INPUT_ERRORS as error:
+            if int(os.environ.get("RANK", "0")) != 0:
+                # Every rank reads the same input, so rank 0 fails alike: waiting lets it print the line once and
+                # the launcher stop the others. A failure of this rank alone is still printed, after the wait.
+                time.sleep(OTHER_RANKS_WAIT_S)
+            exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
+        train(*args, prepared=prepared)
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the provers close adds no traceback
+        print(interrupted_line(TRAINING_PROGRESS), file=sys.stderr, flush=True)
+        raise SystemExit(INTERRUPTED) from None
+
+
+class TrainingProgress(TrainerCallback):
+    """Where training stands, for the line a Ctrl-C prints: the last finished optimizer step (None until training
+    begins) and the run's output folder."""
+
+    def __init__(self):
+        self.step: int | None = None
+        self.output_dir: str | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.step, self.output_dir = state.global_step, args.output_dir
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.step = state.global_step
+
+
+# The one a recipe's `train` adds to its trainer (`track_progress`) and `run_recipe` reads after a Ctrl-C.
+TRAINING_PROGRESS = TrainingProgress()
+
+
+def track_progress(trainer) -> None:
+    """Let `run_recipe` report the step and the last checkpoint if training is interrupted."""
+    trainer.add_callback(TRAINING_PROGRESS)
+
+
+def last_complete_checkpoint(output_dir: str | Path) -> Path | None:
+    """The newest `checkpoint-N` folder holding trainer_state.json, which Transformers writes after the weights and
+    the optimizer: a folder without it was cut off while saving."""
+    complete = [path for path in checkpoint_dirs(output_dir) if (path / "trainer_state.json").is_file()]
+    return complete[-1] if complete else None
+
+
+def interrupted_line(progress: TrainingProgress) -> str:
+    """What a Ctrl-C prints: the step reached and how to resume, or that loading was interrupted."""
+    if progress.step is None or progress.output_dir is None:
+        return "interrupted while loading; nothing was trained"
+    checkpoint = last_complete_checkpoint(progress.output_dir)
+    if checkpoint is None:
+        return f"interrupted at step {progress.step}; last complete checkpoint: none (see save_strategy, save_steps)"
+    return (
+        f"interrupted at step {progress.step}; last complete checkpoint: {checkpoint}; resume with "
+        f"`--resume_from_checkpoint {checkpoint}`"
+    )
 
 
 def looks_like_a_local_path(name: str) -> bool:

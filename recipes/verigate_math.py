@@ -21,6 +21,7 @@ from recipe_tools import (
     load_local_json,
     run_recipe,
     summarize_run,
+    track_progress,
 )
 from trl import ModelConfig, ScriptArguments, get_peft_config, get_quantization_config
 
@@ -149,6 +150,7 @@ def set_model_init_kwargs(training_args, model_args: ModelConfig) -> None:
 
 
 def train_and_save(trainer, training_args, dataset_name: str | None) -> None:
+    track_progress(trainer)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     trainer.save_model(training_args.output_dir)
     trainer.accelerator.print(f"Model saved to {training_args.output_dir}")

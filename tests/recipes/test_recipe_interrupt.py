@@ -1,0 +1,91 @@
+"""Ctrl-C during a recipe is one line and exit status 130: the step reached, the last complete checkpoint and the
+flag that resumes from it; or, before training begins, that loading was interrupted. Each test runs a real process
+and sends it SIGINT once it says it is ready."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.launch import REPO_ROOT, offline_env, write_tiny_recipe_config
+
+# A recipe whose `prepare` or `train` stands in for loading or training: it reports progress as a trainer would
+# (TRAINING_PROGRESS is what `train_and_save` adds to the trainer), prints READY and waits for the signal.
+SCRIPT = textwrap.dedent("""\
+    import sys, time
+    from pathlib import Path
+    from types import SimpleNamespace
+    sys.path.insert(0, "recipes")
+    import recipe_tools
+
+    stage, output_dir = sys.argv[1], Path(sys.argv[2])
+
+    def prepare():
+        if stage == "loading":
+            print("READY", flush=True)
+            time.sleep(60)
+
+    def train(prepared):
+        progress = recipe_tools.TRAINING_PROGRESS
+        progress.on_train_begin(SimpleNamespace(output_dir=str(output_dir)), SimpleNamespace(global_step=0), None)
+        (output_dir / "checkpoint-2").mkdir(parents=True)
+        (output_dir / "checkpoint-2" / "trainer_state.json").write_text("{}")
+        (output_dir / "checkpoint-10").mkdir()  # cut off while saving: no trainer_state.json
+        for step in range(1, 12):
+            progress.on_step_end(None, SimpleNamespace(global_step=step), None)
+        print("READY", flush=True)
+        time.sleep(60)
+
+    recipe_tools.run_recipe(lambda argv: (), prepare, train, argv=[])
+""")
+
+
+def interrupt_when_ready(command, **kwargs) -> subprocess.CompletedProcess:
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+    for line in process.stdout:
+        if "READY" in line:
+            break
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def test_an_interrupt_during_training_names_the_step_and_the_last_complete_checkpoint(tmp_path):
+    result = interrupt_when_ready([sys.executable, "-c", SCRIPT, "training", str(tmp_path)], cwd=REPO_ROOT)
+    checkpoint = tmp_path / "checkpoint-2"
+    expected = (
+        f"interrupted at step 11; last complete checkpoint: {checkpoint}; resume with "
+        f"`--resume_from_checkpoint {checkpoint}`\n"
+    )
+    assert (result.returncode, result.stderr) == (130, expected)
+
+
+def test_an_interrupt_while_loading_says_so(tmp_path):
+    result = interrupt_when_ready([sys.executable, "-c", SCRIPT, "loading", str(tmp_path)], cwd=REPO_ROOT)
+    assert (result.returncode, result.stderr) == (130, "interrupted while loading; nothing was trained\n")
+
+
+@pytest.mark.slow
+def test_an_interrupted_es_recipe_resumes_from_the_checkpoint_it_names(tiny_models, tmp_path):
+    config = write_tiny_recipe_config(tiny_models, tmp_path, "es", max_steps=200, save_steps=1)
+    output = tmp_path / "output"
+    env = offline_env(tmp_path)
+    command = [sys.executable, "-u", "recipes/es.py", "--config", str(config)]
+    process = subprocess.Popen(command, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 600
+    while not (output / "checkpoint-2" / "trainer_state.json").is_file():
+        assert process.poll() is None and time.monotonic() < deadline, process.stderr.read().decode()[-3000:]
+        time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    last = stderr.decode().strip().splitlines()[-1]
+    assert process.returncode == 130, stderr.decode()[-3000:]
+    assert "Traceback" not in stderr.decode()
+    assert last.startswith("interrupted at step ") and "; resume with `--resume_from_checkpoint " in last
+    named = last.split("`--resume_from_checkpoint ")[1].rstrip("`")
+    assert Path(named).parent.resolve() == output.resolve() and (Path(named) / "trainer_state.json").is_file()
+    assert int(named.rsplit("-", 1)[1]) >= 2
