@@ -1,7 +1,7 @@
 """What every recipe shares: its command-line parser, its entry point (bad input is one line and exit status 2,
 before any model loads), the checks of the dataset, the policy, the prover commands and the policy's dtype, and the
 end-of-run summary (a table of the trainer's metrics per step, where the model, the logs and the checkpoints went,
-and a plot)."""
+a plot with one panel per quantity, and a one-line reading of what moved)."""
 
 from __future__ import annotations
 
@@ -275,53 +275,84 @@ def check_policy_dtype(training_args, model_args) -> None:
 # ---------------------------------------------------------------- end-of-run summary
 
 SUMMARY_MAX_STEPS = 8  # columns of the table; a longer run shows evenly spaced steps, the last one included
+FRACTION_LIMITS = (-0.05, 1.05)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One axes of the plot: the metrics it draws, its y label, and its y limits (None: fitted to the data)."""
+
+    ylabel: str
+    metrics: tuple[str, ...]
+    ylim: tuple[float, float] | None = FRACTION_LIMITS
+    caption: str = ""
 
 
 @dataclass(frozen=True)
 class RunSummary:
     """What a trainer's end-of-run summary shows: its metrics (those starting with ``prefix``, plus the mean reward),
-    the ones plotted (all in [0, 1]), the plot's title and caption, and the files it writes (``<stem>.json``,
-    ``<stem>.png``)."""
+    the plot's panels, title and x label, and the files it writes (``<stem>.json``, ``<stem>.png``)."""
 
     name: str
     prefix: str
-    plotted: tuple[str, ...]
+    panels: tuple[Panel, ...]
     title: str
-    caption: str
+    xlabel: str
     stem: str
+
+    @property
+    def plotted(self) -> tuple[str, ...]:
+        return tuple(name for panel in self.panels for name in panel.metrics)
+
+    @property
+    def caption(self) -> str:
+        """The panels' captions in order, as the summary's line about the plot names them."""
+        return ", ".join(panel.caption for panel in self.panels)
 
 
 VERIGATE_SUMMARY = RunSummary(
     "VeriGate",
     "verigate/",
-    ("verigate/gate_rate", "reward", "verigate/prm_step_score_mean"),
-    "VeriGate GRPO: gated groups and rewards per step",
-    "gate rate and rewards",
+    (
+        Panel("fraction of groups gated", ("verigate/gate_rate",), caption="gate rate"),
+        Panel("mean accuracy reward", ("reward",), caption="reward"),
+        Panel("mean PRM step score\n(gated groups)", ("verigate/prm_step_score_mean",), None, "PRM step score"),
+    ),
+    "VeriGate GRPO: gated groups, reward and PRM score per step",
+    "optimizer step",
     "verigate_metrics",
 )
 ES_SUMMARY = RunSummary(
     "ES",
     "es/",
-    ("es/reward_mean", "es/reward_max"),
-    "Evolution strategies: population reward per iteration",
-    "the population's mean and best reward",
+    (
+        Panel(
+            "population reward", ("es/reward_mean", "es/reward_max"), caption="the population's mean and best reward"
+        ),
+        Panel("L2 norm of the update", ("es/update_norm",), None, "the update's norm"),
+    ),
+    "Evolution strategies: population reward and update per iteration",
+    "ES iteration (one population, one update)",
     "es_metrics",
 )
 
 
 def process_summary(prover: str) -> RunSummary:
     """The summary of process-verified GRPO on ``prover`` ("lean" or "coq"): its ``<prover>/`` metrics."""
+    verdicts = (f"{prover}/pass_rate", f"{prover}/status/rejected", f"{prover}/status/failed")
     return RunSummary(
         f"{prover.capitalize()} process",
         f"{prover}/",
         (
-            f"{prover}/pass_rate",
-            f"{prover}/status/rejected",
-            f"{prover}/status/failed",
-            f"{prover}/first_error_relative",
+            Panel("fraction of completions", verdicts, caption="pass rate and verdicts"),
+            Panel(
+                "first error / tactics\n(failed proofs)",
+                (f"{prover}/first_error_relative",),
+                caption="where the first error falls",
+            ),
         ),
         f"Process-verified GRPO on {prover.capitalize()}: verdicts per step",
-        "pass rate, verdicts and where the first error falls",
+        "optimizer step",
         f"{prover}_metrics",
     )
 
@@ -354,32 +385,66 @@ def metrics_table(log_history: list[dict], prefix: str = "verigate/") -> str:
     return "\n".join(lines)
 
 
+def _values(rows: list[dict], name: str) -> list[tuple[int, float]]:
+    return [(row["step"], row[name]) for row in rows if isinstance(row.get(name), (int, float))]
+
+
+def reading(log_history: list[dict], summary: RunSummary) -> str:
+    """One line on what moved: each plotted metric that took different values, with its range over the logged
+    steps; those that stayed put, with their value; those never logged."""
+    rows = metric_rows(log_history, summary.prefix)
+    moved, flat, missing = [], [], []
+    for name in summary.plotted:
+        values = [value for _, value in _values(rows, name)]
+        if not values:
+            missing.append(name)
+        elif max(values) > min(values):
+            moved.append(f"{name} {min(values):.3g}..{max(values):.3g}")
+        else:
+            flat.append(f"{name} {values[0]:.3g}")
+    parts = [f"moved: {'; '.join(moved) if moved else 'nothing'}"]
+    if flat:
+        parts.append(f"flat: {'; '.join(flat)}")
+    if missing:
+        parts.append(f"never logged: {', '.join(missing)}")
+    return f"Reading ({len(rows)} steps): " + " | ".join(parts)
+
+
 # Lines that lie on top of each other (two metrics at 0) stay told apart by their style and marker.
 LINE_STYLES = (("-", "o"), ("--", "s"), (":", "^"), ("-.", "D"))
 
 
-def metrics_figure(log_history: list[dict], summary: RunSummary = VERIGATE_SUMMARY):
-    """The matplotlib figure of the summary's plotted metrics per step: titled, axes labelled, the legend beside the
-    axes (never over a line)."""
-    import matplotlib.pyplot as plt
+def _draw_panel(axes, rows: list[dict], panel: Panel) -> None:
     import matplotlib.ticker
 
-    rows = metric_rows(log_history, summary.prefix)
-    figure, axes = plt.subplots(figsize=(8, 3.8))
-    for index, name in enumerate(summary.plotted):
-        points = [(row["step"], row[name]) for row in rows if isinstance(row.get(name), (int, float))]
+    for index, name in enumerate(panel.metrics):
+        points = _values(rows, name)
         if points:
             steps, values = zip(*points, strict=True)
             style, marker = LINE_STYLES[index % len(LINE_STYLES)]
             axes.plot(steps, values, linestyle=style, marker=marker, markersize=7 - index, label=name)
-    axes.set_title(summary.title)
-    axes.set_xlabel("optimizer step")
-    axes.set_ylabel("value (fraction or mean reward)")
+    if not axes.get_lines():
+        axes.text(0.5, 0.5, "not logged in this run", ha="center", va="center", transform=axes.transAxes)
+    axes.set_ylabel(panel.ylabel)
     axes.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
-    axes.set_ylim(-0.05, 1.05)  # every plotted metric lies in [0, 1]
+    if panel.ylim is not None:
+        axes.set_ylim(*panel.ylim)
     if axes.get_legend_handles_labels()[0]:
         axes.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False)
     axes.grid(alpha=0.3)
+
+
+def metrics_figure(log_history: list[dict], summary: RunSummary = VERIGATE_SUMMARY):
+    """The matplotlib figure of the summary's panels, stacked over one shared step axis: titled, axes labelled, each
+    legend beside its axes (never over a line)."""
+    import matplotlib.pyplot as plt
+
+    rows = metric_rows(log_history, summary.prefix)
+    figure, all_axes = plt.subplots(len(summary.panels), 1, sharex=True, figsize=(8, 2.4 * len(summary.panels)))
+    for axes, panel in zip(all_axes, summary.panels, strict=True):
+        _draw_panel(axes, rows, panel)
+    all_axes[0].set_title(summary.title)
+    all_axes[-1].set_xlabel(summary.xlabel)
     return figure
 
 
@@ -394,7 +459,7 @@ def plot_metrics(log_history: list[dict], path: Path, summary: RunSummary = VERI
     import matplotlib.pyplot as plt
 
     figure = metrics_figure(log_history, summary)
-    figure.savefig(path, dpi=100, bbox_inches="tight")  # "tight" keeps the legend beside the axes in the image
+    figure.savefig(path, dpi=100, bbox_inches="tight")  # "tight" keeps the legends beside the axes in the image
     plt.close(figure)
     return True
 
@@ -428,7 +493,8 @@ def summarize_run(
     state_file: str | None = None,
 ) -> None:
     """Print the metrics table and where everything went (the model, the metrics, the checkpoints, ``state_file``
-    such as es_state.json, the trackers, the plot); write the metrics (JSON) and the plot into ``output_dir``."""
+    such as es_state.json, the trackers, the plot), then the reading of what moved; write the metrics (JSON) and the
+    plot into ``output_dir``."""
     report_to = [report_to] if isinstance(report_to, str) else list(report_to or [])
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
@@ -449,9 +515,10 @@ def summarize_run(
     print_fn("Trackers: " + ("; ".join(trackers) if trackers else "none (report_to: none)"))
     plot = output / f"{summary.stem}.png"
     if plot_metrics(log_history, plot, summary):
-        print_fn(f"Plot of {summary.caption} per step: {plot.resolve()}")
+        print_fn(f"Plot of {summary.caption} per {summary.xlabel.split(' (')[0]}: {plot.resolve()}")
     else:
         print_fn("No plot: matplotlib is not installed (pip install matplotlib).")
+    print_fn(reading(log_history, summary))
 
 
 def add_pass_at_k_callback(trainer, arguments, verifier=None, **prompt) -> None:

@@ -39,7 +39,8 @@ def test_the_es_summary_says_where_the_checkpoints_and_es_state_went(tmp_path):
     states = [output / "es_state.json", output / "checkpoint-2" / "es_state.json"]
     assert f"es_state.json: {states[0]}, {states[1]}, {output / 'checkpoint-10' / 'es_state.json'}" in printed
     assert json.loads((output / "es_metrics.json").read_text()) == ES_HISTORY[:2]
-    assert printed[-1] == f"Plot of the population's mean and best reward per step: {output / 'es_metrics.png'}"
+    plot_line = f"Plot of the population's mean and best reward, the update's norm per ES iteration: {output / 'es_metrics.png'}"
+    assert printed[-2:] == [plot_line, recipe_tools.reading(ES_HISTORY, recipe_tools.ES_SUMMARY)]
     assert (output / "es_metrics.png").read_bytes().startswith(b"\x89PNG")
 
 
@@ -57,7 +58,7 @@ def test_a_run_without_checkpoints_says_so(tmp_path, monkeypatch):
     [recipe_tools.VERIGATE_SUMMARY, recipe_tools.ES_SUMMARY, recipe_tools.process_summary("coq")],
     ids=lambda summary: summary.name,
 )
-def test_the_plot_is_titled_labelled_and_its_legend_is_beside_the_lines(summary):
+def test_each_panel_is_labelled_and_its_legend_is_beside_the_lines(summary):
     matplotlib = pytest.importorskip("matplotlib")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -65,18 +66,51 @@ def test_the_plot_is_titled_labelled_and_its_legend_is_beside_the_lines(summary)
     history = [{"step": step, **{name: step / 4 for name in summary.plotted}} for step in range(1, 5)]
     figure = recipe_tools.metrics_figure(history, summary)
     try:
-        (axes,) = figure.axes
-        assert axes.get_title() == summary.title
-        assert axes.get_xlabel() and axes.get_ylabel()
-        assert [line.get_label() for line in axes.get_lines()] == list(summary.plotted)
-        assert len({(line.get_linestyle(), line.get_marker()) for line in axes.get_lines()}) == len(summary.plotted)
+        assert len(figure.axes) == len(summary.panels)
+        assert figure.axes[0].get_title() == summary.title and figure.axes[-1].get_xlabel() == summary.xlabel
         figure.canvas.draw()
         renderer = figure.canvas.get_renderer()
-        legend = axes.get_legend().get_window_extent(renderer)
-        plotting_area = axes.get_window_extent(renderer)
-        assert legend.x0 >= plotting_area.x1  # entirely to the right of the axes: it covers no line
+        for axes, panel in zip(figure.axes, summary.panels, strict=True):
+            assert axes.get_ylabel() == panel.ylabel
+            assert [line.get_label() for line in axes.get_lines()] == list(panel.metrics)
+            assert len({(line.get_linestyle(), line.get_marker()) for line in axes.get_lines()}) == len(panel.metrics)
+            legend = axes.get_legend().get_window_extent(renderer)
+            assert legend.x0 >= axes.get_window_extent(renderer).x1  # entirely right of the axes: it covers no line
     finally:
         plt.close(figure)
+
+
+def test_the_captions_promise_only_panels_the_plots_have():
+    coq = recipe_tools.process_summary("coq")
+    assert "first error" in coq.caption and ("coq/first_error_relative",) in [p.metrics for p in coq.panels]
+    assert "optimizer" not in recipe_tools.ES_SUMMARY.xlabel and "iteration" in recipe_tools.ES_SUMMARY.xlabel
+    (prm_panel,) = [p for p in recipe_tools.VERIGATE_SUMMARY.panels if "verigate/prm_step_score_mean" in p.metrics]
+    assert "PRM" in prm_panel.ylabel and prm_panel.metrics == ("verigate/prm_step_score_mean",)
+
+
+def test_a_panel_whose_metric_was_never_logged_says_so():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    history = [{"step": 1, "coq/pass_rate": 0.0, "coq/status/rejected": 1.0, "coq/status/failed": 0.0}]
+    figure = recipe_tools.metrics_figure(history, recipe_tools.process_summary("coq"))
+    try:
+        assert [text.get_text() for text in figure.axes[1].texts] == ["not logged in this run"]
+        assert not figure.axes[0].texts
+    finally:
+        plt.close(figure)
+
+
+def test_the_reading_names_what_moved_what_stayed_and_what_was_never_logged():
+    history = [
+        {"step": 1, "es/reward_mean": 0.25, "es/reward_max": 1.0},
+        {"step": 2, "es/reward_mean": 0.5, "es/reward_max": 1.0},
+        {"step": 2, "train_runtime": 3.0},
+    ]
+    assert recipe_tools.reading(history, recipe_tools.ES_SUMMARY) == (
+        "Reading (2 steps): moved: es/reward_mean 0.25..0.5 | flat: es/reward_max 1 | never logged: es/update_norm"
+    )
 
 
 def test_demo_coq_config_parses_with_the_coq_recipe(tmp_path):
@@ -115,7 +149,8 @@ def test_demo_coq_trains_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_
         statuses = [value for name, value in row.items() if name.startswith("coq/status/")]
         assert len(statuses) == 6 and sum(statuses) == pytest.approx(1.0)
         assert row["coq/status/error"] == 0 and row["coq/verification_failures"] == 0  # Coq answered every proof
-    assert f"Plot of pass rate, verdicts and where the first error falls per step: {output / 'coq_metrics.png'}" in (
-        result.stdout
+    assert (
+        f"Plot of pass rate and verdicts, where the first error falls per optimizer step: {output / 'coq_metrics.png'}"
+        in (result.stdout)
     )
     assert (output / "coq_metrics.png").is_file() and (output / "model.safetensors").is_file()

@@ -191,14 +191,15 @@ def test_summarize_run_prints_the_table_and_writes_metrics_and_plot(tmp_path, mo
     assert json.loads((tmp_path / "out" / "verigate_metrics.json").read_text()) == LOG_HISTORY[:3]
     png = (tmp_path / "out" / "verigate_metrics.png").read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    assert f"Plot of gate rate and rewards per step: {tmp_path / 'out' / 'verigate_metrics.png'}" in text
+    plot = tmp_path / "out" / "verigate_metrics.png"
+    assert f"Plot of gate rate, reward, PRM step score per optimizer step: {plot}" in text
 
 
 def test_without_matplotlib_the_plot_is_skipped_with_how_to_get_it(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     printed = []
     recipe_tools.summarize_run(LOG_HISTORY, str(tmp_path), [], printed.append)
-    assert printed[-1] == "No plot: matplotlib is not installed (pip install matplotlib)."
+    assert printed[-2] == "No plot: matplotlib is not installed (pip install matplotlib)."
     assert "Trackers: none (report_to: none)" in printed
     assert not (tmp_path / "verigate_metrics.png").exists()
 
