@@ -200,3 +200,19 @@ def test_the_process_trainer_zeroes_an_overturned_pass_and_logs_it(tiny_models, 
     assert metrics["lean/recheck_overturned"] == 1
     assert metrics["lean/recheck_escalated"] == 1
     assert metrics["lean/rechecked_fraction"] == 1.0
+
+
+def test_the_catch_table_in_the_soundness_doc_is_the_formula():
+    """docs/lean/soundness.md tables P / steps at r = 0.05; each cell must be what the formula gives."""
+    import re
+
+    doc = (Path(__file__).parents[3] / "docs" / "lean" / "soundness.md").read_text(encoding="utf-8")
+    header = "| passes per step n | f = 0.01 | f = 0.05 | f = 0.25 | f = 1 |"
+    fractions = (0.01, 0.05, 0.25, 1.0)
+    rows = re.findall(r"^\| (\d+) \| (.+) \|$", doc.split(header, 1)[1].split("\n\n", 1)[0], re.MULTILINE)
+    assert [int(n) for n, _ in rows] == [16, 64, 256, 1024]
+    for n, cells in rows:
+        for fraction, cell in zip(fractions, cells.split(" | "), strict=True):
+            probability, steps = cell.split(" / ")
+            assert float(probability) == pytest.approx(catch_probability(0.05, fraction, int(n)), abs=0.005), cell
+            assert int(steps) == steps_to_catch(0.05, fraction, int(n)), cell
