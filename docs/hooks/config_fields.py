@@ -14,7 +14,8 @@ import importlib
 import re
 
 MARKER = re.compile(r"<!--\s*config-fields:\s*([\w.]+)\s*-->")
-CODE_SPAN = re.compile(r"`([^`]+)`")
+# A single-backtick span; runs of backticks (a ```lean4 fence named in a help) stay literal text.
+CODE_SPAN = re.compile(r"(?<!`)`([^`]+)`(?!`)")
 # The package whose classes' fields are listed; fields that only a base class of another package defines are not.
 PACKAGE = "trl_verigate"
 
@@ -53,7 +54,7 @@ def code(text: str) -> str:
 def help_html(text: str) -> str:
     """The help text, escaped, with its `code spans` as code."""
     parts = CODE_SPAN.split(text)
-    return "".join(code(part) if odd else html.escape(part) for odd, part in enumerate(parts) if part or not odd)
+    return "".join(code(part) if index % 2 else html.escape(part) for index, part in enumerate(parts))
 
 
 def fields_table(dotted: str) -> str:

@@ -269,9 +269,31 @@ def test_free_names_are_what_the_reader_must_supply():
     assert free_names(block) == {"dataset", "w"}
 
 
+RUNS_AS_WRITTEN = "# Runs as written"
+
+
+def blocks_that_run_as_written() -> list:
+    """Python blocks that say they run as written (they print nothing to compare): the test runs them."""
+    return [
+        pytest.param(page, body, line, marks=[pytest.mark.slow], id=f"{relative(page)}:{line}")
+        for page in PAGES
+        for language, body, line in blocks(page)
+        if language == "python" and body.startswith(RUNS_AS_WRITTEN)
+    ]
+
+
+@pytest.mark.parametrize("page,body,line", blocks_that_run_as_written())
+def test_blocks_that_say_they_run_as_written_do(page, body, line, tiny_models, tmp_path, monkeypatch):
+    # Run where the reader would, with the tiny models where `make tiny` puts them.
+    (tmp_path / ".tiny").symlink_to(Path(tiny_models["policy"]).parent)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(body, f"{relative(page)}:{line}", "exec"), {"__name__": "__docs__"})
+
+
 @pytest.mark.parametrize("page", [README, DOCS / "getting_started" / "quickstart.md"], ids=relative)
 def test_every_readme_and_quickstart_snippet_runs_or_names_what_it_needs(page):
     runnable = {param.values[3] for param in runnable_blocks() if param.values[0] == page}
+    runnable |= {param.values[2] for param in blocks_that_run_as_written() if param.values[0] == page}
     fragments = 0
     for language, body, line in blocks(page):
         if language != "python" or line in runnable:

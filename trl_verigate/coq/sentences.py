@@ -1,6 +1,7 @@
 """Coq's sentence boundaries, found without running Coq: the spans `coqc -time` reports for a `.v` file.
 
 A sentence is one of:
+
 - text up to a `.` followed by a blank or the end of the text (not a `.` inside a qualified name `Nat.add`, a number
   or the `..` of a recursive notation; `...` does end one, as in `auto...`);
 - a bullet at the start of a sentence: a run of one of `-`, `+`, `*` (`-`, `--`, `+++`);
