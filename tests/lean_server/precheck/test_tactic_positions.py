@@ -36,7 +36,6 @@ def heads(proof: str) -> list[str]:
         ("  attempt_all | simp | rfl", ["attempt_all", "simp", "rfl"]),
         ("  first_par | simp | rfl", ["first_par", "simp", "rfl"]),
         ("  first |simp | rfl", ["first", "simp", "rfl"]),
-        ("  first | rfl |simp", ["first", "rfl", "simp"]),
         ("  first |(simp) | rfl", ["first", "(simp)", "simp", "rfl"]),
         ("  first\n  |simp\n  | rfl", ["first", "simp", "rfl"]),
         ("  intro |_ => simp", ["intro", "simp"]),
@@ -57,6 +56,7 @@ def test_every_tactic_sequence_position_is_read_as_tactics(proof, expected):
             ["cases", "calc", "simp"],
         ),
         ("  first | exact abs_nonneg |x| | rfl", ["first", "exact", "rfl"]),
+        ("  match n with\n  | 0 => exact abs_nonneg |(x + 1)|\n  |n+1 => simp", ["match", "exact", "simp"]),
         # An rcases pattern's bar separates patterns, not tactics (`rfl` is a pattern here).
         ("  rcases h with rfl |rfl", ["rcases"]),
         ("  obtain h |h := foo", ["obtain"]),
@@ -96,7 +96,10 @@ def test_honest_proofs_in_these_positions_pass(proof):
         ("  first |trace (toString 1) | positivity", "`trace`"),
         ("  exact (trace (toString 1) : True)", "`trace`"),
         ("  if h' : a = b then trace (toString 1) else positivity", "`trace`"),
-        ("  first | positivity |solve_by_elim (proc := fun _ _ gs => pure gs)", "`(proc := …)`"),
+        # After a tactic, `|t` is a bar if the tactic is complete and abs if it takes a term: refused either way.
+        ("  first | nlinarith |solve_by_elim (proc := fun _ _ gs => pure gs)", "`|solve_by_elim`"),
+        ("  first | nlinarith |positivity", "write `| positivity` for an alternative"),
+        ("  cases h with\n  | inl h => exact foo |(left x)|\n  | inr h => simp", "`|left`"),
     ],
 )
 def test_code_in_these_positions_is_refused(proof, reason):

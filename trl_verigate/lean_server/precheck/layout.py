@@ -58,6 +58,7 @@ from trl_verigate.lean_server.precheck.grammar import (
     TACTIC_VALUED_ITEMS,
     TERM_BINDINGS,
 )
+from trl_verigate.lean_server.precheck.suffix import SuffixReader
 from trl_verigate.lean_server.precheck.tokens import PrecheckError, Token, tokenize
 
 
@@ -188,7 +189,7 @@ class _Reading:
         self.calc_step_column = None
 
 
-class LayoutParser:
+class LayoutParser(SuffixReader):
     """Recursive descent over the tokens; every loop consumes at least one token, so it always terminates."""
 
     def __init__(self, tokens: list[Token], end: int | None = None):
@@ -233,24 +234,30 @@ class LayoutParser:
         return not (i > 0 and self._adjacent(i - 1, i))
 
     def _glued_bar(self, i: int) -> bool:
-        """A `|` touching a neighbour that Lean can only read as an alternative's bar where alternatives stand (abs
-        `|x|` never holds a tactic's first token nor a pattern's `=>`): one before a tactic keyword, `{` or `·`
-        (through `(`s), or before a `=>` on its line with no other `|` nor `:=` between."""
+        """Whether a `|` that touches a neighbour, where an alternative may start, is an alternative's bar: it is when
+        a pattern and its `=>` follow on its line (no other `|` nor `:=` between; abs `|x|` holds no `=>`). Before a
+        tactic keyword, `{` or `·` (through `(`s) Lean reads a bar after a tactic that is complete and abs after one
+        that takes a term, which only Lean's grammar of that tactic tells: refused, with the spelling to write."""
         if self.text[i] != "|":
             return False
-        j = i + 1
-        while j < self.n and self.text[j] == "(":
-            j += 1
-        if j < self.n and (self.text[j] in TACTIC_KEYWORDS or self.text[j] in ("{", "·")):
-            return True
         depth = 0
         for j in range(i + 1, min(self.n, i + 17)):
             token = self.text[j]
             if self.tokens[j].line_start or depth < 0 or (depth == 0 and token in ("|", ":=")):
-                return False
+                break
             if depth == 0 and token == "=>":
                 return True
             depth += (token in OPENERS) - (token in CLOSERS)
+        j = i + 1
+        while j < self.n and self.text[j] == "(":
+            j += 1
+        if j < self.n and (self.text[j] in TACTIC_KEYWORDS or self.text[j] in ("{", "·")):
+            raise PrecheckError(
+                f"`|{self.text[j]}`",
+                self.tokens[i].start,
+                ": a `|` glued to a tactic reads as an alternative's bar or as abs `|x|`; write `| "
+                f"{self.text[j]}` for an alternative",
+            )
         return False
 
     def _bar(self, reading: _Reading, i: int) -> bool:
@@ -557,90 +564,6 @@ class LayoutParser:
             kids, i = self.sequence(i + 1, None, True, False, "tactic")
         reading.children += kids
         return i
-
-    def termination_suffix(self, i: int, anchor_column: int) -> tuple[list[Node], int]:
-        """`[termination_by MEASURE] [decreasing_by TACTICS]` at token i (Lean's `Termination.suffix`), if there.
-
-        The measure is a term over lines indented past `anchor_column`; `decreasing_by`'s tactics form a block
-        indented past it.
-        """
-        tokens, text, n = self.tokens, self.text, self.n
-        children: list[Node] = []
-        if i < n and text[i] in ("termination_by", "termination_by?"):
-            self.clause_keywords.append(i)
-            i += 1
-            depth = 0
-            while i < n:
-                token = text[i]
-                if depth == 0 and (
-                    token == ";"
-                    or token in SUFFIX_WORDS
-                    or (tokens[i].line_start and (tokens[i].column <= anchor_column or token in BLOCK_ENDING_WORDS))
-                ):
-                    break
-                if token in OPENERS:
-                    depth += 1
-                elif token in CLOSERS:
-                    if depth == 0:
-                        break
-                    depth -= 1
-                i += 1
-        if i < n and text[i] == "decreasing_by":
-            self.clause_keywords.append(i)
-            children, i = self.sequence(i + 1, anchor_column, False, False, "tactic")
-        return children, i
-
-    def declaration_suffix(self, i: int) -> tuple[list[Node], int]:
-        """What may follow the theorem's tactic block at token i: its termination hints, then `where` declarations
-        (Lean's `declValSimple`: `:= declBody Termination.suffix (whereDecls)?`), each a declaration at the column
-        of the first, or after `;`. Returns the tactics inside them and the index after the suffix."""
-        tokens, text, n = self.tokens, self.text, self.n
-        children, i = self.termination_suffix(i, 0)
-        if i >= n or text[i] != "where":
-            return children, i
-        self.clause_keywords.append(i)
-        i += 1
-        if i >= n or tokens[i].column == 0 or not self._is_declaration_name(i):
-            return children, i
-        declaration_column = tokens[i].column
-        while True:
-            self.definition_names.append(i)
-            declaration, i = self.operand(i, declaration_column, False, False, "tactic")
-            children += declaration.children
-            kids, i = self.termination_suffix(i, declaration_column)
-            children += kids
-            if i < n and text[i] == ";":
-                i += 1
-                if (
-                    i < n
-                    and self._is_declaration_name(i)
-                    and not (tokens[i].line_start and tokens[i].column != declaration_column)
-                ):
-                    continue
-                break
-            if (
-                i < n
-                and tokens[i].line_start
-                and tokens[i].column == declaration_column
-                and self._is_declaration_name(i)
-            ):
-                continue
-            break
-        return children, i
-
-    def _is_declaration_name(self, i: int) -> bool:
-        token = self.tokens[i]
-        return (
-            token.kind == "ident"
-            and token.text not in BLOCK_ENDING_WORDS
-            and token.text not in EXPECTS_MORE
-            and token.text not in SEQUENCE_PREFIXES
-            and token.text not in ARROW_HEADS
-            and token.text not in ALTERNATIVE_HEADS
-            and token.text not in PATTERN_HEADS
-            and token.text not in SUFFIX_WORDS
-            and token.text not in ("by", "fun", "match", "calc", "rec", "only")
-        )
 
     def _expects_more(self, j: int) -> bool:
         """Whether token j leaves its tactic unfinished."""
