@@ -45,22 +45,27 @@ test-lean: $(STAMP)
 # own CalledProcessError traceback, with it accelerate exits 1 and the recipe's line is the last one printed.
 LAUNCH := $(VENV)/bin/accelerate launch --quiet --config_file recipes/accelerate/cpu.yaml
 
-demo: $(STAMP) $(TINY_DIR)/.built
+# Each demo's policy is the tiny one warm-started by SFT on that demo's prompts (recipes/tiny/warm_start.py, seconds
+# on an idle CPU), with its provenance.json beside it; the random policy alone earns no reward and shows nothing.
+$(TINY_DIR)/warm_%/provenance.json: $(TINY_DIR)/.built recipes/tiny/warm_start.py recipes/tiny/%_tiny.jsonl
+	$(PY) recipes/tiny/warm_start.py $* --base $(TINY_DIR)/policy --out $(TINY_DIR)/warm_$*
+
+demo: $(STAMP) $(TINY_DIR)/warm_math/provenance.json
 	$(LAUNCH) recipes/verigate_math.py --config recipes/tiny/verigate_math.yaml
 
 # Lean process GRPO on CPU against the stand-in REPL; prints the lean/* metrics of every step.
-demo-lean: $(STAMP) $(TINY_DIR)/.built
-	@echo "demo-lean: the stand-in Lean REPL (tests/fake_repl.py) passes whatever the precheck lets through, so lean/pass_rate here measures the precheck, not proofs."
+demo-lean: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
+	@echo "demo-lean: against the STAND-IN Lean REPL (tests/fake_repl.py), not Lean: it passes every proof the precheck lets through."
 	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml
-	@echo "demo-lean: passes above are the stand-in's: it accepts every proof the precheck lets through; only real Lean (make test-lean) checks proofs."
+	@echo "demo-lean: the passes above are the stand-in's (omega passes, sorry is rejected by the precheck); only real Lean (make test-lean) checks proofs."
 
-demo-es: $(STAMP) $(TINY_DIR)/.built
+demo-es: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
+	@echo "demo-es: ES against the STAND-IN Lean REPL (tests/fake_repl.py), not Lean: it passes every proof the precheck lets through."
 	$(LAUNCH) recipes/es.py --config recipes/tiny/es.yaml
 
 # Process GRPO on CPU against real Coq (coqidetop + coqchk); prints the coq/* metrics of every step.
-demo-coq: $(STAMP) $(TINY_DIR)/.built
+demo-coq: $(STAMP) $(TINY_DIR)/warm_coq/provenance.json
 	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/coq_process_grpo.py --config recipes/tiny/coq_process_grpo.yaml
-	@echo "demo-coq: the random tiny policy writes no tactics, so the Coq precheck rejects nearly every completion before coqidetop runs; trl-verigate coq-doctor shows a real proof checked."
 
 # GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic, with the decisions registered in
 # docs/experiments.md; writes outputs/experiments/toy_arithmetic/{results.json,results.md,held_out.png,training.png,

@@ -132,12 +132,68 @@ def test_demo_coq_config_parses_with_the_coq_recipe(tmp_path):
     )
 
 
+def test_the_warm_start_teaches_each_demo_its_own_prompts_with_right_and_wrong_completions():
+    warm_start = load_recipe("tiny.warm_start")
+    math = warm_start.math_examples()
+    rows = [json.loads(line) for line in (REPO_ROOT / "recipes/tiny/math_tiny.jsonl").read_text().splitlines()]
+    assert len(math) == len(rows) + (len(rows) + 1) // 2  # two answers for even rows, one for odd rows
+    first = [example["completion"][0]["content"] for example in math[:2]]
+    assert first == ["The answer is 12.\n\n\\boxed{12}", "The answer is 13.\n\n\\boxed{13}"]  # 3 boxes of 4
+    assert math[0]["prompt"][-1] == {"role": "user", "content": rows[0]["problem"]}
+    coq = warm_start.coq_examples()
+    assert len(coq) == 16 and coq[0]["prompt"].endswith("Theorem add_zero_r : forall n : nat, n + 0 = n.\nProof.\n")
+    assert [example["completion"] for example in coq[:2]] == [
+        "intros n. lia.\nQed.\n```",
+        "intros. reflexivity.\nQed.\n```",
+    ]
+    lean = warm_start.lean_examples()
+    assert len(lean) == 12 and {example["completion"] for example in lean} == {"  omega\n```", "  sorry\n```"}
+
+
+def _demo_rows(tiny_models, tmp_path, kind: str, recipe: str, config: str, stem: str, *extra: str) -> list[dict]:
+    """Warm-start the tiny policy for ``kind`` as `make` does, run the demo's recipe on it, return its metrics rows."""
+    warm_start = load_recipe("tiny.warm_start")
+    policy = warm_start.build(kind, tiny_models["policy"], tmp_path / f"warm_{kind}")
+    assert json.loads((tmp_path / f"warm_{kind}" / "provenance.json").read_text())["git_commit"]
+    output = tmp_path / "run"
+    command = [sys.executable, f"recipes/{recipe}.py", "--config", f"recipes/tiny/{config}.yaml"]
+    command += ["--model_name_or_path", policy, "--output_dir", str(output), *extra]
+    result = subprocess.run(
+        command, cwd=REPO_ROOT, env=offline_env(tmp_path, TRL_EXPERIMENTAL_SILENCE="1"), capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Reading (" in result.stdout.splitlines()[-1]
+    return json.loads((output / f"{stem}.json").read_text())
+
+
+@pytest.mark.slow
+def test_demo_rewards_vary_and_the_gate_fires_on_some_groups_only(tiny_models, tmp_path):
+    rows = _demo_rows(tiny_models, tmp_path, "math", "verigate_math", "verigate_math", "verigate_metrics")
+    assert max(row["reward_std"] for row in rows) > 0
+    assert 0 < sum(row["verigate/gate_rate"] for row in rows) / len(rows) < 1
+
+
+@pytest.mark.slow
+def test_demo_lean_trains_against_the_stand_in_with_a_gradient(tiny_models, tmp_path):
+    rows = _demo_rows(tiny_models, tmp_path, "lean", "lean_process_grpo", "lean_process_grpo", "lean_metrics")
+    assert max(row["lean/pass_rate"] for row in rows) > 0
+    assert max(row["grad_norm"] for row in rows) > 0
+
+
+@pytest.mark.slow
+def test_demo_es_makes_updates(tiny_models, tmp_path):
+    rows = _demo_rows(tiny_models, tmp_path, "lean", "es", "es", "es_metrics")
+    assert max(row["es/update_norm"] for row in rows) > 0
+
+
 @pytest.mark.slow
 @pytest.mark.usefixtures("coq_required")
-def test_demo_coq_trains_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_path):
+def test_demo_coq_passes_and_fails_proofs_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_path):
+    warm_start = load_recipe("tiny.warm_start")
+    policy = warm_start.build("coq", tiny_models["policy"], tmp_path / "warm_coq")
     output = tmp_path / "run"
     command = [sys.executable, "recipes/coq_process_grpo.py", "--config", "recipes/tiny/coq_process_grpo.yaml"]
-    command += ["--model_name_or_path", tiny_models["policy"], "--output_dir", str(output), "--max_steps", "2"]
+    command += ["--model_name_or_path", policy, "--output_dir", str(output), "--max_steps", "2"]
     result = subprocess.run(
         command, cwd=REPO_ROOT, env=offline_env(tmp_path, TRL_EXPERIMENTAL_SILENCE="1"), capture_output=True, text=True
     )
@@ -149,6 +205,7 @@ def test_demo_coq_trains_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_
         statuses = [value for name, value in row.items() if name.startswith("coq/status/")]
         assert len(statuses) == 6 and sum(statuses) == pytest.approx(1.0)
         assert row["coq/status/error"] == 0 and row["coq/verification_failures"] == 0  # Coq answered every proof
+    assert max(row["coq/pass_rate"] for row in rows) > 0 and max(row["coq/status/failed"] for row in rows) > 0
     assert (
         f"Plot of pass rate and verdicts, where the first error falls per optimizer step: {output / 'coq_metrics.png'}"
         in (result.stdout)
