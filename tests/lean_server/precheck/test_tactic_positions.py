@@ -1,6 +1,7 @@
 """Every place Lean reads tactics is read as tactics, so the rules reach them: the branches of the `if` tactic, the
 arguments of tactics that take a tactic sequence, alternatives after a `|` glued to them; Aesop's clauses after every
-tactic that takes them; the word `trace` only as `trace "…"`; a signature's ascription binds no name.
+tactic that takes them; the word `trace` only as `trace "…"`; code fields nowhere; a signature's ascription binds
+no name.
 
 Expected heads and verdicts are read off Lean's syntax declarations by hand (quoted in grammar.py)."""
 
@@ -77,6 +78,7 @@ def test_a_glued_bar_that_is_no_alternative_stays_in_its_term(proof, expected):
         '  first |trace "trying" | positivity',
         "  if h' : a = b then positivity else positivity",
         "  show_term positivity",
+        "  have oracle := hb\n  positivity",  # a hypothesis named like a code field
     ],
 )
 def test_honest_proofs_in_these_positions_pass(proof):
@@ -100,6 +102,9 @@ def test_honest_proofs_in_these_positions_pass(proof):
         ("  first | nlinarith |solve_by_elim (proc := fun _ _ gs => pure gs)", "`|solve_by_elim`"),
         ("  first | nlinarith |positivity", "write `| positivity` for an alternative"),
         ("  cases h with\n  | inl h => exact foo |(left x)|\n  | inr h => simp", "`|left`"),
+        # A code field is refused where the layout reads a term's named argument too (a tactic position it missed).
+        ("  exact foo (proc := fun _ _ gs => pure gs)", "the configuration field `proc := …`"),
+        ("  exact foo { oracle := bar }", "the configuration field `oracle := …`"),
     ],
 )
 def test_code_in_these_positions_is_refused(proof, reason):

@@ -32,6 +32,10 @@ CODE_ARGUMENTS = {
     "on_failure": "`grind … on_failure e` compiles and runs `e` (Lean's Elab/Tactic/Grind: `elabFallback`, "
     "`evalConst`), so a proof may not give one",
 }
+# Configuration fields whose value is code Lean runs (SolveByElim's `proc`/`suspend`, Linarith's `preprocessors` and
+# `oracle`): refused as a field (`(proc := …)`, `{ oracle := … }`) wherever it stands, a backstop for a tactic
+# position the layout misses, where the item would read as a term's named argument.
+CODE_FIELDS = frozenset({"proc", "suspend", "preprocessors", "oracle"})
 # Tactics that are also terms: as a configuration field's value (the reading of a tactic without a discharger) they
 # build a value Lean would run.
 _TERM_HEADS = frozenset(

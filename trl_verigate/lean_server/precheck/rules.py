@@ -17,7 +17,7 @@ and by rules about shapes, not words, everywhere in the code:
   component is a local the proof binds, within that binder's scope (a hypothesis `EST` and `EST.symm` pass:
   `scopes`); `open` of any namespace but those and the ones that hold them;
 * no term-level code runner: `NAME%` elaborators (`eval%`), `by_elab…`, quotations (`` ` ``, `q(`, `Q(`), `do`
-  blocks, interpolated strings;
+  blocks, interpolated strings; no configuration field that holds code (`proc := …`), in any position;
 * no command keyword (Lean parses a command wherever its parser stops); no `sorry`, `admit`; no native evaluation
   unless allowed.
 """
@@ -27,7 +27,13 @@ from __future__ import annotations
 import json
 
 from trl_verigate.lean_server.precheck.brackets import CLOSERS, OPENERS, enclosing_openers
-from trl_verigate.lean_server.precheck.configuration import CODE_ARGUMENTS, LITERAL_WORDS, check_configuration, natural
+from trl_verigate.lean_server.precheck.configuration import (
+    CODE_ARGUMENTS,
+    CODE_FIELDS,
+    LITERAL_WORDS,
+    check_configuration,
+    natural,
+)
 from trl_verigate.lean_server.precheck.grammar import IN_PREFIXES, SUFFIX_WORDS, TACTIC_BRACKETS
 from trl_verigate.lean_server.precheck.layout import ProofLayout, walk
 from trl_verigate.lean_server.precheck.policy import NATIVE_TACTICS, Policy
@@ -99,6 +105,15 @@ def check_code(
                     raise PrecheckError(
                         f"`{tokens[end].text}`", tokens[end].start, f" after a `{token.text}` command on its line"
                     )
+        if (
+            token.text in CODE_FIELDS
+            and following is not None
+            and following.text == ":="
+            and (token.line_start or (previous is not None and previous.text in ("(", "{", ",")))
+        ):
+            raise PrecheckError(
+                f"the configuration field `{token.text} := …`", token.start, ": its value is code Lean runs"
+            )
         if (
             token.kind == "ident"
             and following is not None
