@@ -1,8 +1,8 @@
 """Evolution strategies (ESTrainer) on Lean proofs or math answers: no backward pass, the run is its (seed, reward)
 history.
 
-    accelerate launch --config_file recipes/accelerate/ddp.yaml recipes/es.py --config recipes/es_lean.yaml
-    accelerate launch --config_file recipes/accelerate/ddp.yaml recipes/es.py --config recipes/es_math.yaml
+    accelerate launch --quiet --config_file recipes/accelerate/ddp.yaml recipes/es.py --config recipes/es_lean.yaml
+    accelerate launch --quiet --config_file recipes/accelerate/ddp.yaml recipes/es.py --config recipes/es_math.yaml
 
 `task: lean` rewards a completion with 1.0 when Lean accepts the proof (`lean_proof`, through a local `lean_server`
 pool or remote servers) and reads DeepSeek-Prover-format rows; `task: math` uses `accuracy_reward` (math-verify) on

@@ -1,6 +1,6 @@
 """Process-verified GRPO on Lean 4 (Kim & Yun, ICLR 2026): Lean's verdict as outcome reward and tactic-level credit.
 
-    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/lean_process_grpo.py \
+    accelerate launch --quiet --config_file recipes/accelerate/zero2.yaml recipes/lean_process_grpo.py \
         --config recipes/lean_process_grpo.yaml [--any_field value ...]
 
 (ZeRO-2 keeps the fp32 master of the YAML's bf16 weights; without DeepSpeed or FSDP pass `--dtype float32`.)

@@ -108,8 +108,18 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
         train(*args, prepared=prepared)
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the provers close adds no traceback
+        close_progress_bars()
         print(interrupted_line(TRAINING_PROGRESS), file=sys.stderr, flush=True)
         raise SystemExit(INTERRUPTED) from None
+
+
+def close_progress_bars() -> None:
+    """Close the progress bars an interrupt left open: tqdm redraws each when it is collected at exit, which would
+    put a bar after the interrupt's line."""
+    from tqdm import tqdm
+
+    for bar in list(tqdm._instances):  # tqdm's registry of open bars
+        bar.close()
 
 
 class TrainingProgress(TrainerCallback):

@@ -1,6 +1,6 @@
 """VeriGate GRPO on math word problems: verifier reward, PRM fallback for all-wrong groups.
 
-    accelerate launch --config_file recipes/accelerate/zero2.yaml recipes/verigate_math.py \
+    accelerate launch --quiet --config_file recipes/accelerate/zero2.yaml recipes/verigate_math.py \
         --config recipes/verigate_math.yaml [--any_field value ...]
 
 Every field of `MathScriptArguments`, `VeriGateConfig` and TRL's `ModelConfig` can be set in the YAML or overridden

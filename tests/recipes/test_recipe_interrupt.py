@@ -83,6 +83,7 @@ def test_an_interrupted_es_recipe_resumes_from_the_checkpoint_it_names(tiny_mode
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=300)
     last = stderr.decode().strip().splitlines()[-1]
+    assert last.startswith("interrupted at step "), stderr.decode()[-3000:]
     assert process.returncode == 130, stderr.decode()[-3000:]
     assert "Traceback" not in stderr.decode()
     assert last.startswith("interrupted at step ") and "; resume with `--resume_from_checkpoint " in last
