@@ -14,7 +14,7 @@ teaches the tiny policy (``python -m trl_verigate.tiny .tiny``) the demo's promp
   ``sorry``, which the precheck rejects. The stand-in REPL passes every proof that reaches it: it checks nothing.
 
 The checkpoint goes to ``--out`` with ``provenance.json`` beside it: the command, the data (path and SHA-256), the
-completions taught, the seed, the SFT settings, the final loss and the git commit.
+completions taught, the seed, the SFT settings, the mean and last logged loss and the git commit.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import argparse
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -35,8 +36,7 @@ DATA = {
     "coq": REPO_ROOT / "recipes" / "tiny" / "coq_tiny.jsonl",
     "lean": REPO_ROOT / "recipes" / "tiny" / "lean_tiny.jsonl",
 }
-# Each prompt's completions are repeated so every epoch sees the mix in the same proportions.
-# One thread: the model is too small to gain from more, and a shared CPU would spend the others spinning.
+# Each prompt's completions are repeated (to at least 64 rows) so every epoch sees the mix in the same proportions.
 SFT_SETTINGS = {"max_steps": 40, "per_device_train_batch_size": 16, "learning_rate": 2e-2, "seed": 0}
 
 # Proofs of coq_tiny.jsonl's statements in Coq 8.16 with `Require Import Arith Lia.`, by statement name.
@@ -122,7 +122,7 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(1)  # the model is too small to gain from more; a shared CPU spends the others spinning
     examples = EXAMPLES[kind]()
     repeated = examples * max(1, 64 // len(examples))
     out = Path(out)
@@ -141,13 +141,19 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
     result = trainer.train()
     trainer.save_model(str(out))
     trainer.processing_class.save_pretrained(str(out))
+    shutil.rmtree(out / "sft", ignore_errors=True)
+    losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     provenance = {
         "command": command or sys.argv,
         "base": base,
         "data": {"path": str(DATA[kind].relative_to(REPO_ROOT)), "sha256": _sha256(DATA[kind])},
-        "completions": sorted({json.dumps(example["completion"]) for example in examples}),
+        "completions": list(
+            {json.dumps(example["completion"]): example["completion"] for example in examples}.values()
+        ),
+        "seed": SFT_SETTINGS["seed"],
         "sft": {**SFT_SETTINGS, "trainer": "trl.SFTTrainer", "examples": len(repeated)},
-        "final_train_loss": result.training_loss,
+        "mean_train_loss": result.training_loss,
+        "last_logged_loss": losses[-1] if losses else None,
         "git_commit": _git_commit(),
     }
     (out / "provenance.json").write_text(json.dumps(provenance, indent=1) + "\n")
