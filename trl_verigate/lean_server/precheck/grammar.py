@@ -31,7 +31,7 @@ BAR_SEQUENCE_HEADS = frozenset({"first", "solve", "attempt_all", "attempt_all_pa
 # tactic sequences, the condition a term.
 IF_HEAD = "if"
 # Every leading atom of a `tactic` or `conv` syntax declared (generated): a `|` glued to one of them in an
-# alternative can only start a tactic, since abs (`|x|`) never holds a bare keyword.
+# alternative may start a tactic or an abs `|x|`, which the layout cannot tell apart (see `LayoutParser._glued_bar`).
 TACTIC_KEYWORDS = listed_words("tactic_keywords.txt")
 # Heads whose bracketed list holds tactics, not terms: Batteries' `map_tacs [t1; t2]`
 # (`"map_tacs " "[" sepBy(tactic, "; ") "]"`, Batteries/Tactic/SeqFocus.lean).

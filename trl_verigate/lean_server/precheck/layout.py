@@ -11,13 +11,16 @@ tactic spans the Lean REPL reports with `"allTactics": true` (checked against re
   continuation or is a step of a `calc` whose first step is that far left.
 * A top-level block is indented past the declaration's column (0): `theorem x : P := by\\nsimp` has no tactics.
 * Inside brackets layout is off (Lean's `withoutPosition`).
-* Nested blocks: `by` in a term, focusing bullets `·`/`.`, `case`/`next`/`on_goal`/`conv … =>`, `first | …`, the
-  alternatives of tactic `match`/`induction`/`cases … with | p => …`, combinators that take a sequence (`try`,
-  `repeat`, `all_goals`, …, `set_option … in`, `open … in`), `( … )`/`{ … }` blocks, Batteries' split focus
+* Nested blocks: `by` in a term, focusing bullets `·`/`.`, `case`/`next`/`on_goal`/`conv … =>`, `first | …` (and
+  `solve`, `attempt_all`, `first_par`), the alternatives of tactic `match`/`induction`/`cases … with | p => …`, both
+  branches of the tactic `if … then … else …`, combinators that take a sequence (`try`, `repeat`, `all_goals`,
+  `show_term`, …, `with_annotate_state x`, `set_option … in`, `open … in`), `( … )`/`{ … }` blocks, Batteries' split focus
   `t <;> [t1; t2]`, and the tactic-valued items `(disch := …)`, `(discharger := …)`, `(norm := …)`.
 * `t1 <;> t2`, `t1 <|> t2` and `t1 says t2` are one tactic at the outer level, with `t1` and `t2` inside.
 * An alternative's right-hand side may be a hole (`| succ n => _`); a term `let x := v; body` takes its own `;`; the
   items of a split focus are separated by `;` whatever their columns (Batteries' `sepBy(tactic, "; ")`).
+* A `|` glued to what follows is a bar where the syntax wants one (`first |t`) or before a pattern's `=>`; elsewhere
+  in an alternative, before a tactic keyword, Lean's reading (bar or abs `|x|`) is unknown, and it is refused.
 
 The token sets these rules read, with the grammar fact behind each, are in `grammar`.
 
