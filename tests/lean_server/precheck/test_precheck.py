@@ -446,11 +446,17 @@ def test_native_evaluation_is_rejected_under_any_spelling(proof):
     assert any(word in result.reason for word in ("native", "bv_", "literals only", "`Lean")), result.reason
 
 
-@pytest.mark.parametrize(
-    "proof", ["  hint", "  observe h : 1 = 1", "  observe? h : 1 = 1", "  plausible", "  slim_check"]
-)
-def test_search_and_counterexample_tactics_are_rejected(proof):
+# `apply?` and `hint` close a goal they cannot prove with `admitGoal` (sorryAx); `plausible` compiles and runs the
+# goal; `slim_check` is its removed old name.
+@pytest.mark.parametrize("proof", ["  apply?", "  hint", "  plausible", "  slim_check"])
+def test_tactics_that_admit_or_run_the_goal_are_rejected(proof):
     assert prepare(ProofRequest(T, proof), MINIF2F_HEADER).status == "rejected"
+
+
+# `observe` is `have h : t := by exact?`: library search that either finds a proof or fails, so it reaches Lean.
+@pytest.mark.parametrize("proof", ["  observe h : 1 = 1\n  exact h", "  observe? h : 1 = 1\n  exact h"])
+def test_observe_reaches_lean(proof):
+    assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER), Prepared)
 
 
 @pytest.mark.parametrize(
