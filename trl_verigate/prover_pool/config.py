@@ -26,19 +26,35 @@ class ProverPoolConfig:
     `max_workers_per_owner` is the per-owner quota of a shared pool (see `pool` for the eviction rule).
     """
 
-    project_dir: str | None = None
-    workers: int = field(default_factory=settings.default_workers)
-    timeout: float = 15.0
-    memory_limit_mb: int | None = 8192
-    max_uses_per_worker: int = 200
-    spare_workers: int = 1
-    startup_timeout: float = 300.0
-    sandbox: Sandbox = "auto"
-    max_request_bytes: int = 64 << 10
-    max_batch_bytes: int = 64 << 20
-    # The most workers one owner identity holds (None: `workers`); within it, no other owner evicts them
-    # (`pool.WorkerPool`).
-    max_workers_per_owner: int | None = None
+    project_dir: str | None = field(default=None, metadata={"help": "The workers' working directory."})
+    workers: int = field(
+        default_factory=settings.default_workers, metadata={"help": "Worker processes (default: cores - 1)."}
+    )
+    timeout: float = field(default=15.0, metadata={"help": "Seconds one request may run on a worker."})
+    memory_limit_mb: int | None = field(
+        default=8192, metadata={"help": "Address-space limit per worker, MiB (None: no limit)."}
+    )
+    max_uses_per_worker: int = field(default=200, metadata={"help": "Requests a worker serves before it retires."})
+    spare_workers: int = field(
+        default=1,
+        metadata={
+            "help": "Replacements that may start (and load their header) before the worker they replace retires, "
+            "so a retirement costs no idle time (0: each starts only when its predecessor retires)."
+        },
+    )
+    startup_timeout: float = field(
+        default=300.0, metadata={"help": "Seconds a new worker may take to start and load its header."}
+    )
+    sandbox: Sandbox = field(
+        default="auto",
+        metadata={"help": "'bwrap': every worker in bubblewrap; 'auto': bwrap when it works here, else none; 'none'."},
+    )
+    max_request_bytes: int = field(default=64 << 10, metadata={"help": "Largest request, in UTF-8 bytes."})
+    max_batch_bytes: int = field(default=64 << 20, metadata={"help": "Largest verify() call, in UTF-8 bytes."})
+    # Within the quota no other owner evicts an owner's workers (`pool.WorkerPool`).
+    max_workers_per_owner: int | None = field(
+        default=None, metadata={"help": "The most workers one owner identity holds (None: `workers`)."}
+    )
 
     @property
     def owner(self) -> str:
