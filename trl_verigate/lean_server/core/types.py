@@ -55,24 +55,54 @@ class LeanServerConfig(ProverPoolConfig):
     `["lake", "env", "/path/to/repl/.lake/build/bin/repl"]`, run with `project_dir` as cwd.
     """
 
-    repl_command: list[str] = field(default_factory=lambda: ["lake", "env", "repl"])
-    header: str = MINIF2F_HEADER
-    allow_native_decide: bool = False
-    # The largest `maxHeartbeats` (and `synthInstance.maxHeartbeats`) a proof or a file header may set; a file
-    # header's larger value, or 0 ("no limit"), runs at this bound.
-    max_heartbeats: int = 1_000_000
-    # Tactics and namespaces (for `open`) added to the precheck's allow-lists (lean_server/precheck/allowlists/).
-    extra_tactics: tuple[str, ...] = ()
-    extra_namespaces: tuple[str, ...] = ()
-    axiom_whitelist: tuple[str, ...] = ("propext", "Classical.choice", "Quot.sound")
-    tactic_granularity: Granularity = "outermost"
-    recheck: Recheck = "auto"
-    recheck_command: list[str] | None = None
-    # The share of passes the audit sample rechecks ("auto", "sample"); see docs/lean/soundness.md for how fast
-    # it catches a hack.
-    recheck_sample_rate: float = 0.05
-    recheck_seed: int = 0
-    recheck_timeout: float = 600.0
+    repl_command: list[str] = field(
+        default_factory=lambda: ["lake", "env", "repl"], metadata={"help": "Argv of one REPL process."}
+    )
+    header: str = field(
+        default=MINIF2F_HEADER, metadata={"help": "Imports and options every proof runs under (`MINIF2F_HEADER`)."}
+    )
+    allow_native_decide: bool = field(
+        default=False,
+        metadata={"help": "Allow `native_decide` (also needs `Lean.ofReduceBool` in `axiom_whitelist`)."},
+    )
+    # A file header's larger value, or 0 ("no limit"), runs at this bound.
+    max_heartbeats: int = field(
+        default=1_000_000,
+        metadata={"help": "The largest `maxHeartbeats` (and `synthInstance.maxHeartbeats`) a proof or header may set."},
+    )
+    # The precheck's allow-lists live in lean_server/precheck/allowlists/.
+    extra_tactics: tuple[str, ...] = field(
+        default=(), metadata={"help": "Tactics added to the precheck's allow-list (CLI `--allow-tactic`)."}
+    )
+    extra_namespaces: tuple[str, ...] = field(
+        default=(), metadata={"help": "Namespaces a proof may `open` (CLI `--allow-namespace`)."}
+    )
+    axiom_whitelist: tuple[str, ...] = field(
+        default=("propext", "Classical.choice", "Quot.sound"), metadata={"help": "Axioms a pass may depend on."}
+    )
+    tactic_granularity: Granularity = field(
+        default="outermost", metadata={"help": "Tactic spans: 'outermost', or 'all' (nested tactics too)."}
+    )
+    recheck: Recheck = field(
+        default="auto",
+        metadata={
+            "help": "Which passes the checker confirms: 'auto' (the audit sample, once `lean-doctor` has verified "
+            "`recheck_command`; else none), 'passed' (all), 'sample' (the audit sample with any checker), 'none'."
+        },
+    )
+    recheck_command: list[str] | None = field(
+        default=None, metadata={"help": "Argv of the checker that confirms REPL passes outside the REPL."}
+    )
+    # See docs/lean/soundness.md for how fast the sample catches a hack.
+    recheck_sample_rate: float = field(
+        default=0.05,
+        metadata={
+            "help": "Share of passes the audit sample rechecks ('auto', 'sample') until the first overturn, after "
+            "which it rechecks every pass."
+        },
+    )
+    recheck_seed: int = field(default=0, metadata={"help": "Seed of the audit sample."})
+    recheck_timeout: float = field(default=600.0, metadata={"help": "Seconds for one checker run."})
 
     def __post_init__(self):
         super().__post_init__()
