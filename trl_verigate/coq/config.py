@@ -65,28 +65,56 @@ class CoqServerConfig(ProverPoolConfig):
     """How to start and police the coqidetop workers (`coq.server.CoqServer`): the pool's settings
     (`ProverPoolConfig`, here with Coq's defaults) and Coq's own."""
 
-    timeout: float = 10.0
-    memory_limit_mb: int | None = 2048
-    max_uses_per_worker: int = 500
-    startup_timeout: float = 60.0
-    coqidetop_command: list[str] = field(default_factory=default_coqidetop_command)
-    coqc_command: list[str] = field(default_factory=lambda: ["coqc"])
-    coqchk_command: list[str] = field(default_factory=lambda: ["coqchk"])
+    timeout: float = field(default=10.0, metadata={"help": "Seconds per proof."})
+    memory_limit_mb: int | None = field(default=2048, metadata={"help": "RLIMIT_AS per worker, MiB (None: none)."})
+    max_uses_per_worker: int = field(default=500, metadata={"help": "Proofs a worker serves before it is replaced."})
+    startup_timeout: float = field(default=60.0, metadata={"help": "Seconds for a worker to load the header."})
+    coqidetop_command: list[str] = field(
+        default_factory=default_coqidetop_command,
+        metadata={"help": "Argv of one worker: coqidetop.opt (else coqidetop) with its protocol options."},
+    )
+    coqc_command: list[str] = field(default_factory=lambda: ["coqc"], metadata={"help": "The recheck's compiler."})
+    coqchk_command: list[str] = field(
+        default_factory=lambda: ["coqchk"], metadata={"help": "The recheck's kernel checker."}
+    )
     # Trusted: loaded once per worker; every statement and proof runs after it.
-    header: str = DEFAULT_HEADER
-    print_assumptions: PrintAssumptions = "always"
-    print_assumptions_fraction: float = 0.1
-    seed: int = 0
-    recheck: Recheck = "coqchk"
+    header: str = field(
+        default=DEFAULT_HEADER,
+        metadata={"help": "Trusted header; only `Require Import`/`Export`, `Import` and `Open Scope` sentences."},
+    )
+    print_assumptions: PrintAssumptions = field(
+        default="always",
+        metadata={"help": "'always': every pass runs `Print Assumptions`; 'sample': a seeded share; 'never'."},
+    )
+    print_assumptions_fraction: float = field(
+        default=0.1, metadata={"help": "Share of passes sampled with print_assumptions='sample'."}
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of that sample."})
+    recheck: Recheck = field(
+        default="coqchk",
+        metadata={
+            "help": "'coqchk': every pass of each verify() call is compiled by coqc and checked by coqchk; 'none'."
+        },
+    )
     # Each pass is rechecked on its own (coqc, then coqchk), at most recheck_workers at a time (None: `workers`),
     # each program run with these limits; a pass it cannot recheck within them fails ("recheck: ...").
-    recheck_timeout: float = 120.0
-    recheck_memory_limit_mb: int | None = 2048
-    recheck_workers: int | None = None
-    # Tactic names added to the precheck's allow-list (coq/allowlists/tactics.txt), e.g. a header library's own.
-    extra_tactics: tuple[str, ...] = ()
-    # Axioms a pass may depend on, by the name `Print Assumptions` gives (e.g. "classic"); none by default.
-    axiom_whitelist: tuple[str, ...] = ()
+    recheck_timeout: float = field(
+        default=120.0, metadata={"help": "Seconds for one pass's recheck, coqc and coqchk together."}
+    )
+    recheck_memory_limit_mb: int | None = field(
+        default=2048, metadata={"help": "RLIMIT_AS of each coqc and coqchk run, MiB (None: none)."}
+    )
+    recheck_workers: int | None = field(
+        default=None, metadata={"help": "Passes rechecked at a time (None: as many as `workers`)."}
+    )
+    # The allow-list is coq/allowlists/tactics.txt.
+    extra_tactics: tuple[str, ...] = field(
+        default=(), metadata={"help": "Tactic names added to the precheck's allow-list (a header library's own)."}
+    )
+    axiom_whitelist: tuple[str, ...] = field(
+        default=(),
+        metadata={"help": "Axioms a pass may depend on, by the name `Print Assumptions` gives (e.g. 'classic')."},
+    )
 
     def __post_init__(self):
         super().__post_init__()
