@@ -9,14 +9,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+# Statuses that say the prover never ran the proof (it could not start, or died): a verifier that answers a trivial
+# proof with one of them cannot verify anything.
+DEAD_STATUSES = ("error", "crashed")
+
 
 @dataclass(frozen=True)
 class Prover:
     """``build_verifier(args)``: the unstarted verifier the config's prover fields describe. ``build_oracle(args,
-    verifier)``: the process oracle that verifies completions with it and splits them into tactics."""
+    verifier)``: the process oracle that verifies completions with it and splits them into tactics.
+    ``liveness_request()``: a trivial proof its verifier must be able to run; ``doctor``: the command that checks the
+    setup."""
 
     build_verifier: Callable[[Any], Any]
     build_oracle: Callable[[Any, Any], Any]
+    liveness_request: Callable[[], Any]
+    doctor: str
+
+    def check_alive(self, verifier) -> None:
+        """Send one trivial proof through ``verifier`` before training; refuse one that cannot run it (a missing
+        project_dir or REPL answers every proof `error`, and training would go on with no reward at all)."""
+        result = verifier.verify([self.liveness_request()])[0]
+        if getattr(result, "status", None) in DEAD_STATUSES:
+            raise RuntimeError(
+                f"the verifier cannot run a trivial proof ({result.status}: {result.reason}); fix the prover setup "
+                f"it names (run `{self.doctor}` to check it step by step) before training"
+            )
 
 
 def _pool_settings(args) -> dict[str, Any]:
@@ -75,6 +93,18 @@ def _coq_verifier(args):
     return CoqServer(CoqServerConfig(**settings))
 
 
+def _lean_liveness_request():
+    from trl_verigate.lean_server import ProofRequest
+
+    return ProofRequest("theorem liveness_check : True := by", "  trivial")
+
+
+def _coq_liveness_request():
+    from trl_verigate.coq import CoqProofRequest
+
+    return CoqProofRequest("Theorem liveness_check : True.", "exact I.")
+
+
 def _coq_oracle(args, verifier):
     from trl_verigate.rewards.coq import CoqProcessOracle
 
@@ -82,6 +112,6 @@ def _coq_oracle(args, verifier):
 
 
 PROVERS = {
-    "lean": Prover(build_verifier=_lean_verifier, build_oracle=_lean_oracle),
-    "coq": Prover(build_verifier=_coq_verifier, build_oracle=_coq_oracle),
+    "lean": Prover(_lean_verifier, _lean_oracle, _lean_liveness_request, "trl-verigate lean-doctor"),
+    "coq": Prover(_coq_verifier, _coq_oracle, _coq_liveness_request, "trl-verigate coq-doctor"),
 }
