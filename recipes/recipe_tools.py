@@ -300,8 +300,9 @@ class Panel:
 
 @dataclass(frozen=True)
 class RunSummary:
-    """What a trainer's end-of-run summary shows: its metrics (those starting with ``prefix``, plus the mean reward),
-    the plot's panels, title and x label, and the files it writes (``<stem>.json``, ``<stem>.png``)."""
+    """What a trainer's end-of-run summary shows: its metrics (those starting with ``prefix``, plus the trainer-wide
+    ``also`` ones such as the mean reward and grad_norm), the plot's panels, title and x label, and the files it
+    writes (``<stem>.json``, ``<stem>.png``)."""
 
     name: str
     prefix: str
@@ -309,6 +310,7 @@ class RunSummary:
     title: str
     xlabel: str
     stem: str
+    also: tuple[str, ...] = ("reward", "reward_std", "grad_norm")
 
     @property
     def plotted(self) -> tuple[str, ...]:
@@ -344,6 +346,7 @@ ES_SUMMARY = RunSummary(
     "Evolution strategies: population reward and update per iteration",
     "ES iteration (one population, one update)",
     "es_metrics",
+    also=(),
 )
 
 
@@ -379,14 +382,13 @@ def _shown_steps(rows: list[dict]) -> list[dict]:
     return [rows[round(index * last / (SUMMARY_MAX_STEPS - 1))] for index in range(SUMMARY_MAX_STEPS)]
 
 
-def metrics_table(log_history: list[dict], prefix: str = "verigate/") -> str:
-    """The ``prefix`` metrics and the mean reward, one row per metric and one column per logged step."""
+def metrics_table(log_history: list[dict], prefix: str = "verigate/", also: tuple[str, ...] = ("reward",)) -> str:
+    """The ``prefix`` metrics and the ``also`` ones logged, one row per metric and one column per logged step."""
     rows = _shown_steps(metric_rows(log_history, prefix))
     if not rows:
         return f"No {prefix}* metrics were logged."
     names = sorted({key for row in rows for key in row if key.startswith(prefix)})
-    if any("reward" in row for row in rows):
-        names = ["reward", *names]
+    names = [name for name in also if any(name in row for row in rows)] + names
     width = max(len(name) for name in names)
     lines = [f"{'step':<{width}} " + " ".join(f"{row['step']:>9}" for row in rows)]
     for name in names:
@@ -400,14 +402,15 @@ def _values(rows: list[dict], name: str) -> list[tuple[int, float]]:
 
 
 def reading(log_history: list[dict], summary: RunSummary) -> str:
-    """One line on what moved: each plotted metric that took different values, with its range over the logged
-    steps; those that stayed put, with their value; those never logged."""
+    """One line on what moved: each plotted metric (and each ``also`` one logged) that took different values, with
+    its range over the logged steps; those that stayed put, with their value; plotted ones never logged."""
     rows = metric_rows(log_history, summary.prefix)
     moved, flat, missing = [], [], []
-    for name in summary.plotted:
+    for name in dict.fromkeys((*summary.also, *summary.plotted)):
         values = [value for _, value in _values(rows, name)]
         if not values:
-            missing.append(name)
+            if name in summary.plotted:
+                missing.append(name)
         elif max(values) > min(values):
             moved.append(f"{name} {min(values):.3g}..{max(values):.3g}")
         else:
@@ -510,7 +513,7 @@ def summarize_run(
     output.mkdir(parents=True, exist_ok=True)
     metrics_file = output / f"{summary.stem}.json"
     metrics_file.write_text(json.dumps(metric_rows(log_history, summary.prefix), indent=1) + "\n")
-    print_fn(f"\n{summary.name} metrics per step:\n" + metrics_table(log_history, summary.prefix))
+    print_fn(f"\n{summary.name} metrics per step:\n" + metrics_table(log_history, summary.prefix, summary.also))
     print_fn(f"Model: {output.resolve()}")
     print_fn(f"Metrics per step: {metrics_file.resolve()}")
     checkpoints = checkpoint_dirs(output)

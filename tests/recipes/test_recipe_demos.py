@@ -80,6 +80,20 @@ def test_each_panel_is_labelled_and_its_legend_is_beside_the_lines(summary):
         plt.close(figure)
 
 
+def test_the_process_table_and_reading_show_the_gradient():
+    history = [
+        {"step": 1, "lean/pass_rate": 0.5, "grad_norm": 0.0, "loss": 0.1},
+        {"step": 2, "lean/pass_rate": 0.5, "grad_norm": 1.5, "loss": 0.2},
+    ]
+    summary = recipe_tools.process_summary("lean")
+    table = recipe_tools.metrics_table(history, summary.prefix, summary.also).splitlines()
+    assert [line.split() for line in table[1:]] == [["grad_norm", "0", "1.5"], ["lean/pass_rate", "0.5", "0.5"]]
+    assert recipe_tools.reading(history, summary) == (
+        "Reading (2 steps): moved: grad_norm 0..1.5 | flat: lean/pass_rate 0.5 | never logged: lean/status/rejected, "
+        "lean/status/failed, lean/first_error_relative"
+    )
+
+
 def test_the_captions_promise_only_panels_the_plots_have():
     coq = recipe_tools.process_summary("coq")
     assert "first error" in coq.caption and ("coq/first_error_relative",) in [p.metrics for p in coq.panels]

@@ -185,7 +185,7 @@ def test_summarize_run_prints_the_table_and_writes_metrics_and_plot(tmp_path, mo
     printed = []
     recipe_tools.summarize_run(LOG_HISTORY, str(tmp_path / "out"), ["wandb"], printed.append)
     text = "\n".join(printed)
-    assert recipe_tools.metrics_table(LOG_HISTORY) in text
+    assert recipe_tools.metrics_table(LOG_HISTORY, "verigate/", recipe_tools.VERIGATE_SUMMARY.also) in text
     assert f"Model: {tmp_path / 'out'}" in text
     assert f"wandb (offline): {tmp_path / 'w' / 'wandb'}" in text
     assert json.loads((tmp_path / "out" / "verigate_metrics.json").read_text()) == LOG_HISTORY[:3]
