@@ -137,3 +137,20 @@ def test_workers_run_sandboxed_when_bubblewrap_works(coq):
         pytest.skip("bubblewrap does not work here")
     # Inside bubblewrap's PID namespace coqidetop is not the launcher's pid.
     assert process.sandboxed and os.path.exists(f"/proc/{process.pid}")
+
+
+def test_a_proof_that_exhausts_memory_retires_its_worker_and_the_next_proofs_pass():
+    from trl_verigate.coq import CoqProofRequest
+    from trl_verigate.coq.server import CoqServer
+
+    # 3^9 * 3^9 in unary nat exhausts 2 GiB: Coq answers "Out of memory." and keeps the process at its ceiling.
+    heavy = CoqProofRequest("Theorem t : Nat.pow 3 9 * Nat.pow 3 9 = Nat.pow 9 9.", "vm_compute. reflexivity.")
+    honest = CoqProofRequest("Theorem t : forall n : nat, n + 0 = n.", "intros n. lia.")
+    config = CoqServerConfig(workers=1, spare_workers=0, timeout=60.0, memory_limit_mb=2048, recheck="none")
+    with CoqServer(config) as server:
+        first = server.verify([heavy, honest, honest])
+        later = server.verify([honest, honest])
+        stats = server.stats()
+    assert first[0].status == "failed" and "Out of memory." in first[0].reason
+    assert [result.status for result in first[1:] + later] == ["passed"] * 4, [r.reason for r in first + later]
+    assert stats["recycled"] == 1

@@ -16,6 +16,10 @@ print one: Coq escapes what it prints (`coq.protocol`).
 Timeout: at the deadline the process gets SIGINT; Coq answers "User interrupt." at the running sentence and the
 worker stays (the run comes back with `timeout` set). If it does not answer within INTERRUPT_GRACE_S it is
 killed (WorkerTimeout) and the pool replaces it.
+
+Exhaustion: Coq answers "Out of memory." (RLIMIT_AS) or "Stack overflow." as an ordinary error, but the process
+stays at its ceiling and would fail every later proof the same way; the run marks the worker used up, and the pool
+retires it right after the run, as at `max_uses_per_worker`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import asyncio
 import collections
 import contextlib
 import os
+import re
 import signal
 import time
 
@@ -43,6 +48,8 @@ READ_CHUNK = 1 << 16
 MAX_OUTPUT_BYTES = 4 << 20
 # Statements whose reference `Check` a process keeps (a GRPO batch repeats each statement once per completion).
 REFERENCE_CACHE = 1024
+# How Coq reports exhausting its memory (RLIMIT_AS) or stack: an ordinary error that leaves the process unusable.
+EXHAUSTED = re.compile(r"(Out of memory|Stack overflow)\.")
 
 
 class CoqProcess(CoqToolProcess):
@@ -121,6 +128,11 @@ class CoqProcess(CoqToolProcess):
             await self.answer_or_kill(asyncio.wait_for(self._run(job, response), timeout), started)
         except asyncio.TimeoutError:
             await self._interrupt(response, started)
+        if _exhausted(response):
+            # Coq answers an ordinary error, but the process stays at its RLIMIT_AS ceiling (or with a spent
+            # stack) and every later proof on it would fail the same way: the pool retires a worker at its use
+            # limit, right after this run.
+            self.uses = max(self.uses, self.config.max_uses_per_worker)
         return response
 
     async def _run(self, job: CoqJob, response: dict) -> None:
@@ -281,6 +293,12 @@ class CoqProcess(CoqToolProcess):
                         self._breach = "it wrote an answer when none was due"
                     self._due = max(self._due - 1, 0)
                 await self._nodes.put(node)
+
+
+def _exhausted(response: dict) -> bool:
+    """Whether Coq reported running out of memory or stack during the run (its failure or the statement's)."""
+    texts = (response.get("failure", {}).get("text"), response.get("reference", {}).get("error"))
+    return any(text is not None and EXHAUSTED.match(text) for text in texts)
 
 
 def _is_coqidetop(pid: int) -> bool:
