@@ -1,5 +1,5 @@
-"""The startup warning for a configuration where nothing would catch an axiom: `print_assumptions="never"` with
-`recheck="none"` while the header's libraries hold an axiom. Coq itself says which headers load one."""
+"""The startup warning for a configuration where an axiom could pass unchecked: `print_assumptions` "never" or
+"sample" with `recheck="none"` while the header's libraries hold an axiom. Coq itself says which headers load one."""
 
 import logging
 
@@ -27,10 +27,19 @@ def test_an_axiom_in_the_header_with_nothing_to_catch_it_warns_once_naming_the_s
     assert "loads the axioms classic;" in warning
 
 
+def test_sampled_print_assumptions_with_no_recheck_warns_naming_the_settings(caplog):
+    settings = {"print_assumptions": "sample", "print_assumptions_fraction": 0.1, "recheck": "none"}
+    (warning,) = start_warnings(caplog, header="Require Import Classical.", **settings)
+    assert "print_assumptions='sample'" in warning and "recheck='none'" in warning
+    assert "print_assumptions_fraction=0.1" in warning and "loads the axioms classic;" in warning
+
+
 @pytest.mark.parametrize(
     "settings",
     [
         {"header": "Require Import Arith Lia.", **UNGUARDED},  # no axiom in Arith or Lia
+        {"header": "Require Import Arith Lia.", "print_assumptions": "sample", "recheck": "none"},
+        {"header": "Require Import Classical.", "print_assumptions": "sample"},  # coqchk rechecks
         {"header": "Require Import Classical.", "print_assumptions": "never"},  # coqchk rechecks
         {"header": "Require Import Classical.", "recheck": "none"},  # Print Assumptions runs
     ],

@@ -23,10 +23,17 @@ __all__ = ["CoqServer"]
 
 logger = logging.getLogger(__name__)
 UNGUARDED_AXIOMS_WARNING = (
-    "CoqServerConfig.print_assumptions='never' with recheck='none': nothing checks a pass's axioms, and the header "
-    "{header!r} {loads}; a proof that uses one passes. Set print_assumptions='always' (or 'sample') or "
-    "recheck='coqchk'."
+    "CoqServerConfig.print_assumptions={print_assumptions!r} with recheck='none': {unchecked}, and the header "
+    "{header!r} {loads}; a proof that uses one {outcome}. Set print_assumptions='always' or recheck='coqchk'."
 )
+# What escapes under each print_assumptions that leaves passes unchecked when nothing rechecks them.
+_UNCHECKED = {
+    "never": ("nothing checks a pass's axioms", "passes"),
+    "sample": (
+        "only the sampled passes' axioms are checked (print_assumptions_fraction={fraction})",
+        "passes whenever it is not sampled",
+    ),
+}
 
 
 class CoqServer(PooledVerifier):
@@ -59,10 +66,11 @@ class CoqServer(PooledVerifier):
             logger.warning(warning)
 
     def unguarded_axioms_warning(self) -> str | None:
-        """The warning for a configuration where nothing would catch an axiom the header's libraries hold, or None.
-        Only `print_assumptions="never"` with `recheck="none"` runs coqc and coqchk on the header to find out."""
+        """The warning for a configuration where an axiom the header's libraries hold could pass unchecked, or None.
+        Only `print_assumptions` "never" or "sample" with `recheck="none"` runs coqc and coqchk on the header to
+        find out."""
         config = self.config
-        if config.print_assumptions != "never" or config.recheck != "none":
+        if config.print_assumptions not in _UNCHECKED or config.recheck != "none":
             return None
         try:
             axioms = asyncio.run_coroutine_threadsafe(header_axioms(config, config.header), self._loop).result()
@@ -72,7 +80,14 @@ class CoqServer(PooledVerifier):
             if not axioms:
                 return None
             loads = f"loads the axioms {', '.join(axioms)}"
-        return UNGUARDED_AXIOMS_WARNING.format(header=config.header, loads=loads)
+        unchecked, outcome = _UNCHECKED[config.print_assumptions]
+        return UNGUARDED_AXIOMS_WARNING.format(
+            print_assumptions=config.print_assumptions,
+            unchecked=unchecked.format(fraction=config.print_assumptions_fraction),
+            header=config.header,
+            loads=loads,
+            outcome=outcome,
+        )
 
     def prewarm_header(self) -> str:
         return self.config.header
