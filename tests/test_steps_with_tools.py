@@ -2,8 +2,7 @@
 
 import torch
 
-from trl_verigate.steps import completion_step_token_ids
-from trl_verigate.steps import model_text_step_token_ids
+from trl_verigate.steps import completion_step_token_ids, model_text_step_token_ids
 
 
 def tool_completion(tokenizer, pieces):

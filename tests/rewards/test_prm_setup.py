@@ -10,8 +10,8 @@ import pytest
 import torch
 from datasets import Dataset
 
-from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer
 from trl_verigate.rewards.prm_setup import check_prm_checkpoint, launch_training_device, prm_device_for_process
+from trl_verigate.trainers import VeriGateConfig, VeriGateGRPOTrainer
 
 
 def device_on(prm_device, local_rank, num_processes, local_device=None, zero3=False):
