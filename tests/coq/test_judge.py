@@ -6,7 +6,14 @@ import asyncio
 import pytest
 
 from trl_verigate.coq.config import CoqProofRequest, CoqServerConfig
-from trl_verigate.coq.judge import judge, read_assumptions, whitelisted
+from trl_verigate.coq.judge import (
+    judge,
+    located_constant,
+    qualified_suffixes,
+    read_assumptions,
+    to_locate,
+    whitelisted,
+)
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.process import CoqProcess
 from trl_verigate.prover_pool.results import Tactic
@@ -128,18 +135,41 @@ def test_read_assumptions_reads_an_axiom_whose_type_is_on_the_next_line():
     assert read_assumptions("Axioms:\nstray") == ([], ["stray"])
 
 
+UINT63_ADD_SPEC = "Coq.Numbers.Cyclic.Int63.Uint63.add_spec"
+
+
 @pytest.mark.parametrize(
-    "printed, whitelist, expected",
+    "name, whitelist, expected",
     [
         ("ClassicalDedekindReals.sig_forall_dec", ("sig_forall_dec",), True),
-        ("ClassicalDedekindReals.sig_forall_dec", ("Coq.Reals.ClassicalDedekindReals.sig_forall_dec",), True),
-        ("classic", ("Coq.Logic.Classical_Prop.classic",), True),
+        ("Coq.Reals.ClassicalDedekindReals.sig_forall_dec", ("Coq.Reals.ClassicalDedekindReals.sig_forall_dec",), True),
+        ("Coq.Reals.ClassicalDedekindReals.sig_forall_dec", ("ClassicalDedekindReals.sig_forall_dec",), True),
+        ("Coq.Logic.Classical_Prop.classic", ("classic",), True),
         ("classic", ("classic",), True),
+        # A name shorter than a qualified entry may stand for another axiom: only its full name can match.
+        ("classic", ("Coq.Logic.Classical_Prop.classic",), False),
+        ("add_spec", (UINT63_ADD_SPEC,), False),
+        ("Coq.Floats.FloatAxioms.add_spec", (UINT63_ADD_SPEC,), False),
+        ("Coq.Floats.FloatAxioms.add_spec", ("Uint63.add_spec",), False),
         ("my_classic", ("classic",), False),
         ("classic", ("sic",), False),
         ("Other.sig_forall_dec_bis", ("sig_forall_dec",), False),
+        ("Coq.Logic.Xclassic", ("Logic.classic",), False),
         ("classic", (), False),
     ],
 )
-def test_the_whitelist_matches_an_axiom_by_its_name_under_any_qualification(printed, whitelist, expected):
-    assert whitelisted(printed, whitelist) is expected
+def test_the_whitelist_matches_a_qualified_entry_only_by_the_full_name(name, whitelist, expected):
+    assert whitelisted(name, whitelist) is expected
+
+
+def test_only_names_shorter_than_a_qualified_entry_are_located():
+    assert to_locate("add_spec", (UINT63_ADD_SPEC,))
+    assert to_locate("Uint63.add_spec", (UINT63_ADD_SPEC,))
+    assert not to_locate("add_spec", ("add_spec",))  # a plain entry matches as printed
+    assert not to_locate("classic", (UINT63_ADD_SPEC,))  # no entry could stand for it
+    assert not to_locate("add_spec. Axiom x", (UINT63_ADD_SPEC,))  # only a name reaches a Locate query
+    assert qualified_suffixes(("A.B.c", "d")) == ["B.c", "c"]
+    assert located_constant("Constant Coq.Floats.FloatAxioms.add_spec\nConstant Other.add_spec") == (
+        "Coq.Floats.FloatAxioms.add_spec"
+    )
+    assert located_constant("No object of basename add_spec") is None

@@ -3,7 +3,7 @@
 Passed only when every sentence ran, our `Qed.` closed the proof, `Check <name>.` prints what it printed for the
 trusted statement (Coq prints the type after beta-iota reduction, so this compares the elaborated statements, not
 their spelling), and `Print Assumptions <name>.` (when it ran) lists nothing outside
-`CoqServerConfig.axiom_whitelist`: no other axiom, no `Admitted` lemma, no guard, positivity or universe bypass.
+`CoqServerConfig.axiom_whitelist` (a qualified entry matched by the axiom's full name, from `Locate`): no other axiom, no `Admitted` lemma, no guard, positivity or universe bypass.
 
 Steps: `tactics` are the proof's sentences, bullets and braces each a step of their own, as Coq runs them (a wrong
 bullet or a `}` with goals left fails on its own sentence, so the step that failed is the sentence Coq refused).
@@ -15,11 +15,15 @@ or those left open at `Qed.`.
 
 from __future__ import annotations
 
+import re
+
 from trl_verigate.coq.config import CoqServerConfig
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.prover_pool.results import Message, Position, VerificationResult
 
 CLOSED = "Closed under the global context"
+# An axiom's name as Print Assumptions prints it (the `Locate` query takes nothing else).
+_NAME = re.compile(r"[^\W\d][\w']*(\.[^\W\d][\w']*)*")
 
 
 def position_in(text: str, offset: int) -> Position:
@@ -61,11 +65,38 @@ def read_assumptions(text: str) -> tuple[list[str], list[str]]:
 
 
 def whitelisted(name: str, whitelist: tuple[str, ...]) -> bool:
-    """Whether the axiom `Print Assumptions` printed as `name` is on the whitelist: by the name as printed, or by a
-    qualified form of it, either way round (`sig_forall_dec` and `Coq.Reals.ClassicalDedekindReals.sig_forall_dec`
-    both match the printed `ClassicalDedekindReals.sig_forall_dec`; Coq prints the shortest name that is not
-    ambiguous)."""
-    return any(entry == name or entry.endswith("." + name) or name.endswith("." + entry) for entry in whitelist)
+    """Whether the axiom `name` is on the whitelist, `name` being its full name or as `Print Assumptions` printed
+    it. A plain entry (`classic`) matches by the last component; a qualified one only a name that ends with it
+    (`Coq.Reals.ClassicalDedekindReals.sig_forall_dec` ends with `ClassicalDedekindReals.sig_forall_dec`), never a
+    shorter name: Coq prints the shortest name that is unambiguous, so a bare `add_spec` may be
+    `Coq.Floats.FloatAxioms.add_spec` while the entry names `Coq.Numbers.Cyclic.Int63.Uint63.add_spec`."""
+    short = name.rpartition(".")[2]
+    return any(name == entry or name.endswith("." + entry) if "." in entry else short == entry for entry in whitelist)
+
+
+def to_locate(name: str, whitelist: tuple[str, ...]) -> bool:
+    """Whether the printed axiom `name` needs its full name (`Locate`) before the whitelist can accept it: it is
+    shorter than a qualified entry that ends with it."""
+    return (
+        _NAME.fullmatch(name) is not None
+        and not whitelisted(name, whitelist)
+        and any("." in entry and entry.endswith("." + name) for entry in whitelist)
+    )
+
+
+def qualified_suffixes(whitelist: tuple[str, ...]) -> list[str]:
+    """Every shorter name a qualified entry could be printed as (`to_locate` holds for each that is an axiom)."""
+    suffixes = set()
+    for entry in whitelist:
+        parts = entry.split(".")
+        suffixes.update(".".join(parts[start:]) for start in range(1, len(parts)))
+    return sorted(suffixes)
+
+
+def located_constant(text: str) -> str | None:
+    """The full name `Locate <name>.` gives first (the referent of `name` where it ran), when it is a constant."""
+    match = re.match(r"Constant (\S+)\s*$", text.strip().split("\n", 1)[0])
+    return match.group(1) if match else None
 
 
 def judge(prepared: Prepared, response: dict, config: CoqServerConfig, time_s: float) -> VerificationResult:
@@ -123,7 +154,8 @@ def judge(prepared: Prepared, response: dict, config: CoqServerConfig, time_s: f
     axioms: list[str] = []
     if "assumptions" in response:
         axioms, findings = read_assumptions(response["assumptions"])
-        outside = [name for name in axioms if not whitelisted(name, config.axiom_whitelist)]
+        located = response.get("located", {})
+        outside = [name for name in axioms if not whitelisted(located.get(name, name), config.axiom_whitelist)]
         if outside or findings:
             return VerificationResult(
                 status="failed",

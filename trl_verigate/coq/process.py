@@ -6,7 +6,8 @@ A run (`run_code`) adds the trusted statement, then the proof's sentences one `A
 first sentence of an `Add`), then `Qed.`, and runs them with one `Status`. Coq stops at the first error: its
 answer names the last good state, so the failing sentence is the one after it. The goals before that sentence
 come from `Goal` at the last good state. On a pass, `Check <name>.` (and, when asked, `Print Assumptions <name>.`)
-run as queries on the final state. The statement's own `Check` (with `Admitted.` in place of a proof) is computed
+run as queries on the final state, and `Locate` gives the full name of each printed axiom a qualified
+whitelist entry could stand for (`coq.judge.to_locate`). The statement's own `Check` (with `Admitted.` in place of a proof) is computed
 once per statement and kept, for the judge to compare with.
 
 Framing: coqidetop answers every call with feedback and then exactly one `<value>`; a `<value>` nobody asked for
@@ -34,6 +35,7 @@ import time
 
 from trl_verigate.coq import protocol
 from trl_verigate.coq.config import INSTALL_COMMAND, CoqServerConfig
+from trl_verigate.coq.judge import located_constant, read_assumptions, to_locate
 from trl_verigate.coq.precheck import CoqJob
 from trl_verigate.coq.sentences import split_sentences
 from trl_verigate.coq.toolchain import CoqToolProcess
@@ -181,6 +183,7 @@ class CoqProcess(CoqToolProcess):
             response["check"] = await self._query(f"Check {job.name}.", state)
             if job.print_assumptions:
                 response["assumptions"] = await self._query(f"Print Assumptions {job.name}.", state)
+                response["located"] = await self._locate(response["assumptions"], state)
         await self._back_to_header()
 
     async def reference(self, job: CoqJob) -> dict:
@@ -206,6 +209,16 @@ class CoqProcess(CoqToolProcess):
         if len(self._references) > REFERENCE_CACHE:
             self._references.popitem(last=False)
         return result
+
+    async def _locate(self, assumptions: str, state: int) -> dict[str, str]:
+        """printed name -> full name, for each printed axiom the whitelist could accept only by its full name."""
+        located = {}
+        for name in read_assumptions(assumptions)[0]:
+            if to_locate(name, self.config.axiom_whitelist):
+                full = located_constant(await self._query(f"Locate {name}.", state))
+                if full is not None:
+                    located[name] = full
+        return located
 
     async def _goals_at(self, state: int) -> list[str]:
         answer, _ = await self._call(protocol.edit_at(state))

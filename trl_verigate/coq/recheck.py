@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from trl_verigate.coq.config import CoqServerConfig
-from trl_verigate.coq.judge import read_assumptions, whitelisted
+from trl_verigate.coq.judge import located_constant, qualified_suffixes, read_assumptions, whitelisted
 from trl_verigate.coq.precheck import Prepared
 from trl_verigate.coq.toolchain import CoqToolProcess
 from trl_verigate.prover_pool.results import VerificationResult
@@ -130,10 +130,12 @@ async def kernel_check(config: CoqServerConfig, vo: bytes, timeout: float) -> To
     return checked
 
 
-def pass_source(header: str, prepared: Prepared, nonce: str) -> str:
+def pass_source(header: str, prepared: Prepared, nonce: str, whitelist: tuple[str, ...] = ()) -> str:
     """The file coqc compiles. A pass whose `Print Assumptions` coqidetop skipped (`print_assumptions="sample"` or
-    "never") gets one here, so the axiom whitelist holds for every pass the recheck confirms."""
+    "never") gets one here, so the axiom whitelist holds for every pass the recheck confirms, and a `Locate` of
+    every shorter name a qualified whitelist entry could be printed as (`located_names`)."""
     job = prepared.code
+    locates = [] if job.print_assumptions else qualified_suffixes(whitelist)
     parts = [
         header.strip(),
         job.statement,
@@ -145,6 +147,7 @@ def pass_source(header: str, prepared: Prepared, nonce: str) -> str:
         f"Locate verigate_{nonce}_middle.",
         "" if job.print_assumptions else f"Print Assumptions {job.name}.",
         f"Locate verigate_{nonce}_end.",
+        *(line for name in locates for line in (f"Locate {name}.", f"Locate verigate_{nonce}_located.")),
     ]
     return "\n".join(parts) + "\n"
 
@@ -154,6 +157,23 @@ def check_printed(stdout: str, nonce: str) -> tuple[str, str] | None:
     marker = f"No object of basename verigate_{nonce}"
     match = re.search(rf"{marker}_begin\n(.*?)\n{marker}_middle\b\n?(.*?)\n?{marker}_end\b", stdout, re.S)
     return (match.group(1).strip(), match.group(2).strip()) if match else None
+
+
+def located_names(stdout: str, nonce: str, whitelist: tuple[str, ...]) -> dict[str, str]:
+    """printed name -> full name, from the `Locate`s after the end marker (`pass_source`): each answer ends with
+    a marker no proof can print, since it cannot know the nonce."""
+    marker = f"No object of basename verigate_{nonce}"
+    _, found, after = stdout.partition(f"{marker}_end\n")
+    answers = after.split(f"{marker}_located")[:-1] if found else []
+    names = qualified_suffixes(whitelist)
+    if len(answers) != len(names):
+        return {}  # unreadable: a qualified entry then admits only an axiom printed in full
+    located = {}
+    for name, answer in zip(names, answers, strict=True):
+        full = located_constant(answer)
+        if full is not None:
+            located[name] = full
+    return located
 
 
 def summary_sections(output: str) -> dict[str, list[str]]:
@@ -255,7 +275,8 @@ class CoqRechecker:
         deadline = time.monotonic() + self.config.recheck_timeout
         nonce = secrets.token_hex(8)
         prepared = candidate.prepared
-        source = pass_source(prepared.header, prepared, nonce)
+        whitelist = self.config.axiom_whitelist
+        source = pass_source(prepared.header, prepared, nonce, whitelist)
         output, vo = await compile_source(self.config, source, self.config.recheck_timeout)
         if output.returncode != 0 or vo is None:
             tail = (output.stdout + output.stderr)[-OUTPUT_TAIL:]
@@ -274,12 +295,16 @@ class CoqRechecker:
         check, assumptions = check_printed(output.stdout, nonce) or (None, "")
         if check != candidate.statement_check:
             return f"the compiled theorem is not the trusted statement: Check gives {check!r}"
-        return self._assumption_problem(assumptions) if assumptions else None
+        if not assumptions:
+            return None
+        return self._assumption_problem(assumptions, located_names(output.stdout, nonce, whitelist))
 
-    def _assumption_problem(self, assumptions: str) -> str | None:
-        """Why `Print Assumptions` output refuses a pass (an axiom off the whitelist, a bypass), else None."""
+    def _assumption_problem(self, assumptions: str, located: dict[str, str]) -> str | None:
+        """Why `Print Assumptions` output refuses a pass (an axiom off the whitelist, a bypass), else None;
+        `located` gives the full name of a printed name a qualified entry could stand for."""
         axioms, findings = read_assumptions(assumptions)
-        outside = sorted(name for name in set(axioms) if not whitelisted(name, self.config.axiom_whitelist))
+        whitelist = self.config.axiom_whitelist
+        outside = sorted(name for name in set(axioms) if not whitelisted(located.get(name, name), whitelist))
         if findings or outside:
             return "Print Assumptions: " + "; ".join([*findings, *(f"axiom {name}" for name in outside)])
         return None
