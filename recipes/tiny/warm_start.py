@@ -37,7 +37,7 @@ DATA = {
     "lean": REPO_ROOT / "recipes" / "tiny" / "lean_tiny.jsonl",
 }
 # Each prompt's completions are repeated (to at least 64 rows) so every epoch sees the mix in the same proportions.
-SFT_SETTINGS = {"max_steps": 40, "per_device_train_batch_size": 16, "learning_rate": 2e-2, "seed": 0}
+SFT_SETTINGS = {"max_steps": 120, "per_device_train_batch_size": 16, "learning_rate": 2e-2, "seed": 0}
 
 # Proofs of coq_tiny.jsonl's statements in Coq 8.16 with `Require Import Arith Lia.`, by statement name.
 COQ_PROOFS = {
@@ -129,7 +129,7 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
     args = SFTConfig(
         output_dir=str(out / "sft"),
         lr_scheduler_type="constant",
-        logging_steps=10,
+        logging_steps=20,
         save_strategy="no",
         report_to="none",
         use_cpu=True,
