@@ -121,6 +121,27 @@ def test_the_wrapper_with_a_space_is_not_a_step():
     assert [t.text for t in result.tactics] == ["intros n.", "lia."]
 
 
+def test_a_leading_restatement_of_the_trusted_statement_is_dropped():
+    proof = "Theorem t : forall n : nat,\n    n + 0 = n.\nProof.\n  intros n. lia.\nQed."
+    result = prepared(proof)
+    assert [t.text for t in result.tactics] == ["intros n.", "lia."]
+    assert result.code.sentences == ("intros n.", "lia.")
+
+
+@pytest.mark.parametrize(
+    "proof",
+    [
+        "Theorem t : forall n : nat, n = n + 0. Proof. intros n. lia. Qed.",  # another statement
+        "Lemma t : forall n : nat, n + 0 = n. Proof. intros n. lia. Qed.",  # another keyword
+        "intros n. Theorem t : forall n : nat, n + 0 = n. lia.",  # not leading
+        "Proof. Theorem t : forall n : nat, n + 0 = n. intros n. lia. Qed.",  # inside the proof
+    ],
+)
+def test_only_the_trusted_statement_itself_and_only_first_is_dropped(proof):
+    result = prepared(proof)
+    assert result.status == "rejected" and "vernacular command" in result.reason, result
+
+
 @pytest.mark.parametrize("statement, name", [("Theorem αβ : True.", "αβ"), ("Lemma éa' : True.", "éa'")])
 def test_a_theorem_name_may_start_with_any_letter(statement, name):
     assert statement_name(statement) == name

@@ -35,6 +35,7 @@ HONEST = {
     ),
     "comments_with_dots": (STATEMENT, '(* first intro. then lia. *) intros n. (* done. "*)" *) lia.'),
     "proof_qed_wrapper": (STATEMENT, "Proof.\n  intros n.\n  lia.\nQed."),
+    "restated_statement": (STATEMENT, STATEMENT + "\nProof.\n  intros n.\n  lia.\nQed."),
     "selector_brace": (STATEMENT, "intros n. destruct n.\n2: { simpl. f_equal. lia. }\nreflexivity."),
 }
 
@@ -45,7 +46,7 @@ def test_honest_proofs_in_every_style_pass_and_are_rechecked(coq_server):
     for name, result in zip(names, results, strict=True):
         assert result.passed and result.rechecked, (name, result.reason)
         proof = HONEST[name][1]
-        assert result.first_error_tactic == len(result.tactics) == len(proof_steps(proof))
+        assert result.first_error_tactic == len(result.tactics) == len(proof_steps(proof, HONEST[name][0]))
         assert result.axioms == []
 
 

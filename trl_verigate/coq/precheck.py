@@ -13,7 +13,8 @@ term of the trusted statement, built in the trusted header's environment, that d
    such as `Unset Guard Checking`, `Require`, `Ltac`, `Hint`, `Time`/`Fail`/`Timeout` prefixes, ...) at its
    index, before Coq runs anything. Tactics that leave goals unproved (`admit`, `give_up`), skip tactic-time type
    checks (`exact_no_check` and kin) or run compiled code (`native_compute`) are not on the list either. A leading
-   `Proof.` and a trailing `Qed.`/`Defined.` are the wrapper, not steps; anywhere else they are refused.
+   `Proof.` and a trailing `Qed.`/`Defined.` are the wrapper, not steps; anywhere else they are refused. A first
+   sentence that is the trusted statement itself (blanks aside) is dropped: it never reaches Coq.
    A qualified name (`Z.swap_greater`) counts by its full name, or as a qualified form of a listed tactic (`Lia.lia`).
    Control characters other than tab, newline and CRLF's carriage return, and lone surrogates, are refused: the XML
    protocol cannot carry them.
@@ -133,14 +134,22 @@ def sentence_head(text: str) -> str:
     return word.group(0) if word else text[position : position + 2]
 
 
-def proof_steps(proof: str) -> list[Sentence]:
-    """The proof's sentences without the `Proof.` ... `Qed.`/`Defined.` wrapper."""
+def proof_steps(proof: str, statement: str | None = None) -> list[Sentence]:
+    """The proof's sentences without the `Proof.` ... `Qed.`/`Defined.` wrapper, nor a leading restatement of the
+    trusted `statement` (the same sentence, blanks aside: models often repeat the theorem; it never runs, since the
+    statement Coq runs is the trusted one)."""
     sentences = split_sentences(proof)
+    if sentences and statement is not None and _blanks_aside(sentences[0].text(proof)) == _blanks_aside(statement):
+        sentences = sentences[1:]
     if sentences and WRAPPER_OPEN.fullmatch(sentences[0].text(proof)):
         sentences = sentences[1:]
     if sentences and WRAPPER_CLOSE.fullmatch(sentences[-1].text(proof)):
         sentences = sentences[:-1]
     return sentences
+
+
+def _blanks_aside(text: str) -> str:
+    return " ".join(text.split())
 
 
 def words(text: str) -> list[str]:
@@ -239,7 +248,7 @@ def prepare(
     problem = text_problem(proof)
     if problem is not None:
         return VerificationResult(status="rejected", reason=f"the proof {problem}")
-    steps = proof_steps(proof)
+    steps = proof_steps(proof, request.statement)
     spans = tuple(Tactic(s.text(proof), s.start, s.end) for s in steps)
     for index, step in enumerate(steps):
         if step.kind != "command":
