@@ -113,7 +113,10 @@ class CoqServerConfig(ProverPoolConfig):
     )
     axiom_whitelist: tuple[str, ...] = field(
         default=(),
-        metadata={"help": "Axioms a pass may depend on, by the name `Print Assumptions` gives (e.g. 'classic')."},
+        metadata={
+            "help": "Axioms a pass may depend on: a plain name ('classic') matches by short name, a qualified one "
+            "('Coq.Logic.Classical_Prop.classic') only the axiom of that full name."
+        },
     )
 
     def __post_init__(self):
