@@ -1,7 +1,7 @@
 """The audit sample and its escalation: how fast a systematic hack is caught, and what happens once it is.
 
 The catch formula is checked against a simulation that draws passes through the real selection (`Audit.selects`,
-a content hash), and end to end through `LeanServer` with the stand-in REPL, which passes a false claim, and the
+a hash of the seed, the pass's number and its content), and end to end through `LeanServer` with the stand-in REPL, which passes a false claim, and the
 stand-in checker, which overturns it.
 """
 
@@ -56,6 +56,23 @@ def test_the_formula_matches_a_simulation_of_the_real_selection(rate, fraction, 
     expected = catch_probability(rate, hacked_per_step / passes, passes)
     error = math.sqrt(expected * (1 - expected) / steps)
     assert abs(caught / steps - expected) <= 4.5 * error + 1e-9, (caught / steps, expected)
+
+
+def test_a_proof_repeated_word_for_word_is_drawn_again_each_time():
+    """A collapsed policy repeats one hacked proof verbatim: each repeat is a fresh draw, so about r of them are
+    rechecked. A sample keyed on content alone would pick all 200 or none, and miss this hack forever."""
+    audit = Audit("sample", seed=0, rate=0.05)
+    same = hack(0, 0)
+    picked = sum(audit.selects(same) for _ in range(200))
+    # Binomial(200, 0.05): mean 10, standard deviation 3.08; P(none) = 0.95**200 = 3.5e-5.
+    assert 0 < picked < 200
+    assert abs(picked - 10) <= 4.5 * math.sqrt(200 * 0.05 * 0.95), picked
+
+
+def test_the_same_seed_and_passes_pick_the_same_passes():
+    passes = [hack(step, k) for step in range(20) for k in range(4)]
+    first, second = Audit("sample", seed=7, rate=0.3), Audit("sample", seed=7, rate=0.3)
+    assert [first.selects(p) for p in passes] == [second.selects(p) for p in passes]
 
 
 def test_runs_are_caught_within_the_documented_steps_in_about_95_percent_of_seeds():

@@ -1,8 +1,9 @@
 """The audit sample: which REPL passes the recheck confirms, and its escalation to every pass after an overturn.
 
 In mode ``"sample"`` (what ``recheck="auto"`` runs once `trl-verigate lean-doctor` has verified the checker) a pass
-is rechecked when a hash of `recheck_seed` and the request's content falls below `recheck_sample_rate`: the same
-request is picked in every run, whatever the batch order or process. The first pass the checker overturns turns on
+is rechecked when a hash of `recheck_seed`, the pass's number in the run and the request's content falls below
+`recheck_sample_rate`. Each pass is its own draw, so a policy that repeats one hacked proof word for word is drawn
+again every time it does; the same seed and the same passes in the same order pick the same passes. The first pass the checker overturns turns on
 escalation: from then on every pass of the run is rechecked (the rest of that batch's passes too), and one loud
 warning names the proof.
 
@@ -43,12 +44,10 @@ def request_content(request: Request) -> str:
     return "\0".join(parts)
 
 
-def sampled(request: Request, seed: int, rate: float) -> bool:
-    """Whether the audit sample picks `request`: a hash of seed and content, uniform in [0, 1), below `rate`.
-
-    Independent of batch order and of the process (no `hash()` salt), so a rerun picks the same requests.
-    """
-    digest = hashlib.sha256(f"{seed}\0{request_content(request)}".encode()).digest()
+def sampled(request: Request, seed: int, rate: float, draw: int) -> bool:
+    """Whether the audit sample picks `request` as the run's `draw`-th pass: a hash of seed, draw and content,
+    uniform in [0, 1), below `rate`. No `hash()` salt, so a rerun with the same seed picks the same passes."""
+    digest = hashlib.sha256(f"{seed}\0{draw}\0{request_content(request)}".encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 < rate
 
 
@@ -85,11 +84,16 @@ class Audit:
     def __init__(self, mode: str, seed: int, rate: float):
         self.mode, self.seed, self.rate = mode, seed, rate
         self.escalated = False
+        self.draws = 0
 
     def selects(self, request: Request) -> bool:
+        """Whether this pass goes to the checker; call it once per pass."""
         if self.mode == "passed" or (self.mode == "sample" and self.escalated):
             return True
-        return self.mode == "sample" and sampled(request, self.seed, self.rate)
+        if self.mode != "sample":
+            return False
+        self.draws += 1
+        return sampled(request, self.seed, self.rate, self.draws)
 
     def record_overturn(self, request: Request, theorem: str, why: str) -> bool:
         """Note an overturned pass; the first one escalates (in sample mode) and warns. True when it escalated now."""
