@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean demo-es demo-coq experiment bench bench-peers gpu-check lint docs tiny clean
+.PHONY: install test test-fast test-lean demo demo-lean demo-lean-audit demo-es demo-coq experiment bench bench-peers gpu-check lint docs tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -58,6 +58,15 @@ demo-lean: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
 	@echo "demo-lean: against the STAND-IN Lean REPL (tests/fake_repl.py), not Lean: it passes every proof the precheck lets through."
 	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml
 	@echo "demo-lean: the passes above are the stand-in's (omega passes, sorry is rejected by the precheck); only real Lean (make test-lean) checks proofs."
+
+# demo-lean with the audit sample on: the stand-in checker (tests/fake_checker.py) plays a kernel that refuses the
+# stand-in REPL's `omega` passes, a "hack" the REPL accepts; the run shows lean/recheck_overturned and escalation.
+AUDIT_CHECKER := $(VENV)/bin/python tests/fake_checker.py --refuse omega
+demo-lean-audit: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
+	@echo "demo-lean-audit: STAND-IN REPL and STAND-IN checker: the checker overturns every omega pass the REPL gives."
+	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml \
+		--lean_recheck sample --lean_recheck_sample_rate 0.25 --lean_recheck_command "$(AUDIT_CHECKER)" \
+		--output_dir outputs/tiny-lean-process-grpo-audit
 
 demo-es: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
 	@echo "demo-es: ES against the STAND-IN Lean REPL (tests/fake_repl.py), not Lean: it passes every proof the precheck lets through."

@@ -3,6 +3,7 @@ where the model, the metrics, the checkpoints and es_state.json went. `make demo
 the real Coq (slow)."""
 
 import json
+import shlex
 import subprocess
 import sys
 
@@ -164,11 +165,22 @@ def test_the_warm_start_teaches_each_demo_its_own_prompts_with_right_and_wrong_c
     assert len(lean) == 12 and {example["completion"] for example in lean} == {"  omega\n```", "  sorry\n```"}
 
 
-def _demo_rows(tiny_models, tmp_path, kind: str, recipe: str, config: str, stem: str, *extra: str) -> list[dict]:
-    """Warm-start the tiny policy for ``kind`` as `make` does, run the demo's recipe on it, return its metrics rows."""
-    warm_start = load_recipe("tiny.warm_start")
-    policy = warm_start.build(kind, tiny_models["policy"], tmp_path / f"warm_{kind}")
-    assert json.loads((tmp_path / f"warm_{kind}" / "provenance.json").read_text())["git_commit"]
+def warm_policy(tiny_models, folder, kind: str) -> str:
+    """The tiny policy warm-started for ``kind`` as `make` does."""
+    policy = load_recipe("tiny.warm_start").build(kind, tiny_models["policy"], folder / f"warm_{kind}")
+    assert json.loads((folder / f"warm_{kind}" / "provenance.json").read_text())["git_commit"]
+    return policy
+
+
+@pytest.fixture(scope="module")
+def warm_lean(tiny_models, tmp_path_factory) -> str:
+    # One warm start for the three demos that run the Lean policy (demo-lean, demo-lean-audit, demo-es).
+    return warm_policy(tiny_models, tmp_path_factory.mktemp("warm"), "lean")
+
+
+def _demo_rows(tiny_models, tmp_path, kind: str, recipe: str, config: str, stem: str, *extra: str, policy=None):
+    """Run the demo's recipe on the warm-started policy (built here unless given); return its metrics rows."""
+    policy = policy or warm_policy(tiny_models, tmp_path, kind)
     output = tmp_path / "run"
     command = [sys.executable, f"recipes/{recipe}.py", "--config", f"recipes/tiny/{config}.yaml"]
     command += ["--model_name_or_path", policy, "--output_dir", str(output), *extra]
@@ -189,15 +201,49 @@ def test_demo_rewards_vary_and_the_gate_fires_on_some_groups_only(tiny_models, t
 
 
 @pytest.mark.slow
-def test_demo_lean_trains_against_the_stand_in_with_a_gradient(tiny_models, tmp_path):
-    rows = _demo_rows(tiny_models, tmp_path, "lean", "lean_process_grpo", "lean_process_grpo", "lean_metrics")
+def test_demo_lean_trains_against_the_stand_in_with_a_gradient(tiny_models, tmp_path, warm_lean):
+    rows = _demo_rows(
+        tiny_models, tmp_path, "lean", "lean_process_grpo", "lean_process_grpo", "lean_metrics", policy=warm_lean
+    )
     assert max(row["lean/pass_rate"] for row in rows) > 0
     assert max(row["grad_norm"] for row in rows) > 0
 
 
+def audit_arguments(makefile: str) -> list[str]:
+    """The overrides `make demo-lean-audit` adds to demo-lean's command, read from the Makefile itself."""
+    block = makefile.split("\ndemo-lean-audit:", 1)[1].split("\n\n", 1)[0]
+    words = shlex.split(" ".join(line.strip().rstrip("\\") for line in block.splitlines()[2:]))
+    overrides = words[words.index("recipes/tiny/lean_process_grpo.yaml") + 1 :]
+    checker = makefile.split("AUDIT_CHECKER := ", 1)[1].split("\n", 1)[0].replace("$(VENV)/bin/python", sys.executable)
+    overrides = [checker if word == "$(AUDIT_CHECKER)" else word for word in overrides]
+    at = overrides.index("--output_dir")
+    return overrides[:at] + overrides[at + 2 :]
+
+
 @pytest.mark.slow
-def test_demo_es_makes_updates(tiny_models, tmp_path):
-    rows = _demo_rows(tiny_models, tmp_path, "lean", "es", "es", "es_metrics")
+def test_demo_lean_audit_catches_the_hack_escalates_and_zeroes_its_rewards(tiny_models, tmp_path, warm_lean):
+    """The stand-in REPL passes `omega`; the stand-in checker refuses it. The audit sample (r = 0.25) must draw one
+    such pass, overturn it, escalate to rechecking every pass, and from then on no pass survives."""
+    rows = _demo_rows(
+        tiny_models,
+        tmp_path,
+        "lean",
+        "lean_process_grpo",
+        "lean_process_grpo",
+        "lean_metrics",
+        *audit_arguments((REPO_ROOT / "Makefile").read_text()),
+        policy=warm_lean,
+    )
+    assert sum(row["lean/recheck_overturned"] for row in rows) > 0
+    escalated = [row["step"] for row in rows if row["lean/recheck_escalated"] == 1]
+    assert escalated, "the audit never escalated"
+    # After the escalating step every pass is rechecked and every omega pass overturned: nothing passes.
+    assert all(row["lean/pass_rate"] == 0 for row in rows if row["step"] > escalated[0])
+
+
+@pytest.mark.slow
+def test_demo_es_makes_updates(tiny_models, tmp_path, warm_lean):
+    rows = _demo_rows(tiny_models, tmp_path, "lean", "es", "es", "es_metrics", policy=warm_lean)
     assert max(row["es/update_norm"] for row in rows) > 0
 
 
