@@ -244,10 +244,11 @@ def sampled_theorems(tmp_path: Path, requests, seed: int) -> set[str]:
     return names
 
 
-def test_sample_mode_is_reproducible_order_independent_and_near_the_fraction(tmp_path):
+def test_sample_mode_is_reproducible_and_near_the_fraction(tmp_path):
+    # A pass's draw is (seed, its number in the run, its content): the same passes in the same order, the same pick.
     requests = [true_proof(i) for i in range(200)]
     first = sampled_theorems(tmp_path, requests, seed=7)
-    again = sampled_theorems(tmp_path, list(reversed(requests)), seed=7)
+    again = sampled_theorems(tmp_path, requests, seed=7)
     other_seed = sampled_theorems(tmp_path, requests, seed=8)
     assert first == again
     assert first != other_seed
