@@ -9,11 +9,11 @@ from trl_verigate.advantages import (
     future_cumulated_rewards,
     gated_groups,
     group_normalized_step_advantages,
-    tactic_process_advantages,
     process_step_advantages,
     sequence_mean_advantages,
     step_advantages_to_tokens,
     tactic_advantages_to_tokens,
+    tactic_process_advantages,
     tactic_scores,
 )
 

@@ -23,8 +23,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from trl_verigate.trainers import VeriGateConfig  # noqa: E402
 from trl_verigate.rewards.prm_setup import load_step_scorer  # noqa: E402
+from trl_verigate.trainers import VeriGateConfig  # noqa: E402
 
 QUESTIONS = ["What is 2 + 3?", "What is 7 * 6?"]
 STEPS = [["2 + 3 = 5.", "The answer is 5."], ["7 * 6 = 42.", "So 42.", "The answer is 42."]]
