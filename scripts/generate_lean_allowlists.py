@@ -160,7 +160,7 @@ POLICY_REASONS = {
 }
 
 
-def code_reason(syntax: str, file_evaluates: re.Match | None, file_admits: re.Match | None = None) -> str:
+def source_exclusion(syntax: str, file_evaluates: re.Match | None, file_admits: re.Match | None = None) -> str:
     """Why a declaration is excluded by what it or its file does (rules 1 and 3), or "" when it is not."""
     if m := CODE_ARGUMENT.search(syntax):
         return f"takes code: a `{m.group(0)}` argument"
@@ -193,20 +193,20 @@ class Found:
     """Every head found: category -> head -> where it is declared; and why a head takes code, where it does."""
 
     keywords: dict[str, dict[str, set[str]]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(set)))
-    takes_code: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
+    excluded_by_source: dict[str, dict[str, str]] = field(default_factory=lambda: defaultdict(dict))
     unresolved: list[str] = field(default_factory=list)
     local: dict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
     symbols: set[str] = field(default_factory=set)
     options: dict[str, tuple[str, str]] = field(default_factory=dict)
 
-    def add(self, cat: str, atom: str, where: str, code: str = "") -> None:
+    def add(self, cat: str, atom: str, where: str, exclusion: str = "") -> None:
         atom = atom.strip()
         if not atom:
             return
         if IDENT_LIKE.match(atom) and atom != "_":
             self.keywords[cat][atom].add(where)
-            if code:
-                self.takes_code[cat].setdefault(atom, f"{code} ({where})")
+            if exclusion:
+                self.excluded_by_source[cat].setdefault(atom, f"{exclusion} ({where})")
         else:
             self.symbols.add(f"{cat}:{atom}")
 
@@ -352,7 +352,7 @@ def scan_text(text: str, where: str, found: Found) -> None:
         if kw == "declare_simp_like_tactic":
             strs = [lit(v) for k, v in toks if k == "str"]
             if strs:
-                found.add("tactic", strs[0], loc, code_reason(" ".join(v for _, v in toks), evaluates, admits))
+                found.add("tactic", strs[0], loc, source_exclusion(" ".join(v for _, v in toks), evaluates, admits))
             continue
         if kw == "syntax":
             # `syntax name := …` defines an abbreviation, not a parser of a category
@@ -393,9 +393,9 @@ def scan_text(text: str, where: str, found: Found) -> None:
             for a in atoms:  # `local` syntax exists only in its own file: no proof can reach it
                 found.local[a.strip()].add(loc)
             continue
-        code = code_reason(" ".join(v for _, v in toks[start:end]), evaluates, admits)
+        exclusion = source_exclusion(" ".join(v for _, v in toks[start:end]), evaluates, admits)
         for a in atoms:
-            found.add(cat, a, loc + (" (trailing)" if trailing else ""), code)
+            found.add(cat, a, loc + (" (trailing)" if trailing else ""), exclusion)
     # attribute-declared parsers: @[tactic_parser] def x := leading_parser "kw" …
     for m in PARSER_ATTR.finditer(masked):
         rest = clean[m.end() : m.end() + 600]
@@ -405,7 +405,9 @@ def scan_text(text: str, where: str, found: Found) -> None:
         a = FIRST_ATOM_IN_PARSER.search(rest, lp.end())
         if a:
             line = clean.count(chr(10), 0, m.start()) + 1
-            found.add(m.group("cat"), lit(a.group(1)), f"{where}:{line}", code_reason(rest.split("\n\n")[0], False))
+            found.add(
+                m.group("cat"), lit(a.group(1)), f"{where}:{line}", source_exclusion(rest.split("\n\n")[0], False)
+            )
 
 
 REFMAN = re.compile(
@@ -448,8 +450,8 @@ def exclusions(found: Found) -> dict[tuple[str, str], str]:
     excluded: dict[tuple[str, str], str] = {}
     for cat, heads in found.keywords.items():
         for head, where in heads.items():
-            if head in found.takes_code[cat]:
-                excluded[cat, head] = found.takes_code[cat][head]
+            if head in found.excluded_by_source[cat]:
+                excluded[cat, head] = found.excluded_by_source[cat][head]
             elif head in POLICY:
                 excluded[cat, head] = f"{POLICY[head]}: {POLICY_REASONS[POLICY[head]]} ({sorted(where)[0]})"
     return excluded
@@ -512,7 +514,9 @@ def write_lists(found: Found, out_dir: Path, sources: list[Source], refman: Sour
 
 def report(found: Found) -> None:
     counts = ", ".join(f"{len(found.keywords[cat])} {cat}" for cat in CATEGORIES)
-    lines = [f"{counts} heads; {sum(len(v) for v in found.takes_code.values())} take code"]
+    lines = [
+        f"{counts} heads; {sum(len(v) for v in found.excluded_by_source.values())} excluded by their source (rules 1, 3)"
+    ]
     lines += [f"no leading atom (check by hand): {line}" for line in found.unresolved]
     lines += [f"`local` syntax left out: {' '.join(sorted(found.local))}"] * bool(found.local)
     lines += [f"symbol atoms left out (never identifiers): {' '.join(sorted(found.symbols))}"] * bool(found.symbols)
