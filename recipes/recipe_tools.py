@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,8 +30,6 @@ LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
 INPUT_ERRORS = (ValueError, TypeError, OSError)
 # Seconds a rank other than 0 waits before printing its input error (see `run_recipe`).
 OTHER_RANKS_WAIT_S = 5.0
-# The exit status of a process ended by SIGINT, as a shell reports it (128 + 2).
-INTERRUPTED = 130
 # Keys of a recipe YAML that are no field: TRL reads `env` as environment variables to set.
 CONFIG_ONLY_KEYS = ("env",)
 
@@ -95,7 +94,9 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
     (exit status 1); ``accelerate launch --quiet`` exits 1 without it, so the recipe's line is the last one printed.
     A multi-process launch (torch.distributed.run) always adds its own failure report after the line.
     """
+    interrupt = Interrupt()
     try:
+        interrupt.install()
         try:
             args = parse_args(None if argv is None else list(argv))
             prepared = prepare(*args)
@@ -107,10 +108,37 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
             exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
         train(*args, prepared=prepared)
     except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the provers close adds no traceback
+        interrupt.ignore_more()
         close_progress_bars()
         print(interrupted_line(TRAINING_PROGRESS), file=sys.stderr, flush=True)
-        raise SystemExit(INTERRUPTED) from None
+        raise SystemExit(128 + interrupt.signum) from None
+
+
+class Interrupt:
+    """SIGINT and SIGTERM both end a recipe as a Ctrl-C does. `accelerate launch` answers Ctrl-C by sending its
+    child SIGTERM right after the terminal's SIGINT, and cluster schedulers stop jobs with SIGTERM; either way the
+    run should say where it stopped. The first signal ignores any further ones, so a second one arriving while the
+    provers close adds no traceback."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self):
+        self.signum = signal.SIGINT
+
+    def install(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                signal.signal(signum, self.handle)
+
+    def handle(self, signum, frame) -> None:
+        self.signum = signum
+        self.ignore_more()
+        raise KeyboardInterrupt
+
+    def ignore_more(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.SIGNALS:
+                signal.signal(signum, signal.SIG_IGN)
 
 
 def close_progress_bars() -> None:

@@ -1,7 +1,8 @@
-"""Ctrl-C during a recipe is one line and exit status 130: the step reached, the last complete checkpoint and the
+"""Ctrl-C (or SIGTERM) during a recipe is one line and exit status 130 (143): the step reached, the last complete checkpoint and the
 flag that resumes from it; or, before training begins, that loading was interrupted. Each test runs a real process
 and sends it SIGINT once it says it is ready."""
 
+import os
 import signal
 import subprocess
 import sys
@@ -44,12 +45,21 @@ SCRIPT = textwrap.dedent("""\
 """)
 
 
-def interrupt_when_ready(command, **kwargs) -> subprocess.CompletedProcess:
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+def interrupt_when_ready(
+    command, *, signum=signal.SIGINT, as_a_terminal: bool = False, **kwargs
+) -> subprocess.CompletedProcess:
+    """Start ``command``, wait for READY, send ``signum``. ``as_a_terminal``: to the whole process group, as Ctrl-C
+    in a terminal does (a launcher and its child both receive it)."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=as_a_terminal, **kwargs
+    )
     for line in process.stdout:
         if "READY" in line:
             break
-    process.send_signal(signal.SIGINT)
+    if as_a_terminal:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
     stdout, stderr = process.communicate(timeout=120)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
@@ -62,6 +72,30 @@ def test_an_interrupt_during_training_names_the_step_and_the_last_complete_check
         f"`--resume_from_checkpoint {checkpoint}`\n"
     )
     assert (result.returncode, result.stderr) == (130, expected)
+
+
+def test_ctrl_c_under_accelerate_launch_prints_the_same_line_last_and_exits_130(tmp_path):
+    """accelerate's launcher answers Ctrl-C by sending its child SIGTERM at once: the recipe treats it as the same
+    interrupt, so the line still comes out, after accelerate's own output, and no traceback."""
+    script = tmp_path / "recipe.py"
+    script.write_text(SCRIPT)
+    accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--quiet"]
+    command = [*accelerate, "--config_file", "recipes/accelerate/cpu.yaml", str(script), "training", str(tmp_path)]
+    result = interrupt_when_ready(command, as_a_terminal=True, cwd=REPO_ROOT)
+    checkpoint = tmp_path / "checkpoint-2"
+    assert result.returncode == 130, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"interrupted at step 11; last complete checkpoint: {checkpoint}; resume with "
+        f"`--resume_from_checkpoint {checkpoint}`"
+    )
+
+
+def test_sigterm_is_the_same_interrupt_with_its_own_exit_status(tmp_path):
+    """A scheduler's SIGTERM (or accelerate's, after Ctrl-C) prints the same line; the status is 128 + 15."""
+    command = [sys.executable, "-c", SCRIPT, "training", str(tmp_path)]
+    result = interrupt_when_ready(command, signum=signal.SIGTERM, cwd=REPO_ROOT)
+    assert result.returncode == 143 and result.stderr.startswith("interrupted at step 11; "), result.stderr[-3000:]
 
 
 def test_an_interrupt_while_loading_says_so(tmp_path):
