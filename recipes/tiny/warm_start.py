@@ -1,6 +1,9 @@
-"""Warm-started policies for the CPU demos: TRL's `SFTTrainer` on the tiny random policy, a few seconds each.
+"""Warm-started policies for the CPU demos: TRL's `SFTTrainer` on the tiny random policy.
 
-    python recipes/tiny/warm_start.py {math,coq,lean} [--base .tiny/policy] [--out .tiny/warm_KIND]
+    python recipes/tiny/warm_start.py {math,coq,lean} [--base .tiny/policy] [--out recipes/tiny/warm/KIND]
+
+The demos run the checkpoints this wrote, shipped in recipes/tiny/warm/ (about 0.6 MB each), so that no demo waits
+for an SFT first; `make warm-starts` rebuilds all three in a few minutes of CPU.
 
 A random policy writes no answer and no tactic, so every reward is 0 and a demo shows nothing. Each warm start here
 teaches the tiny policy (``python -m trl_verigate.tiny .tiny``) the demo's prompts, built by the demo recipe's own
@@ -8,12 +11,12 @@ teaches the tiny policy (``python -m trl_verigate.tiny .tiny``) the demo's promp
 
 - ``math`` (`make demo`): for the even rows of recipes/tiny/math_tiny.jsonl a right and a wrong boxed answer (half
   of the samples earn 1), for the odd rows only a wrong one (every sample earns 0: VeriGate's gate fires there);
-- ``coq`` (`make demo-coq`): for each statement of coq_tiny.jsonl a proof Coq 8.16 accepts and one that fails at
-  `reflexivity`;
+- ``coq`` (`make demo-coq`): for each statement of coq_tiny.jsonl the proofs ``intros. lia.`` (Coq 8.16 accepts it
+  on seven of the eight and fails at `lia` on one) and ``intros. reflexivity.`` (fails at `reflexivity`);
 - ``lean`` (`make demo-lean`, `make demo-es`): for each theorem of lean_tiny.jsonl the body ``omega`` and the body
   ``sorry``, which the precheck rejects. The stand-in REPL passes every proof that reaches it: it checks nothing.
 
-The checkpoint goes to ``--out`` with ``provenance.json`` beside it: the command, the data (path and SHA-256), the
+The checkpoint goes to ``--out`` with ``provenance.json`` in it: the command, the data (path and SHA-256), the
 completions taught, the seed, the SFT settings, the mean and last logged loss and the git commit.
 """
 
@@ -37,21 +40,13 @@ DATA = {
     "lean": REPO_ROOT / "recipes" / "tiny" / "lean_tiny.jsonl",
 }
 # Each prompt's completions are repeated (to at least 64 rows) so every epoch sees the mix in the same proportions.
-SFT_SETTINGS = {"max_steps": 120, "per_device_train_batch_size": 16, "learning_rate": 2e-2, "seed": 0}
+SFT_SETTINGS = {"max_steps": 300, "per_device_train_batch_size": 16, "learning_rate": 1e-2, "seed": 0}
 
-# Proofs of coq_tiny.jsonl's statements in Coq 8.16 with `Require Import Arith Lia.`, by statement name.
-COQ_PROOFS = {
-    "add_zero_r": "intros n. lia.",
-    "add_comm_nat": "intros n m. lia.",
-    "succ_pos": "intros n. lia.",
-    "le_add_r": "intros n m. lia.",
-    "double_even": "intros n. rewrite Nat.even_add. destruct (Nat.even n); reflexivity.",
-    "mul_one_r": "intros n. lia.",
-    "lt_trans_succ": "intros a b c H1 H2. lia.",
-    "sum_bound": "intros x y Hx Hy. lia.",
-}
-# Fails on every statement above: no goal of theirs holds by conversion after `intros`.
-COQ_WRONG = "intros. reflexivity."
+# The two proofs taught for every statement of coq_tiny.jsonl (Coq 8.16, `Require Import Arith Lia.`): `lia` proves
+# seven of the eight and fails on `double_even` (Nat.even is beyond linear arithmetic); `reflexivity` fails on all
+# eight, since no goal of theirs holds by conversion after `intros`. The policy needs no per-statement memory to
+# sample either, so a short SFT gives about half passes and failures at two named tactics.
+COQ_PROOFS = ("intros. lia.", "intros. reflexivity.")
 
 
 def _rows(kind: str) -> list[dict]:
@@ -101,7 +96,7 @@ def _process_examples(kind: str, completions) -> list[dict]:
 
 
 def coq_examples() -> list[dict]:
-    return _process_examples("coq", lambda row: [f"{COQ_PROOFS[row['name']]}\nQed.\n```", f"{COQ_WRONG}\nQed.\n```"])
+    return _process_examples("coq", lambda row: [f"{proof}\nQed.\n```" for proof in COQ_PROOFS])
 
 
 def lean_examples() -> list[dict]:
@@ -116,7 +111,7 @@ def _git_commit() -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def build(kind: str, base: str, out: str | Path, command: list[str] | None = None) -> str:
+def build(kind: str, base: str, out: str | Path, command: list[str] | None = None, max_steps: int | None = None) -> str:
     """SFT of ``base`` on the ``kind`` demo's examples; the checkpoint and its provenance.json go to ``out``."""
     import torch
     from datasets import Dataset
@@ -125,6 +120,7 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
     torch.set_num_threads(1)  # the model is too small to gain from more; a shared CPU spends the others spinning
     examples = EXAMPLES[kind]()
     repeated = examples * max(1, 64 // len(examples))
+    settings = {**SFT_SETTINGS, "max_steps": max_steps or SFT_SETTINGS["max_steps"]}
     out = Path(out)
     args = SFTConfig(
         output_dir=str(out / "sft"),
@@ -135,7 +131,7 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
         use_cpu=True,
         max_length=256,
         disable_tqdm=True,
-        **SFT_SETTINGS,
+        **settings,
     )
     trainer = SFTTrainer(model=base, args=args, train_dataset=Dataset.from_list(repeated))
     result = trainer.train()
@@ -150,8 +146,8 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
         "completions": list(
             {json.dumps(example["completion"]): example["completion"] for example in examples}.values()
         ),
-        "seed": SFT_SETTINGS["seed"],
-        "sft": {**SFT_SETTINGS, "trainer": "trl.SFTTrainer", "examples": len(repeated)},
+        "seed": settings["seed"],
+        "sft": {**settings, "trainer": "trl.SFTTrainer", "examples": len(repeated)},
         "mean_train_loss": result.training_loss,
         "last_logged_loss": losses[-1] if losses else None,
         "git_commit": _git_commit(),
@@ -168,9 +164,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kind", choices=sorted(EXAMPLES), help="which demo's policy to build")
     parser.add_argument("--base", default=".tiny/policy", help="the policy to start from (default: .tiny/policy)")
-    parser.add_argument("--out", default=None, help="where the checkpoint goes (default: .tiny/warm_KIND)")
+    parser.add_argument("--out", default=None, help="where the checkpoint goes (default: recipes/tiny/warm/KIND)")
+    parser.add_argument(
+        "--max-steps",
+        type=int,
+        default=SFT_SETTINGS["max_steps"],
+        help=f"SFT steps (default: {SFT_SETTINGS['max_steps']})",
+    )
     args = parser.parse_args(argv)
-    print(build(args.kind, args.base, args.out or f".tiny/warm_{args.kind}", ["python", *sys.argv]))
+    out = args.out or REPO_ROOT / "recipes" / "tiny" / "warm" / args.kind
+    print(build(args.kind, args.base, out, ["python", *sys.argv], args.max_steps))
 
 
 if __name__ == "__main__":
