@@ -54,11 +54,13 @@ helper `stand_in_config` imports the package, when a test calls it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import mmap
 import os
 import queue
 import re
+import shutil
 import socket
 import struct
 import sys
@@ -143,8 +145,10 @@ def log_socket(log_path: str | Path) -> str:
     key = str(Path(log_path).resolve())
     with _log_sockets_lock:
         if key not in _log_sockets:
-            # A short folder of its own: socket paths are limited to 108 bytes.
-            address = os.path.join(tempfile.mkdtemp(prefix="fake-repl-log-"), "log.sock")
+            # A short folder of its own: socket paths are limited to 108 bytes. It goes when the tests' process ends.
+            folder = tempfile.mkdtemp(prefix="fake-repl-log-")
+            atexit.register(shutil.rmtree, folder, True)
+            address = os.path.join(folder, "log.sock")
             server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             server.bind(address)
             server.listen()
