@@ -29,6 +29,7 @@ from verigate_math import to_prompts as math_prompts
 
 from trl_verigate.es.state import STATE_FILENAME
 from trl_verigate.trainers.es import ESConfig, ESTrainer
+from trl_verigate.trainers.process_verified import PROVERS
 from trl_verigate.trainers.utils import argv
 
 TASKS = ("lean", "math")
@@ -102,19 +103,20 @@ def prepare(script_args: ESScriptArguments, training_args: ESConfig, model_args:
 
 def train(script_args: ESScriptArguments, training_args: ESConfig, model_args: ModelConfig, *, prepared):
     verifier = None
-    if script_args.task == "lean":
-        reward, verifier = lean_reward(script_args)
-    else:
-        reward = math_reward(script_args)
-    trainer = ESTrainer(
-        model=model_args.model_name_or_path,
-        reward_funcs=[reward],
-        args=training_args,
-        train_dataset=prepared,
-        quantization_config=get_quantization_config(model_args),
-        peft_config=get_peft_config(model_args),
-    )
     try:
+        if script_args.task == "lean":
+            reward, verifier = lean_reward(script_args)
+            PROVERS["lean"].start_checked(verifier)  # one trivial proof, before the policy loads
+        else:
+            reward = math_reward(script_args)
+        trainer = ESTrainer(
+            model=model_args.model_name_or_path,
+            reward_funcs=[reward],
+            args=training_args,
+            train_dataset=prepared,
+            quantization_config=get_quantization_config(model_args),
+            peft_config=get_peft_config(model_args),
+        )
         train_and_save(trainer, training_args, script_args.dataset_name)
     finally:
         if verifier is not None and hasattr(verifier, "close"):

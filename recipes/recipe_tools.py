@@ -23,6 +23,7 @@ from trl import TrlParser
 from trl_verigate.cli_parser import OneLineErrors, exit_with_usage_error, one_line
 from trl_verigate.master_weights import keeps_fp32_master, load_dtype
 from trl_verigate.prover_pool.checks import program_problem
+from trl_verigate.trainers.process_verified import VerifierUnavailable
 
 LOCAL_DATA_SUFFIXES = (".json", ".jsonl")
 # What bad input raises while a recipe parses and prepares: a config's ValueError/TypeError, a missing file's
@@ -86,8 +87,9 @@ class RecipeParser(OneLineErrors, TrlParser):
 def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: Sequence[str] | None = None) -> None:
     """A recipe's entry point: parse, ``prepare`` (every check and the datasets, before any model loads), train.
 
-    Bad input raised while parsing or preparing (`INPUT_ERRORS`) ends the process with one line naming the field and
-    the fix, and exit status 2. An error once training has begun keeps its traceback: that is a fault to debug, not
+    Bad input raised while parsing or preparing (`INPUT_ERRORS`), or a verifier that fails its liveness proof when
+    training starts (`VerifierUnavailable`), ends the process with one line naming the field and the fix, and exit
+    status 2. An error once training has begun keeps its traceback: that is a fault to debug, not
     an input to fix.
 
     Under ``accelerate launch`` a child's non-zero exit makes accelerate raise its own CalledProcessError traceback
@@ -106,7 +108,11 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
                 # the launcher stop the others. A failure of this rank alone is still printed, after the wait.
                 time.sleep(OTHER_RANKS_WAIT_S)
             exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
-        train(*args, prepared=prepared)
+        try:
+            train(*args, prepared=prepared)
+        except VerifierUnavailable as error:
+            # Raised before the policy loads, by the trainer's or the recipe's liveness proof: a setup to fix.
+            exit_with_usage_error(os.path.basename(sys.argv[0]), str(error))
     except KeyboardInterrupt:
         interrupt.ignore_more()
         close_progress_bars()

@@ -3,6 +3,7 @@ each case runs the recipe's entry point (`recipe_tools.run_recipe`) with a `trai
 reached. One slow test runs a recipe as a user does, plain and under `accelerate launch --quiet`."""
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -16,20 +17,23 @@ from tests.launch import REPO_ROOT, TINY_YAMLS, load_recipe, offline_env, write_
 recipe_tools = load_recipe("recipe_tools")
 
 
-def run_entry_point(recipe_name: str, argv: list[str], capsys) -> str:
+def run_entry_point(recipe_name: str, argv: list[str], capsys, train=None) -> str:
     """The recipe's entry point on ``argv`` (after `--config` of its tiny YAML): it must exit 2 before training;
-    returns stderr."""
+    returns its line. ``train``: the recipe's own (default: one that records whether it was reached)."""
     recipe = load_recipe(recipe_name)
     trained = []
     with pytest.raises(SystemExit) as exit_info:
-        recipe_tools.run_recipe(recipe.parse_args, recipe.prepare, lambda *a, **k: trained.append(a), argv=argv)
+        recipe_tools.run_recipe(
+            recipe.parse_args, recipe.prepare, train or (lambda *a, **k: trained.append(a)), argv=argv
+        )
     assert exit_info.value.code == 2
     assert trained == []
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
     lines = captured.err.strip().splitlines()
-    assert len(lines) == 1, captured.err
-    return lines[0]
+    # The recipe's own `train` may draw a progress bar over the dataset first; the line is then the last one.
+    assert len(lines) == 1 or train is not None, captured.err
+    return lines[-1]
 
 
 @pytest.fixture
@@ -166,6 +170,31 @@ def test_a_coq_command_that_cannot_run_is_refused_before_the_model_loads(tiny_co
     base = tiny_config("coq_process_grpo")
     line = run_entry_point("coq_process_grpo", [*base, "--coq_command", "/nonexistent/coqidetop"], capsys)
     assert "`coq_command` runs /nonexistent/coqidetop, which does not exist" in line
+
+
+@pytest.mark.parametrize(
+    "recipe_name, project_field",
+    [
+        ("lean_process_grpo", "prover_project_dir"),
+        ("coq_process_grpo", "prover_project_dir"),
+        ("es", "lean_project_dir"),
+    ],
+)
+def test_a_verifier_that_cannot_run_a_trivial_proof_is_one_line_before_the_policy_loads(
+    recipe_name, project_field, tiny_config, tiny_models, tmp_path, capsys, in_repo
+):
+    """The recipe's own `train`: its liveness proof fails (the prover's project folder does not exist), and the
+    policy is never loaded: its weights here are not a checkpoint, so loading them would fail otherwise."""
+    if recipe_name.startswith("coq"):
+        pytest.importorskip("trl_verigate.coq")
+    policy = tmp_path / "unloadable-policy"
+    shutil.copytree(tiny_models["policy"], policy)
+    (policy / "model.safetensors").write_bytes(b"not a checkpoint")
+    argv = [*tiny_config(recipe_name), "--model_name_or_path", str(policy)]
+    argv += [f"--{project_field}", str(tmp_path / "no-such-project"), "--output_dir", str(tmp_path / "out")]
+    line = run_entry_point(recipe_name, argv, capsys, train=load_recipe(recipe_name).train)
+    assert "the verifier cannot run a trivial proof (error: " in line
+    assert ("coq-doctor" if recipe_name.startswith("coq") else "lean-doctor") in line
 
 
 def test_an_es_population_that_cannot_move_is_one_line(tiny_config, capsys, in_repo):

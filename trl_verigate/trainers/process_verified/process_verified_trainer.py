@@ -120,14 +120,11 @@ class ProcessVerifiedGRPOTrainer(ProcessGRPOTrainer):
             verifier = prover.build_verifier(args)
             if hasattr(verifier, "start"):
                 self._owned_verifier = verifier
-        if hasattr(verifier, "start"):  # a local pool (LeanServer, CoqServer); a remote one may come up later
-            if not getattr(verifier, "started", True):
-                verifier.start()
-            try:
-                prover.check_alive(verifier)
-            except RuntimeError:
-                self.close_verifier()
-                raise
+        try:
+            prover.start_checked(verifier)
+        except RuntimeError:
+            self.close_verifier()
+            raise
         return prover.build_oracle(args, verifier)
 
     def train(self, *args, **kwargs):

@@ -14,6 +14,11 @@ from typing import Any
 DEAD_STATUSES = ("error", "crashed")
 
 
+class VerifierUnavailable(RuntimeError):
+    """A verifier that cannot run a trivial proof: a setup to fix before training, which a recipe reports in one
+    line."""
+
+
 @dataclass(frozen=True)
 class Prover:
     """``build_verifier(args)``: the unstarted verifier the config's prover fields describe. ``build_oracle(args,
@@ -26,12 +31,21 @@ class Prover:
     liveness_request: Callable[[], Any]
     doctor: str
 
+    def start_checked(self, verifier) -> None:
+        """Start a local pool (LeanServer, CoqServer) and check it with `check_alive`; a remote verifier, which may
+        come up later, is left as it is."""
+        if not hasattr(verifier, "start"):
+            return
+        if not getattr(verifier, "started", True):
+            verifier.start()
+        self.check_alive(verifier)
+
     def check_alive(self, verifier) -> None:
         """Send one trivial proof through ``verifier`` before training; refuse one that cannot run it (a missing
         project_dir or REPL answers every proof `error`, and training would go on with no reward at all)."""
         result = verifier.verify([self.liveness_request()])[0]
         if getattr(result, "status", None) in DEAD_STATUSES:
-            raise RuntimeError(
+            raise VerifierUnavailable(
                 f"the verifier cannot run a trivial proof ({result.status}: {result.reason}); fix the prover setup "
                 f"it names (run `{self.doctor}` to check it step by step) before training"
             )
