@@ -10,7 +10,7 @@ export WANDB_MODE := offline
 export TOKENIZERS_PARALLELISM := false
 TINY_DIR ?= .tiny
 
-.PHONY: install test test-fast test-lean demo demo-lean demo-lean-audit demo-es demo-coq experiment bench bench-peers gpu-check lint docs tiny clean
+.PHONY: install test test-fast test-lean warm-starts demo demo-lean demo-lean-audit demo-es demo-coq experiment bench bench-peers gpu-check lint docs tiny clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -45,16 +45,18 @@ test-lean: $(STAMP)
 # own CalledProcessError traceback, with it accelerate exits 1 and the recipe's line is the last one printed.
 LAUNCH := $(VENV)/bin/accelerate launch --quiet --config_file recipes/accelerate/cpu.yaml
 
-# Each demo's policy is the tiny one warm-started by SFT on that demo's prompts (recipes/tiny/warm_start.py, seconds
-# on an idle CPU), with its provenance.json beside it; the random policy alone earns no reward and shows nothing.
-$(TINY_DIR)/warm_%/provenance.json: $(TINY_DIR)/.built recipes/tiny/warm_start.py recipes/tiny/%_tiny.jsonl
-	$(PY) recipes/tiny/warm_start.py $* --base $(TINY_DIR)/policy --out $(TINY_DIR)/warm_$*
+# Each demo's policy is the tiny one warm-started by SFT on that demo's prompts, shipped in recipes/tiny/warm/KIND
+# with its provenance.json (the random policy alone earns no reward and shows nothing). `make warm-starts` rebuilds
+# them with recipes/tiny/warm_start.py.
+WARM_KINDS := math coq lean
+warm-starts: $(TINY_DIR)/.built
+	for kind in $(WARM_KINDS); do $(PY) recipes/tiny/warm_start.py $$kind --base $(TINY_DIR)/policy || exit 1; done
 
-demo: $(STAMP) $(TINY_DIR)/warm_math/provenance.json
+demo: $(STAMP) $(TINY_DIR)/.built
 	$(LAUNCH) recipes/verigate_math.py --config recipes/tiny/verigate_math.yaml
 
 # Lean process GRPO on CPU against the stand-in REPL; prints the lean/* metrics of every step.
-demo-lean: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
+demo-lean: $(STAMP)
 	@echo "demo-lean: against the STAND-IN Lean REPL (tests/fake_repl.py), not Lean: it passes every proof the precheck lets through."
 	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml
 	@echo "demo-lean: the passes above are the stand-in's (omega passes, sorry is rejected by the precheck); only real Lean (make test-lean) checks proofs."
@@ -62,18 +64,18 @@ demo-lean: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
 # demo-lean with the audit sample on: the stand-in checker (tests/fake_checker.py) plays a kernel that refuses the
 # stand-in REPL's `omega` passes, a "hack" the REPL accepts; the run shows lean/recheck_overturned and escalation.
 AUDIT_CHECKER := $(VENV)/bin/python tests/fake_checker.py --refuse omega
-demo-lean-audit: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
+demo-lean-audit: $(STAMP)
 	@echo "demo-lean-audit: STAND-IN REPL and STAND-IN checker: the checker overturns every omega pass the REPL gives."
 	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/lean_process_grpo.py --config recipes/tiny/lean_process_grpo.yaml \
 		--lean_recheck sample --lean_recheck_sample_rate 0.25 --lean_recheck_command "$(AUDIT_CHECKER)" \
 		--output_dir outputs/tiny-lean-process-grpo-audit
 
-demo-es: $(STAMP) $(TINY_DIR)/warm_lean/provenance.json
+demo-es: $(STAMP)
 	@echo "demo-es: ES against the STAND-IN Lean REPL (tests/fake_repl.py), not Lean: it passes every proof the precheck lets through."
 	$(LAUNCH) recipes/es.py --config recipes/tiny/es.yaml
 
 # Process GRPO on CPU against real Coq (coqidetop + coqchk); prints the coq/* metrics of every step.
-demo-coq: $(STAMP) $(TINY_DIR)/warm_coq/provenance.json
+demo-coq: $(STAMP)
 	TRL_EXPERIMENTAL_SILENCE=1 $(LAUNCH) recipes/coq_process_grpo.py --config recipes/tiny/coq_process_grpo.yaml
 
 # GRPO vs VeriGate vs process-verified GRPO vs ES on toy arithmetic, with the decisions registered in

@@ -138,6 +138,7 @@ def build(kind: str, base: str, out: str | Path, command: list[str] | None = Non
     trainer.save_model(str(out))
     trainer.processing_class.save_pretrained(str(out))
     shutil.rmtree(out / "sft", ignore_errors=True)
+    (out / "training_args.bin").unlink(missing_ok=True)  # a pickle of the SFT's arguments; provenance.json has them
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     provenance = {
         "command": command or sys.argv,

@@ -809,7 +809,7 @@ def test_the_readme_is_a_landing_page():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 200
     assert text.splitlines()[3:5] == [
-        "make demo   # warm-starts a tiny offline policy, trains it a few VeriGate steps on CPU, then summarizes the run",
+        "make demo   # trains a tiny warm-started offline policy a few VeriGate steps on CPU, then summarizes the run",
         "make test   # the whole test suite (installs into .venv first)",
     ]
     for link in re.findall(r"\]\((docs/[^)#]+)", text):

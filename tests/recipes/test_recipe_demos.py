@@ -2,10 +2,12 @@
 where the model, the metrics, the checkpoints and es_state.json went. `make demo-coq`'s config runs end to end on
 the real Coq (slow)."""
 
+import hashlib
 import json
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -158,29 +160,45 @@ def test_the_warm_start_teaches_each_demo_its_own_prompts_with_right_and_wrong_c
     coq = warm_start.coq_examples()
     assert len(coq) == 16 and coq[0]["prompt"].endswith("Theorem add_zero_r : forall n : nat, n + 0 = n.\nProof.\n")
     assert [example["completion"] for example in coq[:2]] == [
-        "intros n. lia.\nQed.\n```",
+        "intros. lia.\nQed.\n```",
         "intros. reflexivity.\nQed.\n```",
     ]
     lean = warm_start.lean_examples()
     assert len(lean) == 12 and {example["completion"] for example in lean} == {"  omega\n```", "  sorry\n```"}
 
 
-def warm_policy(tiny_models, folder, kind: str) -> str:
-    """The tiny policy warm-started for ``kind`` as `make` does."""
-    policy = load_recipe("tiny.warm_start").build(kind, tiny_models["policy"], folder / f"warm_{kind}")
-    assert json.loads((folder / f"warm_{kind}" / "provenance.json").read_text())["git_commit"]
-    return policy
+def shipped_policy(kind: str) -> str:
+    """The warm-started policy the ``kind`` demo runs, as shipped in recipes/tiny/warm/."""
+    return str(REPO_ROOT / "recipes" / "tiny" / "warm" / kind)
 
 
-@pytest.fixture(scope="module")
-def warm_lean(tiny_models, tmp_path_factory) -> str:
-    # One warm start for the three demos that run the Lean policy (demo-lean, demo-lean-audit, demo-es).
-    return warm_policy(tiny_models, tmp_path_factory.mktemp("warm"), "lean")
+@pytest.mark.parametrize("kind", ["math", "coq", "lean"])
+def test_each_shipped_warm_start_was_built_from_the_data_and_completions_of_today(kind):
+    """A shipped checkpoint goes stale when its demo's data or taught completions change: rebuild it then."""
+    warm_start = load_recipe("tiny.warm_start")
+    provenance = json.loads((Path(shipped_policy(kind)) / "provenance.json").read_text())
+    data = REPO_ROOT / provenance["data"]["path"]
+    assert provenance["data"]["sha256"] == hashlib.sha256(data.read_bytes()).hexdigest(), "run `make warm-starts`"
+    taught = {json.dumps(example["completion"]) for example in warm_start.EXAMPLES[kind]()}
+    assert {json.dumps(completion) for completion in provenance["completions"]} == taught, "run `make warm-starts`"
+    assert provenance["sft"]["trainer"] == "trl.SFTTrainer" and provenance["git_commit"]
+    assert (Path(shipped_policy(kind)) / "model.safetensors").is_file()
 
 
-def _demo_rows(tiny_models, tmp_path, kind: str, recipe: str, config: str, stem: str, *extra: str, policy=None):
-    """Run the demo's recipe on the warm-started policy (built here unless given); return its metrics rows."""
-    policy = policy or warm_policy(tiny_models, tmp_path, kind)
+@pytest.mark.slow
+def test_the_warm_start_build_writes_a_checkpoint_and_its_provenance(tiny_models, tmp_path):
+    warm_start = load_recipe("tiny.warm_start")
+    out = tmp_path / "warm_lean"
+    assert warm_start.build("lean", tiny_models["policy"], out, ["warm_start.py", "lean"], max_steps=2) == str(out)
+    provenance = json.loads((out / "provenance.json").read_text())
+    assert provenance["sft"]["max_steps"] == 2 and provenance["command"] == ["warm_start.py", "lean"]
+    assert provenance["base"] == tiny_models["policy"] and provenance["git_commit"]
+    assert (out / "model.safetensors").is_file() and (out / "tokenizer.json").is_file()
+    assert not (out / "sft").exists() and not (out / "training_args.bin").exists()  # only the checkpoint stays
+
+
+def _demo_rows(tmp_path, recipe: str, config: str, stem: str, *extra: str, policy: str):
+    """Run the demo's recipe on ``policy``; return its metrics rows."""
     output = tmp_path / "run"
     command = [sys.executable, f"recipes/{recipe}.py", "--config", f"recipes/tiny/{config}.yaml"]
     command += ["--model_name_or_path", policy, "--output_dir", str(output), *extra]
@@ -193,18 +211,18 @@ def _demo_rows(tiny_models, tmp_path, kind: str, recipe: str, config: str, stem:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="the 120-step warm start of the 64-wide tiny policy rarely answers math_tiny right yet")
 def test_demo_rewards_vary_and_the_gate_fires_on_some_groups_only(tiny_models, tmp_path):
-    rows = _demo_rows(tiny_models, tmp_path, "math", "verigate_math", "verigate_math", "verigate_metrics")
+    prm = ["--prm_model_name_or_path", tiny_models["prm_qwen_math"]]
+    rows = _demo_rows(
+        tmp_path, "verigate_math", "verigate_math", "verigate_metrics", *prm, policy=shipped_policy("math")
+    )
     assert max(row["reward_std"] for row in rows) > 0
     assert 0 < sum(row["verigate/gate_rate"] for row in rows) / len(rows) < 1
 
 
 @pytest.mark.slow
-def test_demo_lean_trains_against_the_stand_in_with_a_gradient(tiny_models, tmp_path, warm_lean):
-    rows = _demo_rows(
-        tiny_models, tmp_path, "lean", "lean_process_grpo", "lean_process_grpo", "lean_metrics", policy=warm_lean
-    )
+def test_demo_lean_trains_against_the_stand_in_with_a_gradient(tmp_path):
+    rows = _demo_rows(tmp_path, "lean_process_grpo", "lean_process_grpo", "lean_metrics", policy=shipped_policy("lean"))
     assert max(row["lean/pass_rate"] for row in rows) > 0
     assert max(row["grad_norm"] for row in rows) > 0
 
@@ -221,18 +239,12 @@ def audit_arguments(makefile: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_demo_lean_audit_catches_the_hack_escalates_and_zeroes_its_rewards(tiny_models, tmp_path, warm_lean):
+def test_demo_lean_audit_catches_the_hack_escalates_and_zeroes_its_rewards(tmp_path):
     """The stand-in REPL passes `omega`; the stand-in checker refuses it. The audit sample (r = 0.25) must draw one
     such pass, overturn it, escalate to rechecking every pass, and from then on no pass survives."""
+    audit = audit_arguments((REPO_ROOT / "Makefile").read_text())
     rows = _demo_rows(
-        tiny_models,
-        tmp_path,
-        "lean",
-        "lean_process_grpo",
-        "lean_process_grpo",
-        "lean_metrics",
-        *audit_arguments((REPO_ROOT / "Makefile").read_text()),
-        policy=warm_lean,
+        tmp_path, "lean_process_grpo", "lean_process_grpo", "lean_metrics", *audit, policy=shipped_policy("lean")
     )
     assert sum(row["lean/recheck_overturned"] for row in rows) > 0
     escalated = [row["step"] for row in rows if row["lean/recheck_escalated"] == 1]
@@ -242,17 +254,15 @@ def test_demo_lean_audit_catches_the_hack_escalates_and_zeroes_its_rewards(tiny_
 
 
 @pytest.mark.slow
-def test_demo_es_makes_updates(tiny_models, tmp_path, warm_lean):
-    rows = _demo_rows(tiny_models, tmp_path, "lean", "es", "es", "es_metrics", policy=warm_lean)
+def test_demo_es_makes_updates(tmp_path):
+    rows = _demo_rows(tmp_path, "es", "es", "es_metrics", policy=shipped_policy("lean"))
     assert max(row["es/update_norm"] for row in rows) > 0
 
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("coq_required")
-@pytest.mark.xfail(reason="the warm Coq policy passes about 1 proof in 24 (3-step demo run), so 2 steps often see none")
-def test_demo_coq_passes_and_fails_proofs_on_real_coq_and_ends_with_its_summary(tiny_models, tmp_path):
-    warm_start = load_recipe("tiny.warm_start")
-    policy = warm_start.build("coq", tiny_models["policy"], tmp_path / "warm_coq")
+def test_demo_coq_passes_and_fails_proofs_on_real_coq_and_ends_with_its_summary(tmp_path):
+    policy = shipped_policy("coq")
     output = tmp_path / "run"
     command = [sys.executable, "recipes/coq_process_grpo.py", "--config", "recipes/tiny/coq_process_grpo.yaml"]
     command += ["--model_name_or_path", policy, "--output_dir", str(output), "--max_steps", "2"]
