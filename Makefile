@@ -29,8 +29,11 @@ $(TINY_DIR)/.built: $(STAMP) trl_verigate/tiny.py
 
 tiny: $(TINY_DIR)/.built
 
+# Two pytest-xdist workers, each taking whole test files: much of the suite waits on processes (Coq, the stand-in
+# REPL, servers, launchers), so two overlap well even on 2 cores. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest -q -ra tests
+	$(PY) -m pytest -q -ra -n $(TEST_WORKERS) --dist loadfile tests
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -ra -m "not slow" tests

@@ -12,6 +12,10 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `make test` runs two workers on a 2-core machine: one torch thread each (and in the processes they start), as
+    # two threads per worker would spin against each other for the same cores.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # Where the stand-in REPL reads them too: one path for every test.
 TRANSCRIPTS_DIR = DEFAULT_TRANSCRIPTS
