@@ -29,7 +29,8 @@ def code_hash(root: Path = REPO_ROOT, folders: tuple[str, ...] = CODE_FOLDERS) -
 
 
 def git_state(root: Path = REPO_ROOT, folders: tuple[str, ...] = CODE_FOLDERS) -> dict:
-    """{"git_commit": HEAD or None outside a repository, "git_dirty": whether ``folders`` differ from it}."""
+    """{"git_commit": HEAD or None outside a repository, "git_dirty": whether the Python files of ``folders``, the
+    ones `code_hash` covers, differ from it (an untracked one counts; a warm-start cache or notes do not)}."""
 
     def git(*args: str) -> str | None:
         try:
@@ -39,7 +40,8 @@ def git_state(root: Path = REPO_ROOT, folders: tuple[str, ...] = CODE_FOLDERS) -
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--", *folders) if commit else None
+    python_files = [f":(glob){folder}/**/*.py" for folder in folders]
+    status = git("status", "--porcelain", "--untracked-files=all", "--", *python_files) if commit else None
     return {"git_commit": commit, "git_dirty": bool(status)}
 
 

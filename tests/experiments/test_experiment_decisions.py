@@ -130,6 +130,13 @@ def test_provenance_hashes_the_code_and_reads_the_commit(tmp_path):
     git("add", "code")
     git("commit", "-q", "-m", "c")
     assert git_state(tmp_path, ("code",)) == {"git_commit": git("rev-parse", "HEAD"), "git_dirty": False}
+    (tmp_path / "code" / "cache").mkdir()  # an untracked warm-start cache: data, not code
+    (tmp_path / "code" / "cache" / "model.safetensors").write_bytes(b"weights")
+    (tmp_path / "code" / "notes.md").write_text("edited")
+    assert not git_state(tmp_path, ("code",))["git_dirty"]  # the same files as code_hash: Python ones only
+    (tmp_path / "code" / "cache" / "new.py").write_text("y = 1\n")
+    assert git_state(tmp_path, ("code",))["git_dirty"]  # an untracked Python file is code that runs
+    (tmp_path / "code" / "cache" / "new.py").unlink()
     (tmp_path / "code" / "a.py").write_text("x = 3\n")
     assert git_state(tmp_path, ("code",))["git_dirty"]
     record = stamped(lambda: {"value": 1})()
