@@ -76,6 +76,22 @@ def test_the_precheck_accepts_legitimate_proofs(statement, proof):
 
 T = "theorem t : 2 + 2 = 5 := by"
 
+
+def assert_rejected(proof: str, reason: str = "") -> VerificationResult:
+    """``proof`` of `T` under the minif2f header is refused before Lean, for a reason containing ``reason``."""
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
+    assert result.status == "rejected" and reason in result.reason, result.reason
+    return result
+
+
+def assert_accepted(proof: str) -> Prepared:
+    """``proof`` of `T` under the minif2f header passes the precheck and would be sent to Lean."""
+    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
+    assert isinstance(result, Prepared), result.reason
+    return result
+
+
 REJECTED = [
     ("  sorry", "`sorry`"),
     ("  exact sorry", "`sorry`"),
@@ -213,9 +229,7 @@ LATE_COMMANDS = [
 def test_commands_after_the_proof_are_rejected_at_the_block_column_and_inside_it(command):
     word = command.split()[0].rstrip("%")
     for proof in (f"  rfl\n  {command}", f"  rfl\n    {command}"):
-        result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-        assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
-        assert result.status == "rejected" and f"command `{word}`" in result.reason, result.reason
+        assert_rejected(proof, f"command `{word}`")
 
 
 # Code the top-level tactic block does not cover has closed the `by` block: Lean reads it as commands, at any
@@ -278,8 +292,7 @@ DECLARATION_SUFFIXES = [
 
 @pytest.mark.parametrize("proof", DECLARATION_SUFFIXES)
 def test_declaration_suffixes_are_accepted(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, Prepared), result.reason
+    result = assert_accepted(proof)
     assert all("where" not in t.text for t in result.outermost_tactics)
 
 
@@ -338,9 +351,7 @@ LOCAL_DEFINITIONS_RUN = [
 
 @pytest.mark.parametrize(("proof", "reason"), LOCAL_DEFINITION_NAMES + LOCAL_DEFINITIONS_RUN)
 def test_where_and_let_rec_definitions_are_named_plainly_and_never_run(proof, reason):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
-    assert result.status == "rejected" and reason in result.reason, result.reason
+    assert_rejected(proof, reason)
 
 
 # What those rules must leave alone: a library discharger next to a `where` clause, a `let rec` before a tactic
@@ -354,15 +365,12 @@ def test_where_and_let_rec_definitions_are_named_plainly_and_never_run(proof, re
     ],
 )
 def test_where_and_let_rec_definitions_used_as_terms_are_accepted(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 @pytest.mark.parametrize("proof", OUTSIDE_THE_BLOCK)
 def test_code_outside_the_top_level_tactic_block_is_rejected(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
-    assert result.status == "rejected" and result.reason
+    assert_rejected(proof)
 
 
 LAYOUTS = [
@@ -440,9 +448,7 @@ NATIVE_SPELLINGS = [
 
 @pytest.mark.parametrize("proof", NATIVE_SPELLINGS)
 def test_native_evaluation_is_rejected_under_any_spelling(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {result.code!r}"
-    assert result.status == "rejected", result.reason
+    result = assert_rejected(proof)
     assert any(word in result.reason for word in ("native", "bv_", "literals only", "`Lean")), result.reason
 
 
@@ -503,14 +509,12 @@ DIFFERENT_NAME_TO_LEAN = [
 
 @pytest.mark.parametrize("proof", SAME_NAME_TO_LEAN)
 def test_spellings_lean_treats_as_the_same_name_are_rejected(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert result.status == "rejected"
+    assert_rejected(proof)
 
 
 @pytest.mark.parametrize("proof", DIFFERENT_NAME_TO_LEAN)
 def test_look_alikes_in_tactic_position_are_no_allowed_tactic(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert result.status == "rejected" and "is not on the allow-list" in result.reason, result.reason
+    assert_rejected(proof, "is not on the allow-list")
 
 
 # Mathlib tokens that end in `'` (`∑'`, `∏'`, image `''`, preimage `⁻¹'`) are not character literals.
@@ -690,9 +694,7 @@ CODE_RUNNING = [
 
 @pytest.mark.parametrize("proof,reason", CODE_RUNNING)
 def test_code_running_elaborators_and_commands_are_rejected(proof, reason):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
-    assert result.status == "rejected" and reason in result.reason, result.reason
+    assert_rejected(proof, reason)
 
 
 @pytest.mark.parametrize(
@@ -706,8 +708,7 @@ def test_code_running_elaborators_and_commands_are_rejected(proof, reason):
     ],
 )
 def test_eval_as_a_name_or_modulo_is_not_eval_percent(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 UNSAFE_AND_IO = [
@@ -734,9 +735,7 @@ UNSAFE_AND_IO = [
 
 @pytest.mark.parametrize("proof,reason", UNSAFE_AND_IO)
 def test_unsafe_code_and_io_names_are_rejected(proof, reason):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
-    assert result.status == "rejected" and reason in result.reason, result.reason
+    assert_rejected(proof, reason)
 
 
 def test_no_published_prover_output_names_io_or_unsafe_code():
@@ -797,8 +796,7 @@ CONFIG_LITERALS = [
 
 @pytest.mark.parametrize("proof", CONFIG_LITERALS)
 def test_configuration_items_with_literal_values_pass(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 CONFIG_CODE = [
@@ -827,9 +825,7 @@ CONFIG_CODE = [
 
 @pytest.mark.parametrize("proof", CONFIG_CODE)
 def test_configuration_items_with_code_are_rejected(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
-    assert result.status == "rejected", result.reason
+    result = assert_rejected(proof)
     assert any(word in result.reason for word in ("literal", "unsafe", "nested more than")), result.reason
     assert not isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
 
@@ -865,8 +861,7 @@ def test_a_dischargers_tactics_are_held_to_the_allow_list(proof):
     ],
 )
 def test_native_stays_refused_inside_a_literal_configuration(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert result.status == "rejected" and "native" in result.reason, result.reason
+    assert_rejected(proof, "native")
     assert isinstance(prepare(ProofRequest(T, proof), MINIF2F_HEADER, allow_native_decide=True), Prepared)
 
 
@@ -881,8 +876,7 @@ def test_native_stays_refused_inside_a_literal_configuration(proof):
     ],
 )
 def test_proof_level_false_rejections_are_fixed(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 @pytest.mark.parametrize(
@@ -896,8 +890,7 @@ def test_proof_level_false_rejections_are_fixed(proof):
     ],
 )
 def test_a_discharger_may_be_a_tactic_sequence(proof):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, Prepared), result.reason
+    assert_accepted(proof)
 
 
 RESOURCE_OPTIONS = [
@@ -926,9 +919,7 @@ RESOURCE_OPTIONS = [
 
 @pytest.mark.parametrize("proof,reason", RESOURCE_OPTIONS)
 def test_resource_options_are_refused_or_bounded(proof, reason):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert isinstance(result, VerificationResult), f"sent to Lean: {proof!r}"
-    assert result.status == "rejected" and reason in result.reason, result.reason
+    assert_rejected(proof, reason)
     if "set_option" not in proof or "at most" in reason or "no limit" in reason:
         return
     # The same option on a file's header line is refused the same way (a value over its bound runs at the bound).
@@ -1018,8 +1009,7 @@ def test_a_trace_option_in_a_files_header_is_refused():
     ],
 )
 def test_a_body_not_indented_under_the_statement_is_shown_indented(proof, corrected):
-    result = prepare(ProofRequest(T, proof), MINIF2F_HEADER)
-    assert result.status == "rejected" and "closes the `by` block" in result.reason, result.reason
+    result = assert_rejected(proof, "closes the `by` block")
     assert result.reason.endswith(f"e.g. {corrected}"), result.reason
     # The shown form is accepted.
     assert isinstance(prepare(ProofRequest(T, json.loads(corrected)), MINIF2F_HEADER), Prepared)
