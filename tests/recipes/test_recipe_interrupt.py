@@ -74,16 +74,18 @@ def test_an_interrupt_during_training_names_the_step_and_the_last_complete_check
     assert (result.returncode, result.stderr) == (130, expected)
 
 
-def test_ctrl_c_under_accelerate_launch_prints_the_same_line_last_and_exits_130(tmp_path):
+def test_ctrl_c_under_accelerate_launch_prints_the_same_line_last_and_no_traceback(tmp_path):
     """accelerate's launcher answers Ctrl-C by sending its child SIGTERM at once: the recipe treats it as the same
-    interrupt, so the line still comes out, after accelerate's own output, and no traceback."""
+    interrupt, so the line still comes out, after accelerate's own output, and no traceback. The launcher's own
+    status is accelerate's: 130 when its KeyboardInterrupt is handled first, 1 (`--quiet`, a failed child) when the
+    child's exit reaches it first; both happen on a loaded machine."""
     script = tmp_path / "recipe.py"
     script.write_text(SCRIPT)
     accelerate = [sys.executable, "-m", "accelerate.commands.launch", "--quiet"]
     command = [*accelerate, "--config_file", "recipes/accelerate/cpu.yaml", str(script), "training", str(tmp_path)]
     result = interrupt_when_ready(command, as_a_terminal=True, cwd=REPO_ROOT)
     checkpoint = tmp_path / "checkpoint-2"
-    assert result.returncode == 130, result.stderr[-3000:]
+    assert result.returncode in (130, 1), result.stderr[-3000:]
     assert "Traceback" not in result.stderr, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == (
         f"interrupted at step 11; last complete checkpoint: {checkpoint}; resume with "
