@@ -88,3 +88,11 @@ def coq_required():
         if ci_is_set():
             pytest.fail(f"{message}. CI is set, so the Coq tests fail instead of skipping.", pytrace=False)
         pytest.skip(message)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Files with slow tests run first. `make test`'s two xdist workers take whole files in this order, so the long
+    ones (the GPU-check rehearsal, the Coq standard-library spans) run beside the many short ones instead of last
+    and alone. The sort is stable: each file keeps its own order."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)
