@@ -118,6 +118,8 @@ def run_recipe(parse_args: Callable, prepare: Callable, train: Callable, argv: S
         close_progress_bars()
         print(interrupted_line(TRAINING_PROGRESS), file=sys.stderr, flush=True)
         raise SystemExit(128 + interrupt.signum) from None
+    finally:
+        interrupt.restore()
 
 
 class Interrupt:
@@ -130,16 +132,24 @@ class Interrupt:
 
     def __init__(self):
         self.signum = signal.SIGINT
+        self.received = False
+        self.previous = {}
 
     def install(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
-                signal.signal(signum, self.handle)
+            self.previous = {signum: signal.signal(signum, self.handle) for signum in self.SIGNALS}
 
     def handle(self, signum, frame) -> None:
-        self.signum = signum
+        self.signum, self.received = signum, True
         self.ignore_more()
         raise KeyboardInterrupt
+
+    def restore(self) -> None:
+        """Give back the handlers `install` replaced, as `run_recipe` may be one call in a longer process (the
+        tests'); after a signal they stay ignored while the process ends."""
+        if not self.received:
+            for signum, handler in self.previous.items():
+                signal.signal(signum, handler)
 
     def ignore_more(self) -> None:
         if threading.current_thread() is threading.main_thread():

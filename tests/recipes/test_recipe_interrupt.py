@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch import REPO_ROOT, offline_env, write_tiny_recipe_config
+from tests.launch import REPO_ROOT, load_recipe, offline_env, write_tiny_recipe_config
 
 # A recipe whose `prepare` or `train` stands in for loading or training: it reports progress as a trainer would
 # (TRAINING_PROGRESS is what `train_and_save` adds to the trainer), prints READY and waits for the signal.
@@ -126,3 +126,12 @@ def test_an_interrupted_es_recipe_resumes_from_the_checkpoint_it_names(tiny_mode
     named = last.split("`--resume_from_checkpoint ")[1].rstrip("`")
     assert Path(named).parent.resolve() == output.resolve() and (Path(named) / "trainer_state.json").is_file()
     assert int(named.rsplit("-", 1)[1]) >= 2
+
+
+def test_the_entry_point_gives_back_the_signal_handlers_it_replaced():
+    """`run_recipe` may be one call in a longer process: afterwards SIGINT and SIGTERM do what they did before."""
+    recipe_tools = load_recipe("recipe_tools")
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    with pytest.raises(SystemExit):
+        recipe_tools.run_recipe(lambda argv: (), lambda: None, lambda prepared: sys.exit(0), argv=[])
+    assert {signum: signal.getsignal(signum) for signum in before} == before
