@@ -126,9 +126,15 @@ class Interrupt:
     """SIGINT and SIGTERM both end a recipe as a Ctrl-C does. `accelerate launch` answers Ctrl-C by sending its
     child SIGTERM right after the terminal's SIGINT, and cluster schedulers stop jobs with SIGTERM; either way the
     run should say where it stopped. The first signal ignores any further ones, so a second one arriving while the
-    provers close adds no traceback."""
+    provers close adds no traceback.
+
+    Under accelerate's single-process launcher a Ctrl-C waits for that SIGTERM (at most `LAUNCHER_GRACE_S`) before
+    the recipe stops: the launcher copies the child's stderr, and a chunk it has read when its own KeyboardInterrupt
+    lands is never written, so a line printed at once is lost about one time in five on a loaded machine. By the
+    time the launcher sends SIGTERM it copies stderr in a thread that writes all it reads."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+    LAUNCHER_GRACE_S = 2.0
 
     def __init__(self):
         self.signum = signal.SIGINT
@@ -140,21 +146,36 @@ class Interrupt:
             self.previous = {signum: signal.signal(signum, self.handle) for signum in self.SIGNALS}
 
     def handle(self, signum, frame) -> None:
-        self.signum, self.received = signum, True
+        if not self.received:
+            self.signum, self.received = signum, True
+            if signum == signal.SIGINT and under_accelerate_launcher():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGALRM, self.handle)
+                signal.setitimer(signal.ITIMER_REAL, self.LAUNCHER_GRACE_S)
+                return
         self.ignore_more()
         raise KeyboardInterrupt
 
     def restore(self) -> None:
         """Give back the handlers `install` replaced, as `run_recipe` may be one call in a longer process (the
         tests'); after a signal they stay ignored while the process ends."""
-        if not self.received:
+        if self.received:
+            self.ignore_more()  # also cancels a grace timer still running if training ended within it
+        else:
             for signum, handler in self.previous.items():
                 signal.signal(signum, handler)
 
     def ignore_more(self) -> None:
         if threading.current_thread() is threading.main_thread():
-            for signum in self.SIGNALS:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            for signum in (*self.SIGNALS, signal.SIGALRM):
                 signal.signal(signum, signal.SIG_IGN)
+
+
+def under_accelerate_launcher() -> bool:
+    """Whether accelerate's single-process launcher started this process: it alone sets ACCELERATE_USE_CPU (its
+    multi-process launcher is torch.distributed.run, which does not copy its workers' stderr)."""
+    return "ACCELERATE_USE_CPU" in os.environ
 
 
 def close_progress_bars() -> None:

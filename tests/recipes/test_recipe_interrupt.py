@@ -3,6 +3,7 @@ flag that resumes from it; or, before training begins, that loading was interrup
 and sends it SIGINT once it says it is ready."""
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -15,7 +16,9 @@ import pytest
 from tests.launch import REPO_ROOT, load_recipe, offline_env, write_tiny_recipe_config
 
 # A recipe whose `prepare` or `train` stands in for loading or training: it reports progress as a trainer would
-# (TRAINING_PROGRESS is what `train_and_save` adds to the trainer), prints READY and waits for the signal.
+# (TRAINING_PROGRESS is what `train_and_save` adds to the trainer), prints READY and waits for the signal. It waits
+# in short sleeps, as a training loop keeps running Python: a signal the kernel hands to another thread (torch's)
+# reaches the main thread's handler only when that thread next runs Python, not during one long sleep.
 SCRIPT = textwrap.dedent("""\
     import sys, time
     from pathlib import Path
@@ -25,10 +28,14 @@ SCRIPT = textwrap.dedent("""\
 
     stage, output_dir = sys.argv[1], Path(sys.argv[2])
 
+    def wait_for_the_signal():
+        for _ in range(600):
+            time.sleep(0.1)
+
     def prepare():
         if stage == "loading":
             print("READY", flush=True)
-            time.sleep(60)
+            wait_for_the_signal()
 
     def train(prepared):
         progress = recipe_tools.TRAINING_PROGRESS
@@ -39,7 +46,7 @@ SCRIPT = textwrap.dedent("""\
         for step in range(1, 12):
             progress.on_step_end(None, SimpleNamespace(global_step=step), None)
         print("READY", flush=True)
-        time.sleep(60)
+        wait_for_the_signal()
 
     recipe_tools.run_recipe(lambda argv: (), prepare, train, argv=[])
 """)
@@ -91,6 +98,41 @@ def test_ctrl_c_under_accelerate_launch_prints_the_same_line_last_and_no_traceba
         f"interrupted at step 11; last complete checkpoint: {checkpoint}; resume with "
         f"`--resume_from_checkpoint {checkpoint}`"
     )
+
+
+def start_under_accelerate_env(tmp_path) -> subprocess.Popen:
+    """The SCRIPT in training, with the variable accelerate's launcher sets; returns once it is READY."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, "training", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO_ROOT,
+        env={**os.environ, "ACCELERATE_USE_CPU": "True"},
+    )
+    for line in process.stdout:
+        if "READY" in line:
+            break
+    return process
+
+
+def test_under_accelerate_a_ctrl_c_prints_nothing_until_the_launchers_sigterm(tmp_path):
+    """The launcher drops a chunk of the child's stderr it has read when its own KeyboardInterrupt lands; it sends
+    SIGTERM only once a thread copies everything, so the line waits for that SIGTERM. The exit status is the Ctrl-C's."""
+    process = start_under_accelerate_env(tmp_path)
+    process.send_signal(signal.SIGINT)
+    written_before_sigterm, _, _ = select.select([process.stderr], [], [], 1.0)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert written_before_sigterm == []
+    assert process.returncode == 130 and stderr.startswith("interrupted at step 11; "), stderr[-3000:]
+
+
+def test_under_accelerate_a_ctrl_c_without_sigterm_ends_the_run_after_the_grace(tmp_path):
+    process = start_under_accelerate_env(tmp_path)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and stderr.startswith("interrupted at step 11; "), stderr[-3000:]
 
 
 def test_sigterm_is_the_same_interrupt_with_its_own_exit_status(tmp_path):
