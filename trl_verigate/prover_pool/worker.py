@@ -161,8 +161,8 @@ class WorkerProcess:
             argv = sandbox.bwrap_argv(bwrap, argv, read_only=read_only, writable=str(self._scratch), cwd=cwd, env=env)
             self.sandboxed = True
         limit_bytes = (settings.memory_limit_mb or 0) << 20
-        try:
-            self._process = await asyncio.create_subprocess_exec(
+        creating = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 sys.executable,
                 "-I",
                 "-S",
@@ -178,9 +178,23 @@ class WorkerProcess:
                 start_new_session=True,
                 limit=STDOUT_BUFFER_BYTES,
             )
+        )
+        try:
+            self._process = await asyncio.shield(creating)
         except OSError as error:
             self.remove_scratch()
             raise WorkerStartError(f"cannot start {argv!r}: {error}") from None
+        except asyncio.CancelledError:
+            # Cancelled while it connects the pipes, `create_subprocess_exec` can wait forever
+            # (python/cpython#103847, fixed in 3.14), and the pool cancels starts when it replaces a worker or
+            # closes. So the creation always finishes, and the process it made is kept for `close` to kill.
+            while not creating.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.shield(creating)
+            if not creating.cancelled() and creating.exception() is None:
+                self._process = creating.result()
+                self.pid = self._process.pid
+            raise
         self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
