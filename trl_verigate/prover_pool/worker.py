@@ -119,8 +119,6 @@ class WorkerProcess:
     def __init__(self, settings):
         self.settings = settings
         self.uses = 0
-        # The launcher's pid: bubblewrap's outside the sandbox, else the process's own (the launcher execs it).
-        self.pid: int | None = None
         self.sandboxed = False
         self._process: asyncio.subprocess.Process | None = None
         self._scratch: Path | None = None
@@ -130,6 +128,11 @@ class WorkerProcess:
         self._stdout_task: asyncio.Task | None = None
         self.startup_s: float | None = None
         self._dead = False
+
+    @property
+    def pid(self) -> int | None:
+        """The launcher's pid: bubblewrap's outside the sandbox, else the process's own (the launcher execs it)."""
+        return self._process.pid if self._process is not None else None
 
     @property
     def alive(self) -> bool:
@@ -193,9 +196,7 @@ class WorkerProcess:
                     await asyncio.shield(creating)
             if not creating.cancelled() and creating.exception() is None:
                 self._process = creating.result()
-                self.pid = self._process.pid
             raise
-        self.pid = self._process.pid
         self._stderr_task = asyncio.ensure_future(self._drain_stderr())
 
     async def answer_or_kill(self, work, started: float):
