@@ -91,8 +91,9 @@ def coq_required():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Files with slow tests run first. `make test`'s two xdist workers take whole files in this order, so the long
-    ones (the GPU-check rehearsal, the Coq standard-library spans) run beside the many short ones instead of last
-    and alone. The sort is stable: each file keeps its own order."""
+    """Files with slow tests are collected first. `make test`'s two xdist workers take whole files in this order, so
+    the files of short tests only come last and fill in beside whatever slow file is still running. About 30 files
+    have a slow test, so the longest ones (the GPU-check rehearsal, the Coq standard-library spans) can still start
+    late. The sort is stable: each file keeps its own order."""
     slow_files = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow_files)
