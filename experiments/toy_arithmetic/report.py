@@ -296,6 +296,13 @@ def plot(results: dict, directory: Path) -> list[Path]:
     return [held_out, training, _plot_decisions(results, directory, plt)]
 
 
+def panel_title(row: dict, part: str) -> str:
+    """A decision panel's title. A claim of two parts has one verdict, so the title says that it is the claim's."""
+    if len(row["parts"]) == 1:
+        return f"{row['claim']}:\n{row['verdict']}"
+    return f"{row['claim']}, part '{part}'\n(claim: {row['verdict']})"
+
+
 def _plot_decisions(results: dict, directory: Path, plt) -> Path:
     """decisions.png: per claim and part, the per-seed differences, their mean and bounds, and the SESOI."""
     panels = [(row, name, part) for row in analysis.decisions(results) for name, part in row["parts"].items()]
@@ -311,7 +318,7 @@ def _plot_decisions(results: dict, directory: Path, plt) -> Path:
         axis.axhline(line, color="C3", linestyle="--", label="SESOI (ES: margin)")
         axis.axhline(0.0, color="grey", linewidth=0.8)
         axis.set_xticks(range(len(seeds) + 1), [f"s{seed}" for seed in seeds] + ["mean"])
-        axis.set_title(f"{row['claim']} ({name}):\n{row['verdict']}", fontsize=8)
+        axis.set_title(panel_title(row, name), fontsize=8)
         axis.set_ylabel("difference")
     figure.suptitle("Decisions: per-seed differences, their mean and bounds, against the SESOI")
     handles, labels = axes[0][0].get_legend_handles_labels()

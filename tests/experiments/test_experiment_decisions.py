@@ -242,3 +242,15 @@ def test_report_tables_and_plots_of_a_full_result(tmp_path):
     assert [path.name for path in paths] == ["held_out.png", "training.png", "decisions.png"]
     assert all(path.stat().st_size > 10_000 for path in paths)
     plt.close("all")
+
+
+def test_a_two_part_claims_panels_say_the_verdict_is_the_claims():
+    from experiments.toy_arithmetic.report import panel_title
+
+    one_part = {"claim": "GRPO learns", "verdict": "supported", "parts": {"gain": {}}}
+    assert panel_title(one_part, "gain") == "GRPO learns:\nsupported"
+    # ES's non-inferiority part alone may be inconclusive while the claim is refuted by its other part: a panel
+    # must not read as if its own part were refuted.
+    es = {"claim": "ES vs GRPO", "verdict": "refuted", "parts": {"vs GRPO": {}, "vs warm start": {}}}
+    assert panel_title(es, "vs GRPO") == "ES vs GRPO, part 'vs GRPO'\n(claim: refuted)"
+    assert panel_title(es, "vs warm start") == "ES vs GRPO, part 'vs warm start'\n(claim: refuted)"
