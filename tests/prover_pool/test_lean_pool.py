@@ -1,7 +1,9 @@
 """ReplProcess and WorkerPool driven with raw REPL commands against the stand-in REPL."""
 
 import asyncio
+import gc
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -12,6 +14,7 @@ import pytest
 from tests.fake_repl import read_log, stand_in_config
 from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.lean_server.repl.process import ReplProcess, WorkerCrashed, WorkerStartError, WorkerTimeout
+from trl_verigate.prover_pool import procfs
 from trl_verigate.prover_pool.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(60)
@@ -130,10 +133,12 @@ def test_rlimit_as_stops_a_runaway_allocation(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
 def test_closing_the_pool_while_a_replacement_starts_never_hangs(tmp_path):
     """A crash starts a replacement in the background, and closing the pool at once cancels that start while
     `create_subprocess_exec` may be connecting its pipes, where CPython before 3.14 can wait forever
-    (python/cpython#103847). Without the guard in `WorkerProcess.spawn` about 1 close in 40 hung here."""
+    (python/cpython#103847). Without the guard in `WorkerProcess.spawn` about 1 close in 40 hung here. Under load,
+    before the two tests below held, about 1 close in 60 also left a transport open when its loop closed."""
 
     async def crash_then_close() -> bool:
         async def body(pool):
@@ -147,6 +152,92 @@ def test_closing_the_pool_while_a_replacement_starts_never_hangs(tmp_path):
     config = stand_in_config(tmp_path, script=[{"match": "CRASH", "behaviour": "crash"}])
     hung = sum(not asyncio.run(crash_then_close()) for _ in range(200))
     assert hung == 0
+
+
+def test_a_start_cancelled_while_connecting_leaves_no_pipe_open_when_the_loop_closes(tmp_path):
+    """The process a cancelled start keeps has no reader on its pipes, so `close` reads them to their EOF itself:
+    asyncio closes the transport only once every pipe has, and one still open when its loop closes is collected
+    with "Exception ignored in BaseSubprocessTransport.__del__: Event loop is closed" (seen under load in CI)."""
+    noisy = "import sys, time\nsys.stdout.write('out' * 1000)\nsys.stderr.write('err' * 1000)\n" + (
+        "sys.stdout.flush(); sys.stderr.flush()\ntime.sleep(600)\n"
+    )
+    config = LeanServerConfig(repl_command=[sys.executable, "-c", noisy], project_dir=str(tmp_path), sandbox="none")
+    worker = ReplProcess(config)
+
+    async def cancel_the_start_then_close():
+        starting = asyncio.ensure_future(worker.spawn(config.repl_command))
+        await asyncio.sleep(0)  # the start now awaits the process's creation
+        starting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await starting
+        await asyncio.sleep(0.5)  # the process has written to both pipes; nobody reads them
+        await worker.close()
+        return worker._process.stdout.at_eof(), worker._process.stderr.at_eof()
+
+    unraisable = []
+    loop = asyncio.new_event_loop()
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        at_eof = loop.run_until_complete(cancel_the_start_then_close())
+        loop.close()
+        gc.collect()
+    finally:
+        sys.unraisablehook = previous_hook
+    assert worker.pid is not None  # the cancelled start did make a process, which close killed
+    assert at_eof == (True, True)
+    assert [repr(event.exc_value) for event in unraisable] == []
+
+
+FORKING_PROVER = """
+import os, sys, time
+for _ in range(300):
+    if os.fork() == 0:
+        os.setsid()
+        time.sleep(60)
+        os._exit(0)
+    time.sleep(0.001)
+time.sleep(60)
+"""
+
+
+def marked_processes(marker: str) -> set[int]:
+    alive = set()
+    for pid in procfs.live_pids():
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if marker.encode() in cmdline and procfs.parent_pid(pid) is not None:  # parent_pid: None for a zombie
+            alive.add(pid)
+    return alive
+
+
+def test_a_kill_reaches_children_made_while_it_lands(tmp_path):
+    """A prover forking children that leave its session at once, as bubblewrap does when it makes its namespace's
+    first process: a child made between the kill's look at the process tree and its SIGKILL would escape both the
+    group and the tree. The kill stops the group before it looks, so no child is made after the look."""
+    marker = f"forking-prover-{os.getpid()}-{tmp_path.name}"
+    argv = [sys.executable, "-c", FORKING_PROVER, marker]
+    config = LeanServerConfig(repl_command=argv, project_dir=str(tmp_path), sandbox="none")
+
+    async def spawn_then_close_while_it_forks():
+        worker = ReplProcess(config)
+        await worker.spawn(config.repl_command)
+        deadline = time.monotonic() + 10
+        while len(marked_processes(marker)) < 10 and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        await worker.close()
+
+    survivors = set()
+    for _ in range(5):
+        asyncio.run(spawn_then_close_while_it_forks())
+        deadline = time.monotonic() + 2  # a SIGKILLed process is gone at once; an escaped one sleeps for 60 s
+        while marked_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors |= marked_processes(marker)
+    for pid in survivors:
+        os.kill(pid, signal.SIGKILL)
+    assert survivors == set()
 
 
 PROBE_REPL = """

@@ -313,7 +313,13 @@ class WorkerProcess:
         self._dead = True
         if self._process is not None:
             # Descendants first seen, then killed: one that left the session (setsid) is out of the group's reach.
-            tree = procfs.process_tree(self._process.pid) if self._process.returncode is None else set()
+            # The group is stopped before it is seen, so that a child cloned as the kill lands (bubblewrap making
+            # its namespace's first process, which leaves the group at once) is either in the tree or never made.
+            tree = set()
+            if self._process.returncode is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self._process.pid, signal.SIGSTOP)
+                tree = procfs.process_tree(self._process.pid)
             # The whole group, even when the leader already exited: `lake env` may leave the REPL behind.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._process.pid, signal.SIGKILL)
@@ -336,10 +342,19 @@ class WorkerProcess:
         while self._process.returncode is None and time.monotonic() < deadline:
             await asyncio.sleep(pause)
             pause = min(pause * 2, POLL_S[1])
-        # The group is dead, so the pipes reach EOF; bounded anyway against such a descendant.
+        # The group is dead, so the pipes reach EOF; bounded anyway against such a descendant. A pipe nobody reads
+        # (a start cancelled before its readers began) is read to its EOF here: asyncio closes the transport only
+        # once every pipe has, and one still open when its event loop closes is collected with an error.
         for task in self.reader_tasks():
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(task), 1.0)
+        for stream in self._unread_streams():
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stream.read(), 1.0)
+
+    def _unread_streams(self) -> list[asyncio.StreamReader]:
+        readers = ((self._process.stdout, self._stdout_task), (self._process.stderr, self._stderr_task))
+        return [stream for stream, task in readers if stream is not None and task is None]
 
     async def close(self) -> None:
         """Kill the process group and delete the scratch directory; idempotent."""
