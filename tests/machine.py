@@ -1,7 +1,8 @@
-"""What this machine offers the tests: whether CI is set, and which Coq programs are missing."""
+"""What this machine offers the tests: whether CI is set, which Coq programs are missing, which processes run."""
 
 import os
 import shutil
+from pathlib import Path
 
 
 def ci_is_set() -> bool:
@@ -14,3 +15,16 @@ def missing_coq_programs() -> list[str]:
     idetop = shutil.which("coqidetop.opt") or shutil.which("coqidetop")
     found = {"coqidetop": idetop, "coqc": shutil.which("coqc"), "coqchk": shutil.which("coqchk")}
     return [name for name, path in found.items() if not path]
+
+
+def processes_with(marker: str) -> list[int]:
+    """The live processes whose command line holds `marker` (a zombie's command line is empty)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found

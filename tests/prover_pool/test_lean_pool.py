@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import read_log, stand_in_config
+from tests.machine import processes_with
 from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.lean_server.repl.process import ReplProcess, WorkerCrashed, WorkerStartError, WorkerTimeout
-from trl_verigate.prover_pool import procfs
 from trl_verigate.prover_pool.pool import WorkerPool
 
 pytestmark = pytest.mark.timeout(60)
@@ -137,8 +137,8 @@ def test_rlimit_as_stops_a_runaway_allocation(tmp_path):
 def test_closing_the_pool_while_a_replacement_starts_never_hangs(tmp_path):
     """A crash starts a replacement in the background, and closing the pool at once cancels that start while
     `create_subprocess_exec` may be connecting its pipes, where CPython before 3.14 can wait forever
-    (python/cpython#103847). Without the guard in `WorkerProcess.spawn` about 1 close in 40 hung here. Under load,
-    before the two tests below held, about 1 close in 60 also left a transport open when its loop closed."""
+    (python/cpython#103847). Without the guard in `WorkerProcess.spawn` about 1 close in 40 hung here. A transport
+    left open when its loop closes fails the test too (under load, the two tests below say how that happens)."""
 
     async def crash_then_close() -> bool:
         async def body(pool):
@@ -200,18 +200,6 @@ time.sleep(60)
 """
 
 
-def marked_processes(marker: str) -> set[int]:
-    alive = set()
-    for pid in procfs.live_pids():
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and procfs.parent_pid(pid) is not None:  # parent_pid: None for a zombie
-            alive.add(pid)
-    return alive
-
-
 def test_a_kill_reaches_children_made_while_it_lands(tmp_path):
     """A prover forking children that leave its session at once, as bubblewrap does when it makes its namespace's
     first process: a child made between the kill's look at the process tree and its SIGKILL would escape both the
@@ -224,7 +212,7 @@ def test_a_kill_reaches_children_made_while_it_lands(tmp_path):
         worker = ReplProcess(config)
         await worker.spawn(config.repl_command)
         deadline = time.monotonic() + 10
-        while len(marked_processes(marker)) < 10 and time.monotonic() < deadline:
+        while len(processes_with(marker)) < 10 and time.monotonic() < deadline:
             await asyncio.sleep(0.005)
         await worker.close()
 
@@ -232,9 +220,9 @@ def test_a_kill_reaches_children_made_while_it_lands(tmp_path):
     for _ in range(5):
         asyncio.run(spawn_then_close_while_it_forks())
         deadline = time.monotonic() + 2  # a SIGKILLed process is gone at once; an escaped one sleeps for 60 s
-        while marked_processes(marker) and time.monotonic() < deadline:
+        while processes_with(marker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        survivors |= marked_processes(marker)
+        survivors |= set(processes_with(marker))
     for pid in survivors:
         os.kill(pid, signal.SIGKILL)
     assert survivors == set()

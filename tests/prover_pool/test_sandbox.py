@@ -21,6 +21,7 @@ import pytest
 
 from tests.fake_repl import CHILD_MARKER, DEFAULT_TRANSCRIPTS, stand_in_config, write_script
 from tests.launch import REPO_ROOT, TESTS_DIR
+from tests.machine import processes_with
 from trl_verigate.lean_server.core.types import LeanServerConfig
 from trl_verigate.lean_server.repl import process as process_module
 from trl_verigate.lean_server.repl.process import ReplProcess, WorkerStartError
@@ -287,18 +288,6 @@ def test_the_servers_environment_is_out_of_reach(tmp_path, mode, leaks):
     (report,) = reports(response)
     assert "/proc/self/environ" in report  # the attempt ran and read what it could
     assert (SECRET in json.dumps(response)) == leaks
-
-
-def processes_with(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                continue
-    return found
 
 
 @pytest.mark.parametrize(("mode", "survives"), [("bwrap", False), ("none", True)])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_repl import CHILD_MARKER, read_log, stand_in_config
+from tests.machine import processes_with
 from trl_verigate.lean_server.core.types import ProofRequest
 from trl_verigate.lean_server.repl.process import ReplProcess
 from trl_verigate.lean_server.service.server import LeanServer
@@ -87,16 +88,7 @@ def test_without_the_framing_checks_each_forgery_would_pass(tmp_path, monkeypatc
 
 
 def leftover_children(script: Path) -> list[int]:
-    marker = (CHILD_MARKER + str(script)).encode()
-    found = []
-    for name in Path("/proc").iterdir():
-        if name.name.isdigit():
-            try:
-                if marker in (name / "cmdline").read_bytes():
-                    found.append(int(name.name))
-            except OSError:
-                continue
-    return found
+    return processes_with(CHILD_MARKER + str(script))
 
 
 NO_BWRAP = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
